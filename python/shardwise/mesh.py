@@ -1,0 +1,202 @@
+"""Logical device meshes (Shardonnay RFC "Basic structure", "Multiple logical meshes"; Shardy
+``MeshAttr``). Immutable and hashable; every rule is checked in the Rust core."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from shardwise import _native
+
+__all__ = ["Mesh", "MeshAxis"]
+
+
+class MeshAxis:
+    """One named axis of a mesh, ``"x"=4`` in sdy text."""
+
+    __slots__ = ("name", "size")
+    name: str
+    size: int
+
+    def __init__(self, name: str, size: int) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"mesh axis name must be a str, got {type(name).__name__} {name!r}")
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise TypeError(f"mesh axis {name!r} size must be an int, got {type(size).__name__} {size!r}")
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "size", size)
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise AttributeError("MeshAxis is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MeshAxis) and (self.name, self.size) == (other.name, other.size)
+
+    def __hash__(self) -> int:
+        return hash((MeshAxis, self.name, self.size))
+
+    def __repr__(self) -> str:
+        return f"MeshAxis({self.name!r}, {self.size})"
+
+
+MeshWire = tuple[list[tuple[str, int]], list[int]]
+
+
+class Mesh:
+    """A logical mesh: ordered named axes with sizes and an optional explicit device order.
+
+    ``Mesh({"x": 2, "y": 4})``, ``Mesh([("x", 2), ("y", 4)], device_ids=[0, 2, 1, 3, 4, 6, 5, 7])``,
+    ``Mesh.parse('#sdy.mesh<["x"=2, "y"=4]>')``, ``Mesh.empty()`` (``<[]>``) and
+    ``Mesh.maximal(3)`` (``<[], device_ids=[3]>``, everything on device 3).
+
+    Devices are laid out row-major over the axes; ``device_ids`` (when given) lists the device
+    at each row-major position and must be a permutation of ``0..size``. Device ids equal to
+    iota are dropped, as Shardy does. ``str()`` prints the sdy form.
+
+    Raises ``MeshError`` for an axis size < 1, a duplicate axis name, negative or non-permutation
+    device ids, or several device ids without axes.
+    """
+
+    __slots__ = ("_axes", "_device_ids", "_hash")
+    _axes: tuple[MeshAxis, ...]
+    _device_ids: tuple[int, ...]
+    _hash: int
+
+    def __init__(
+        self,
+        axes: Mapping[str, int] | Iterable[MeshAxis | tuple[str, int]] = (),
+        device_ids: Iterable[int] | None = None,
+    ) -> None:
+        items: list[tuple[str, int]] = []
+        source = axes.items() if isinstance(axes, Mapping) else axes
+        for a in source:
+            if isinstance(a, MeshAxis):
+                items.append((a.name, a.size))
+            else:
+                name, size = a
+                ax = MeshAxis(name, size)  # type checks
+                items.append((ax.name, ax.size))
+        ids = [int(d) for d in device_ids] if device_ids is not None else []
+        norm_axes, norm_ids = _native.mesh_new((items, ids))
+        self._set(norm_axes, norm_ids)
+
+    def _set(self, axes: list[tuple[str, int]], ids: list[int]) -> None:
+        object.__setattr__(self, "_axes", tuple(MeshAxis(n, s) for n, s in axes))
+        object.__setattr__(self, "_device_ids", tuple(ids))
+        object.__setattr__(self, "_hash", hash((Mesh, self._axes, self._device_ids)))
+
+    @classmethod
+    def _from_wire(cls, wire: MeshWire) -> Mesh:
+        m = cls.__new__(cls)
+        m._set(*wire)
+        return m
+
+    def _wire(self) -> MeshWire:
+        return ([(a.name, a.size) for a in self._axes], list(self._device_ids))
+
+    @classmethod
+    def parse(cls, text: str) -> Mesh:
+        """Parses ``#sdy.mesh<["x"=2, "y"=4]>`` (also ``mesh<...>`` or the bare ``<...>``).
+
+        Raises ``ShardingParseError`` for malformed text and ``MeshError`` for an invalid mesh,
+        including explicit device ids equal to iota (Shardy's verifier rejects them).
+        """
+        return cls._from_wire(_native.mesh_parse(text))
+
+    @classmethod
+    def parse_op(cls, text: str) -> tuple[str, Mesh]:
+        """Parses a module-level definition ``sdy.mesh @name = <["x"=2]>`` into (name, mesh)."""
+        name, wire = _native.mesh_op_parse(text)
+        return name, cls._from_wire(wire)
+
+    @classmethod
+    def empty(cls) -> Mesh:
+        """The empty mesh ``<[]>`` (a placeholder with no devices)."""
+        return cls()
+
+    @classmethod
+    def maximal(cls, device: int) -> Mesh:
+        """The maximal mesh ``<[], device_ids=[device]>``: the tensor lives on one device."""
+        return cls((), device_ids=[device])
+
+    @property
+    def axes(self) -> tuple[MeshAxis, ...]:
+        return self._axes
+
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self._axes)
+
+    @property
+    def shape(self) -> dict[str, int]:
+        """Axis name -> size, in mesh order."""
+        return {a.name: a.size for a in self._axes}
+
+    @property
+    def device_ids(self) -> tuple[int, ...]:
+        """The explicit device order; ``()`` when it is iota."""
+        return self._device_ids
+
+    @property
+    def devices(self) -> tuple[int, ...]:
+        """Every device id, in row-major mesh order."""
+        if self._device_ids:
+            return self._device_ids
+        return tuple(range(self.size))
+
+    @property
+    def size(self) -> int:
+        """Number of devices (1 for a maximal mesh, 0 for the empty mesh)."""
+        if self.is_empty:
+            return 0
+        n = 1
+        for a in self._axes:
+            n *= a.size
+        return n
+
+    @property
+    def is_empty(self) -> bool:
+        return not self._axes and not self._device_ids
+
+    @property
+    def is_maximal(self) -> bool:
+        return not self._axes and len(self._device_ids) == 1
+
+    def axis_size(self, name: str) -> int:
+        """Size of axis ``name``; ``KeyError`` naming the known axes if there is none."""
+        for a in self._axes:
+            if a.name == name:
+                return a.size
+        raise KeyError(f"mesh {self} has no axis {name!r}; axes: {list(self.axis_names)}")
+
+    def __contains__(self, name: object) -> bool:
+        return any(a.name == name for a in self._axes)
+
+    def __iter__(self) -> Iterator[MeshAxis]:
+        return iter(self._axes)
+
+    def __len__(self) -> int:
+        return len(self._axes)
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise AttributeError("Mesh is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mesh) and (self._axes, self._device_ids) == (other._axes, other._device_ids)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __str__(self) -> str:
+        return _native.mesh_print(self._wire())
+
+    def body(self) -> str:
+        """The text after ``sdy.mesh @name = ``: ``<["x"=2]>``."""
+        return str(self)[len("#sdy.mesh"):]
+
+    def __repr__(self) -> str:
+        ids = f", device_ids={list(self._device_ids)}" if self._device_ids else ""
+        return f"Mesh({self.shape!r}{ids})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Mesh, ([(a.name, a.size) for a in self._axes], list(self._device_ids) or None))

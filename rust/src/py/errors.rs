@@ -1,0 +1,52 @@
+//! Python exception classes and the mapping from the core's error kinds.
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use crate::error::{Error, ErrorKind};
+
+create_exception!(_native, ShardwiseError, PyValueError, "Base of every shardwise error (a ValueError).");
+create_exception!(_native, ShardingError, ShardwiseError, "A mesh or sharding is malformed, invalid or not convertible.");
+create_exception!(_native, ShardingParseError, ShardingError, "Malformed sharding or mesh text; `offset` is where parsing stopped.");
+create_exception!(_native, InvalidShardingError, ShardingError, "A sharding breaks an invariant; `rule` names it.");
+create_exception!(_native, MeshError, ShardingError, "A mesh is malformed, or a named mesh is missing.");
+create_exception!(_native, ConversionError, ShardingError, "A conversion to or from another format cannot express the value.");
+
+/// Converts a core error into the matching Python exception, with `rule` / `offset` attributes.
+pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
+    let err = match e.kind {
+        ErrorKind::Parse { .. } => ShardingParseError::new_err(e.message.clone()),
+        ErrorKind::Invariant { .. } => InvalidShardingError::new_err(e.message.clone()),
+        ErrorKind::Mesh => MeshError::new_err(e.message.clone()),
+        ErrorKind::Conversion => ConversionError::new_err(e.message.clone()),
+    };
+    let value = err.value(py);
+    let _ = value.setattr("rule", e.rule());
+    if let ErrorKind::Parse { pos } = e.kind {
+        let _ = value.setattr("offset", pos);
+    }
+    err
+}
+
+/// `Result<T, Error>` into `PyResult<T>`.
+pub trait IntoPyResult<T> {
+    fn py(self, py: Python<'_>) -> PyResult<T>;
+}
+
+impl<T> IntoPyResult<T> for crate::error::Result<T> {
+    fn py(self, py: Python<'_>) -> PyResult<T> {
+        self.map_err(|e| to_py(py, e))
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("ShardwiseError", py.get_type::<ShardwiseError>())?;
+    m.add("ShardingError", py.get_type::<ShardingError>())?;
+    m.add("ShardingParseError", py.get_type::<ShardingParseError>())?;
+    m.add("InvalidShardingError", py.get_type::<InvalidShardingError>())?;
+    m.add("MeshError", py.get_type::<MeshError>())?;
+    m.add("ConversionError", py.get_type::<ConversionError>())?;
+    Ok(())
+}

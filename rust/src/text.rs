@@ -1,0 +1,533 @@
+//! Shardy's text form of meshes and shardings, parsed and printed byte-for-byte as Shardy prints
+//! them (assembly formats in `shardy/dialect/sdy/ir/attrs.td`, `printers.cc`):
+//!
+//! ```text
+//! #sdy.mesh<["x"=2, "y"=4], device_ids=[0, 2, 1, 3, 4, 6, 5, 7]>
+//! #sdy.sharding<@mesh, [{"x", "y":(2)2, ?}p1, {}], replicated={"z"}, unreduced={"w"}>
+//! #sdy.sharding<mesh<["a"=2]>, [{"a"}]>
+//! #sdy.sharding_per_value<[<@mesh, [{"x"}]>, <@mesh, []>]>
+//! ```
+//!
+//! Strings are escaped as MLIR does (`llvm::printEscapedString`): `\\` for a backslash, `\XX`
+//! (upper-case hex) for `"` and every byte outside printable ASCII. Symbol names are printed bare
+//! when they are MLIR bare identifiers, quoted otherwise.
+
+use std::fmt::Write;
+
+use crate::axis::{AxisRef, SubAxis};
+use crate::error::{Error, Result};
+use crate::mesh::{Mesh, MeshAxis};
+use crate::sharding::{DimSharding, MeshRef, Reduction, TensorSharding};
+
+// ---------------------------------------------------------------- printing
+
+pub fn print_string(s: &str, out: &mut String) {
+    out.push('"');
+    for &b in s.as_bytes() {
+        if b == b'\\' {
+            out.push_str("\\\\");
+        } else if (0x20..0x7f).contains(&b) && b != b'"' {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "\\{b:02X}");
+        }
+    }
+    out.push('"');
+}
+
+fn is_bare_id(s: &str) -> bool {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(c) if c.is_ascii_alphabetic() || c == '_' => {}
+        _ => return false,
+    }
+    chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '.'))
+}
+
+pub fn print_symbol(name: &str, out: &mut String) {
+    out.push('@');
+    if is_bare_id(name) {
+        out.push_str(name);
+    } else {
+        print_string(name, out);
+    }
+}
+
+fn push_axis_ref(a: &AxisRef, out: &mut String) {
+    print_string(&a.name, out);
+    if let Some(s) = a.sub {
+        let _ = write!(out, ":({}){}", s.pre_size, s.size);
+    }
+}
+
+pub fn print_axis_ref(a: &AxisRef) -> String {
+    let mut s = String::new();
+    push_axis_ref(a, &mut s);
+    s
+}
+
+fn push_axis_refs(axes: &[AxisRef], out: &mut String) {
+    for (i, a) in axes.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        push_axis_ref(a, out);
+    }
+}
+
+/// `{"x", "y":(1)2}`
+pub fn print_axis_list(axes: &[AxisRef]) -> String {
+    let mut s = String::from("{");
+    push_axis_refs(axes, &mut s);
+    s.push('}');
+    s
+}
+
+/// `<["x"=2, "y"=4], device_ids=[..]>` (without the `#sdy.mesh` prefix).
+fn push_mesh_body(m: &Mesh, out: &mut String) {
+    out.push_str("<[");
+    for (i, a) in m.axes().iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        print_string(&a.name, out);
+        let _ = write!(out, "={}", a.size);
+    }
+    out.push(']');
+    if !m.device_ids().is_empty() {
+        out.push_str(", device_ids=[");
+        for (i, d) in m.device_ids().iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            let _ = write!(out, "{d}");
+        }
+        out.push(']');
+    }
+    out.push('>');
+}
+
+/// `#sdy.mesh<["x"=2, "y"=4]>`
+pub fn print_mesh(m: &Mesh) -> String {
+    let mut s = String::from("#sdy.mesh");
+    push_mesh_body(m, &mut s);
+    s
+}
+
+/// `<["x"=2]>` as in `sdy.mesh @mesh = <["x"=2]>`.
+pub fn print_mesh_body(m: &Mesh) -> String {
+    let mut s = String::new();
+    push_mesh_body(m, &mut s);
+    s
+}
+
+pub fn print_dim_sharding(d: &DimSharding, out: &mut String) {
+    out.push('{');
+    push_axis_refs(&d.axes, out);
+    if !d.closed {
+        if !d.axes.is_empty() {
+            out.push_str(", ");
+        }
+        out.push('?');
+    }
+    out.push('}');
+    if let Some(p) = d.priority {
+        let _ = write!(out, "p{p}");
+    }
+}
+
+/// The stripped form `<@mesh, [{"x"}, {}]>` used inside per-value lists and op syntax.
+pub fn print_sharding_body(t: &TensorSharding, out: &mut String) {
+    out.push('<');
+    match &t.mesh {
+        MeshRef::Named(n) => print_symbol(n, out),
+        MeshRef::Inline(m) => {
+            out.push_str("mesh");
+            push_mesh_body(m, out);
+        }
+    }
+    out.push_str(", [");
+    for (i, d) in t.dims.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        print_dim_sharding(d, out);
+    }
+    out.push(']');
+    if !t.replicated.is_empty() {
+        out.push_str(", replicated=");
+        out.push_str(&print_axis_list(&t.replicated));
+    }
+    if !t.unreduced.is_empty() {
+        out.push_str(", unreduced=");
+        if t.reduction != Reduction::Sum {
+            out.push_str(t.reduction.name());
+        }
+        out.push_str(&print_axis_list(&t.unreduced));
+    }
+    out.push('>');
+}
+
+/// `#sdy.sharding<@mesh, [...]>`
+pub fn print_sharding(t: &TensorSharding) -> String {
+    let mut s = String::from("#sdy.sharding");
+    print_sharding_body(t, &mut s);
+    s
+}
+
+/// `#sdy.sharding_per_value<[<@mesh, [...]>, ...]>`
+pub fn print_sharding_per_value(ts: &[TensorSharding]) -> String {
+    let mut s = String::from("#sdy.sharding_per_value<[");
+    for (i, t) in ts.iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        print_sharding_body(t, &mut s);
+    }
+    s.push_str("]>");
+    s
+}
+
+// ---------------------------------------------------------------- parsing
+
+struct Parser<'a> {
+    src: &'a str,
+    pos: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn new(src: &'a str) -> Self {
+        Parser { src, pos: 0 }
+    }
+
+    fn rest(&self) -> &'a str {
+        &self.src[self.pos..]
+    }
+
+    fn skip_ws(&mut self) {
+        loop {
+            let r = self.rest();
+            let t = r.trim_start();
+            self.pos += r.len() - t.len();
+            if t.starts_with("//") {
+                self.pos += t.find('\n').unwrap_or(t.len());
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn err<T>(&self, expected: &str) -> Result<T> {
+        let got: String = self.rest().chars().take(24).collect();
+        let got = if got.is_empty() { "end of input".to_string() } else { format!("'{got}'") };
+        Err(Error::parse(self.pos, format!("expected {expected} at offset {} of {:?}, got {got}", self.pos, self.src)))
+    }
+
+    fn peek(&mut self, tok: &str) -> bool {
+        self.skip_ws();
+        self.rest().starts_with(tok)
+    }
+
+    fn eat(&mut self, tok: &str) -> bool {
+        if self.peek(tok) {
+            self.pos += tok.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, tok: &str) -> Result<()> {
+        if self.eat(tok) {
+            Ok(())
+        } else {
+            self.err(&format!("'{tok}'"))
+        }
+    }
+
+    /// A keyword: `tok` not followed by an identifier character.
+    fn eat_keyword(&mut self, tok: &str) -> bool {
+        if self.peek(tok) {
+            let after = self.rest()[tok.len()..].chars().next();
+            if !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '$') {
+                self.pos += tok.len();
+                return true;
+            }
+        }
+        false
+    }
+
+    fn done(&mut self) -> Result<()> {
+        self.skip_ws();
+        if self.pos == self.src.len() {
+            Ok(())
+        } else {
+            self.err("end of input")
+        }
+    }
+
+    fn int(&mut self) -> Result<i64> {
+        self.skip_ws();
+        let r = self.rest();
+        let neg = r.starts_with('-');
+        let digits = r[usize::from(neg)..].bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return self.err("an integer");
+        }
+        let len = usize::from(neg) + digits;
+        match r[..len].parse::<i64>() {
+            Ok(v) => {
+                self.pos += len;
+                Ok(v)
+            }
+            Err(_) => Err(Error::parse(self.pos, format!("integer {} at offset {} does not fit in 64 bits", &r[..len], self.pos))),
+        }
+    }
+
+    /// A double-quoted MLIR string with `\\`, `\"`, `\n`, `\t` and `\XX` escapes.
+    fn string(&mut self) -> Result<String> {
+        self.skip_ws();
+        if !self.rest().starts_with('"') {
+            return self.err("a quoted name");
+        }
+        let start = self.pos;
+        let bytes = self.src.as_bytes();
+        let mut i = self.pos + 1;
+        let mut out: Vec<u8> = Vec::new();
+        loop {
+            match bytes.get(i) {
+                None | Some(b'\n') => {
+                    return Err(Error::parse(start, format!("unterminated string starting at offset {start} of {:?}", self.src)))
+                }
+                Some(b'"') => break,
+                Some(b'\\') => {
+                    let hex = |c: Option<&u8>| c.and_then(|c| (*c as char).to_digit(16));
+                    match bytes.get(i + 1) {
+                        Some(b'\\') => out.push(b'\\'),
+                        Some(b'"') => out.push(b'"'),
+                        Some(b'n') => out.push(b'\n'),
+                        Some(b't') => out.push(b'\t'),
+                        c => match (hex(c), hex(bytes.get(i + 2))) {
+                            (Some(h), Some(l)) => {
+                                out.push((h * 16 + l) as u8);
+                                i += 1;
+                            }
+                            _ => return Err(Error::parse(i, format!("bad escape in string at offset {i} of {:?}", self.src))),
+                        },
+                    }
+                    i += 2;
+                }
+                Some(&b) => {
+                    out.push(b);
+                    i += 1;
+                }
+            }
+        }
+        self.pos = i + 1;
+        String::from_utf8(out).map_err(|_| Error::parse(start, format!("string at offset {start} is not valid UTF-8")))
+    }
+
+    /// `@name` or `@"quoted name"`.
+    fn symbol(&mut self) -> Result<String> {
+        self.expect("@")?;
+        if self.rest().starts_with('"') {
+            return self.string();
+        }
+        let r = self.rest();
+        let mut len = 0;
+        for (i, c) in r.char_indices() {
+            let ok = if i == 0 { c.is_ascii_alphabetic() || c == '_' } else { c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '.') };
+            if !ok {
+                break;
+            }
+            len = i + c.len_utf8();
+        }
+        if len == 0 {
+            return self.err("a symbol name after '@'");
+        }
+        self.pos += len;
+        Ok(r[..len].to_string())
+    }
+
+    /// Comma-separated items up to `close`; the opening token has been consumed.
+    fn list<T>(&mut self, close: &str, mut item: impl FnMut(&mut Self) -> Result<T>) -> Result<Vec<T>> {
+        let mut out = Vec::new();
+        if self.eat(close) {
+            return Ok(out);
+        }
+        loop {
+            out.push(item(self)?);
+            if self.eat(close) {
+                return Ok(out);
+            }
+            self.expect(",")?;
+        }
+    }
+
+    fn axis_ref(&mut self) -> Result<AxisRef> {
+        let name = self.string()?;
+        if !self.eat(":") {
+            return Ok(AxisRef { name, sub: None });
+        }
+        self.expect("(")?;
+        let pre_size = self.int()?;
+        self.expect(")")?;
+        let size = self.int()?;
+        Ok(AxisRef { name, sub: Some(SubAxis { pre_size, size }) })
+    }
+
+    fn axis_list(&mut self) -> Result<Vec<AxisRef>> {
+        self.expect("{")?;
+        self.list("}", Self::axis_ref)
+    }
+
+    fn mesh_body(&mut self, strict: bool) -> Result<Mesh> {
+        let start = self.pos;
+        self.expect("<")?;
+        self.expect("[")?;
+        let axes = self.list("]", |p| {
+            let name = p.string()?;
+            p.expect("=")?;
+            Ok(MeshAxis { name, size: p.int()? })
+        })?;
+        let mut ids = Vec::new();
+        if self.eat(",") {
+            if !self.eat_keyword("device_ids") {
+                return self.err("'device_ids'");
+            }
+            self.expect("=")?;
+            self.expect("[")?;
+            ids = self.list("]", Self::int)?;
+        }
+        self.expect(">")?;
+        let made = if strict { Mesh::new_strict(axes, ids) } else { Mesh::new(axes, ids) };
+        made.map_err(|e| e.context(format!("mesh {:?}", &self.src[start..self.pos])))
+    }
+
+    fn dim_sharding(&mut self) -> Result<DimSharding> {
+        self.expect("{")?;
+        let mut axes = Vec::new();
+        let mut closed = true;
+        if !self.eat("}") {
+            loop {
+                if self.eat("?") {
+                    closed = false;
+                    self.expect("}")?;
+                    break;
+                }
+                axes.push(self.axis_ref()?);
+                if self.eat("}") {
+                    break;
+                }
+                self.expect(",")?;
+            }
+        }
+        let mut priority = None;
+        self.skip_ws();
+        let r = self.rest();
+        if r.starts_with('p') && r[1..].starts_with(|c: char| c.is_ascii_digit()) {
+            self.pos += 1;
+            priority = Some(self.int()?);
+        }
+        Ok(DimSharding { axes, closed, priority })
+    }
+
+    /// `<@mesh, [dims], replicated={..}, unreduced={..}>`
+    fn sharding_body(&mut self) -> Result<TensorSharding> {
+        self.expect("<")?;
+        let mesh = if self.peek("@") {
+            MeshRef::Named(self.symbol()?)
+        } else if self.eat("#sdy.mesh") || self.eat_keyword("mesh") {
+            MeshRef::Inline(self.mesh_body(true)?)
+        } else {
+            return self.err("a mesh name '@name' or an inlined 'mesh<...>'");
+        };
+        self.expect(",")?;
+        self.expect("[")?;
+        let dims = self.list("]", Self::dim_sharding)?;
+        let mut replicated = Vec::new();
+        let mut unreduced = Vec::new();
+        let mut reduction = Reduction::Sum;
+        if self.eat(",") {
+            let mut progressed = false;
+            if self.eat_keyword("replicated") {
+                self.expect("=")?;
+                replicated = self.axis_list()?;
+                progressed = true;
+            }
+            if (!progressed || self.eat(",")) && self.eat_keyword("unreduced") {
+                self.expect("=")?;
+                for r in [Reduction::Max, Reduction::Min] {
+                    if self.eat_keyword(r.name()) {
+                        reduction = r;
+                    }
+                }
+                unreduced = self.axis_list()?;
+                progressed = true;
+            }
+            if !progressed {
+                return self.err("'replicated=' or 'unreduced='");
+            }
+        }
+        self.expect(">")?;
+        let t = TensorSharding { mesh, dims, replicated, unreduced, reduction };
+        t.check_local()?;
+        Ok(t)
+    }
+}
+
+fn strip_prefix<'a>(p: &mut Parser<'a>, prefix: &str) {
+    p.skip_ws();
+    let _ = p.eat(prefix);
+}
+
+/// Parses a mesh: `#sdy.mesh<...>`, `mesh<...>`, or the bare `<...>`. Explicit iota device
+/// ids are rejected, as Shardy's verifier does.
+pub fn parse_mesh(text: &str) -> Result<Mesh> {
+    let mut p = Parser::new(text);
+    if !p.eat("#sdy.mesh") {
+        let _ = p.eat_keyword("mesh");
+    }
+    let m = p.mesh_body(true)?;
+    p.done()?;
+    Ok(m)
+}
+
+/// Parses a mesh definition `sdy.mesh @name = <...>`, returning its name and mesh.
+pub fn parse_mesh_op(text: &str) -> Result<(String, Mesh)> {
+    let mut p = Parser::new(text);
+    if !p.eat_keyword("sdy.mesh") {
+        return p.err("'sdy.mesh'");
+    }
+    let name = p.symbol()?;
+    p.expect("=")?;
+    let m = p.mesh_body(true)?;
+    p.done()?;
+    Ok((name, m))
+}
+
+/// Parses `#sdy.sharding<...>` or the stripped `<...>`.
+pub fn parse_sharding(text: &str) -> Result<TensorSharding> {
+    let mut p = Parser::new(text);
+    strip_prefix(&mut p, "#sdy.sharding");
+    let t = p.sharding_body()?;
+    p.done()?;
+    Ok(t)
+}
+
+/// Parses `#sdy.sharding_per_value<[<...>, ...]>` or the stripped `[<...>, ...]`.
+pub fn parse_sharding_per_value(text: &str) -> Result<Vec<TensorSharding>> {
+    let mut p = Parser::new(text);
+    p.skip_ws();
+    let prefixed = p.eat("#sdy.sharding_per_value");
+    if prefixed {
+        p.expect("<")?;
+    }
+    p.expect("[")?;
+    let ts = p.list("]", Parser::sharding_body)?;
+    if prefixed {
+        p.expect(">")?;
+    }
+    p.done()?;
+    Ok(ts)
+}
