@@ -409,10 +409,14 @@ class TensorSharding(_Frozen):
 
     def validate(self, shape: Sequence[int] | None = None, *, meshes: Meshes = None, user: bool = False) -> None:
         """Checks every invariant against the mesh and, when given, the tensor ``shape`` (-1 for a
-        dynamic size): rank, known axes, each axis used once, sub-axes valid, non-overlapping and
-        merged, replicated/unreduced axes in mesh order, no priority on an empty closed dim, no
-        sharded size-0 dim, no dim sharded past exhaustion. ``user=True`` also rejects sub-axes
-        (users' own annotations use full axes). Raises ``InvalidShardingError`` with ``.rule``.
+        dynamic size), as Shardy's verifier does: rank, known axes, each axis used once, sub-axes
+        valid, non-overlapping and merged, replicated/unreduced axes in mesh order, no priority on
+        an empty closed dim.
+
+        ``user=True`` adds the RFC's rules for users' own annotations, which Shardy's propagation
+        does not keep: full axes only (no sub-axes), no sharded size-0 dim, and no dim sharded
+        further once exhausted (``[{"x"}, {"y", "z"}]`` is invalid for ``tensor<1x4>`` on
+        ``x=2, y=4, z=2``). Raises ``InvalidShardingError`` whose ``.rule`` names the invariant.
         """
         mesh = self.resolve_mesh(meshes)
         _native.sharding_validate(self._wire(), mesh._wire(), None if shape is None else list(shape), user)
