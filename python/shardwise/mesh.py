@@ -194,6 +194,10 @@ class Mesh:
         """The text after ``sdy.mesh @name = ``: ``<["x"=2]>``."""
         return str(self)[len("#sdy.mesh"):]
 
+    def op_text(self, name: str) -> str:
+        """The module-level definition ``sdy.mesh @name = <["x"=2]>`` (quoted name if needed)."""
+        return _native.mesh_op_print(name, self._wire())
+
     def __repr__(self) -> str:
         ids = f", device_ids={list(self._device_ids)}" if self._device_ids else ""
         return f"Mesh({self.shape!r}{ids})"

@@ -136,8 +136,13 @@ impl TensorSharding {
         }
     }
 
-    /// Invariants that need no mesh: priorities and exact duplicates. Cheap; run on construction.
+    /// Invariants that need no mesh: priorities, sub-axis sizes and exact duplicates. Cheap;
+    /// run on construction and parsing.
     pub fn check_local(&self) -> Result<()> {
+        self.check_local_inner().map_err(|e| e.context(format!("invalid sharding {}", crate::text::print_sharding(self))))
+    }
+
+    fn check_local_inner(&self) -> Result<()> {
         for (i, d) in self.dims.iter().enumerate() {
             check_priority(i, d)?;
         }

@@ -121,6 +121,15 @@ pub fn print_mesh_body(m: &Mesh) -> String {
     s
 }
 
+/// `sdy.mesh @name = <["x"=2]>`, the module-level definition.
+pub fn print_mesh_op(name: &str, m: &Mesh) -> String {
+    let mut s = String::from("sdy.mesh ");
+    print_symbol(name, &mut s);
+    s.push_str(" = ");
+    push_mesh_body(m, &mut s);
+    s
+}
+
 pub fn print_dim_sharding(d: &DimSharding, out: &mut String) {
     out.push('{');
     push_axis_refs(&d.axes, out);

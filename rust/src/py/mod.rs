@@ -65,6 +65,11 @@ fn mesh_print(py: Python<'_>, mesh: MeshW) -> PyResult<String> {
     Ok(text::print_mesh(&mesh_of(py, &mesh)?))
 }
 
+#[pyfunction]
+fn mesh_op_print(py: Python<'_>, name: &str, mesh: MeshW) -> PyResult<String> {
+    Ok(text::print_mesh_op(name, &mesh_of(py, &mesh)?))
+}
+
 /// Parses one sharding; validates it when `meshes` resolves its mesh (or it is inlined).
 #[pyfunction]
 #[pyo3(signature = (text, meshes=None))]
@@ -215,6 +220,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mesh_parse, m)?)?;
     m.add_function(wrap_pyfunction!(mesh_op_parse, m)?)?;
     m.add_function(wrap_pyfunction!(mesh_print, m)?)?;
+    m.add_function(wrap_pyfunction!(mesh_op_print, m)?)?;
     m.add_function(wrap_pyfunction!(sharding_parse, m)?)?;
     m.add_function(wrap_pyfunction!(sharding_per_value_parse, m)?)?;
     m.add_function(wrap_pyfunction!(sharding_print, m)?)?;

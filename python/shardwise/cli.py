@@ -1,0 +1,158 @@
+"""The ``shardwise`` command.
+
+``shardwise demo`` tours the sharding representation on a bundled example;
+``shardwise show SHARDING --mesh x=2,y=4 --shape 8,16`` parses, validates and explains one
+sharding (device grid and the same layout in other frameworks' formats).
+Errors in the input end the command with exit status 2 and a one-line message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from shardwise import __version__
+from shardwise.errors import ShardingError
+from shardwise.mesh import Mesh
+from shardwise.sharding import TensorSharding
+
+
+def parse_mesh_arg(text: str) -> Mesh:
+    """``x=2,y=4`` or sdy text ``#sdy.mesh<["x"=2, "y"=4]>`` / ``<["x"=2]>``."""
+    text = text.strip()
+    if text.startswith(("#sdy.mesh", "<", "mesh<")):
+        return Mesh.parse(text)
+    axes = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, eq, size = part.partition("=")
+        if not eq or not size.strip().lstrip("-").isdigit():
+            raise ShardingError(f"--mesh: expected name=size pairs like x=2,y=4, got {part!r}")
+        axes.append((name.strip(), int(size)))
+    return Mesh(axes)
+
+
+def parse_shape_arg(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(p) for p in text.replace("x", ",").split(",") if p.strip())
+    except ValueError:
+        raise ShardingError(f"--shape: expected sizes like 8,16 or 8x16, got {text!r}") from None
+
+
+def _try(f: Callable[[], Any]) -> str:
+    try:
+        return str(f())
+    except ImportError as e:
+        return f"[dim]({e})[/dim]"
+    except ShardingError as e:
+        return f"[yellow]not expressible: {e}[/yellow]"
+
+
+def formats_table(ts: TensorSharding, shape: Sequence[int] | None) -> Table:
+    """The layout of ``ts`` in every supported format (strict=False: propagation-only parts dropped)."""
+    t = Table(title="the same layout in other formats", show_header=True, header_style="bold")
+    t.add_column("format")
+    t.add_column("value", overflow="fold")
+    if shape is not None:
+        t.add_row("local shape", _try(lambda: ts.local_shape(shape)))
+    t.add_row("XLA HLO sharding", _try(lambda: ts.to_hlo_sharding(strict=False)))
+    t.add_row("JAX PartitionSpec", _try(lambda: ts.to_partition_spec(strict=False)))
+    t.add_row("PyTorch DTensor placements", _try(lambda: ts.to_dtensor_placements(strict=False)))
+    t.add_row("MindSpore layout (dev matrix, tensor map)", _try(lambda: ts.to_mindspore_layout(strict=False)))
+    t.add_row("MindSpore strategy", _try(lambda: ts.to_mindspore_strategy()))
+    t.add_row("hidet mesh_axis_per_dim", _try(lambda: ts.to_hidet(strict=False)))
+    return t
+
+
+def show(console: Console, ts: TensorSharding, shape: Sequence[int] | None, *, user: bool = False) -> None:
+    ts.validate(shape, user=user)
+    console.print(f"[bold]{ts}[/bold]  on  {ts.mesh}")
+    console.print(f"valid{' for shape ' + str(tuple(shape)) if shape is not None else ''}", style="green")
+    if shape is not None and len(shape) in (1, 2):
+        console.print(ts.visualize(shape))
+    console.print(formats_table(ts, shape))
+
+
+_DEMO_MESH = '#sdy.mesh<["x"=2, "y"=4]>'
+_DEMO_SHAPE = (8, 16)
+_DEMO_SHARDINGS = [
+    ('#sdy.sharding<@mesh, [{"x"}, {"y"}]>', "batch on x, features on y"),
+    ('#sdy.sharding<@mesh, [{"y", "x"}, {}]>', "one dim on both axes, y major"),
+    ('#sdy.sharding<@mesh, [{"x", ?}, {?}]>', "open dims: propagation may add axes"),
+    ('#sdy.sharding<@mesh, [{"x"}p0, {}], replicated={"y"}>', "priority 0; y may not shard it"),
+    ('#sdy.sharding<@mesh, [{"y":(1)2}, {"x", "y":(2)2}]>', "sub-axes of y, as after a reshape"),
+    ('#sdy.sharding<@mesh, [{}, {"x"}], unreduced={"y"}>', "partial sums along y"),
+]
+_DEMO_INVALID = [
+    ('#sdy.sharding<@mesh, [{"x"}, {"x"}]>', None),
+    ('#sdy.sharding<@mesh, [{}], replicated={"y", "x"}>', None),
+    ('#sdy.sharding<@mesh, [{"y":(1)2, "y":(2)2}, {}]>', None),
+    ('#sdy.sharding<@mesh, [{"x", "y"}, {}]>', (2, 16)),
+    ('#sdy.sharding<@mesh, [{"x"} {}]>', None),
+]
+
+
+def demo(console: Console) -> None:
+    """Parse, validate, print and picture the bundled example shardings."""
+    mesh = Mesh.parse(_DEMO_MESH)
+    meshes = {"mesh": mesh}
+    console.rule(f"shardwise {__version__}: the sharding representation")
+    console.print(f"mesh @mesh = {mesh.body()}: {mesh.size} devices, axes {mesh.shape}")
+    table = Table(title=f"shardings of a tensor<{_DEMO_SHAPE[0]}x{_DEMO_SHAPE[1]}xf32>", header_style="bold")
+    for col in ("sharding (parsed, printed back)", "meaning", "local shape", "XLA HLO sharding"):
+        table.add_column(col, overflow="fold")
+    for text, meaning in _DEMO_SHARDINGS:
+        ts = TensorSharding.parse(text, meshes)
+        assert str(ts) == text  # byte-identical round trip
+        ts.validate(_DEMO_SHAPE)
+        table.add_row(str(ts), meaning, str(ts.local_shape(_DEMO_SHAPE)), _try(lambda: ts.to_hlo_sharding(strict=False)))
+    console.print(table)
+
+    ts = TensorSharding.parse(_DEMO_SHARDINGS[0][0], meshes)
+    console.print(ts.visualize(_DEMO_SHAPE))
+    console.print(TensorSharding.parse(_DEMO_SHARDINGS[4][0], meshes).visualize(_DEMO_SHAPE))
+    console.print(formats_table(ts, _DEMO_SHAPE))
+
+    bad = Table(title="invalid input is rejected with the rule it breaks", header_style="bold")
+    for col in ("input", "error", "rule"):
+        bad.add_column(col, overflow="fold")
+    for text, shape in _DEMO_INVALID:
+        try:
+            TensorSharding.parse(text, meshes).validate(shape, user=True)
+            bad.add_row(text, "[red]accepted?![/red]", "")
+        except ShardingError as e:
+            bad.add_row(text + (f" on shape {shape}" if shape else ""), str(e), str(getattr(e, "rule", None) or type(e).__name__))
+    console.print(bad)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="shardwise", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"shardwise {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("demo", help="tour the sharding representation on a bundled example")
+    p = sub.add_parser("show", help="parse, validate and picture one sharding")
+    p.add_argument("sharding", help='e.g. \'#sdy.sharding<@mesh, [{"x"}, {}]>\'')
+    p.add_argument("--mesh", required=True, help='x=2,y=4 or \'#sdy.mesh<["x"=2, "y"=4]>\'')
+    p.add_argument("--shape", help="tensor shape, e.g. 8,16")
+    p.add_argument("--user", action="store_true", help="also apply the rules for users' own annotations")
+    args = parser.parse_args(argv)
+    console = Console()
+    try:
+        if args.command == "demo":
+            demo(console)
+        else:
+            mesh = parse_mesh_arg(args.mesh)
+            ts = TensorSharding.parse(args.sharding, mesh)
+            show(console, ts, parse_shape_arg(args.shape) if args.shape else None, user=args.user)
+    except ShardingError as e:
+        print(f"shardwise: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
