@@ -5,7 +5,35 @@ Values cross the FFI as plain tuples; see ``rust/src/py/wire.rs``."""
 from typing import Any
 
 __version__: str
-__all__: list[str]
+__all__ = [
+    "ConversionError",
+    "InvalidShardingError",
+    "MeshError",
+    "ShardingError",
+    "ShardingParseError",
+    "ShardwiseError",
+    "__version__",
+    "axes_sorted",
+    "axis_op",
+    "axis_print",
+    "from_hlo_sharding",
+    "from_mindspore_layout",
+    "mesh_new",
+    "mesh_op_parse",
+    "mesh_op_print",
+    "mesh_parse",
+    "mesh_print",
+    "sharding_check_local",
+    "sharding_device_ranges",
+    "sharding_local_shape",
+    "sharding_parse",
+    "sharding_per_value_parse",
+    "sharding_per_value_print",
+    "sharding_print",
+    "sharding_validate",
+    "to_hlo_sharding",
+    "to_mindspore_layout",
+]
 
 _AxisW = tuple[str, tuple[int, int] | None]
 _MeshW = tuple[list[tuple[str, int]], list[int]]
