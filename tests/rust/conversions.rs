@@ -78,7 +78,7 @@ fn from_hlo_errors() {
     // A device order the mesh cannot express: pairs across the size-3 axis.
     let e = from_hlo("{devices=[2,3]0,2,4,1,3,5}", 2, Some(&mesh), None).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Conversion, "{e}");
-    for text in ["{devices=[2]<=[3]}", "{devices=[2]0}", "{devices=[2]<=[2]T(0,0)}", "{bogus}", "{devices=[99999999,99999999]<=[8]}"] {
+    for text in ["{devices=[2]<=[3]}", "{devices=[2]0}", "{devices=[2]<=[2]T(0,0)}", "{bogus}", "{devices=[99999999,99999999]<=[8]}", "{devices=[2]<=[4294967296,4294967296]}"] {
         assert!(matches!(from_hlo(text, 1, None, None).unwrap_err().kind, ErrorKind::Parse { .. }), "{text}");
     }
 }
@@ -100,6 +100,8 @@ fn mindspore_layouts() {
     assert_eq!(wm.total_size(), 8);
     assert!(from_layout(&[2, 4], &[vec![2]], None, None, None).is_err());
     assert!(from_layout(&[4, 2], &[vec![1]], Some(&mesh), None, None).is_err());
+    assert!(from_layout(&[1 << 62, 1 << 62], &[vec![1]], Some(&mesh), None, None).is_err());
+    assert!(from_layout(&[1 << 62, 1 << 62], &[vec![1]], None, None, None).is_err());
     let u = parse_sharding(r#"<@m, [{}], unreduced={"x"}>"#).unwrap();
     assert_eq!(to_layout(&u, &mesh).unwrap_err().kind, ErrorKind::Conversion);
 }

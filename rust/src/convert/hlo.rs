@@ -297,7 +297,8 @@ fn iota_devices(rd: &[i64], perm: &[i64], n: i64) -> Result<Vec<i64>> {
     let mut seen = vec![false; rd.len()];
     let valid = perm.len() == rd.len()
         && perm.iter().all(|&p| (0..rd.len() as i64).contains(&p) && !std::mem::replace(&mut seen[p as usize], true));
-    if !valid || rd.iter().product::<i64>() != n || rd.iter().any(|&d| d < 1) {
+    let total = rd.iter().try_fold(1i64, |a, &d| if d >= 1 { a.checked_mul(d) } else { None });
+    if !valid || total != Some(n) {
         return Err(Error::parse(0, format!("reshape dims {rd:?} with transpose {perm:?} do not describe {n} devices")));
     }
     let stride: Vec<i64> = (0..rd.len()).map(|i| rd[i + 1..].iter().product()).collect();

@@ -80,7 +80,7 @@ pub fn from_layout(
                 (_, true) => Some(AxisRef::full(axis.name.clone())),
                 _ => Some(AxisRef::sub(axis.name.clone(), pre, s)),
             });
-            pre *= s;
+            pre = pre.saturating_mul(s);
             next += 1;
         }
         if pre != axis.size {

@@ -176,7 +176,9 @@ fn axis_print(a: AxisW) -> String {
 /// XLA HLO sharding text of a sharding on `mesh` (see `convert::hlo`).
 #[pyfunction]
 fn to_hlo_sharding(py: Python<'_>, sharding: ShardingW, mesh: MeshW) -> PyResult<String> {
-    convert::hlo::to_hlo(&sharding_of(py, sharding)?, &mesh_of(py, &mesh)?).py(py)
+    let (t, m) = (sharding_of(py, sharding)?, mesh_of(py, &mesh)?);
+    // Meshes of many devices make this long (explicit device lists): release the GIL.
+    py.detach(|| convert::hlo::to_hlo(&t, &m)).py(py)
 }
 
 /// Parses an XLA HLO sharding for a tensor of `rank`; onto `mesh` when given, else onto a mesh
@@ -186,7 +188,7 @@ fn to_hlo_sharding(py: Python<'_>, sharding: ShardingW, mesh: MeshW) -> PyResult
 #[pyo3(signature = (text, rank, mesh=None, mesh_name=None))]
 fn from_hlo_sharding(py: Python<'_>, text: &str, rank: usize, mesh: Option<MeshW>, mesh_name: Option<String>) -> PyResult<(ShardingW, MeshW)> {
     let mesh = mesh.map(|m| mesh_of(py, &m)).transpose()?;
-    let (t, m) = convert::hlo::from_hlo(text, rank, mesh.as_ref(), mesh_name).py(py)?;
+    let (t, m) = py.detach(|| convert::hlo::from_hlo(text, rank, mesh.as_ref(), mesh_name)).py(py)?;
     Ok((ShardingW::from(&t), MeshW::from(&m)))
 }
 
