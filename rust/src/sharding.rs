@@ -3,7 +3,7 @@
 //! `shardy/dialect/sdy/ir/verifiers.cc`), their invariants and their per-device view.
 //!
 //! Invariant rule identifiers (the `rule` of an invariant error):
-//! `unknown-mesh`, `maximal-mesh-sharding`, `rank-mismatch`, `unknown-axis`, `duplicate-axis`,
+//! `maximal-mesh-sharding`, `rank-mismatch`, `unknown-axis`, `duplicate-axis`,
 //! `mergeable-sub-axes`, `sub-axis-pre-size`, `sub-axis-size`, `sub-axis-divisibility`,
 //! `sub-axis-is-full-axis`, `overlapping-sub-axes`, `incompatible-sub-axes`, `full-and-sub-axis`, `unsorted-replicated`,
 //! `unsorted-unreduced`, `negative-priority`, `priority-on-empty-closed-dim`, `dim-exhausted`,
@@ -131,7 +131,7 @@ impl TensorSharding {
             MeshRef::Named(name) => meshes.get(name).ok_or_else(|| {
                 let mut known: Vec<&String> = meshes.keys().collect();
                 known.sort();
-                invalid("unknown-mesh", format!("unknown mesh @{name}; known meshes: {known:?}"))
+                Error::mesh(format!("unknown mesh @{name}; known meshes: {known:?}"))
             }),
         }
     }
