@@ -58,7 +58,7 @@ def test_parse_binds_and_validates() -> None:
         TensorSharding.parse('<@mesh, [{"w"}]>', MESHES)
     assert e.value.rule == "unknown-axis"  # type: ignore[attr-defined]
     assert "unknown axis \"w\"" in str(e.value)
-    with pytest.raises(MeshError, match=r"unknown mesh @nomesh; known meshes: \["mesh"\]"):
+    with pytest.raises(MeshError, match=r'unknown mesh @nomesh; known meshes: \["mesh"\]'):
         TensorSharding.parse('<@nomesh, [{"x"}]>', MESHES)
 
 
