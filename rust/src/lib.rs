@@ -8,6 +8,7 @@ pub mod axis;
 pub mod convert;
 pub mod error;
 pub mod mesh;
+pub mod rule;
 pub mod sharding;
 pub mod text;
 

@@ -490,6 +490,14 @@ fn strip_prefix<'a>(p: &mut Parser<'a>, prefix: &str) {
     let _ = p.eat(prefix);
 }
 
+/// Parses one MLIR string literal (`"a\\22b"` -> `a"b`), the whole input.
+pub fn parse_string(text: &str) -> Result<String> {
+    let mut p = Parser::new(text);
+    let s = p.string()?;
+    p.done()?;
+    Ok(s)
+}
+
 /// Parses a mesh: `#sdy.mesh<...>`, `mesh<...>`, or the bare `<...>`. Explicit iota device
 /// ids are rejected, as Shardy's verifier does.
 pub fn parse_mesh(text: &str) -> Result<Mesh> {

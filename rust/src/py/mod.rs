@@ -2,6 +2,7 @@
 //! mapping live here; every rule is in the core modules.
 
 mod errors;
+mod rule;
 mod wire;
 
 use std::collections::HashMap;
@@ -63,6 +64,20 @@ fn mesh_op_parse(py: Python<'_>, text: &str) -> PyResult<(String, MeshW)> {
 #[pyfunction]
 fn mesh_print(py: Python<'_>, mesh: MeshW) -> PyResult<String> {
     Ok(text::print_mesh(&mesh_of(py, &mesh)?))
+}
+
+/// An MLIR string literal, escaped as MLIR prints it.
+#[pyfunction]
+fn mlir_quote(s: &str) -> String {
+    let mut out = String::new();
+    text::print_string(s, &mut out);
+    out
+}
+
+/// The value of an MLIR string literal.
+#[pyfunction]
+fn mlir_unquote(py: Python<'_>, s: &str) -> PyResult<String> {
+    text::parse_string(s).py(py)
 }
 
 #[pyfunction]
@@ -218,11 +233,14 @@ fn from_mindspore_layout(
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
+    rule::register(m)?;
     m.add_function(wrap_pyfunction!(mesh_new, m)?)?;
     m.add_function(wrap_pyfunction!(mesh_parse, m)?)?;
     m.add_function(wrap_pyfunction!(mesh_op_parse, m)?)?;
     m.add_function(wrap_pyfunction!(mesh_print, m)?)?;
     m.add_function(wrap_pyfunction!(mesh_op_print, m)?)?;
+    m.add_function(wrap_pyfunction!(mlir_quote, m)?)?;
+    m.add_function(wrap_pyfunction!(mlir_unquote, m)?)?;
     m.add_function(wrap_pyfunction!(sharding_parse, m)?)?;
     m.add_function(wrap_pyfunction!(sharding_per_value_parse, m)?)?;
     m.add_function(wrap_pyfunction!(sharding_print, m)?)?;

@@ -1,0 +1,169 @@
+"""``load_mlir``: StableHLO + sdy MLIR text (from ``jax.jit(f).lower(...).as_text()``, XLA's
+Shardy dumps, Shardy's lit tests) into the program IR, parsed and verified by jaxlib's MLIR
+bindings and walked once.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from shardwise.errors import ProgramError, ShardingError
+from shardwise.importers._jaxlib import context, ir
+from shardwise.ir.attrs import unquote
+from shardwise.ir.core import Block, Func, Module, Op, Region, Value
+from shardwise.ir.slots import OPERAND_SLOTS, Slot, result_slot
+from shardwise.ir.types import parse_type
+from shardwise.mesh import Mesh
+from shardwise.sharding import TensorSharding
+
+
+def load_mlir(source: str | os.PathLike[str]) -> Module:
+    """Reads a module from MLIR text or from a file path.
+
+    Raises ``ProgramError`` for text jaxlib cannot parse or verify (the message carries MLIR's
+    diagnostics with line and column), ``ShardingError`` (with the op and location) for
+    shardings shardwise rejects, ``ImportError`` without jax.
+    """
+    text = _read(source)
+    _ir = ir()
+    with context():
+        try:
+            mlir_module = _ir.Module.parse(text)
+        except _ir.MLIRError as e:
+            raise ProgramError(f"cannot parse MLIR{_name(source)}: {e}") from None
+        return _Importer().module(mlir_module.operation)
+
+
+def _read(source: str | os.PathLike[str]) -> str:
+    if isinstance(source, os.PathLike) or ("\n" not in source and len(source) < 4096 and Path(source).is_file()):
+        try:
+            return Path(source).read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ProgramError(f"cannot read {source}: {e}") from None
+    return source
+
+
+def _name(source: str | os.PathLike[str]) -> str:
+    return f" from {source}" if isinstance(source, os.PathLike) or "\n" not in str(source) else ""
+
+
+class _Importer:
+    def __init__(self) -> None:
+        self.values: dict[Any, Value] = {}
+        self.meshes: dict[str, Mesh] = {}
+
+    def module(self, mop: Any) -> Module:
+        module = Module()
+        module.op.attributes = {n: str(mop.attributes[n]) for n in mop.attributes}
+        module.op.location = str(mop.location)
+        body = mop.regions[0].blocks[0]
+        for o in body.operations:
+            if o.operation.name == "sdy.mesh":
+                self.meshes[unquote(str(o.attributes["sym_name"]))] = Mesh.parse(str(o.attributes["mesh"]))
+        for o in body.operations:
+            module.op.regions[0].entry.append(self.op(o))
+        return module
+
+    def op(self, o: Any) -> Op:
+        o = o.operation  # the generic view: OpView subclasses shadow `name` (func.func's is its symbol)
+        if o.name == "func.func":
+            return self.func(o)
+        attrs = {n: str(o.attributes[n]) for n in o.attributes}
+        op = Op(o.name, [self.value(v, o) for v in o.operands], [parse_type(str(r.type)) for r in o.results], attrs, location=str(o.location))
+        for r, v in zip(o.results, op.results):
+            self.values[r] = v
+        for region in o.regions:
+            op.add_region(self.region(region))
+        if getattr(o, "successors", None):
+            raise ProgramError(f"{op.where()}: ops with successor blocks are not supported")
+        self.take_shardings(op)
+        return op
+
+    def func(self, o: Any) -> Func:
+        ftype = o.attributes["function_type"].value
+        attrs = {n: str(o.attributes[n]) for n in o.attributes if n not in ("function_type", "arg_attrs", "res_attrs", "sym_name")}
+        blocks = list(o.regions[0].blocks)
+        arg_types = [parse_type(str(t)) for t in ftype.inputs]
+        f = Func(unquote(str(o.attributes["sym_name"])), arg_types, [parse_type(str(t)) for t in ftype.results], attrs, str(o.location), declaration=not blocks)
+        for i, d in enumerate(self._dicts(o, "arg_attrs")):
+            f.args[i].sharding = self.sharding(d.pop("sdy.sharding", None), f, f"argument {i}") if blocks else None
+            f.arg_attrs[i] = d
+        for i, d in enumerate(self._dicts(o, "res_attrs")):
+            f.result_shardings[i] = self.sharding(d.pop("sdy.sharding", None), f, f"result {i}")
+            f.result_attrs[i] = d
+        if blocks:
+            if len(blocks) > 1:
+                raise ProgramError(f"{f.where()}: functions with several blocks are not supported")
+            for a, v in zip(blocks[0].arguments, f.args):
+                self.values[a] = v
+            for inner in blocks[0].operations:
+                f.body.append(self.op(inner))
+        return f
+
+    @staticmethod
+    def _dicts(o: Any, name: str) -> list[dict[str, str]]:
+        if name not in o.attributes:
+            return []
+        return [{na.name: str(na.attr) for na in (d[i] for i in range(len(d)))} for d in o.attributes[name]]
+
+    def region(self, r: Any) -> Region:
+        region = Region()
+        for b in r.blocks:
+            block = region.append(Block([parse_type(str(a.type)) for a in b.arguments]))
+            for a, v in zip(b.arguments, block.args):
+                self.values[a] = v
+            for inner in b.operations:
+                block.append(self.op(inner))
+        return region
+
+    def value(self, v: Any, user: Any) -> Value:
+        try:
+            return self.values[v]
+        except KeyError:
+            raise ProgramError(f"{user.name} at {user.location}: operand defined outside the module or after its use") from None
+
+    def sharding(self, text: str | None, op: Op, what: str) -> TensorSharding | None:
+        if text is None:
+            return None
+        try:
+            return TensorSharding.parse(text, self._meshes_for(text))
+        except ShardingError as e:
+            raise _located(e, f"{op.where()}, {what}") from None
+
+    def _meshes_for(self, text: str) -> dict[str, Mesh] | None:
+        return self.meshes if self.meshes else None
+
+    def take_shardings(self, op: Op) -> None:
+        slot = result_slot(op.name)
+        # A result-less op (a side-effecting custom call) may carry a maximal sharding that
+        # places it on one device; it stays an attribute of the op.
+        shardings = self._take(op, slot, "results") if op.results else None
+        if shardings is not None:
+            if len(shardings) != len(op.results):
+                raise ProgramError(f"{op.where()}: {len(shardings)} shardings in {slot.attribute} for {len(op.results)} results")
+            for v, s in zip(op.results, shardings):
+                v.sharding = s
+        if op.name in OPERAND_SLOTS:
+            op.operand_shardings = self._take(op, OPERAND_SLOTS[op.name], "operands")
+
+    def _take(self, op: Op, slot: Slot, what: str) -> tuple[TensorSharding, ...] | None:
+        text = op.attributes.pop(slot.attribute, None)
+        if text is None:
+            return None
+        try:
+            if slot.form == "single":
+                return (TensorSharding.parse(text, self._meshes_for(text)),)
+            return TensorSharding.parse_per_value(text, self._meshes_for(text))
+        except ShardingError as e:
+            raise _located(e, f"{op.where()}, {what}") from None
+
+
+def _located(e: ShardingError, where: str) -> ShardingError:
+    """The same error class and attributes, its message prefixed with the op and location."""
+    new = type(e)(f"{where}: {e}")
+    for attr in ("rule", "offset"):
+        if hasattr(e, attr):
+            setattr(new, attr, getattr(e, attr))
+    return new

@@ -1,0 +1,1 @@
+//! Operation sharding rules of the pure Rust core.
