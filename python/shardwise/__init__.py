@@ -1,9 +1,9 @@
 """shardwise: decides how every tensor of an ML program is split across a device mesh.
 
-This release holds the sharding representation of the Shardonnay RFC: meshes, axis references
+This release holds the sharding representation of the Shardonnay RFC (meshes, axis references
 and sub-axes, dimension and tensor shardings with their invariants, Shardy's exact text form,
-the per-device view, and conversions to XLA HLO shardings, JAX PartitionSpecs, MindSpore
-layouts, hidet specs and DTensor placements.
+the per-device view, conversions to XLA HLO shardings, JAX PartitionSpecs, MindSpore layouts,
+hidet specs and DTensor placements) and the program IR with MLIR import/export and a builder.
 """
 
 from shardwise._native import __version__
@@ -11,24 +11,38 @@ from shardwise.errors import (
     ConversionError,
     InvalidShardingError,
     MeshError,
+    ProgramError,
     ShardingError,
     ShardingParseError,
     ShardwiseError,
 )
+from shardwise.importers import from_jax, load_mlir
+from shardwise.ir import Block, Builder, Func, Module, Op, Region, TensorType, Value
 from shardwise.mesh import Mesh, MeshAxis
 from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 
 __all__ = [
     "AxisRef",
+    "Block",
+    "Builder",
     "ConversionError",
     "DimSharding",
+    "Func",
     "InvalidShardingError",
     "Mesh",
     "MeshAxis",
     "MeshError",
+    "Module",
+    "Op",
+    "ProgramError",
+    "Region",
     "ShardingError",
     "ShardingParseError",
     "ShardwiseError",
     "TensorSharding",
+    "TensorType",
+    "Value",
     "__version__",
+    "from_jax",
+    "load_mlir",
 ]

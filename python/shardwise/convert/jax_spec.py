@@ -49,6 +49,8 @@ def to_partition_spec(ts: TensorSharding, *, strict: bool = True) -> Any:
         else:
             entries.append(None if not names else names[0] if len(names) == 1 else names)
     if ts.unreduced:
+        if ts.reduction != "sum":
+            raise ConversionError(f"a PartitionSpec's unreduced axes are sums; {ts} is unreduced by {ts.reduction}")
         return P(*entries, unreduced=frozenset(a.name for a in ts.unreduced))
     return P(*entries)
 
@@ -57,7 +59,8 @@ def from_partition_spec(spec: Any, mesh: Mesh, rank: int | None = None, *, mesh_
     """The sharding of ``spec`` on ``mesh`` for a rank-``rank`` tensor (default: the spec's
     length). Inlined in the mesh when ``mesh_name`` is None, as JAX does. Raises
     ``ConversionError`` for a spec longer than ``rank`` or an entry that is no axis name."""
-    partitions: Sequence[Any] = tuple(spec)
+    # A PartitionSpec with unreduced axes refuses iteration; its entries are `.partitions`.
+    partitions: Sequence[Any] = tuple(getattr(spec, "partitions", spec))
     if rank is None:
         rank = len(partitions)
     if len(partitions) > rank:

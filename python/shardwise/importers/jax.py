@@ -29,7 +29,7 @@ def from_jax(fn: Callable[..., Any], *args: Any, mesh: Mesh | Any | None = None,
             raise ValueError(f"in_specs needs a mesh and one spec per argument: {len(args)} arguments, got {in_specs!r}")
         jmesh = _jax_mesh(mesh)
         args = tuple(
-            jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=None if s is None else NamedSharding(jmesh, s))
+            jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=None if s is None else NamedSharding(jmesh, s))  # type: ignore[no-untyped-call]
             for a, s in zip(args, in_specs)
         )
     return load_mlir(jax.jit(fn, **jit_kwargs).lower(*args).as_text())

@@ -60,6 +60,13 @@ fn join(v: impl IntoIterator<Item = impl ToString>) -> String {
 /// The HLO sharding text of `t` on `mesh` (see the module docs).
 pub fn to_hlo(t: &TensorSharding, mesh: &Mesh) -> Result<String> {
     t.validate(mesh, None, false)?;
+    if !t.unreduced.is_empty() && t.reduction != Reduction::Sum {
+        return Err(Error::conversion(format!(
+            "HLO shardings hold unreduced values as sums; {} is unreduced by {}",
+            crate::text::print_sharding(t),
+            t.reduction.name()
+        )));
+    }
     if let Some(d) = mesh.maximal_device() {
         return Ok(format!("{{maximal device={d}}}"));
     }
@@ -377,7 +384,12 @@ pub fn from_hlo(text: &str, rank: usize, mesh: Option<&Mesh>, mesh_name: Option<
         }
         None => derive_mesh(&dims, &devices)?,
     };
-    let positions: Vec<i64> = devices.iter().map(|&d| m.position_of(d)).collect::<Result<_>>()?;
+    let positions: Vec<i64> = devices
+        .iter()
+        .map(|&d| m.position_of(d))
+        .collect::<Result<_>>()
+        .map_err(|e| Error::conversion(format!("HLO sharding {text:?}: {e}")))?;
+    let (positions, dims, types) = replicated_last(positions, dims, types);
     let per_dim = decompose_iota(&positions, &dims).ok_or_else(|| {
         Error::conversion(format!(
             "HLO sharding {text:?}: its device order is not a reshape/transpose of the mesh {}",
@@ -405,6 +417,38 @@ pub fn from_hlo(text: &str, rank: usize, mesh: Option<&Mesh>, mesh_name: Option<
     t.unreduced = merge_adjacent(unreduced, &m)?;
     t.reduction = Reduction::Sum;
     finish(t, m)
+}
+
+/// Moves the replicated subgroup dims to the end as one dim and orders the devices of each
+/// replication group by mesh position. The order within a replication group carries no meaning
+/// (XLA sorts it by device id), so this makes the array an iota reshape whenever the layout is
+/// one.
+fn replicated_last(positions: Vec<i64>, dims: Vec<i64>, types: Vec<Subgroup>) -> (Vec<i64>, Vec<i64>, Vec<Subgroup>) {
+    let nd = dims.len() - types.len();
+    let is_rep = |k: usize| k >= nd && types[k - nd] == Subgroup::Replicated;
+    if !(0..dims.len()).any(is_rep) {
+        return (positions, dims, types);
+    }
+    let order: Vec<usize> = (0..dims.len()).filter(|&k| !is_rep(k)).chain((0..dims.len()).filter(|&k| is_rep(k))).collect();
+    let stride: Vec<i64> = (0..dims.len()).map(|k| dims[k + 1..].iter().product()).collect();
+    let mut out = Vec::with_capacity(positions.len());
+    for k in 0..positions.len() as i64 {
+        let (mut rest, mut flat) = (k, 0);
+        for &d in order.iter().rev() {
+            flat += (rest % dims[d]) * stride[d];
+            rest /= dims[d];
+        }
+        out.push(positions[flat as usize]);
+    }
+    let group: i64 = (0..dims.len()).filter(|&k| is_rep(k)).map(|k| dims[k]).product();
+    for run in out.chunks_mut(group as usize) {
+        run.sort_unstable();
+    }
+    let mut new_dims: Vec<i64> = order.iter().filter(|&&k| !is_rep(k)).map(|&k| dims[k]).collect();
+    new_dims.push(group);
+    let mut new_types: Vec<Subgroup> = types.iter().copied().filter(|t| *t != Subgroup::Replicated).collect();
+    new_types.push(Subgroup::Replicated);
+    (out, new_dims, new_types)
 }
 
 /// A mesh for a device array: one axis per iota piece when the array is an iota
