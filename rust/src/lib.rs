@@ -7,6 +7,7 @@
 pub mod axis;
 pub mod convert;
 pub mod error;
+pub mod graph;
 pub mod mesh;
 pub mod rule;
 pub mod sharding;

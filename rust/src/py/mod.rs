@@ -2,6 +2,7 @@
 //! mapping live here; every rule is in the core modules.
 
 mod errors;
+mod graph;
 mod rule;
 mod wire;
 
@@ -234,6 +235,7 @@ fn from_mindspore_layout(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     rule::register(m)?;
+    graph::register(m)?;
     m.add_function(wrap_pyfunction!(mesh_new, m)?)?;
     m.add_function(wrap_pyfunction!(mesh_parse, m)?)?;
     m.add_function(wrap_pyfunction!(mesh_op_parse, m)?)?;

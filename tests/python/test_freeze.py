@@ -1,0 +1,61 @@
+"""Freezing modules into the Rust flat arrays."""
+
+from __future__ import annotations
+
+import pytest
+from corpus import conformance_dir
+
+from shardwise import Builder, Mesh, ProgramError
+from shardwise.ir import Op
+from shardwise.ir.freeze import freeze
+
+
+def test_freeze_builder_program() -> None:
+    b = Builder(Mesh({"x": 2}))
+    x = b.arg((8, 4))
+    y = b.add(x, x)
+    z = b.reduce(y, dims=(1,))
+    m = b.ret(z)
+    fr = freeze(m)
+    g = fr.graph
+    names = [g.op_name(i) for i in range(g.num_ops)]
+    assert names[:3] == ["sdy.mesh", "func.func", "stablehlo.add"]
+    add = fr.op_index(y.defining_op)  # type: ignore[arg-type]
+    assert g.operands(add) == [fr.value_index(x)] * 2
+    assert g.users(fr.value_index(x)) == [add, add]
+    assert g.shape(fr.value_index(z)) == [8]
+    assert g.defining_op(fr.value_index(x)) is None and g.defining_op(fr.value_index(y)) == add
+    reduce_op = fr.op_index(z.defining_op)  # type: ignore[arg-type]
+    body = [i for i in range(g.num_ops) if g.parent(i) == reduce_op]
+    assert [g.op_name(i) for i in body] == ["stablehlo.add", "stablehlo.return"]
+    with pytest.raises(IndexError, match="out of range"):
+        g.operands(10**6)
+
+
+def test_freeze_rejects_use_before_definition() -> None:
+    b = Builder()
+    x = b.arg((2,))
+    orphan = Op("stablehlo.negate", [x], [x.type])  # never added to the module
+    b.op("stablehlo.abs", [orphan.result], [x.type])
+    with pytest.raises(ProgramError, match="before it is defined"):
+        freeze(b.ret(x))
+
+
+def test_freeze_corpus_is_compact() -> None:
+    root = conformance_dir()
+    if root is None:
+        pytest.skip("../shared/conformance is absent")
+    pytest.importorskip("jax")
+    from shardwise import load_mlir
+
+    ops = nbytes = 0
+    for p in sorted((root / "dev").glob("*.in.mlir")):
+        fr = freeze(load_mlir(p))
+        g = fr.graph
+        assert g.num_ops == len(fr.ops) and g.num_values == len(fr.values)
+        for i, op in enumerate(fr.ops):
+            assert [fr.values[v] for v in g.operands(i)] == op.operands
+            assert [fr.values[v] for v in g.results(i)] == op.results
+        ops += g.num_ops
+        nbytes += g.nbytes
+    assert nbytes / ops < 200  # bytes per op, shardings and rules excluded
