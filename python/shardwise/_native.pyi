@@ -16,6 +16,7 @@ __all__ = [
     "__version__",
     "axes_sorted",
     "axis_op",
+    "axis_parse",
     "axis_print",
     "from_hlo_sharding",
     "from_mindspore_layout",
@@ -36,6 +37,16 @@ __all__ = [
     "sharding_validate",
     "to_hlo_sharding",
     "to_mindspore_layout",
+    "InvalidRuleError",
+    "einsum_check",
+    "factor_symbol",
+    "rule_build",
+    "rule_check",
+    "rule_from_einsum",
+    "rule_parse",
+    "rule_pointwise",
+    "rule_print",
+    "rule_validate",
 ]
 
 _AxisW = tuple[str, tuple[int, int] | None]
@@ -97,6 +108,7 @@ def sharding_device_ranges(sharding: _ShardingW, mesh: _MeshW, shape: list[int],
 def axes_sorted(axes: list[_AxisW], mesh: _MeshW) -> list[_AxisW]: ...
 def axis_op(op: str, a: _AxisW, b: _AxisW | None = None, mesh: _MeshW | None = None) -> Any: ...
 def axis_print(a: _AxisW) -> str: ...
+def axis_parse(text: str) -> _AxisW: ...
 def to_hlo_sharding(sharding: _ShardingW, mesh: _MeshW) -> str: ...
 def from_hlo_sharding(text: str, rank: int, mesh: _MeshW | None = None, mesh_name: str | None = None) -> tuple[_ShardingW, _MeshW]: ...
 def to_mindspore_layout(sharding: _ShardingW, mesh: _MeshW) -> tuple[list[int], list[list[int]]]: ...
@@ -107,3 +119,38 @@ def from_mindspore_layout(
     axis_names: list[str] | None = None,
     mesh_name: str | None = None,
 ) -> tuple[_ShardingW, _MeshW]: ...
+
+# ---- operation sharding rules (rust/src/py/rule.rs)
+
+_RuleW = tuple[list[int], list[list[list[int]]], list[list[list[int]]], list[int], list[int], list[int], list[int], bool]
+_StepW = tuple[str, list[int], list[int], int, str, bool]
+
+class InvalidRuleError(InvalidShardingError): ...
+
+def rule_parse(text: str) -> _RuleW: ...
+def rule_print(r: _RuleW) -> str: ...
+def rule_check(r: _RuleW) -> None: ...
+def rule_validate(
+    r: _RuleW, operand_shapes: list[list[int] | None], result_shapes: list[list[int] | None], exact_sizes: bool = False
+) -> None: ...
+def rule_build(operand_ranks: list[int], result_ranks: list[int], steps: list[_StepW]) -> _RuleW: ...
+def rule_pointwise(operand_ranks: list[int], result_ranks: list[int], shape: list[int]) -> _RuleW: ...
+def einsum_check(
+    spec: str,
+    reduction: list[str] = ...,
+    need_replication: list[str] = ...,
+    permutation: list[str] = ...,
+    blocked: list[str] = ...,
+    factor_sizes: list[tuple[str, int]] = ...,
+) -> None: ...
+def rule_from_einsum(
+    spec: str,
+    operand_shapes: list[list[int]],
+    result_shapes: list[list[int]],
+    reduction: list[str] = ...,
+    need_replication: list[str] = ...,
+    permutation: list[str] = ...,
+    blocked: list[str] = ...,
+    factor_sizes: list[tuple[str, int]] = ...,
+) -> _RuleW: ...
+def factor_symbol(index: int) -> str: ...

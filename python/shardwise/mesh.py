@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from shardwise import _native
+from shardwise.errors import MeshError
 
 __all__ = ["Mesh", "MeshAxis"]
 
@@ -23,6 +24,8 @@ class MeshAxis:
             raise TypeError(f"mesh axis name must be a str, got {type(name).__name__} {name!r}")
         if isinstance(size, bool) or not isinstance(size, int):
             raise TypeError(f"mesh axis {name!r} size must be an int, got {type(size).__name__} {size!r}")
+        if not -(2**63) <= size < 2**63:
+            raise MeshError(f"mesh axis {name!r} size {size} does not fit in 64 bits")
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "size", size)
 
@@ -77,6 +80,8 @@ class Mesh:
                 ax = MeshAxis(name, size)  # type checks
                 items.append((ax.name, ax.size))
         ids = [int(d) for d in device_ids] if device_ids is not None else []
+        if any(not -(2**63) <= d < 2**63 for d in ids):
+            raise MeshError(f"mesh device ids must fit in 64 bits, got {ids}")
         norm_axes, norm_ids = _native.mesh_new((items, ids))
         self._set(norm_axes, norm_ids)
 

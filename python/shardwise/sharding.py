@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
 from shardwise import _native
-from shardwise.errors import MeshError
+from shardwise.errors import InvalidShardingError, MeshError
 from shardwise.mesh import Mesh
 
 if TYPE_CHECKING:
@@ -74,8 +74,7 @@ class AxisRef(_Frozen):
     @classmethod
     def parse(cls, text: str) -> AxisRef:
         """Parses ``"x"`` or ``"x":(1)2``; raises ``ShardingParseError``."""
-        wire = _native.sharding_parse(f"<@m, [{{{text}}}]>")
-        return cls._from_wire(wire[2][0][0][0])
+        return cls._from_wire(_native.axis_parse(text))
 
     @property
     def is_sub_axis(self) -> bool:
@@ -227,7 +226,8 @@ class TensorSharding(_Frozen):
     ``TensorSharding(mesh, [["x"], None])`` is ``#sdy.sharding<@mesh, [{"x"}, {}]>``. The
     ``mesh`` is a ``Mesh`` (bound by the name ``mesh_name``, default ``"mesh"``, or inlined
     with ``inline=True``) or just a mesh name (then operations that need the mesh take
-    ``meshes=``). Replicated and unreduced axes are stored in mesh order. Every invariant of
+    ``meshes=``). Replicated and unreduced axes are stored in mesh order; ``reduction`` (sum,
+    max or min) says how unreduced axes combine and is "sum" when there are none. Every invariant of
     the RFC is checked when the mesh is known (``InvalidShardingError`` with a ``rule``);
     ``validate(shape)`` adds the shape checks.
     """
@@ -261,6 +261,12 @@ class TensorSharding(_Frozen):
             raise TypeError(f"mesh must be a Mesh or a mesh name, got {type(mesh).__name__} {mesh!r}")
         rep = tuple(_axis(a) for a in replicated)
         unr = tuple(_axis(a) for a in unreduced)
+        if reduction not in ("sum", "max", "min"):
+            err = InvalidShardingError(f"reduction must be sum, max or min, got {reduction!r}")
+            err.rule = "unknown-reduction"  # type: ignore[attr-defined]
+            raise err
+        if not unr:
+            reduction = "sum"  # the reduction of no unreduced axes means nothing (and is not printed)
         if resolved is not None:
             rep, unr = AxisRef.sorted(rep, resolved), AxisRef.sorted(unr, resolved)
         self._set(name, resolved, tuple(_dim(d) for d in dims), rep, unr, reduction)
@@ -316,16 +322,16 @@ class TensorSharding(_Frozen):
     @classmethod
     def parse(cls, text: str, meshes: Meshes = None) -> TensorSharding:
         """Parses ``#sdy.sharding<@mesh, [{"x", ?}p1, {}], replicated={"z"}>`` (or the stripped
-        ``<...>`` form). With ``meshes`` the sharding is bound to its mesh and validated.
+        ``<...>`` form). With ``meshes`` a named sharding is bound to its mesh and validated (a
+        single ``Mesh`` binds any name; an inlined mesh is kept).
 
         Raises ``ShardingParseError`` (malformed text, with ``.offset``), ``InvalidShardingError``
         (an invariant, with ``.rule``), ``MeshError`` (unknown mesh name).
         """
         wire_meshes, single = _mesh_table(meshes)
         if single is not None:
-            w = _native.sharding_parse(text, None)
-            t = cls._from_wire(w, None)
-            return t.bind(single)
+            t = cls._from_wire(_native.sharding_parse(text, None), None)
+            return t if t.mesh is not None else t.bind(single)
         w = _native.sharding_parse(text, wire_meshes)
         return cls._from_wire(w, _lookup(meshes, w[0]))
 
@@ -334,7 +340,8 @@ class TensorSharding(_Frozen):
         """Parses ``#sdy.sharding_per_value<[<@mesh, [...]>, ...]>`` (or the stripped ``[...]``)."""
         wire_meshes, single = _mesh_table(meshes)
         if single is not None:
-            return tuple(cls._from_wire(w, None).bind(single) for w in _native.sharding_per_value_parse(text, None))
+            ts = (cls._from_wire(w, None) for w in _native.sharding_per_value_parse(text, None))
+            return tuple(t if t.mesh is not None else t.bind(single) for t in ts)
         return tuple(cls._from_wire(w, _lookup(meshes, w[0])) for w in _native.sharding_per_value_parse(text, wire_meshes))
 
     @staticmethod

@@ -7,7 +7,7 @@
 //! `mergeable-sub-axes`, `sub-axis-pre-size`, `sub-axis-size`, `sub-axis-divisibility`,
 //! `sub-axis-is-full-axis`, `overlapping-sub-axes`, `incompatible-sub-axes`, `full-and-sub-axis`, `unsorted-replicated`,
 //! `unsorted-unreduced`, `negative-priority`, `priority-on-empty-closed-dim`, `dim-exhausted`,
-//! `zero-size-dim-sharded`, `sub-axis-in-user-sharding`.
+//! `zero-size-dim-sharded`, `sub-axis-in-user-sharding`, `invalid-shape`, `dynamic-dim`.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -184,6 +184,12 @@ impl TensorSharding {
             return Ok(());
         }
         if let Some(shape) = shape {
+            if let Some(i) = shape.iter().position(|&s| s < DYNAMIC) {
+                return Err(invalid(
+                    "invalid-shape",
+                    format!("dim {i} of shape {shape:?} has size {}; expected a size >= 0 or -1 (dynamic)", shape[i]),
+                ));
+            }
             if shape.len() != self.dims.len() {
                 return Err(invalid(
                     "rank-mismatch",
@@ -245,14 +251,18 @@ impl TensorSharding {
         self.dims
             .iter()
             .zip(shape)
-            .map(|(d, &size)| Ok(ceil_div(size, d.shard_count(mesh)?)))
+            .map(|(d, &size)| Ok(if size == DYNAMIC { DYNAMIC } else { ceil_div(size, d.shard_count(mesh)?) }))
             .collect()
     }
 
     /// The index ranges of the global tensor held by `device` (one `[start, stop)` per
     /// dimension; shards that lie wholly in the padding are empty ranges `[size, size)`).
+    /// Errors for dynamic dimensions (rule `dynamic-dim`) and devices outside the mesh.
     pub fn device_ranges(&self, mesh: &Mesh, shape: &[i64], device: i64) -> Result<Vec<Range>> {
         self.validate(mesh, Some(shape), false)?;
+        if let Some(i) = shape.iter().position(|&s| s == DYNAMIC) {
+            return Err(invalid("dynamic-dim", format!("dim {i} of shape {shape:?} is dynamic: its ranges are unknown")));
+        }
         let pos = mesh.position_of(device)?;
         if mesh.is_maximal() {
             return Ok(shape.iter().map(|&s| (0, s)).collect());
@@ -261,12 +271,17 @@ impl TensorSharding {
         for (d, &size) in self.dims.iter().zip(shape) {
             let (index, count) = shard_index(&d.axes, mesh, pos)?;
             let chunk = ceil_div(size, count);
-            let start = (index * chunk).min(size);
-            out.push((start, (start + chunk).min(size)));
+            // index < count, so index * chunk < count * chunk < size + count: no i64 overflow
+            // in i128.
+            let start = (i128::from(index) * i128::from(chunk)).min(i128::from(size)) as i64;
+            out.push((start, start.saturating_add(chunk).min(size)));
         }
         Ok(out)
     }
 }
+
+/// A dynamic dimension size (`?` in MLIR).
+pub const DYNAMIC: i64 = -1;
 
 /// Shard index of the device at linear mesh position `pos` along a dimension sharded by
 /// `axes` (major to minor), and the number of shards.

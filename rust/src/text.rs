@@ -490,6 +490,15 @@ fn strip_prefix<'a>(p: &mut Parser<'a>, prefix: &str) {
     let _ = p.eat(prefix);
 }
 
+/// Parses one axis reference `"x"` or `"x":(2)4`, the whole input.
+pub fn parse_axis_ref(text: &str) -> Result<AxisRef> {
+    let mut p = Parser::new(text);
+    let a = p.axis_ref()?;
+    p.done()?;
+    a.check_local()?;
+    Ok(a)
+}
+
 /// Parses one MLIR string literal (`"a\\22b"` -> `a"b`), the whole input.
 pub fn parse_string(text: &str) -> Result<String> {
     let mut p = Parser::new(text);

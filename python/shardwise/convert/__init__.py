@@ -45,6 +45,8 @@ def require_layout_only(ts: TensorSharding, fmt: str, strict: bool, *, allow_ope
 
 
 def reject_sub_axes(ts: TensorSharding, fmt: str) -> None:
-    subs = [str(a) for a in ts.axis_refs if a.is_sub_axis]
+    """Raises ``ConversionError`` when a dimension or an unreduced axis is a sub-axis (replicated
+    axes are checked by ``require_layout_only``: they are not part of a layout)."""
+    subs = [str(a) for a in (*(a for d in ts.dims for a in d.axes), *ts.unreduced) if a.is_sub_axis]
     if subs:
         raise ConversionError(f"{fmt} cannot express sub-axes ({', '.join(subs)}) of {ts}; it names whole mesh axes only")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from shardwise import _native
 from shardwise.convert import require_layout_only
+from shardwise.errors import ConversionError
 from shardwise.mesh import Mesh
 from shardwise.sharding import TensorSharding
 
@@ -35,5 +36,7 @@ def from_hlo_sharding(text: str, rank: int, mesh: Mesh | None = None, *, mesh_na
     Raises ``ShardingParseError`` (malformed text) and ``ConversionError`` (manual, tuple, wrong
     rank, or a device order the mesh cannot express).
     """
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+        raise ConversionError(f"rank must be a non-negative int, got {rank!r}")
     w, m = _native.from_hlo_sharding(text, rank, None if mesh is None else mesh._wire(), mesh_name)
     return TensorSharding._from_wire(w, mesh if mesh is not None else Mesh._from_wire(m))

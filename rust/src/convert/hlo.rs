@@ -19,6 +19,9 @@ use crate::error::{Error, Result};
 use crate::mesh::Mesh;
 use crate::sharding::{DimSharding, MeshRef, Reduction, TensorSharding};
 
+/// The largest tensor rank accepted when reading HLO shardings.
+pub const MAX_RANK: usize = 1 << 16;
+
 /// XLA's canonical form of an iota reshape `(reshape_dims, transpose_perm)`.
 pub fn canonicalize_iota(mut rd: Vec<i64>, mut perm: Vec<usize>) -> (Vec<i64>, Vec<usize>) {
     if rd.len() <= 1 {
@@ -325,6 +328,9 @@ fn iota_devices(rd: &[i64], perm: &[i64], n: i64) -> Result<Vec<i64>> {
 /// Parses an HLO sharding for a tensor of `rank` onto `mesh` (or a derived mesh), returning
 /// the sharding (bound to `mesh_name`, or inlined) and its mesh.
 pub fn from_hlo(text: &str, rank: usize, mesh: Option<&Mesh>, mesh_name: Option<String>) -> Result<(TensorSharding, Mesh)> {
+    if rank > MAX_RANK {
+        return Err(Error::conversion(format!("tensor rank {rank} is larger than the {MAX_RANK} dimensions shardwise supports")));
+    }
     let parsed = HloParser { src: text, pos: 0 }.parse()?;
     let bind = |m: &Mesh| match &mesh_name {
         Some(n) => MeshRef::Named(n.clone()),

@@ -81,7 +81,7 @@ pub struct StridedPiece {
 /// pieces major to minor, or None when the array is no such reshape.
 pub fn decompose_iota(devices: &[i64], dims: &[i64]) -> Option<Vec<Vec<StridedPiece>>> {
     let n: i64 = dims.iter().product();
-    if n as usize != devices.len() || devices.first().copied().unwrap_or(0) != 0 {
+    if n as usize != devices.len() || devices.first().copied().unwrap_or(0) != 0 || devices.iter().any(|&d| !(0..n).contains(&d)) {
         return None;
     }
     let mut out = Vec::with_capacity(dims.len());

@@ -185,6 +185,11 @@ fn axis_op<'py>(py: Python<'py>, op: &str, a: AxisW, b: Option<AxisW>, mesh: Opt
 }
 
 #[pyfunction]
+fn axis_parse(py: Python<'_>, text: &str) -> PyResult<AxisW> {
+    Ok(AxisW::from(&text::parse_axis_ref(text).py(py)?))
+}
+
+#[pyfunction]
 fn axis_print(a: AxisW) -> String {
     text::print_axis_ref(&AxisRef::from(a))
 }
@@ -254,6 +259,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(axes_sorted, m)?)?;
     m.add_function(wrap_pyfunction!(axis_op, m)?)?;
     m.add_function(wrap_pyfunction!(axis_print, m)?)?;
+    m.add_function(wrap_pyfunction!(axis_parse, m)?)?;
     m.add_function(wrap_pyfunction!(to_hlo_sharding, m)?)?;
     m.add_function(wrap_pyfunction!(from_hlo_sharding, m)?)?;
     m.add_function(wrap_pyfunction!(to_mindspore_layout, m)?)?;
