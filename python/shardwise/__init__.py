@@ -3,12 +3,14 @@
 This release holds the sharding representation of the Shardonnay RFC (meshes, axis references
 and sub-axes, dimension and tensor shardings with their invariants, Shardy's exact text form,
 the per-device view, conversions to XLA HLO shardings, JAX PartitionSpecs, MindSpore layouts,
-hidet specs and DTensor placements) and the program IR with MLIR import/export and a builder.
+hidet specs and DTensor placements), the program IR with MLIR import/export and a builder, and
+the operation sharding rule of every op (Shardy's registry).
 """
 
 from shardwise._native import __version__
 from shardwise.errors import (
     ConversionError,
+    InvalidRuleError,
     InvalidShardingError,
     MeshError,
     ProgramError,
@@ -19,11 +21,42 @@ from shardwise.errors import (
 from shardwise.importers import from_jax, load_mlir
 from shardwise.ir import Block, Builder, Func, Module, Op, Region, TensorType, Value
 from shardwise.mesh import Mesh, MeshAxis
+from shardwise.rules import (
+    BlockInfo,
+    FactorKind,
+    OpInfo,
+    OpInfoError,
+    OpShardingRule,
+    RuleBuilder,
+    UnknownOpWarning,
+    ValueInfo,
+    register_op_rule,
+    register_rule,
+    rule_for,
+    unregister_op_rule,
+    unregister_rule,
+)
+from shardwise.rules.from_ir import populate_rules
 from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 
 __all__ = [
     "AxisRef",
     "Block",
+    "BlockInfo",
+    "FactorKind",
+    "InvalidRuleError",
+    "OpInfo",
+    "OpInfoError",
+    "OpShardingRule",
+    "RuleBuilder",
+    "UnknownOpWarning",
+    "ValueInfo",
+    "populate_rules",
+    "register_op_rule",
+    "register_rule",
+    "rule_for",
+    "unregister_op_rule",
+    "unregister_rule",
     "Builder",
     "ConversionError",
     "DimSharding",

@@ -2,7 +2,9 @@
 
 ``shardwise demo`` tours the sharding representation on a bundled example;
 ``shardwise show SHARDING --mesh x=2,y=4 --shape 8,16`` parses, validates and explains one
-sharding (device grid and the same layout in other frameworks' formats).
+sharding (device grid and the same layout in other frameworks' formats);
+``shardwise rules IN.mlir -o OUT.mlir [--conservative]`` writes the module with
+``sdy.sharding_rule`` on every op, like Shardy's ``sdy-populate-op-sharding-rules``.
 Errors in the input end the command with exit status 2 and a one-line message.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from shardwise import __version__
-from shardwise.errors import ShardingError
+from shardwise.errors import ShardingError, ShardwiseError
 from shardwise.mesh import Mesh
 from shardwise.sharding import TensorSharding
 
@@ -129,6 +132,17 @@ def demo(console: Console) -> None:
     console.print(bad)
 
 
+def rules(console: Console, path: str, output: str, *, conservative: bool = False) -> None:
+    """Reads ``path``, adds every op's sharding rule, writes ``output`` (atomically)."""
+    from shardwise.importers.mlir import load_mlir
+    from shardwise.rules.from_ir import populate_rules
+
+    module = load_mlir(Path(path))
+    added = populate_rules(module, conservative=conservative)
+    module.save(output)
+    console.print(f"sharding rules on {added} ops, written to {output}", highlight=False, soft_wrap=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="shardwise", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"shardwise {__version__}")
@@ -139,16 +153,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--mesh", required=True, help='x=2,y=4 or \'#sdy.mesh<["x"=2, "y"=4]>\'')
     p.add_argument("--shape", help="tensor shape, e.g. 8,16")
     p.add_argument("--user", action="store_true", help="also apply the rules for users' own annotations")
+    r = sub.add_parser("rules", help="annotate every op of an MLIR module with its sharding rule")
+    r.add_argument("input", help="StableHLO + sdy MLIR file")
+    r.add_argument("-o", "--output", required=True, help="where to write the annotated module")
+    r.add_argument("--conservative", action="store_true", help="Shardy's conservative-propagation rule variants")
     args = parser.parse_args(argv)
     console = Console()
     try:
         if args.command == "demo":
             demo(console)
+        elif args.command == "rules":
+            rules(console, args.input, args.output, conservative=args.conservative)
         else:
             mesh = parse_mesh_arg(args.mesh)
             ts = TensorSharding.parse(args.sharding, mesh)
             show(console, ts, parse_shape_arg(args.shape) if args.shape else None, user=args.user)
-    except ShardingError as e:
+    except ShardwiseError as e:
+        print(f"shardwise: error: {e}", file=sys.stderr)
+        return 2
+    except ImportError as e:
         print(f"shardwise: error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -6,14 +6,19 @@
   │    ├─ ``InvalidShardingError``: an invariant is broken; ``.rule`` names it
   │    │    (e.g. ``"duplicate-axis"``, ``"unsorted-replicated"``, ``"dim-exhausted"``; the list
   │    │    is in ``rust/src/sharding.rs``)
+  │    │    └─ ``InvalidRuleError``: an operation sharding rule breaks an invariant
+  │    │         (identifiers in ``rust/src/rule.rs`` and ``rust/src/rule/``)
   │    ├─ ``MeshError``: a mesh is malformed, or a named mesh is missing
   │    └─ ``ConversionError``: another format cannot express the value
-  └─ ``ProgramError``: a program (MLIR text or IR) is malformed or unsupported; the message
-       names the op and its source location
+  ├─ ``ProgramError``: a program (MLIR text or IR) is malformed or unsupported; the message
+  │    names the op and its source location
+  └─ ``OpInfoError``: an op cannot be read by the rule registry (a missing or malformed
+       attribute, shapes that do not fit the op)
 """
 
 from shardwise._native import (
     ConversionError,
+    InvalidRuleError,
     InvalidShardingError,
     MeshError,
     ShardingError,
@@ -27,10 +32,19 @@ class ProgramError(ShardwiseError):
     the op and its location (``loc("file":line:col)``) when known."""
 
 
+class OpInfoError(ShardwiseError):
+    """An op description cannot be read: a missing or malformed attribute, or shapes that do
+    not fit the op. The message names the op, the attribute or value, what was expected and
+    what was got."""
+
+
+
 __all__ = [
     "ConversionError",
+    "InvalidRuleError",
     "InvalidShardingError",
     "MeshError",
+    "OpInfoError",
     "ProgramError",
     "ShardingError",
     "ShardingParseError",

@@ -9,6 +9,7 @@ pub mod convert;
 pub mod error;
 pub mod graph;
 pub mod mesh;
+pub mod propagation;
 pub mod rule;
 pub mod sharding;
 pub mod text;

@@ -1,7 +1,255 @@
-//! Bindings for operation sharding rules.
+//! Bindings for operation sharding rules (`crate::rule`). A rule crosses the FFI as the plain
+//! tuple `(factor_sizes, operand_mappings, result_mappings, reduction, need_replication,
+//! permutation, blocked_propagation, is_custom)`, a mapping being a list of dimensions and a
+//! dimension a list of factor indices; `shardwise/rules/rule.py` builds and reads it.
+//!
+//! Invariant errors of rules raise `InvalidRuleError` (a subclass of `InvalidShardingError`,
+//! with `.rule`); malformed text raises `ShardingParseError` (with `.offset`).
 
+use pyo3::create_exception;
 use pyo3::prelude::*;
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use super::errors::{self, InvalidShardingError};
+use crate::error::{Error, ErrorKind};
+use crate::rule::{self, EinsumOptions, FactorKind, OpShardingRule, RuleBuilder};
+
+create_exception!(
+    _native,
+    InvalidRuleError,
+    InvalidShardingError,
+    "An operation sharding rule breaks an invariant, or cannot be built for the op; `rule` names it."
+);
+
+#[derive(FromPyObject, IntoPyObject, Clone)]
+pub struct RuleW(
+    pub Vec<i64>,
+    pub Vec<Vec<Vec<i64>>>,
+    pub Vec<Vec<Vec<i64>>>,
+    pub Vec<i64>,
+    pub Vec<i64>,
+    pub Vec<i64>,
+    pub Vec<i64>,
+    pub bool,
+);
+
+impl From<&OpShardingRule> for RuleW {
+    fn from(r: &OpShardingRule) -> Self {
+        RuleW(
+            r.factor_sizes.clone(),
+            r.operand_mappings.clone(),
+            r.result_mappings.clone(),
+            r.reduction_factors.clone(),
+            r.need_replication_factors.clone(),
+            r.permutation_factors.clone(),
+            r.blocked_propagation_factors.clone(),
+            r.is_custom,
+        )
+    }
+}
+
+impl From<RuleW> for OpShardingRule {
+    fn from(w: RuleW) -> Self {
+        OpShardingRule {
+            factor_sizes: w.0,
+            operand_mappings: w.1,
+            result_mappings: w.2,
+            reduction_factors: w.3,
+            need_replication_factors: w.4,
+            permutation_factors: w.5,
+            blocked_propagation_factors: w.6,
+            is_custom: w.7,
+        }
+    }
+}
+
+/// One builder step: `(mode, operand_dims, result_dims, size, kind, blocked)`.
+type StepW = (String, Vec<i64>, Vec<i64>, i64, String, bool);
+
+/// Core error into a Python exception: invariant errors become `InvalidRuleError`.
+fn to_py(py: Python<'_>, e: Error) -> PyErr {
+    match e.kind {
+        ErrorKind::Invariant { rule } => {
+            let err = InvalidRuleError::new_err(e.message);
+            let _ = err.value(py).setattr("rule", rule);
+            err
+        }
+        _ => errors::to_py(py, e),
+    }
+}
+
+trait RulePy<T> {
+    fn py(self, py: Python<'_>) -> PyResult<T>;
+}
+
+impl<T> RulePy<T> for crate::error::Result<T> {
+    fn py(self, py: Python<'_>) -> PyResult<T> {
+        self.map_err(|e| to_py(py, e))
+    }
+}
+
+fn kind_of(name: &str) -> PyResult<FactorKind> {
+    FactorKind::from_name(name).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "unknown factor kind {name:?}; expected one of \"pass_through\", \"reduction\", \"need_replication\", \"permutation\""
+        ))
+    })
+}
+
+/// Ranks above this are refused (rather than allocating mappings for them).
+const MAX_RANK: usize = 1 << 16;
+
+fn ranks(py: Python<'_>, kind: &str, ranks: &[i64]) -> PyResult<Vec<usize>> {
+    ranks
+        .iter()
+        .enumerate()
+        .map(|(i, &r)| {
+            usize::try_from(r).ok().filter(|&r| r <= MAX_RANK).ok_or_else(|| {
+                to_py(py, Error::invariant("builder-dim-out-of-range", format!("{kind} {i}: expected a rank in [0, {MAX_RANK}], got {r}")))
+            })
+        })
+        .collect()
+}
+
+/// Parses `#sdy.op_sharding_rule<...>` (or the bare `<...>`) and checks its local invariants.
+#[pyfunction]
+fn rule_parse(py: Python<'_>, text: &str) -> PyResult<RuleW> {
+    Ok(RuleW::from(&rule::parse_rule(text).py(py)?))
+}
+
+/// Shardy's text of a rule (no checks: a broken rule prints as it is).
+#[pyfunction]
+fn rule_print(r: RuleW) -> String {
+    rule::print_rule(&OpShardingRule::from(r))
+}
+
+/// The type-free invariants of a rule.
+#[pyfunction]
+fn rule_check(py: Python<'_>, r: RuleW) -> PyResult<()> {
+    OpShardingRule::from(r).check_local().py(py)
+}
+
+/// Checks a rule against operand and result shapes (None for a value that is not a tensor).
+#[pyfunction]
+#[pyo3(signature = (r, operand_shapes, result_shapes, exact_sizes=false))]
+fn rule_validate(
+    py: Python<'_>,
+    r: RuleW,
+    operand_shapes: Vec<Option<Vec<i64>>>,
+    result_shapes: Vec<Option<Vec<i64>>>,
+    exact_sizes: bool,
+) -> PyResult<()> {
+    OpShardingRule::from(r).validate(&operand_shapes, &result_shapes, exact_sizes).py(py)
+}
+
+/// Runs builder steps and builds. A step is `(mode, operand_dims, result_dims, size, kind,
+/// blocked)`: mode `"dims"` maps explicit dimensions (-1 skips a tensor), `"all"`,
+/// `"operands"` and `"results"` map dimension `operand_dims[0]` of every tensor of rank >= 1
+/// of all values, operands or results.
+#[pyfunction]
+fn rule_build(
+    py: Python<'_>,
+    operand_ranks: Vec<i64>,
+    result_ranks: Vec<i64>,
+    steps: Vec<StepW>,
+) -> PyResult<RuleW> {
+    let mut b = RuleBuilder::new(&ranks(py, "operand", &operand_ranks)?, &ranks(py, "result", &result_ranks)?);
+    for (i, (mode, a, r, size, kind, blocked)) in steps.iter().enumerate() {
+        let kind = kind_of(kind)?;
+        let first = || {
+            a.first().copied().ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("builder step {i} ({mode}): expected a dimension")))
+        };
+        let done = match mode.as_str() {
+            "dims" => b.add_factor(a, r, *size, kind, *blocked).map(|_| ()),
+            "all" => b.add_factor_for_all(first()?, *size, kind, *blocked).map(|_| ()),
+            "operands" => b.add_factor_for_all_operands(first()?, *size, kind, *blocked).map(|_| ()),
+            "results" => b.add_factor_for_all_results(first()?, *size, kind, *blocked).map(|_| ()),
+            _ => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "builder step {i}: unknown mode {mode:?}; expected \"dims\", \"all\", \"operands\" or \"results\""
+                )))
+            }
+        };
+        done.map_err(|e| e.context(format!("builder step {i} ({mode} {a:?} {r:?} size {size})"))).py(py)?;
+    }
+    Ok(RuleW::from(&b.build()))
+}
+
+/// Shardy's pointwise rule: factor `d` of size `shape[d]` is dimension `d` of every value.
+#[pyfunction]
+fn rule_pointwise(py: Python<'_>, operand_ranks: Vec<i64>, result_ranks: Vec<i64>, shape: Vec<i64>) -> PyResult<RuleW> {
+    let r = RuleBuilder::pointwise(&ranks(py, "operand", &operand_ranks)?, &ranks(py, "result", &result_ranks)?, &shape).py(py)?;
+    Ok(RuleW::from(&r))
+}
+
+fn einsum_options(
+    reduction: Vec<String>,
+    need_replication: Vec<String>,
+    permutation: Vec<String>,
+    blocked: Vec<String>,
+    factor_sizes: Vec<(String, i64)>,
+) -> EinsumOptions {
+    EinsumOptions {
+        reduction_factors: reduction,
+        need_replication_factors: need_replication,
+        permutation_factors: permutation,
+        blocked_propagation_factors: blocked,
+        factor_sizes,
+    }
+}
+
+/// Parses and checks a rule in JAX's einsum-like notation without binding it to shapes.
+#[pyfunction]
+#[pyo3(signature = (spec, reduction=vec![], need_replication=vec![], permutation=vec![], blocked=vec![], factor_sizes=vec![]))]
+fn einsum_check(
+    py: Python<'_>,
+    spec: &str,
+    reduction: Vec<String>,
+    need_replication: Vec<String>,
+    permutation: Vec<String>,
+    blocked: Vec<String>,
+    factor_sizes: Vec<(String, i64)>,
+) -> PyResult<()> {
+    rule::EinsumSpec::parse(spec, einsum_options(reduction, need_replication, permutation, blocked, factor_sizes)).py(py)?;
+    Ok(())
+}
+
+/// A custom rule from JAX's einsum-like notation bound to the op's shapes.
+#[pyfunction]
+#[pyo3(signature = (spec, operand_shapes, result_shapes, reduction=vec![], need_replication=vec![], permutation=vec![], blocked=vec![], factor_sizes=vec![]))]
+#[allow(clippy::too_many_arguments)]
+fn rule_from_einsum(
+    py: Python<'_>,
+    spec: &str,
+    operand_shapes: Vec<Vec<i64>>,
+    result_shapes: Vec<Vec<i64>>,
+    reduction: Vec<String>,
+    need_replication: Vec<String>,
+    permutation: Vec<String>,
+    blocked: Vec<String>,
+    factor_sizes: Vec<(String, i64)>,
+) -> PyResult<RuleW> {
+    let options = einsum_options(reduction, need_replication, permutation, blocked, factor_sizes);
+    let r = rule::rule_from_einsum(spec, options, &operand_shapes, &result_shapes).py(py)?;
+    Ok(RuleW::from(&r))
+}
+
+/// `i`, `j`, ..., `z`, `z_1`, ...: Shardy's symbol of a factor index.
+#[pyfunction]
+fn factor_symbol(index: i64) -> String {
+    rule::factor_symbol(index)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("InvalidRuleError", py.get_type::<InvalidRuleError>())?;
+    m.add_function(wrap_pyfunction!(rule_parse, m)?)?;
+    m.add_function(wrap_pyfunction!(rule_print, m)?)?;
+    m.add_function(wrap_pyfunction!(rule_check, m)?)?;
+    m.add_function(wrap_pyfunction!(rule_validate, m)?)?;
+    m.add_function(wrap_pyfunction!(rule_build, m)?)?;
+    m.add_function(wrap_pyfunction!(rule_pointwise, m)?)?;
+    m.add_function(wrap_pyfunction!(einsum_check, m)?)?;
+    m.add_function(wrap_pyfunction!(rule_from_einsum, m)?)?;
+    m.add_function(wrap_pyfunction!(factor_symbol, m)?)?;
     Ok(())
 }
