@@ -4,6 +4,7 @@
 //! op's regions, then its results). Lists per op or value are compressed sparse rows.
 
 use crate::error::{Error, Result};
+use crate::rule::OpShardingRule;
 
 /// Rows of `u32` items: row `i` is `items[offsets[i]..offsets[i + 1]]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -87,6 +88,9 @@ pub struct Graph {
     pub value_def: Vec<u32>,
     /// Per value, the op owning the region whose block declares it (block arguments), or `NONE`.
     pub value_block_owner: Vec<u32>,
+    /// Distinct sharding rules; `op_rule[i]` indexes it, or is `NONE` for an op without a rule.
+    pub rules: Vec<OpShardingRule>,
+    pub op_rule: Vec<u32>,
 }
 
 /// Everything the freezer collects, as flat lists.
@@ -101,6 +105,9 @@ pub struct GraphInput {
     pub ranks: Vec<u32>,
     pub dims: Vec<i64>,
     pub value_block_owner: Vec<u32>,
+    pub rules: Vec<OpShardingRule>,
+    /// Per op, an index into `rules` or `NONE`; empty when no rules were given.
+    pub op_rule: Vec<u32>,
 }
 
 impl Graph {
@@ -145,6 +152,27 @@ impl Graph {
         }
         let shape_csr = Csr::from_lengths(&g.ranks, vec![0; g.dims.len()], "shapes")?;
         let users = operands.transpose(n_values);
+        let op_rule = if g.op_rule.is_empty() { vec![NONE; n_ops] } else { g.op_rule };
+        if op_rule.len() != n_ops {
+            return Err(bad(format!("{n_ops} ops but {} rule indices", op_rule.len())));
+        }
+        for (op, &k) in op_rule.iter().enumerate() {
+            if k == NONE {
+                continue;
+            }
+            let rule = g.rules.get(k as usize).ok_or_else(|| bad(format!("op {op} uses rule {k} of {}", g.rules.len())))?;
+            let rank = |v: u32| g.ranks[v as usize] as usize;
+            let fits = |mappings: &[crate::rule::TensorMapping], values: &[u32]| {
+                mappings.len() == values.len() && mappings.iter().zip(values).all(|(m, &v)| m.len() == rank(v))
+            };
+            if !fits(&rule.operand_mappings, operands.row(op)) || !fits(&rule.result_mappings, results.row(op)) {
+                return Err(bad(format!(
+                    "the rule {} of op {op} ({}) does not fit its operands and results",
+                    crate::rule::print_rule(rule),
+                    g.names[g.op_name[op] as usize]
+                )));
+            }
+        }
         Ok(Graph {
             names: g.names,
             op_name: g.op_name,
@@ -156,6 +184,8 @@ impl Graph {
             dims: g.dims,
             value_def,
             value_block_owner: g.value_block_owner,
+            rules: g.rules,
+            op_rule,
         })
     }
 
@@ -175,9 +205,20 @@ impl Graph {
         &self.names[self.op_name[op] as usize]
     }
 
-    /// Bytes held by the flat arrays (names excluded).
+    /// The sharding rule of an op, if it has one.
+    pub fn rule(&self, op: usize) -> Option<&OpShardingRule> {
+        self.op_rule.get(op).filter(|&&k| k != NONE).map(|&k| &self.rules[k as usize])
+    }
+
+    /// Bytes held by the flat arrays (names excluded; each distinct rule counted once).
     pub fn bytes(&self) -> usize {
-        4 * (self.op_name.len() + self.op_parent.len() + self.shape_offsets.len() + self.value_def.len() + self.value_block_owner.len())
+        let rule_bytes: usize = self
+            .rules
+            .iter()
+            .map(|r| 8 * (r.factor_sizes.len() + r.mappings().flatten().map(|d| d.len() + 1).sum::<usize>()))
+            .sum();
+        rule_bytes
+            + 4 * (self.op_name.len() + self.op_parent.len() + self.shape_offsets.len() + self.value_def.len() + self.value_block_owner.len() + self.op_rule.len())
             + 8 * self.dims.len()
             + self.operands.bytes()
             + self.results.bytes()

@@ -30,6 +30,10 @@ def test_freeze_builder_program() -> None:
     assert [g.op_name(i) for i in body] == ["stablehlo.add", "stablehlo.return"]
     with pytest.raises(IndexError, match="out of range"):
         g.operands(10**6)
+    assert g.rule(add) == "#sdy.op_sharding_rule<([i, j], [i, j])->([i, j]) {i=8, j=4}>"
+    assert g.rule(reduce_op) == "#sdy.op_sharding_rule<([i, j], [])->([i]) {i=8, j=4} reduction={j}>"
+    assert g.rule(0) is None  # sdy.mesh
+    assert freeze(m, rules=False).graph.rule(add) is None
 
 
 def test_freeze_rejects_use_before_definition() -> None:
@@ -48,14 +52,20 @@ def test_freeze_corpus_is_compact() -> None:
     pytest.importorskip("jax")
     from shardwise import load_mlir
 
+    from shardwise.rules.from_ir import rules_for
+
     ops = nbytes = 0
     for p in sorted((root / "dev").glob("*.in.mlir")):
-        fr = freeze(load_mlir(p))
+        module = load_mlir(p)
+        fr = freeze(module)
         g = fr.graph
+        expected = rules_for(module)
+        assert [g.rule(i) for i in range(g.num_ops)] == [None if expected[id(op)] is None else str(expected[id(op)]) for op in fr.ops]
+        assert g.num_rules < g.num_ops
         assert g.num_ops == len(fr.ops) and g.num_values == len(fr.values)
         for i, op in enumerate(fr.ops):
             assert [fr.values[v] for v in g.operands(i)] == op.operands
             assert [fr.values[v] for v in g.results(i)] == op.results
         ops += g.num_ops
         nbytes += g.nbytes
-    assert nbytes / ops < 200  # bytes per op, shardings and rules excluded
+    assert nbytes / ops < 200  # bytes per op, rules included, shardings excluded

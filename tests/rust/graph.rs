@@ -1,6 +1,7 @@
 //! The frozen program's flat arrays.
 
 use shardwise::graph::{Csr, Graph, GraphInput, NONE};
+use shardwise::rule::parse_rule;
 
 fn input() -> GraphInput {
     // op 0: func (block args v0, v1); op 1: add(v0, v1) -> v2; op 2: return(v2, v2)
@@ -15,6 +16,8 @@ fn input() -> GraphInput {
         ranks: vec![2, 2, 2],
         dims: vec![8, 16, 8, 16, 8, 16],
         value_block_owner: vec![0, 0, NONE],
+        rules: vec![parse_rule("#sdy.op_sharding_rule<([i, j], [i, j])->([i, j]) {i=8, j=16}>").unwrap()],
+        op_rule: vec![NONE, 0, NONE],
     }
 }
 
@@ -29,6 +32,8 @@ fn builds_csr_lists_and_users() {
     assert_eq!(g.shape(1), &[8, 16]);
     assert_eq!(g.value_def, vec![NONE, NONE, 1]);
     assert_eq!(g.name(1), "stablehlo.add");
+    assert_eq!(g.rule(1).map(|r| r.factor_sizes.clone()), Some(vec![8, 16]));
+    assert!(g.rule(0).is_none() && g.rule(2).is_none());
     assert!(g.bytes() > 0);
 }
 
@@ -46,6 +51,12 @@ fn rejects_inconsistent_input() {
     let mut bad = input();
     bad.operand_counts[2] = 3;
     assert!(Graph::new(bad).unwrap_err().message.contains("add up to"));
+    let mut bad = input();
+    bad.rules = vec![parse_rule("#sdy.op_sharding_rule<([i], [i])->([i]) {i=8}>").unwrap()];
+    assert!(Graph::new(bad).unwrap_err().message.contains("does not fit"));
+    let mut bad = input();
+    bad.op_rule[0] = 3;
+    assert!(Graph::new(bad).unwrap_err().message.contains("uses rule 3"));
     let mut bad = input();
     bad.value_block_owner[2] = 5;
     bad.results = vec![];

@@ -8,6 +8,8 @@ can be written back.
 
 from __future__ import annotations
 
+from typing import Any
+
 from shardwise import _native
 from shardwise.errors import ProgramError
 from shardwise.ir.core import Module, Op, Value
@@ -34,9 +36,13 @@ class Frozen:
         return self._value_index[id(v)]
 
 
-def freeze(module: Module) -> Frozen:
-    """The module's ops and values as flat arrays (CSR operand/result/user lists, shapes).
-    Raises ``ProgramError`` when an op uses a value that is not defined before it in pre-order."""
+def freeze(module: Module, *, rules: bool = True, conservative: bool = False) -> Frozen:
+    """The module's ops and values as flat arrays (CSR operand/result/user lists, shapes) and,
+    with ``rules``, each op's sharding rule (``shardwise.rules``; ``conservative`` picks
+    Shardy's conservative variants), identical rules stored once.
+
+    Raises ``ProgramError`` when an op uses a value that is not defined before it in pre-order,
+    and what ``rule_for`` raises."""
     names: dict[str, int] = {}
     op_name: list[int] = []
     op_parent: list[int] = []
@@ -82,7 +88,25 @@ def freeze(module: Module) -> Frozen:
 
     for op in module.ops:
         visit(op, _NONE)
+    rule_wires: list[Any] = []
+    op_rule: list[int] = []
+    if rules:
+        from shardwise.rules.from_ir import rules_for
+
+        distinct: dict[Any, int] = {}
+        by_op = rules_for(module, conservative=conservative)
+        for op in ops:
+            rule = by_op[id(op)]
+            if rule is None:
+                op_rule.append(_NONE)
+                continue
+            w = rule._wire()
+            key = repr(w)
+            if key not in distinct:
+                distinct[key] = len(rule_wires)
+                rule_wires.append(w)
+            op_rule.append(distinct[key])
     graph = _native.FrozenGraph(
-        list(names), op_name, op_parent, operand_counts, operands, result_counts, results, ranks, dims, block_owner
+        list(names), op_name, op_parent, operand_counts, operands, result_counts, results, ranks, dims, block_owner, rule_wires, op_rule
     )
     return Frozen(graph, ops, values)

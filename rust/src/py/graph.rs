@@ -5,6 +5,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 
 use super::errors::IntoPyResult;
+use super::rule::RuleW;
 use crate::graph::{Graph, GraphInput};
 
 /// A frozen program (``rust/src/graph.rs``): flat arrays of values and ops, read by the solver.
@@ -29,8 +30,12 @@ impl PyGraph {
         ranks: Vec<u32>,
         dims: Vec<i64>,
         value_block_owner: Vec<u32>,
+        rules: Vec<RuleW>,
+        op_rule: Vec<u32>,
     ) -> PyResult<Self> {
-        let input = GraphInput { names, op_name, op_parent, operand_counts, operands, result_counts, results, ranks, dims, value_block_owner };
+        let rules = rules.into_iter().map(Into::into).collect();
+        let input =
+            GraphInput { names, op_name, op_parent, operand_counts, operands, result_counts, results, ranks, dims, value_block_owner, rules, op_rule };
         let g = py.detach(|| Graph::new(input)).py(py)?;
         Ok(PyGraph { inner: Arc::new(g) })
     }
@@ -81,6 +86,18 @@ impl PyGraph {
         self.check_value(value)?;
         let d = self.inner.value_def[value];
         Ok((d != crate::graph::NONE).then_some(d))
+    }
+
+    /// The op's sharding rule as Shardy's text, or None.
+    fn rule(&self, op: usize) -> PyResult<Option<String>> {
+        self.check_op(op)?;
+        Ok(self.inner.rule(op).map(crate::rule::print_rule))
+    }
+
+    /// Number of distinct rules.
+    #[getter]
+    fn num_rules(&self) -> usize {
+        self.inner.rules.len()
     }
 
     fn parent(&self, op: usize) -> PyResult<Option<u32>> {
