@@ -72,3 +72,27 @@ def test_rules_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert main(["rules", str(tmp_path / "bad.mlir"), "-o", str(tmp_path / "never.mlir")]) == 2
     assert "cannot parse MLIR" in capsys.readouterr().err
     assert not (tmp_path / "never.mlir").exists()
+
+
+@pytest.mark.corpus
+def test_compare_py_check_rules_on_lit_registry_cases() -> None:
+    """The issue's own measure: compare.py --check-rules over the lit registry cases, running
+    the installed ``shardwise rules`` command."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    root = conformance_dir()
+    if root is None:
+        pytest.skip("../shared/conformance is absent")
+    bindir = str(Path(sys.executable).parent)
+    cmd = 'shardwise rules {in} -o {out} $(case {name} in *conservative*) echo --conservative;; esac)'
+    r = subprocess.run(
+        [sys.executable, str(root.parent / "tools" / "compare.py"), "-q", "--dir", str(root / "lit"), "--filter", "op_sharding_rule_registry", "--check-rules", "--actual-cmd", cmd],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")},
+    )
+    m = re.search(r"conformance: (\d+)/(\d+) cases exact, (\d+)/(\d+) values match", r.stdout)
+    assert m and m.group(1) == m.group(2) == "2" and m.group(3) == m.group(4), r.stdout[-2000:] + r.stderr[-2000:]
