@@ -11,12 +11,11 @@ import re
 from pathlib import Path
 
 import pytest
-from corpus import _balanced, corpus_files, extract, require_corpus
+from corpus import _balanced, corpus_files, corpus_params, extract, require_corpus
 
 from shardwise import Mesh, TensorSharding
 
 FILES = corpus_files()
-IDS = [f"{p.parent.name}/{p.name}" for p in FILES]
 _COMMENT = re.compile(r"//[^\n]*")
 
 
@@ -53,7 +52,7 @@ def test_corpus_present_and_large() -> None:
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("path", [p for p in FILES if p.name.endswith(".out.mlir")], ids=[i for i in IDS if i.endswith(".out.mlir")])
+@pytest.mark.parametrize("path", corpus_params([p for p in FILES if p.name.endswith(".out.mlir")]))
 def test_shardy_output_round_trips_byte_identical(path: Path) -> None:
     meshes, items = _items(path)
     for kind, text in items:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from corpus import conformance_dir, corpus_files, require_corpus
+from corpus import conformance_dir, corpus_files, corpus_params, require_corpus
 
 from shardwise import Mesh, ProgramError, ShardingError, TensorSharding
 from shardwise.importers import load_mlir
@@ -28,7 +28,7 @@ def _jaxlib_print(text: str) -> str:
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("path", FILES, ids=[f"{p.parent.name}/{p.name}" for p in FILES])
+@pytest.mark.parametrize("path", corpus_params(FILES))
 def test_corpus_round_trip_is_identical(path: Path) -> None:
     """load_mlir -> to_mlir prints exactly what jaxlib prints for the original module: every
     op, attribute and sharding kept."""

@@ -7,7 +7,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from corpus import conformance_dir
+from corpus import conformance_dir, corpus_params
 
 from shardwise import Builder, Mesh, UnknownOpWarning, load_mlir, populate_rules
 from shardwise.cli import main
@@ -37,7 +37,7 @@ def _shardy(text: str, conservative: bool) -> str:
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("path", CASES, ids=[p.name for p in CASES])
+@pytest.mark.parametrize("path", corpus_params(CASES))
 def test_populate_rules_equals_shardy(path: Path) -> None:
     text = path.read_text()
     conservative = "conservative" in path.name
