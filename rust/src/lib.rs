@@ -8,6 +8,7 @@ pub mod axis;
 pub mod convert;
 pub mod error;
 pub mod graph;
+mod lexer;
 pub mod mesh;
 pub mod propagation;
 pub mod rule;

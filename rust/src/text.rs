@@ -16,6 +16,7 @@ use std::fmt::Write;
 
 use crate::axis::{AxisRef, SubAxis};
 use crate::error::{Error, Result};
+use crate::lexer::Lexer;
 use crate::mesh::{Mesh, MeshAxis};
 use crate::sharding::{DimSharding, MeshRef, Reduction, TensorSharding};
 
@@ -199,100 +200,7 @@ pub fn print_sharding_per_value(ts: &[TensorSharding]) -> String {
 
 // ---------------------------------------------------------------- parsing
 
-struct Parser<'a> {
-    src: &'a str,
-    pos: usize,
-}
-
-impl<'a> Parser<'a> {
-    fn new(src: &'a str) -> Self {
-        Parser { src, pos: 0 }
-    }
-
-    fn rest(&self) -> &'a str {
-        &self.src[self.pos..]
-    }
-
-    fn skip_ws(&mut self) {
-        loop {
-            let r = self.rest();
-            let t = r.trim_start();
-            self.pos += r.len() - t.len();
-            if t.starts_with("//") {
-                self.pos += t.find('\n').unwrap_or(t.len());
-            } else {
-                break;
-            }
-        }
-    }
-
-    fn err<T>(&self, expected: &str) -> Result<T> {
-        let got: String = self.rest().chars().take(24).collect();
-        let got = if got.is_empty() { "end of input".to_string() } else { format!("'{got}'") };
-        Err(Error::parse(self.pos, format!("expected {expected} at offset {} of {:?}, got {got}", self.pos, self.src)))
-    }
-
-    fn peek(&mut self, tok: &str) -> bool {
-        self.skip_ws();
-        self.rest().starts_with(tok)
-    }
-
-    fn eat(&mut self, tok: &str) -> bool {
-        if self.peek(tok) {
-            self.pos += tok.len();
-            true
-        } else {
-            false
-        }
-    }
-
-    fn expect(&mut self, tok: &str) -> Result<()> {
-        if self.eat(tok) {
-            Ok(())
-        } else {
-            self.err(&format!("'{tok}'"))
-        }
-    }
-
-    /// A keyword: `tok` not followed by an identifier character.
-    fn eat_keyword(&mut self, tok: &str) -> bool {
-        if self.peek(tok) {
-            let after = self.rest()[tok.len()..].chars().next();
-            if !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '$') {
-                self.pos += tok.len();
-                return true;
-            }
-        }
-        false
-    }
-
-    fn done(&mut self) -> Result<()> {
-        self.skip_ws();
-        if self.pos == self.src.len() {
-            Ok(())
-        } else {
-            self.err("end of input")
-        }
-    }
-
-    fn int(&mut self) -> Result<i64> {
-        self.skip_ws();
-        let r = self.rest();
-        let neg = r.starts_with('-');
-        let digits = r[usize::from(neg)..].bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return self.err("an integer");
-        }
-        let len = usize::from(neg) + digits;
-        match r[..len].parse::<i64>() {
-            Ok(v) => {
-                self.pos += len;
-                Ok(v)
-            }
-            Err(_) => Err(Error::parse(self.pos, format!("integer {} at offset {} does not fit in 64 bits", &r[..len], self.pos))),
-        }
-    }
-
+impl Lexer<'_> {
     /// A double-quoted MLIR string with `\\`, `\"`, `\n`, `\t` and `\XX` escapes.
     fn string(&mut self) -> Result<String> {
         self.skip_ws();
@@ -337,7 +245,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `@name` or `@"quoted name"`.
-    fn symbol(&mut self) -> Result<String> {
+    fn symbol_ref(&mut self) -> Result<String> {
         self.expect("@")?;
         if self.rest().starts_with('"') {
             return self.string();
@@ -356,21 +264,6 @@ impl<'a> Parser<'a> {
         }
         self.pos += len;
         Ok(r[..len].to_string())
-    }
-
-    /// Comma-separated items up to `close`; the opening token has been consumed.
-    fn list<T>(&mut self, close: &str, mut item: impl FnMut(&mut Self) -> Result<T>) -> Result<Vec<T>> {
-        let mut out = Vec::new();
-        if self.eat(close) {
-            return Ok(out);
-        }
-        loop {
-            out.push(item(self)?);
-            if self.eat(close) {
-                return Ok(out);
-            }
-            self.expect(",")?;
-        }
     }
 
     fn axis_ref(&mut self) -> Result<AxisRef> {
@@ -445,7 +338,7 @@ impl<'a> Parser<'a> {
     fn sharding_body(&mut self) -> Result<TensorSharding> {
         self.expect("<")?;
         let mesh = if self.peek("@") {
-            MeshRef::Named(self.symbol()?)
+            MeshRef::Named(self.symbol_ref()?)
         } else if self.eat("#sdy.mesh") || self.eat_keyword("mesh") {
             MeshRef::Inline(self.mesh_body(true)?)
         } else {
@@ -485,14 +378,14 @@ impl<'a> Parser<'a> {
     }
 }
 
-fn strip_prefix<'a>(p: &mut Parser<'a>, prefix: &str) {
+fn strip_prefix(p: &mut Lexer<'_>, prefix: &str) {
     p.skip_ws();
     let _ = p.eat(prefix);
 }
 
 /// Parses one axis reference `"x"` or `"x":(2)4`, the whole input.
 pub fn parse_axis_ref(text: &str) -> Result<AxisRef> {
-    let mut p = Parser::new(text);
+    let mut p = Lexer::new(text);
     let a = p.axis_ref()?;
     p.done()?;
     a.check_local()?;
@@ -501,7 +394,7 @@ pub fn parse_axis_ref(text: &str) -> Result<AxisRef> {
 
 /// Parses one MLIR string literal (`"a\\22b"` -> `a"b`), the whole input.
 pub fn parse_string(text: &str) -> Result<String> {
-    let mut p = Parser::new(text);
+    let mut p = Lexer::new(text);
     let s = p.string()?;
     p.done()?;
     Ok(s)
@@ -510,7 +403,7 @@ pub fn parse_string(text: &str) -> Result<String> {
 /// Parses a mesh: `#sdy.mesh<...>`, `mesh<...>`, or the bare `<...>`. Explicit iota device
 /// ids are rejected, as Shardy's verifier does.
 pub fn parse_mesh(text: &str) -> Result<Mesh> {
-    let mut p = Parser::new(text);
+    let mut p = Lexer::new(text);
     if !p.eat("#sdy.mesh") {
         let _ = p.eat_keyword("mesh");
     }
@@ -521,11 +414,11 @@ pub fn parse_mesh(text: &str) -> Result<Mesh> {
 
 /// Parses a mesh definition `sdy.mesh @name = <...>`, returning its name and mesh.
 pub fn parse_mesh_op(text: &str) -> Result<(String, Mesh)> {
-    let mut p = Parser::new(text);
+    let mut p = Lexer::new(text);
     if !p.eat_keyword("sdy.mesh") {
         return p.err("'sdy.mesh'");
     }
-    let name = p.symbol()?;
+    let name = p.symbol_ref()?;
     p.expect("=")?;
     let m = p.mesh_body(true)?;
     p.done()?;
@@ -534,7 +427,7 @@ pub fn parse_mesh_op(text: &str) -> Result<(String, Mesh)> {
 
 /// Parses `#sdy.sharding<...>` or the stripped `<...>`.
 pub fn parse_sharding(text: &str) -> Result<TensorSharding> {
-    let mut p = Parser::new(text);
+    let mut p = Lexer::new(text);
     strip_prefix(&mut p, "#sdy.sharding");
     let t = p.sharding_body()?;
     p.done()?;
@@ -543,14 +436,14 @@ pub fn parse_sharding(text: &str) -> Result<TensorSharding> {
 
 /// Parses `#sdy.sharding_per_value<[<...>, ...]>` or the stripped `[<...>, ...]`.
 pub fn parse_sharding_per_value(text: &str) -> Result<Vec<TensorSharding>> {
-    let mut p = Parser::new(text);
+    let mut p = Lexer::new(text);
     p.skip_ws();
     let prefixed = p.eat("#sdy.sharding_per_value");
     if prefixed {
         p.expect("<")?;
     }
     p.expect("[")?;
-    let ts = p.list("]", Parser::sharding_body)?;
+    let ts = p.list("]", Lexer::sharding_body)?;
     if prefixed {
         p.expect(">")?;
     }

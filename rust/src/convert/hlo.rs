@@ -16,6 +16,7 @@
 use crate::axis::AxisRef;
 use crate::convert::pieces::{decompose_iota, mesh_of_sizes, merge_adjacent, piece_axes, Pieces, StridedPiece};
 use crate::error::{Error, Result};
+use crate::lexer::Lexer;
 use crate::mesh::Mesh;
 use crate::sharding::{DimSharding, MeshRef, Reduction, TensorSharding};
 
@@ -159,64 +160,9 @@ enum Parsed {
     Tiled { dims: Vec<i64>, devices: Vec<i64>, types: Vec<Subgroup> },
 }
 
-struct HloParser<'a> {
-    src: &'a str,
-    pos: usize,
-}
-
-impl<'a> HloParser<'a> {
-    fn err<T>(&self, what: &str) -> Result<T> {
-        let got: String = self.src[self.pos..].chars().take(20).collect();
-        Err(Error::parse(self.pos, format!("HLO sharding {:?}: expected {what} at offset {}, got {got:?}", self.src, self.pos)))
-    }
-    fn ws(&mut self) {
-        let r = &self.src[self.pos..];
-        self.pos += r.len() - r.trim_start().len();
-    }
-    fn eat(&mut self, tok: &str) -> bool {
-        self.ws();
-        if self.src[self.pos..].starts_with(tok) {
-            self.pos += tok.len();
-            true
-        } else {
-            false
-        }
-    }
-    fn expect(&mut self, tok: &str) -> Result<()> {
-        if self.eat(tok) {
-            Ok(())
-        } else {
-            self.err(&format!("'{tok}'"))
-        }
-    }
-    fn int(&mut self) -> Result<i64> {
-        self.ws();
-        let r = &self.src[self.pos..];
-        let neg = usize::from(r.starts_with('-'));
-        let n = neg + r[neg..].bytes().take_while(u8::is_ascii_digit).count();
-        match r[..n].parse() {
-            Ok(v) if n > neg => {
-                self.pos += n;
-                Ok(v)
-            }
-            _ => self.err("an integer"),
-        }
-    }
-    fn ints(&mut self, close: &str) -> Result<Vec<i64>> {
-        let mut v = Vec::new();
-        if self.eat(close) {
-            return Ok(v);
-        }
-        loop {
-            v.push(self.int()?);
-            if self.eat(close) {
-                return Ok(v);
-            }
-            self.expect(",")?;
-        }
-    }
-
-    fn parse(mut self) -> Result<Parsed> {
+impl Lexer<'_> {
+    /// One HLO sharding, the whole input.
+    fn hlo_sharding(&mut self) -> Result<Parsed> {
         self.expect("{")?;
         if self.src[self.pos..].trim_start().starts_with('{') {
             return Err(Error::conversion(format!(
@@ -238,17 +184,17 @@ impl<'a> HloParser<'a> {
             Parsed::Maximal(self.int()?)
         } else if self.eat("devices=") {
             self.expect("[")?;
-            let dims = self.ints("]")?;
+            let dims = self.list("]", Self::int)?;
             let n = dims.iter().try_fold(1i64, |a, &d| if d >= 1 { a.checked_mul(d) } else { None });
             let Some(n) = n.filter(|&n| n <= 1 << 24) else {
                 return Err(Error::parse(self.pos, format!("HLO sharding {:?}: tile dims {dims:?} must be positive with at most 2^24 devices", self.src)));
             };
             let devices = if self.eat("<=") {
                 self.expect("[")?;
-                let rd = self.ints("]")?;
+                let rd = self.list("]", Self::int)?;
                 let perm: Vec<i64> = if self.eat("T") {
                     self.expect("(")?;
-                    self.ints(")")?
+                    self.list(")", Self::int)?
                 } else {
                     (0..rd.len() as i64).collect()
                 };
@@ -294,10 +240,7 @@ impl<'a> HloParser<'a> {
             return Err(Error::conversion(format!("HLO sharding {:?}: metadata and shard_as/shard_like are not supported", self.src)));
         }
         self.expect("}")?;
-        self.ws();
-        if self.pos != self.src.len() {
-            return self.err("end of input");
-        }
+        self.done()?;
         Ok(out)
     }
 }
@@ -331,7 +274,7 @@ pub fn from_hlo(text: &str, rank: usize, mesh: Option<&Mesh>, mesh_name: Option<
     if rank > MAX_RANK {
         return Err(Error::conversion(format!("tensor rank {rank} is larger than the {MAX_RANK} dimensions shardwise supports")));
     }
-    let parsed = HloParser { src: text, pos: 0 }.parse()?;
+    let parsed = Lexer::new(text).hlo_sharding()?;
     let bind = |m: &Mesh| match &mesh_name {
         Some(n) => MeshRef::Named(n.clone()),
         None => MeshRef::Inline(m.clone()),

@@ -16,6 +16,7 @@ use std::fmt::Write;
 
 use super::{DimMapping, OpShardingRule, TensorMapping};
 use crate::error::{Error, Result};
+use crate::lexer::Lexer;
 
 /// Shardy's `kStartAtZ`: the factor index written `z`; larger ones are `z_1`, `z_2`, ...
 const START_AT_Z: i64 = (b'z' - b'i') as i64;
@@ -87,88 +88,7 @@ pub fn print_rule(r: &OpShardingRule) -> String {
     format!("#sdy.op_sharding_rule{}", print_rule_body(r))
 }
 
-struct Parser<'a> {
-    src: &'a str,
-    pos: usize,
-}
-
-impl<'a> Parser<'a> {
-    fn rest(&self) -> &'a str {
-        &self.src[self.pos..]
-    }
-
-    fn skip_ws(&mut self) {
-        let r = self.rest();
-        self.pos += r.len() - r.trim_start().len();
-    }
-
-    /// An error at the next non-blank character.
-    fn err<T>(&self, expected: &str) -> Result<T> {
-        let rest = self.rest().trim_start();
-        let pos = self.src.len() - rest.len();
-        let got: String = rest.chars().take(24).collect();
-        let got = if got.is_empty() { "end of input".to_string() } else { format!("'{got}'") };
-        Err(Error::parse(pos, format!("expected {expected} at offset {pos} of {:?}, got {got}", self.src)))
-    }
-
-    fn eat(&mut self, tok: &str) -> bool {
-        self.skip_ws();
-        if self.rest().starts_with(tok) {
-            self.pos += tok.len();
-            true
-        } else {
-            false
-        }
-    }
-
-    fn expect(&mut self, tok: &str) -> Result<()> {
-        if self.eat(tok) {
-            Ok(())
-        } else {
-            self.err(&format!("'{tok}'"))
-        }
-    }
-
-    /// An MLIR bare identifier `[A-Za-z_][A-Za-z0-9_$.]*`, if one starts here.
-    fn keyword(&mut self) -> Option<(usize, &'a str)> {
-        self.skip_ws();
-        let r = self.rest();
-        if !r.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
-            return None;
-        }
-        let len = r.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '.'))).unwrap_or(r.len());
-        let start = self.pos;
-        self.pos += len;
-        Some((start, &r[..len]))
-    }
-
-    /// `kw` as a whole keyword.
-    fn eat_keyword(&mut self, kw: &str) -> bool {
-        let save = self.pos;
-        match self.keyword() {
-            Some((_, k)) if k == kw => true,
-            _ => {
-                self.pos = save;
-                false
-            }
-        }
-    }
-
-    /// Comma-separated items up to `close`; the opening token has been consumed.
-    fn list<T>(&mut self, close: &str, mut item: impl FnMut(&mut Self) -> Result<T>) -> Result<Vec<T>> {
-        let mut out = Vec::new();
-        if self.eat(close) {
-            return Ok(out);
-        }
-        loop {
-            out.push(item(self)?);
-            if self.eat(close) {
-                return Ok(out);
-            }
-            self.expect(",")?;
-        }
-    }
-
+impl Lexer<'_> {
     /// The factor symbols of one keyword (`ij`, `z_1k`), in order.
     fn symbols(&self, start: usize, word: &str) -> Result<Vec<i64>> {
         let bytes = word.as_bytes();
@@ -211,8 +131,8 @@ impl<'a> Parser<'a> {
     }
 
     /// A single factor symbol (one keyword naming exactly one factor).
-    fn symbol(&mut self) -> Result<i64> {
-        let Some((start, word)) = self.keyword() else {
+    fn factor_symbol(&mut self) -> Result<i64> {
+        let Some((start, word)) = self.bare_id() else {
             return self.err("a factor symbol");
         };
         let syms = self.symbols(start, word)?;
@@ -223,7 +143,7 @@ impl<'a> Parser<'a> {
     }
 
     fn dim_mapping(&mut self) -> Result<DimMapping> {
-        let Some((start, word)) = self.keyword() else {
+        let Some((start, word)) = self.bare_id() else {
             return self.err("a dimension mapping such as 'i' or 'ij'");
         };
         self.symbols(start, word)
@@ -239,22 +159,6 @@ impl<'a> Parser<'a> {
         self.list(")", Self::tensor_mapping)
     }
 
-    fn int(&mut self) -> Result<i64> {
-        self.skip_ws();
-        let r = self.rest();
-        let neg = r.starts_with('-');
-        let digits = r[usize::from(neg)..].bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return self.err("an integer");
-        }
-        let len = usize::from(neg) + digits;
-        let v = r[..len]
-            .parse::<i64>()
-            .map_err(|_| Error::parse(self.pos, format!("expected an integer that fits in 64 bits at offset {} of {:?}, got {}", self.pos, self.src, &r[..len])))?;
-        self.pos += len;
-        Ok(v)
-    }
-
     fn factor_sizes(&mut self) -> Result<Vec<i64>> {
         let mut sizes = Vec::new();
         if !self.eat("{") {
@@ -265,7 +169,7 @@ impl<'a> Parser<'a> {
                 p.skip_ws();
                 p.pos
             };
-            let f = p.symbol()?;
+            let f = p.factor_symbol()?;
             let expected = sizes.len() as i64;
             if f != expected {
                 return Err(Error::parse(
@@ -291,7 +195,7 @@ impl<'a> Parser<'a> {
         }
         self.expect("=")?;
         self.expect("{")?;
-        self.list("}", Self::symbol)
+        self.list("}", Self::factor_symbol)
     }
 }
 
@@ -299,7 +203,7 @@ impl<'a> Parser<'a> {
 /// no types ([`OpShardingRule::check_local`]). Errors: parse errors (with the byte offset) for
 /// malformed text, invariant errors for a well-formed but invalid rule.
 pub fn parse_rule(text: &str) -> Result<OpShardingRule> {
-    let mut p = Parser { src: text, pos: 0 };
+    let mut p = Lexer::new(text);
     let _ = p.eat("#sdy.op_sharding_rule");
     p.expect("<")?;
     let operand_mappings = p.mappings()?;
