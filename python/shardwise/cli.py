@@ -18,6 +18,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from shardwise import __version__
 from shardwise.errors import ShardingError, ShardwiseError
@@ -46,13 +47,15 @@ def parse_shape_arg(text: str) -> tuple[int, ...]:
         raise ShardingError(f"--shape: expected sizes like 8,16 or 8x16, got {text!r}") from None
 
 
-def _try(f: Callable[[], Any]) -> str:
+def _try(f: Callable[[], Any]) -> Text:
+    """The value of ``f()`` as plain text (never rich markup: shardings and rules contain
+    brackets), or why there is none."""
     try:
-        return str(f())
+        return Text(str(f()))
     except ImportError as e:
-        return f"[dim]({e})[/dim]"
+        return Text(f"({e})", style="dim")
     except ShardingError as e:
-        return f"[yellow]not expressible: {e}[/yellow]"
+        return Text(f"not expressible: {e}", style="yellow")
 
 
 def formats_table(ts: TensorSharding, shape: Sequence[int] | None) -> Table:
@@ -73,7 +76,7 @@ def formats_table(ts: TensorSharding, shape: Sequence[int] | None) -> Table:
 
 def show(console: Console, ts: TensorSharding, shape: Sequence[int] | None, *, user: bool = False) -> None:
     ts.validate(shape, user=user)
-    console.print(f"[bold]{ts}[/bold]  on  {ts.mesh}")
+    console.print(Text(str(ts), style="bold"), Text(f" on {ts.mesh}"))
     console.print(f"valid{' for shape ' + str(tuple(shape)) if shape is not None else ''}", style="green")
     if shape is not None and len(shape) in (1, 2):
         console.print(ts.visualize(shape))
@@ -104,7 +107,7 @@ def demo(console: Console) -> None:
     mesh = Mesh.parse(_DEMO_MESH)
     meshes = {"mesh": mesh}
     console.rule(f"shardwise {__version__}: the sharding representation")
-    console.print(f"mesh @mesh = {mesh.body()}: {mesh.size} devices, axes {mesh.shape}")
+    console.print(Text(f"mesh @mesh = {mesh.body()}: {mesh.size} devices, axes {mesh.shape}"))
     table = Table(title=f"shardings of a tensor<{_DEMO_SHAPE[0]}x{_DEMO_SHAPE[1]}xf32>", header_style="bold")
     for col in ("sharding (parsed, printed back)", "meaning", "local shape", "XLA HLO sharding"):
         table.add_column(col, overflow="fold")
@@ -112,7 +115,7 @@ def demo(console: Console) -> None:
         ts = TensorSharding.parse(text, meshes)
         assert str(ts) == text  # byte-identical round trip
         ts.validate(_DEMO_SHAPE)
-        table.add_row(str(ts), meaning, str(ts.local_shape(_DEMO_SHAPE)), _try(lambda: ts.to_hlo_sharding(strict=False)))
+        table.add_row(Text(str(ts)), meaning, str(ts.local_shape(_DEMO_SHAPE)), _try(lambda: ts.to_hlo_sharding(strict=False)))
     console.print(table)
 
     ts = TensorSharding.parse(_DEMO_SHARDINGS[0][0], meshes)
@@ -126,9 +129,9 @@ def demo(console: Console) -> None:
     for text, shape in _DEMO_INVALID:
         try:
             TensorSharding.parse(text, meshes).validate(shape, user=True)
-            bad.add_row(text, "[red]accepted?![/red]", "")
+            bad.add_row(Text(text), Text("accepted?!", style="red"), "")
         except ShardingError as e:
-            bad.add_row(text + (f" on shape {shape}" if shape else ""), str(e), str(getattr(e, "rule", None) or type(e).__name__))
+            bad.add_row(Text(text + (f" on shape {shape}" if shape else "")), Text(str(e)), str(getattr(e, "rule", None) or type(e).__name__))
     console.print(bad)
 
 
@@ -141,6 +144,33 @@ def rules(console: Console, path: str, output: str, *, conservative: bool = Fals
     added = populate_rules(module, conservative=conservative)
     module.save(output)
     console.print(f"sharding rules on {added} ops, written to {output}", highlight=False, soft_wrap=True)
+
+
+def demo_program(console: Console) -> None:
+    """The bundled example program: a small MLP written with the Builder, each op with the
+    sharding rule Shardy's registry gives it."""
+    from shardwise.ir.builder import Builder
+    from shardwise.rules.from_ir import rules_for
+
+    mesh = Mesh.parse(_DEMO_MESH)
+    b = Builder(mesh)
+    x = b.arg((8, 16), sharding=b.sharding([["x"], None]))
+    w1 = b.arg((16, 32), sharding=b.sharding([None, ["y"]]))
+    w2 = b.arg((32, 16))
+    h = b.tanh(b.dot_general(x, w1, contracting=((1,), (0,))))
+    y = b.dot_general(h, w2, contracting=((1,), (0,)))
+    module = b.ret(b.reduce(b.reshape(y, (8, 4, 4)), dims=(2,), kind="sum"))
+    rules = rules_for(module)
+    console.rule("the program IR and its op sharding rules")
+    table = Table(title="@main of the bundled MLP (Builder API)", header_style="bold")
+    for col in ("op", "operands -> results", "sharding rule (factors, sizes, kinds)"):
+        table.add_column(col, overflow="fold")
+    for op in module.func("main").body.ops:
+        rule = rules[id(op)]
+        types = ", ".join(str(v.type) for v in op.operands) + " -> " + ", ".join(str(v.type) for v in op.results)
+        table.add_row(op.name, Text(types), Text("-" if rule is None else str(rule)[len("#sdy.op_sharding_rule") :]))
+    console.print(table)
+    console.print(Text("arguments: " + ", ".join(str(a.sharding) if a.sharding else "unsharded" for a in module.func("main").args)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -162,6 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "demo":
             demo(console)
+            demo_program(console)
         elif args.command == "rules":
             rules(console, args.input, args.output, conservative=args.conservative)
         else:

@@ -17,6 +17,8 @@ def test_demo_runs_and_shows_the_representation(capsys: pytest.CaptureFixture[st
     for rule in ("duplicate-axis", "unsorted-replicated", "mergeable-sub-axes", "dim-exhausted"):
         assert rule in out
     assert "accepted?!" not in out
+    # the program part: ops of the bundled MLP with their sharding rules
+    assert "stablehlo.dot_general" in out and "reduction={k}" in out and "([i, jk])->([i, j, k])" in out
 
 
 def test_show_and_errors(capsys: pytest.CaptureFixture[str]) -> None:
