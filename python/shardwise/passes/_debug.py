@@ -1,0 +1,321 @@
+"""Shardy's sharding debug information (``transforms/propagation/debugging/source_sharding.cc``)
+as far as the import passes need it: the origin of each axis of each sharding
+(``sdy.sharding_origins``, ``debug-sharding-origins``) and the propagation edges that moved it
+(``sdy.propagation_edges``, ``debug-propagation-edge-sharding``), recorded while
+``sdy-apply-sharding-constraints`` copies a constraint's sharding onto its input."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shardwise.ir.attrs import attr_name, quote, unquote
+from shardwise.ir.core import Func, Module, Op, Value
+from shardwise.ir.rewrite import Uses, enclosing_func, owning_op
+from shardwise.passes._sdy import (
+    DATA_FLOW_EDGE,
+    MANUAL_COMPUTATION,
+    SHARDING_CONSTRAINT,
+    get_sharding,
+    lookup_data_flow_edge,
+    shardable_value,
+)
+from shardwise.sharding import AxisRef, TensorSharding
+
+SHARDING_ORIGINS = "sdy.sharding_origins"
+SHARDING_ORIGIN_NAME = "sdy.sharding_origin_name"
+PROPAGATION_EDGES = "sdy.propagation_edges"
+
+INPUT, CONSTRAINT, OUTPUT, MC_INPUT, MC_OUTPUT = "input", "constraint", "output", "mc_input", "mc_output"
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where an axis of a sharding came from (Shardy's ``OriginSharding``)."""
+
+    kind: str
+    index: int
+    source: int = 0
+
+    def __str__(self) -> str:
+        if self.kind == CONSTRAINT:
+            return f"constraint_{self.source}"
+        if self.kind == MC_INPUT:
+            return f"mc_{self.source}_input: {self.index}"
+        if self.kind == MC_OUTPUT:
+            return f"mc_{self.source}_output: {self.index}"
+        return f"{self.kind}: {self.index}"
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A propagation edge: ``(source kind, index) -> (target kind, index)`` at ``step``; kinds
+    are ``"operand"`` and ``"result"``."""
+
+    source: tuple[str, int]
+    target: tuple[str, int]
+    step: int
+
+
+@dataclass
+class DebugInfo:
+    """The mappings of Shardy's ``ShardingDebugMappings``."""
+
+    origins: bool
+    edges: bool
+    uses: Uses
+    step: int = 0
+    value_origins: dict[int, tuple[Value, dict[AxisRef, Origin]]] = field(default_factory=dict)
+    op_edges: dict[int, tuple[Op, dict[AxisRef, list[Edge]]]] = field(default_factory=dict)
+
+    @property
+    def active(self) -> bool:
+        return self.origins or self.edges
+
+    def _save(self, sharding: TensorSharding | None, origin: Origin, value: Value) -> None:
+        if sharding is None:
+            return
+        v = shardable_value(value, self.uses)
+        if v is None:
+            return
+        for d in sharding.dims:
+            for a in d.axes:
+                self.value_origins.setdefault(id(v), (v, {}))[1].setdefault(a, origin)
+
+    def prepare(self, module: Module) -> None:
+        """``SourceShardingHandler::prepareHandler``: the starting step and, for origins, the
+        origins of every constraint, manual computation and function argument/result sharding
+        (and ``sdy.sharding_origin_name`` on constraints and manual computations)."""
+        from shardwise.passes.data_flow import post_order
+
+        self.step = _max_step(module) + 1
+        if not self.origins:
+            return
+        ops = [o for top in list(module.ops) for o in post_order(top)]
+        source = 0
+        for op in ops:
+            if op.name != SHARDING_CONSTRAINT:
+                continue
+            origin = Origin(CONSTRAINT, 0, source)
+            self._save(op.results[0].sharding, origin, op.results[0])
+            op.attributes[SHARDING_ORIGIN_NAME] = quote(str(origin))
+            operand = op.operands[0]
+            self._save(get_sharding(operand, self.uses), origin, operand)
+            source += 1
+        source = 0
+        for op in ops:
+            if op.name != MANUAL_COMPUTATION:
+                continue
+            args = op.regions[0].entry.args
+            for i, s in enumerate(op.operand_shardings or ()):
+                edge = lookup_data_flow_edge(args[i], self.uses)
+                if edge is None:
+                    continue
+                origin = Origin(MC_INPUT, i, source)
+                self._save(s, origin, edge.results[0])
+                src = op.operands[i]
+                self._save(get_sharding(src, self.uses), origin, src)
+            for i, r in enumerate(op.results):
+                edge = lookup_data_flow_edge(r, self.uses)
+                if edge is None or r.sharding is None:
+                    continue
+                self._save(r.sharding, Origin(MC_OUTPUT, i, source), edge.results[0])
+            op.attributes[SHARDING_ORIGIN_NAME] = quote(f"mc_{source}")
+            source += 1
+        for f in module.funcs:
+            if not f.regions[0].blocks:
+                continue
+            for a in f.args:
+                self._save(get_sharding(a, self.uses), Origin(INPUT, a.index), a)
+            for i, v in enumerate(f.return_op.operands):
+                self._save(f.result_shardings[i] if i < len(f.result_shardings) else None, Origin(OUTPUT, i), v)
+
+    def record_constraint(self, op: Op) -> None:
+        """The action of copying a sharding constraint's (pointwise) sharding onto its input:
+        one step; each axis of the input came from result 0 of ``op``."""
+        step = self.step
+        self.step += 1
+        sharding = op.results[0].sharding
+        if sharding is None:
+            return
+        axes: dict[AxisRef, Edge] = {}
+        for d in sharding.dims:
+            for a in d.axes:
+                axes.setdefault(a, Edge(("result", 0), ("operand", 0), step))
+        for a, e in axes.items():
+            if self.edges:
+                self.op_edges.setdefault(id(op), (op, {}))[1].setdefault(a, []).append(e)
+            if self.origins:
+                v = shardable_value(op.operands[0], self.uses)
+                src = shardable_value(op.results[0], self.uses)
+                if v is None or src is None:
+                    continue
+                origin = _lookup(self.value_origins.get(id(src), (src, {}))[1], a)
+                if origin is not None:
+                    self.value_origins.setdefault(id(v), (v, {}))[1].setdefault(a, origin)
+
+    def save(self, module: Module) -> None:
+        """``SourceShardingHandler::saveOnModule``."""
+        if self.origins:
+            for v, origins in self.value_origins.values():
+                _save_origins(v, origins, self.uses)
+            _override_to_self(module, self.uses)
+        if self.edges:
+            for op, axes in self.op_edges.values():
+                if isinstance(op, Func):
+                    continue
+                text = _edges_text(axes)
+                if text is not None:
+                    op.attributes[PROPAGATION_EDGES] = text
+
+
+def _lookup(axes: dict[AxisRef, Origin], a: AxisRef) -> Origin | None:
+    if a in axes:
+        return axes[a]
+    for other, origin in axes.items():
+        if other.contains(a) or a.contains(other):
+            return origin
+    return None
+
+
+def _max_step(module: Module) -> int:
+    import re
+
+    best = -1
+    for op in module.walk():
+        text = op.attributes.get(PROPAGATION_EDGES)
+        if text:
+            for m in re.finditer(r"step-(\d+)", text):
+                best = max(best, int(m.group(1)))
+    return best
+
+
+def _dict_text(axes: dict[AxisRef, Origin]) -> str:
+    items = []
+    for a, origin in axes.items():
+        key = str(a).replace('"', "")
+        items.append(f"{attr_name(key)} = {quote(str(origin))}")
+    return "{" + ", ".join(items) + "}"
+
+
+def _save_origins(v: Value, axes: dict[AxisRef, Origin], uses: Uses) -> None:
+    op = owning_op(v)
+    if op is None:
+        return
+    func = enclosing_func(op)
+    text = _dict_text(axes)
+    if func is not None and func.regions[0].blocks:
+        ret = func.return_op
+        for user, index in uses.of(v):
+            if user is ret:
+                func.result_attrs[index][SHARDING_ORIGINS] = text
+                break
+    if isinstance(op, Func):
+        op.arg_attrs[v.index][SHARDING_ORIGINS] = text
+    elif op.name in (SHARDING_CONSTRAINT, DATA_FLOW_EDGE):
+        op.attributes[SHARDING_ORIGINS] = text
+    else:
+        dicts = _split_array(op.attributes.get(SHARDING_ORIGINS)) or ["{}"] * len(op.results)
+        dicts[v.index] = text
+        op.attributes[SHARDING_ORIGINS] = "[" + ", ".join(dicts) + "]"
+
+
+def _split_array(text: str | None) -> list[str] | None:
+    if text is None or not text.startswith("["):
+        return None
+    out: list[str] = []
+    depth = 0
+    start = 1
+    in_str = False
+    i = 1
+    while i < len(text) - 1:
+        c = text[i]
+        if in_str:
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+        elif c in "{[<(":
+            depth += 1
+        elif c in "}]>)":
+            depth -= 1
+        elif c == "," and depth == 0:
+            out.append(text[start:i].strip())
+            start = i + 1
+        i += 1
+    last = text[start : len(text) - 1].strip()
+    if last:
+        out.append(last)
+    return out
+
+
+def _parse_dict(text: str) -> list[tuple[str, str]]:
+    body = text.strip()[1:-1]
+    out = []
+    for item in _split_array("[" + body + "]") or []:
+        k, _, val = item.partition(" = ")
+        out.append((k, val))
+    return out
+
+
+def _to_self(text: str, name: str) -> str:
+    items = _parse_dict(text)
+    return "{" + ", ".join(f"{k} = {quote('self') if unquote(v) == name else v}" for k, v in items) + "}"
+
+
+def _override_to_self(module: Module, uses: Uses) -> None:
+    from shardwise.passes.data_flow import post_order
+
+    ops = [o for top in list(module.ops) for o in post_order(top)]
+    for op in ops:
+        if op.name == SHARDING_CONSTRAINT and SHARDING_ORIGINS in op.attributes and SHARDING_ORIGIN_NAME in op.attributes:
+            op.attributes[SHARDING_ORIGINS] = _to_self(op.attributes[SHARDING_ORIGINS], unquote(op.attributes[SHARDING_ORIGIN_NAME]))
+    for f in module.funcs:
+        for i, d in enumerate(f.arg_attrs):
+            if SHARDING_ORIGINS in d:
+                d[SHARDING_ORIGINS] = _to_self(d[SHARDING_ORIGINS], str(Origin(INPUT, i)))
+        for i, d in enumerate(f.result_attrs):
+            if SHARDING_ORIGINS in d:
+                d[SHARDING_ORIGINS] = _to_self(d[SHARDING_ORIGINS], str(Origin(OUTPUT, i)))
+    for op in ops:
+        if op.name != MANUAL_COMPUTATION or SHARDING_ORIGIN_NAME not in op.attributes:
+            continue
+        name = unquote(op.attributes[SHARDING_ORIGIN_NAME])
+        for a in op.regions[0].entry.args:
+            edge = lookup_data_flow_edge(a, uses)
+            if edge is not None and SHARDING_ORIGINS in edge.attributes:
+                edge.attributes[SHARDING_ORIGINS] = _to_self(edge.attributes[SHARDING_ORIGINS], f"{name}_input: {a.index}")
+        for r in op.results:
+            edge = lookup_data_flow_edge(r, uses)
+            if edge is not None and SHARDING_ORIGINS in edge.attributes:
+                edge.attributes[SHARDING_ORIGINS] = _to_self(edge.attributes[SHARDING_ORIGINS], f"{name}_output: {r.index}")
+
+
+def _node(n: tuple[str, int]) -> str:
+    return f"{n[0]}-{n[1]}"
+
+
+def _edges_text(axes: dict[AxisRef, list[Edge]]) -> str | None:
+    # Minimum step per (axis, source, target), then grouped by step and axis name.
+    best: dict[tuple[AxisRef, tuple[str, int], tuple[str, int]], int] = {}
+    for a, edges in axes.items():
+        for e in edges:
+            k = (a, e.source, e.target)
+            if k not in best or e.step < best[k]:
+                best[k] = e.step
+    steps: dict[int, dict[AxisRef, dict[tuple[str, int], set[tuple[str, int]]]]] = {}
+    for (a, s, t), step in best.items():
+        steps.setdefault(step, {}).setdefault(a, {}).setdefault(s, set()).add(t)
+    if not steps:
+        return None
+    parts = []
+    for step in sorted(steps):
+        entries: list[tuple[str, str]] = []
+        for a, sources in steps[step].items():
+            for s, targets in sources.items():
+                ts = sorted(targets, key=lambda n: (0 if n[0] == "operand" else 1, n[1]))
+                entries.append((a.name, f"{{{str(a)} = {_node(s)} -> [{', '.join(_node(t) for t in ts)}]}}"))
+        entries.sort(key=lambda e: e[0])
+        parts.append(f"{{step-{step} = [{', '.join(e for _, e in entries)}]}}")
+    return "#sdy.propagation_edges<[" + ", ".join(parts) + "]>"

@@ -1,0 +1,339 @@
+"""Shardy's textual pass pipelines, parsed and run over a shardwise ``Module``.
+
+``run_pipeline(module, "builtin.module(sdy-lift-inlined-meshes,func.func(sdy-sink-data-flow-edges{sink-debug-sharding-origins=true}))")``
+runs the passes in order, in place. The syntax is MLIR's: a comma-separated list of passes, each
+with optional ``{name=value ...}`` options, and nested ``func.func(...)`` lists that run on every
+function (a whole nested list per function, as MLIR's pass manager does). The composite
+pipelines ``sdy-import-pipeline``, ``sdy-propagation-pipeline`` and ``sdy-export-pipeline``
+expand to the passes jaxlib's Shardy runs for them (``import_pipeline.cc``,
+``propagation_pipeline.cc``, ``export_pipeline.cc``).
+
+The whole pipeline is checked before anything runs: ``PipelineError`` for malformed text, an
+unknown pass or option, a bad option value, or a pass shardwise does not run here (the
+propagation passes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Union
+
+from shardwise.ir.core import Module
+from shardwise.passes.registry import PASSES, UNSUPPORTED, OptionValue, PipelineError
+
+__all__ = ["Nested", "PassStep", "PIPELINES", "parse_pipeline", "run_pipeline", "expand_pipeline"]
+
+
+@dataclass
+class PassStep:
+    """One pass of a pipeline and the option values written for it (text)."""
+
+    name: str
+    options: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        if not self.options:
+            return self.name
+        return self.name + "{" + " ".join(f"{k}={v}" for k, v in self.options.items()) + "}"
+
+
+@dataclass
+class Nested:
+    """A nested pass list anchored on ``anchor`` (``builtin.module`` or ``func.func``)."""
+
+    anchor: str
+    steps: list[Union[PassStep, "Nested"]] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return f"{self.anchor}({','.join(str(s) for s in self.steps)})"
+
+
+Step = Union[PassStep, Nested]
+
+
+# ---------------------------------------------------------------------------------- parsing
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def error(self, msg: str) -> PipelineError:
+        return PipelineError(f"malformed pass pipeline at offset {self.pos}: {msg}\n  {self.text}\n  {' ' * self.pos}^")
+
+    def skip_ws(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos].isspace():
+            self.pos += 1
+
+    def peek(self) -> str:
+        self.skip_ws()
+        return self.text[self.pos] if self.pos < len(self.text) else ""
+
+    def name(self) -> str:
+        self.skip_ws()
+        start = self.pos
+        while self.pos < len(self.text) and (self.text[self.pos].isalnum() or self.text[self.pos] in "-_."):
+            self.pos += 1
+        if start == self.pos:
+            raise self.error("expected a pass or op name")
+        return self.text[start : self.pos]
+
+    def steps(self) -> list[Step]:
+        out: list[Step] = []
+        if self.peek() == ")":
+            return out
+        while True:
+            out.append(self.step())
+            if self.peek() == ",":
+                self.pos += 1
+                continue
+            return out
+
+    def step(self) -> Step:
+        name = self.name()
+        if self.peek() == "(":
+            self.pos += 1
+            nested = Nested(name, self.steps())
+            if self.peek() != ")":
+                raise self.error("expected ')'")
+            self.pos += 1
+            return nested
+        step = PassStep(name)
+        if self.peek() == "{":
+            self.pos += 1
+            step.options = self.options()
+        return step
+
+    def options(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        while True:
+            c = self.peek()
+            if c == "}":
+                self.pos += 1
+                return out
+            if not c:
+                raise self.error("unterminated option list")
+            key = self.name()
+            self.skip_ws()
+            if self.pos < len(self.text) and self.text[self.pos] == "=":
+                self.pos += 1
+                out[key] = self.value()
+            else:
+                out[key] = "true"
+
+    def value(self) -> str:
+        self.skip_ws()
+        start = self.pos
+        depth = 0
+        while self.pos < len(self.text):
+            c = self.text[self.pos]
+            if c == '"':
+                end = self.text.find('"', self.pos + 1)
+                if end < 0:
+                    raise self.error("unterminated string")
+                self.pos = end + 1
+                continue
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                if depth == 0:
+                    break
+                depth -= 1
+            elif c.isspace() and depth == 0:
+                break
+            self.pos += 1
+        value = self.text[start : self.pos]
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1]
+        return value
+
+
+def parse_pipeline(text: str) -> Nested:
+    """Parses pipeline text into a ``Nested`` anchored on ``builtin.module`` (a bare pass list
+    is taken as module-level). ``PipelineError`` for malformed text."""
+    p = _Parser(text.strip())
+    steps = p.steps()
+    if p.peek():
+        raise p.error("unexpected text")
+    if len(steps) == 1 and isinstance(steps[0], Nested) and steps[0].anchor == "builtin.module":
+        return steps[0]
+    return Nested("builtin.module", steps)
+
+
+# ---------------------------------------------------------------------------------- composite pipelines
+
+
+def _bool(options: Mapping[str, OptionValue], name: str) -> bool:
+    return bool(options[name])
+
+
+def _import_steps(dedup_fully: bool, gather_scatter_batching: bool = False) -> str:
+    steps = [
+        "symbol-dce",
+        "sdy-lift-inlined-meshes",
+        "sdy-remove-size-one-axes",
+        "sdy-propagate-sharding-from-func-to-call",
+        "sdy-constant-or-scalar-splitter",
+    ]
+    if gather_scatter_batching:
+        steps.append("func.func(sdy-explicit-gather-scatter-batching)")
+    steps += ["symbol-dce", "sdy-manual-axes-cleanup", "sdy-save-module", "sdy-add-data-flow-edges"]
+    if dedup_fully:
+        steps += ["sdy-apply-sharding-constraints", "sdy-sharding-group-import"]
+    return ",".join(steps)
+
+
+def _export_steps(o: Mapping[str, OptionValue]) -> str:
+    sink = f"sink-debug-propagation-edge-sharding={str(_bool(o, 'dump-propagation-edges')).lower()} sink-debug-sharding-origins={str(_bool(o, 'dump-sharding-origins')).lower()}"
+    steps = ["func.func(sdy-constant-or-scalar-merger)", "func.func(sdy-sink-data-flow-edges{" + sink + "})"]
+    if not _bool(o, "avoid-export-for-partitioning"):
+        steps += ["sdy-remove-sharding-groups", "func.func(sdy-sharding-constraint-to-reshard)"]
+    if _bool(o, "update-non-divisible-input-output-shardings"):
+        steps += ["sdy-update-non-divisible-input-output-shardings", "sdy-remove-sub-axes-in-input-output-shardings"]
+    steps += ["sdy-close-shardings", "sdy-save-module"]
+    if not _bool(o, "avoid-export-for-partitioning"):
+        full = str(_bool(o, "enable-insert-explicit-collectives")).lower()
+        steps.append("func.func(sdy-insert-explicit-reshards{enable-full-version=" + full + "})")
+        if _bool(o, "enable-insert-explicit-collectives"):
+            steps += ["sdy-save-module", "canonicalize{enable-patterns={sdy-reshard}}", "func.func(sdy-reshard-to-collectives)"]
+        steps.append("canonicalize{enable-patterns={sdy-collective}}")
+        if _bool(o, "enable-insert-explicit-collectives") and _bool(o, "remove-all-gather-reduce-scatter-for-cmv1"):
+            steps.append("func.func(sdy-remove-all-gather-reduce-scatter-for-cmv1)")
+        steps.append("sdy-save-module")
+    if _bool(o, "dump-propagation-edges") or _bool(o, "dump-sharding-origins"):
+        steps.append("sdy-remove-propagation-debug-info")
+    if not _bool(o, "keep-sharding-rules"):
+        steps.append("func.func(sdy-drop-sharding-rules)")
+    return ",".join(steps)
+
+
+_EXPORT_DEFAULTS: dict[str, OptionValue] = {
+    "dump-directory": "",
+    "avoid-export-for-partitioning": False,
+    "enable-insert-explicit-collectives": False,
+    "remove-all-gather-reduce-scatter-for-cmv1": False,
+    "keep-sharding-rules": False,
+    "dump-sharding-origins": False,
+    "dump-propagation-edges": False,
+    "avoid-reshards-on-calls": False,
+    "update-non-divisible-input-output-shardings": True,
+}
+
+
+def _propagation_steps(o: Mapping[str, OptionValue]) -> str:
+    dedup = _bool(o, "dedup-functions-fully")
+    steps = [_import_steps(dedup)]
+    if dedup:
+        steps.append("sdy-add-func-data-flow-edges")
+    else:
+        steps += [
+            "sdy-flatten-call-graph",
+            "symbol-dce",
+            "sdy-import-func-calls",
+            "symbol-dce",
+            "sdy-apply-sharding-constraints",
+            "sdy-sharding-group-import",
+        ]
+    steps += ["sdy-pre-order-funcs", "sdy-user-priority-propagate{keep-sharding-rules=true}"]
+    if dedup:
+        steps += ["sdy-propagate-to-func-results", "func.func(sdy-sink-func-data-flow-edges)"]
+    else:
+        steps += ["sdy-export-named-computations", "sdy-propagate-to-func-results"]
+    steps += ["sdy-unflatten-call-graph", "symbol-dce", "sdy-insert-func-call-reshards"]
+    steps.append(_export_steps({**_EXPORT_DEFAULTS, "avoid-reshards-on-calls": dedup}))
+    return ",".join(steps)
+
+
+#: Composite pipelines: name -> (option defaults, expansion into pipeline text).
+PIPELINES: dict[str, tuple[dict[str, OptionValue], Callable[[Mapping[str, OptionValue]], str]]] = {
+    "sdy-import-pipeline": ({"dedup-functions-fully": False}, lambda o: _import_steps(_bool(o, "dedup-functions-fully"))),
+    "sdy-propagation-pipeline": ({"dedup-functions-fully": False}, _propagation_steps),
+    "sdy-export-pipeline": (_EXPORT_DEFAULTS, _export_steps),
+}
+
+
+def _expand_composite(step: PassStep) -> list[Step]:
+    defaults, expand = PIPELINES[step.name]
+    opts: dict[str, OptionValue] = dict(defaults)
+    for k, v in step.options.items():
+        if k not in defaults:
+            raise PipelineError(f"pipeline {step.name} has no option {k!r} (options: {', '.join(defaults)})")
+        d = defaults[k]
+        if isinstance(d, bool):
+            if v.lower() not in ("true", "false", "1", "0"):
+                raise PipelineError(f"option {k} of pipeline {step.name} takes true or false, got {v!r}")
+            opts[k] = v.lower() in ("true", "1")
+        else:
+            opts[k] = v
+    return parse_pipeline(expand(opts)).steps
+
+
+def expand_pipeline(pipeline: str | Nested) -> Nested:
+    """The pipeline with composite pipelines replaced by their passes."""
+    root = parse_pipeline(pipeline) if isinstance(pipeline, str) else pipeline
+
+    def expand(steps: list[Step]) -> list[Step]:
+        out: list[Step] = []
+        for s in steps:
+            if isinstance(s, Nested):
+                out.append(Nested(s.anchor, expand(s.steps)))
+            elif s.name in PIPELINES:
+                out.extend(expand(_expand_composite(s)))
+            else:
+                out.append(s)
+        return out
+
+    return Nested(root.anchor, expand(root.steps))
+
+
+# ---------------------------------------------------------------------------------- running
+
+
+@dataclass
+class _Bound:
+    name: str
+    options: dict[str, OptionValue]
+
+
+def _bind(steps: list[Step], anchor: str) -> list[Union[_Bound, tuple[str, list[_Bound]]]]:
+    out: list[Union[_Bound, tuple[str, list[_Bound]]]] = []
+    for s in steps:
+        if isinstance(s, Nested):
+            if s.anchor != "func.func" or anchor != "builtin.module":
+                raise PipelineError(f"cannot nest a {s.anchor} pass list inside {anchor}; only builtin.module(func.func(...)) is supported")
+            inner = _bind(s.steps, "func.func")
+            out.append(("func.func", [b for b in inner if isinstance(b, _Bound)]))
+            continue
+        if s.name in UNSUPPORTED:
+            raise PipelineError(f"pass {s.name} is not supported here: {UNSUPPORTED[s.name]}")
+        info = PASSES.get(s.name)
+        if info is None:
+            raise PipelineError(f"unknown pass {s.name!r}; shardwise runs: {', '.join(sorted(PASSES))}")
+        if anchor == "func.func" and info.anchor != "func.func":
+            raise PipelineError(f"pass {s.name} runs on builtin.module, it cannot be nested in func.func(...)")
+        out.append(_Bound(s.name, info.resolve(s.options)))
+    return out
+
+
+def run_pipeline(module: Module, pipeline: str) -> None:
+    """Runs Shardy's pass ``pipeline`` (text, as ``mlir-opt --pass-pipeline`` takes it) on
+    ``module`` in place. A function pass written at module level runs on every function.
+
+    Raises ``PipelineError`` (before running anything) for malformed text, an unknown or
+    unsupported pass, or a bad option; a pass raises ``ProgramError`` naming the op and its
+    location where Shardy emits an error."""
+    root = expand_pipeline(pipeline)
+    if root.anchor != "builtin.module":
+        raise PipelineError(f"a pipeline must be anchored on builtin.module, got {root.anchor}")
+    for item in _bind(root.steps, "builtin.module"):
+        if isinstance(item, _Bound):
+            PASSES[item.name](module, item.options)
+            continue
+        _, inner = item
+        for f in list(module.funcs):
+            if not f.regions[0].blocks:
+                continue
+            for b in inner:
+                PASSES[b.name].run(module, f, b.options)

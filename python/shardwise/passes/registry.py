@@ -1,0 +1,120 @@
+"""The pass registry: every pass shardwise can run, by Shardy's pass name, with its anchor
+(``builtin.module`` or ``func.func``), its options and their defaults.
+
+A pass is a function over a ``Module`` that edits it in place. Module passes are called as
+``fn(module, options)``; function passes as ``fn(module, func, options)``, once per
+``func.func`` of the module. ``PASSES[name](module, **options)`` runs a pass on a module (a
+function pass on every function).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+from shardwise.errors import ShardwiseError
+from shardwise.ir.core import Func, Module
+
+__all__ = ["Options", "OptionValue", "PassInfo", "PASSES", "PipelineError", "UNSUPPORTED", "register_pass"]
+
+OptionValue = Union[bool, int, str]
+#: Option values of one pass run, by Shardy's option name (``dedup-functions-fully``).
+Options = Mapping[str, OptionValue]
+
+ModulePassFn = Callable[[Module, Options], None]
+FuncPassFn = Callable[[Module, Func, Options], None]
+
+
+class PipelineError(ShardwiseError):
+    """A pass pipeline cannot be run: malformed pipeline text, an unknown pass or option, an
+    option value of the wrong type, or a pass shardwise does not implement here."""
+
+
+@dataclass(frozen=True)
+class PassInfo:
+    """One registered pass: ``name`` (Shardy's), ``anchor`` (the op it runs on), ``run`` (the
+    function), ``options`` (name -> default value, whose type is the option's type) and
+    ``summary``."""
+
+    name: str
+    anchor: Literal["builtin.module", "func.func"]
+    run: Callable[..., None]
+    options: Mapping[str, OptionValue] = field(default_factory=dict)
+    summary: str = ""
+
+    def resolve(self, given: Mapping[str, object]) -> dict[str, OptionValue]:
+        """The defaults overridden by ``given``; option names may use ``-`` or ``_``. Raises
+        ``PipelineError`` for an unknown option or a value of the wrong type."""
+        out: dict[str, OptionValue] = dict(self.options)
+        for key, value in given.items():
+            name = key.replace("_", "-")
+            if name not in self.options:
+                known = ", ".join(self.options) or "none"
+                raise PipelineError(f"pass {self.name} has no option {key!r} (options: {known})")
+            out[name] = _convert(self.name, name, self.options[name], value)
+        return out
+
+    def __call__(self, module: Module, options: Mapping[str, object] | None = None, **kwargs: object) -> None:
+        """Runs the pass on ``module`` (a function pass on each of its functions)."""
+        opts = self.resolve({**(options or {}), **kwargs})
+        if self.anchor == "func.func":
+            for f in list(module.funcs):
+                if f.regions[0].blocks:
+                    self.run(module, f, opts)
+        else:
+            self.run(module, opts)
+
+
+def _convert(pass_name: str, option: str, default: OptionValue, value: object) -> OptionValue:
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "1", "false", "0"):
+            return value.lower() in ("true", "1")
+        raise PipelineError(f"option {option} of pass {pass_name} takes true or false, got {value!r}")
+    if isinstance(default, int):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                pass
+        raise PipelineError(f"option {option} of pass {pass_name} takes an integer, got {value!r}")
+    if isinstance(value, str):
+        return value
+    raise PipelineError(f"option {option} of pass {pass_name} takes a string, got {value!r}")
+
+
+#: Every registered pass by name.
+PASSES: dict[str, PassInfo] = {}
+
+#: Passes of Shardy's pipelines that shardwise.passes does not implement, with the reason.
+UNSUPPORTED: dict[str, str] = {
+    name: "propagation is not part of shardwise.passes (the propagation solver registers it)"
+    for name in (
+        "sdy-basic-propagate",
+        "sdy-aggressive-propagate",
+        "sdy-op-priority-propagate",
+        "sdy-user-priority-propagate",
+    )
+}
+
+
+def register_pass(
+    name: str,
+    anchor: Literal["builtin.module", "func.func"] = "builtin.module",
+    options: Mapping[str, OptionValue] | None = None,
+    summary: str = "",
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Decorator registering ``fn`` as pass ``name`` (replacing any earlier registration, and
+    lifting an ``UNSUPPORTED`` mark): module passes take ``(module, options)``, function passes
+    ``(module, func, options)``."""
+
+    def deco(fn: Callable[..., None]) -> Callable[..., None]:
+        PASSES[name] = PassInfo(name, anchor, fn, dict(options or {}), summary or (fn.__doc__ or "").strip().split("\n")[0])
+        UNSUPPORTED.pop(name, None)
+        return fn
+
+    return deco
