@@ -47,6 +47,8 @@ __all__ = [
     "rule_pointwise",
     "rule_print",
     "rule_validate",
+    "PropagationResult",
+    "propagate_shardings",
 ]
 
 _AxisW = tuple[str, tuple[int, int] | None]
@@ -159,3 +161,46 @@ def rule_from_einsum(
     factor_sizes: list[tuple[str, int]] = ...,
 ) -> _RuleW: ...
 def factor_symbol(index: int) -> str: ...
+
+# Propagation (rust/src/py/propagation.rs)
+
+@final
+class PropagationResult:
+    @property
+    def shardings(self) -> list[_ShardingW | None]: ...
+    @property
+    def func_results(self) -> list[tuple[int, list[_ShardingW | None]]]: ...
+    @property
+    def erased_ops(self) -> list[int]: ...
+    @property
+    def rule_ops(self) -> list[int]: ...
+    @property
+    def group_conflicts(self) -> list[tuple[int, list[int], _ShardingW]]: ...
+    @property
+    def rounds(self) -> int: ...
+    @property
+    def visits(self) -> int: ...
+    @property
+    def updates(self) -> int: ...
+
+def propagate_shardings(
+    graph: FrozenGraph,
+    meshes: dict[str, _MeshW],
+    shardings: list[_ShardingW | None],
+    func_results: list[tuple[int, list[_ShardingW | None]]],
+    *,
+    pass_name: str = "basic",
+    strategy: str = "aggressive",
+    conservative: bool = False,
+    run_op_priority: bool = True,
+    main_func: int | None = None,
+    callees: list[tuple[int, int]] = ...,
+    symbol_users: list[int] = ...,
+    manual_axes: list[tuple[int, list[str]]] = ...,
+    sharding_groups: list[tuple[int, int]] = ...,
+    barrier_directions: list[tuple[int, str]] = ...,
+    side_effecting_ops: list[int] = ...,
+    offload_ops: list[int] = ...,
+    non_tensor_values: list[int] = ...,
+    forward_use_order_values: list[int] = ...,
+) -> PropagationResult: ...

@@ -1,11 +1,17 @@
 //! Sharding propagation (Shardy's propagation algorithm, `shardy/dialect/sdy/transforms/
 //! propagation/`): projection of dimension shardings onto an op's factors ([`projection`]),
 //! operations on axis lists it needs ([`axes`]), and the factor propagation strategies
-//! ([`factor_prop`]). The fixed-point solver over a program comes later.
+//! ([`factor_prop`]), and the fixed-point solver over a frozen program ([`solver`], with the
+//! program structure it derives in [`program`], the sharding rewrites of [`transforms`] and the
+//! pass layers basic < aggressive < op-priority < user-priority in [`layers`]).
 
 pub mod axes;
 pub mod factor_prop;
+pub mod layers;
+pub mod program;
 pub mod projection;
+pub mod solver;
+pub mod transforms;
 
 pub use factor_prop::{
     direction_with_blocked_factors, AggressiveFactorPropagation, BasicFactorPropagation, FactorPropagation, OpInfo,
@@ -15,3 +21,6 @@ pub use projection::{
     axis_list_prefix_status, common_mesh_ref, distribute_axes_across_factors, is_strict_prefix, BitSet, FactorSharding,
     PrefixStatus, ShardingProjection, TensorFactorShardings, UpdateTensorShardings,
 };
+pub use layers::{propagate, FactorLayer, Layer, OpPriorityLayer, Pass, PassOptions, StrategyKind, UserPriorityLayer};
+pub use program::{OpKind, Program, ProgramFacts};
+pub use solver::{AnyDirection, DirectionPolicy, GroupConflict, Solver, SolverInput, SolverOutput, SolverStats};

@@ -672,9 +672,24 @@ impl ShardingProjection {
         mesh: &Mesh,
         closed_if_missing: bool,
     ) -> Result<ShardingProjection> {
+        common_mesh_ref(operand_shardings, result_shardings, mesh)?;
+        ShardingProjection::build_on_mesh(operand_shardings, result_shardings, rule, mesh, closed_if_missing)
+    }
+
+    /// [`ShardingProjection::build`] without its mesh check: the shardings may name different
+    /// mesh symbols or inline meshes. Shardy's propagation compares meshes by content (two
+    /// symbols naming equal meshes project together, a sharding on the empty mesh `<[]>` joins
+    /// any op), and its caller has already found the common mesh `mesh` (see
+    /// `propagation::solver`). Errors as `build` does otherwise.
+    pub fn build_on_mesh(
+        operand_shardings: &[Option<&TensorSharding>],
+        result_shardings: &[Option<&TensorSharding>],
+        rule: &OpShardingRule,
+        mesh: &Mesh,
+        closed_if_missing: bool,
+    ) -> Result<ShardingProjection> {
         check_count("operand", operand_shardings.len(), rule.operand_mappings.len())?;
         check_count("result", result_shardings.len(), rule.result_mappings.len())?;
-        common_mesh_ref(operand_shardings, result_shardings, mesh)?;
         let sizes = &rule.factor_sizes;
         let operands = operand_shardings
             .iter()

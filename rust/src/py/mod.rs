@@ -3,6 +3,7 @@
 
 mod errors;
 mod graph;
+mod propagation;
 mod rule;
 mod wire;
 
@@ -241,6 +242,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     rule::register(m)?;
     graph::register(m)?;
+    propagation::register(m)?;
     m.add_function(wrap_pyfunction!(mesh_new, m)?)?;
     m.add_function(wrap_pyfunction!(mesh_parse, m)?)?;
     m.add_function(wrap_pyfunction!(mesh_op_parse, m)?)?;

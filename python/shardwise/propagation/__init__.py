@@ -1,0 +1,474 @@
+"""Sharding propagation: Shardy's four propagation passes, exactly.
+
+``propagate(module, pass_name)`` runs one of
+
+* ``"basic"``: ``sdy-basic-propagate`` (Shardy ``basic_propagation.cc``): along every factor
+  of every op, the axes all tensors agree on;
+* ``"aggressive"``: ``sdy-aggressive-propagate`` (``aggressive_propagation.cc``): conflicts
+  between factors and tensors resolved in favour of the larger source tensor;
+* ``"op-priority"``: ``sdy-op-priority-propagate`` (``op_priority_propagation.cc``): the
+  aggressive pass five times, letting more op kinds and directions through each time;
+* ``"user-priority"``: ``sdy-user-priority-propagate`` (``user_priority_propagation.cc``): the
+  op-priority pass once per user priority ``p0, p1, ...`` of the dimension shardings;
+
+over a program IR module and writes the shardings Shardy would write back into it:
+``Value.sharding`` of op results and function arguments, ``Func.result_shardings``, the
+``operand_shardings`` (in shardings) of manual and named computations, and, with
+``keep_sharding_rules``, the ``sdy.sharding_rule`` of every op propagated through. Like
+Shardy, the passes erase ops whose results are unused and that have no side effects, and put
+an open ``sdy.sharding_constraint`` on each member of a sharding group whose members'
+shardings conflict (warning ``ShardingGroupWarning``).
+
+``register_passes()`` makes the four passes available to ``shardwise.passes.run_pipeline``
+under Shardy's pass names.
+
+The work is done by the fixed-point solver in Rust (``rust/src/propagation/solver.rs``, the
+layers in ``layers.rs``), without the GIL. The module is frozen (``shardwise.ir.freeze``) with
+Shardy's sharding rule of each op, and the facts that live in op attributes (callees, manual
+axes, sharding group ids, barrier directions, side effects) are handed over with it.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from shardwise import _native
+from shardwise.errors import ProgramError
+from shardwise.ir.core import Func, Module, Op, Value
+from shardwise.ir.freeze import Frozen, freeze
+from shardwise.ir.types import OpaqueType, TensorType
+from shardwise.mesh import Mesh
+from shardwise.passes.call_graph import PassWarning
+from shardwise.sharding import DimSharding, TensorSharding
+
+__all__ = ["PASSES", "STRATEGIES", "PropagationStats", "ShardingGroupWarning", "propagate", "register_passes"]
+
+#: The pass names ``propagate`` takes, with the Shardy pass each one runs.
+PASSES = {
+    "basic": "sdy-basic-propagate",
+    "aggressive": "sdy-aggressive-propagate",
+    "op-priority": "sdy-op-priority-propagate",
+    "user-priority": "sdy-user-priority-propagate",
+}
+
+#: Values of ``propagation_strategy`` (Shardy's ``propagation-strategy`` option).
+STRATEGIES = ("basic", "aggressive", "basic-then-aggressive")
+
+_DIRECTIONS = {0: "NONE", 1: "FORWARD", 2: "BACKWARD", 3: "BOTH"}
+_SYMBOL = re.compile(r'@(?:"((?:[^"\\]|\\.)*)"|([A-Za-z_][\w$.]*))')
+_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_REGION_ARG_OPS = ("sdy.manual_computation", "sdy.named_computation")
+
+
+class ShardingGroupWarning(PassWarning):
+    """The members of a sharding group had different shardings before propagation; each got an
+    open ``sdy.sharding_constraint`` (as Shardy does, with the same warning). A
+    ``shardwise.passes.PassWarning``."""
+
+
+class PropagationStats:
+    """Counters of the last ``propagate`` call: ``rounds`` (fixed-point rounds), ``visits`` (ops
+    propagated through), ``updates`` (shardings changed), ``erased`` (dead ops removed),
+    ``inserted`` (sharding constraints added for conflicting sharding groups)."""
+
+    __slots__ = ("rounds", "visits", "updates", "erased", "inserted")
+
+    def __init__(self, rounds: int = 0, visits: int = 0, updates: int = 0, erased: int = 0, inserted: int = 0) -> None:
+        self.rounds = rounds
+        self.visits = visits
+        self.updates = updates
+        self.erased = erased
+        self.inserted = inserted
+
+    def __repr__(self) -> str:
+        return (
+            f"PropagationStats(rounds={self.rounds}, visits={self.visits}, updates={self.updates}, "
+            f"erased={self.erased}, inserted={self.inserted})"
+        )
+
+
+
+def propagate(
+    module: Module,
+    pass_name: str = "basic",
+    *,
+    conservative: bool = False,
+    keep_sharding_rules: bool = False,
+    propagation_strategy: str = "aggressive",
+    run_op_priority: bool = True,
+    in_place: bool = True,
+    stats: PropagationStats | None = None,
+) -> Module:
+    """Runs Shardy's propagation pass ``pass_name`` (a key of ``PASSES``) on ``module`` and
+    returns the module with the propagated shardings: ``module`` itself, changed in place, or
+    (``in_place=False``) a changed deep copy, ``module`` left as it was.
+
+    Options, as Shardy's:
+
+    * ``conservative`` (``conservative-propagation``): no sub-axes and no axes that do not
+      divide a dimension (the conservative sharding rules are used too);
+    * ``keep_sharding_rules`` (``keep-sharding-rules``): every op propagated through keeps its
+      sharding rule as a ``sdy.sharding_rule`` attribute; without it, every rule that is not a
+      user's custom rule is removed, as Shardy removes them;
+    * ``propagation_strategy`` (``propagation-strategy``, one of ``STRATEGIES``) for the
+      aggressive pass and above (the basic pass always uses the basic strategy);
+    * ``run_op_priority`` (``run-op-priority-propagation``) for the op- and user-priority
+      passes.
+
+    ``stats``, when given, receives the counters of the run.
+
+    Raises ``ValueError`` for an unknown pass or strategy; ``ProgramError`` for what Shardy
+    rejects (an op result with a dynamic shape or a tuple type; several functions and none
+    named ``main``); ``ShardingError`` subclasses for shardings that do not fit their mesh or
+    name an unknown one, and ``InvalidShardingError`` (rule ``manual-axis-after-free-axis``)
+    where propagation puts a manual axis after a free one in a manual computation's sharding,
+    which Shardy's verifier rejects after the pass; what freezing raises (``OpInfoError`` for
+    an op whose rule cannot be built). Nothing is written back when it raises (the open
+    constraints of conflicting sharding groups excepted). Warns ``UnknownOpWarning`` for ops
+    without a rule and ``ShardingGroupWarning`` for conflicting sharding groups.
+    """
+    if pass_name not in PASSES:
+        raise ValueError(f"unknown propagation pass {pass_name!r}; expected one of {sorted(PASSES)}")
+    if propagation_strategy not in STRATEGIES:
+        raise ValueError(f"unknown propagation strategy {propagation_strategy!r}; expected one of {list(STRATEGIES)}")
+    if not in_place:
+        module = _copy(module)
+    _check_types(module)
+    counters = PropagationStats()
+    forward: list[Value] = []
+    for _attempt in range(2):
+        frozen = freeze(module, conservative=conservative)
+        result = _solve(module, frozen, pass_name, propagation_strategy, conservative, run_op_priority, forward)
+        conflicts = result.group_conflicts
+        if not conflicts:
+            break
+        if _attempt:
+            raise ProgramError("sharding groups still conflict after adding open sharding constraints")  # pragma: no cover
+        counters.inserted += _insert_group_constraints(module, frozen, conflicts, forward)
+    _write_back(module, frozen, result, keep_sharding_rules)
+    if stats is not None:
+        stats.rounds, stats.visits, stats.updates = result.rounds, result.visits, result.updates
+        stats.erased, stats.inserted = len(result.erased_ops), counters.inserted
+    return module
+
+
+# ---------------------------------------------------------------------------- checks and facts
+
+
+def _copy(module: Module) -> Module:
+    """A deep copy of ``module`` (ops, regions and values new; types and shardings, which are
+    immutable, shared)."""
+    from shardwise.ir.rewrite import clone_op
+
+    new = Module.__new__(Module)
+    new.op = clone_op(module.op)
+    return new
+
+
+def _check_types(module: Module) -> None:
+    """Shardy's ``allValidShapes``: every op result is a statically shaped tensor or not a
+    shaped type at all, and no tuple."""
+    for op in module.walk():
+        for r in op.results:
+            t = r.type
+            bad = (isinstance(t, TensorType) and any(d < 0 for d in t.shape)) or (
+                isinstance(t, OpaqueType) and (t.text.startswith("tuple<") or t.text.startswith("tensor<"))
+            )
+            if bad:
+                what = "doesn't support tuples" if str(t).startswith("tuple<") else "only supports ranked tensors with a static shape"
+                raise ProgramError(f"{op.where()}: result {r.index} has type {t}; Shardy propagation {what}")
+
+
+def _main_func(module: Module) -> Func | None:
+    funcs = module.funcs
+    if not funcs:
+        return None
+    if len(funcs) == 1:
+        return funcs[0]
+    for f in funcs:
+        if f.sym_name == "main":
+            return f
+    raise ProgramError(f"the module has {len(funcs)} functions and none is @main; Shardy propagates the results of @main")
+
+
+def _unquote(text: str) -> str:
+    return _native.mlir_unquote(f'"{text}"')
+
+
+def _symbols(text: str) -> list[str]:
+    """The symbol names ``@name`` / ``@"name"`` referred to in attribute text."""
+    return [_unquote(m.group(1)) if m.group(1) is not None else m.group(2) for m in _SYMBOL.finditer(text)]
+
+
+def _int_attr(op: Op, name: str) -> int:
+    text = op.attributes.get(name)
+    m = re.match(r"\s*(-?\d+)", text or "")
+    if m is None:
+        raise ProgramError(f"{op.where()}: expected an integer attribute {name}, got {text!r}")
+    return int(m.group(1))
+
+
+def _direction(op: Op) -> str:
+    text = op.attributes.get("allowed_direction", "")
+    for name in ("NONE", "FORWARD", "BACKWARD", "BOTH"):
+        if re.search(rf"\b{name}\b", text):
+            return name
+    return _DIRECTIONS.get(_int_attr(op, "allowed_direction"), "NONE")
+
+
+def _facts(module: Module, frozen: Frozen, forward: Sequence[Value]) -> dict[str, Any]:
+    funcs = {f.sym_name: frozen.op_index(f) for f in module.funcs}
+    main = _main_func(module)
+    callees: list[tuple[int, int]] = []
+    symbol_users: set[int] = set()
+    manual_axes: list[tuple[int, list[str]]] = []
+    groups: list[tuple[int, int]] = []
+    barriers: list[tuple[int, str]] = []
+    side_effects: list[int] = []
+    offload: list[int] = []
+    for i, op in enumerate(frozen.ops):
+        name = op.name
+        if name == "func.call":
+            callee = _symbols(op.attributes.get("callee", ""))
+            if callee and callee[0] in funcs:
+                callees.append((i, funcs[callee[0]]))
+            continue
+        if name == "sdy.manual_computation":
+            manual_axes.append((i, [_unquote(s) for s in _STRING.findall(op.attributes.get("manual_axes", ""))]))
+        elif name == "sdy.sharding_group":
+            groups.append((i, _int_attr(op, "group_id")))
+        elif name == "sdy.propagation_barrier":
+            barriers.append((i, _direction(op)))
+        elif name == "stablehlo.custom_call":
+            if op.attributes.get("has_side_effect", "false").strip() == "true":
+                side_effects.append(i)
+            if op.attributes.get("call_target_name", "").strip() in ('"MoveToDevice"', '"MoveToHost"'):
+                offload.append(i)
+        if name != "func.func":
+            for text in op.attributes.values():
+                if "@" in text:
+                    symbol_users.update(funcs[s] for s in _symbols(text) if s in funcs)
+    non_tensor = [i for i, v in enumerate(frozen.values) if not isinstance(v.type, TensorType)]
+    return {
+        "main_func": None if main is None else frozen.op_index(main),
+        "callees": callees,
+        "symbol_users": sorted(symbol_users),
+        "manual_axes": manual_axes,
+        "sharding_groups": groups,
+        "barrier_directions": barriers,
+        "side_effecting_ops": side_effects,
+        "offload_ops": offload,
+        "non_tensor_values": non_tensor,
+        "forward_use_order_values": [frozen.value_index(v) for v in forward],
+    }
+
+
+def _stored(frozen: Frozen) -> list[Any]:
+    """The wire of the sharding each value stores: ``Value.sharding``, or for the body
+    arguments of manual and named computations their in sharding."""
+    out: list[Any] = []
+    for v in frozen.values:
+        s = v.sharding
+        if v.is_block_arg:
+            owner = _block_owner(v)
+            if owner is not None and owner.name in _REGION_ARG_OPS:
+                shardings = owner.operand_shardings
+                s = shardings[v.index] if shardings is not None and v.index < len(shardings) else None
+        out.append(None if s is None else s._wire())
+    return out
+
+
+def _block_owner(v: Value) -> Op | None:
+    block = v.owner
+    region = getattr(block, "parent", None)
+    return None if region is None else region.parent
+
+
+def _solve(
+    module: Module,
+    frozen: Frozen,
+    pass_name: str,
+    strategy: str,
+    conservative: bool,
+    run_op_priority: bool,
+    forward: Sequence[Value],
+) -> _native.PropagationResult:
+    meshes = {name: m._wire() for name, m in module.meshes.items()}
+    func_results = [(frozen.op_index(f), [None if s is None else s._wire() for s in f.result_shardings]) for f in module.funcs]
+    return _native.propagate_shardings(
+        frozen.graph,
+        meshes,
+        _stored(frozen),
+        func_results,
+        pass_name=pass_name,
+        strategy=strategy,
+        conservative=conservative,
+        run_op_priority=run_op_priority,
+        **_facts(module, frozen, forward),
+    )
+
+
+# ---------------------------------------------------------------------------- sharding groups
+
+
+def _open_like(s: TensorSharding, mesh: Mesh | None) -> TensorSharding:
+    dims = [DimSharding((), closed=False) for _ in s.dims]
+    w = s._wire()
+    return TensorSharding._from_wire((w[0], w[1], [d._wire() for d in dims], [], [], "sum"), mesh)
+
+
+def _insert_group_constraints(module: Module, frozen: Frozen, conflicts: list[Any], forward: list[Value]) -> int:
+    """Shardy's answer to conflicting sharding groups (``syncGroupMemberShardings``): an open
+    sharding constraint right after each member (at the start of the block for a block
+    argument), which replaces the member in every other use."""
+    meshes = module.meshes
+    users: dict[int, list[Op]] = {}
+    for op in module.walk():
+        for x in op.operands:
+            ops = users.setdefault(id(x), [])
+            if not ops or ops[-1] is not op:
+                ops.append(op)
+    inserted = 0
+    for group_id, members, wire in conflicts:
+        warnings.warn(
+            ShardingGroupWarning(
+                f"The initial operand shardings on the sharding groups of groupID: {group_id} do not match. "
+                "Inserting an open sharding constraint to all constrained values. This can be caused when "
+                "shardings from different values are grouped (e.g. from jax.shard_alike) but have separate "
+                "inconsistent sharding constraints on them."
+            ),
+            stacklevel=3,
+        )
+        sharding = TensorSharding._from_wire(wire, meshes.get(wire[0]) if wire[0] is not None else None)
+        open_sharding = _open_like(sharding, sharding.mesh)
+        for index in members:
+            member = frozen.values[index]
+            constraint = Op("sdy.sharding_constraint", [member], [member.type])
+            new = constraint.results[0]
+            new.sharding = open_sharding
+            if member.is_block_arg:
+                block = member.owner
+                assert not isinstance(block, Op)
+                block.ops.insert(0, constraint)
+            else:
+                d = member.owner
+                assert isinstance(d, Op) and d.parent is not None
+                block = d.parent
+                block.ops.insert(block.ops.index(d) + 1, constraint)
+            constraint.parent = block
+            moved = users.get(id(member), [])
+            for op in moved:
+                op.operands = [new if x is member else x for x in op.operands]
+            users[id(new)] = moved
+            users[id(member)] = [constraint]
+            forward.append(new)
+            inserted += 1
+    return inserted
+
+
+# ---------------------------------------------------------------------------- write back
+
+
+def _write_back(module: Module, frozen: Frozen, result: _native.PropagationResult, keep_rules: bool) -> None:
+    meshes = module.meshes
+
+    def sharding(w: Any) -> TensorSharding | None:
+        if w is None:
+            return None
+        return TensorSharding._from_wire(w, meshes.get(w[0]) if w[0] is not None else None)
+
+    region_args: dict[int, list[TensorSharding | None]] = {}
+    for v, w in zip(frozen.values, result.shardings):
+        if v.is_block_arg:
+            owner = _block_owner(v)
+            if owner is None:
+                continue
+            if owner.name in _REGION_ARG_OPS:
+                region_args.setdefault(id(owner), [None] * len(owner.regions[0].entry.args))[v.index] = sharding(w)
+                continue
+            if owner.name != "func.func":
+                continue
+        old = v.sharding
+        if (None if old is None else old._wire()) != w:
+            v.sharding = sharding(w)
+    for op in frozen.ops:
+        if op.name in _REGION_ARG_OPS and id(op) in region_args:
+            shardings = region_args[id(op)]
+            op.operand_shardings = None if any(s is None for s in shardings) else tuple(s for s in shardings if s is not None)
+    for f_index, ws in result.func_results:
+        f = frozen.ops[f_index]
+        assert isinstance(f, Func)
+        f.result_shardings = [sharding(w) for w in ws]
+    erased = {id(frozen.ops[i]) for i in result.erased_ops}
+    blocks = {id(frozen.ops[i].parent): frozen.ops[i].parent for i in result.erased_ops if frozen.ops[i].parent is not None}
+    for block in blocks.values():
+        if block is not None:
+            block.ops = [op for op in block.ops if id(op) not in erased]
+    rule_ops = set(result.rule_ops)
+    for i, op in enumerate(frozen.ops):
+        existing = op.attributes.get("sdy.sharding_rule")
+        if keep_rules:
+            if existing is None and i in rule_ops:
+                text = frozen.graph.rule(i)
+                if text is not None:
+                    op.attributes["sdy.sharding_rule"] = text
+        elif existing is not None and not _is_custom_rule(existing):
+            del op.attributes["sdy.sharding_rule"]
+
+
+def _is_custom_rule(text: str) -> bool:
+    from shardwise.rules.rule import OpShardingRule
+
+    try:
+        return bool(OpShardingRule.parse(text).is_custom)
+    except ValueError:
+        return False
+
+
+# ---------------------------------------------------------------------------- pass registry
+
+_COMMON_OPTIONS: dict[str, bool | str] = {
+    "keep-sharding-rules": False,
+    "module-dump-directory": "",
+    "conservative-propagation": False,
+    "debug-sharding-origins": False,
+    "debug-propagation-edge-sharding": False,
+}
+
+
+def register_passes() -> None:
+    """Registers the four passes with ``shardwise.passes`` under Shardy's names
+    (``sdy-basic-propagate``, ...) and option names, so that ``run_pipeline`` runs them,
+    ``sdy-propagation-pipeline`` included. Calling it again changes nothing.
+    ``module-dump-directory`` is accepted and ignored; the debug options
+    (``debug-sharding-origins``, ``debug-propagation-edge-sharding``) raise ``PipelineError``
+    when set: they are not implemented."""
+    from shardwise.passes.registry import Options, PipelineError, register_pass
+
+    def make(pass_name: str) -> Any:
+        def run(module: Module, options: Options) -> None:
+            for debug in ("debug-sharding-origins", "debug-propagation-edge-sharding"):
+                if options.get(debug):
+                    raise PipelineError(f"{PASSES[pass_name]}: option {debug} is not supported by shardwise.propagation")
+            propagate(
+                module,
+                pass_name,
+                conservative=bool(options.get("conservative-propagation", False)),
+                keep_sharding_rules=bool(options.get("keep-sharding-rules", False)),
+                propagation_strategy=str(options.get("propagation-strategy", "aggressive")),
+                run_op_priority=bool(options.get("run-op-priority-propagation", True)),
+            )
+
+        run.__doc__ = f"Shardy's {PASSES[pass_name]} (shardwise.propagation)."
+        return run
+
+    for name, shardy_name in PASSES.items():
+        options: dict[str, bool | str] = dict(_COMMON_OPTIONS)
+        if name != "basic":
+            options["propagation-strategy"] = "aggressive"
+        if name in ("op-priority", "user-priority"):
+            options["run-op-priority-propagation"] = True
+        register_pass(shardy_name, "builtin.module", options)(make(name))

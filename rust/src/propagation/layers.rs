@@ -1,0 +1,335 @@
+//! The propagation layers, each a strategy plugged into the [`Solver`]: which fixed-point
+//! rounds run, with which factor propagation strategy and which direction policy. Each layer
+//! extends the one below it, as Shardy's pass classes extend each other:
+//!
+//! * [`FactorLayer`]: one round per factor propagation strategy. With the basic strategy it is
+//!   `sdy-basic-propagate` (Shardy `BasicPropagationPassImpl`); with the aggressive one, or
+//!   basic then aggressive, `sdy-aggressive-propagate` (`AggressivePropagationPassImpl`,
+//!   option `propagation-strategy`).
+//! * [`OpPriorityLayer`]: the factor layer five times, op heuristics allowing more directions
+//!   each time (`sdy-op-priority-propagate`, `OpPriorityPropagationPassImpl`: elementwise and
+//!   other pass-through ops first, forward through multi-use values later, broadcasts
+//!   backward before forward).
+//! * [`UserPriorityLayer`]: the op-priority layer once per user priority `p0, p1, ...`, the
+//!   dimension shardings of lower priorities hidden until their round
+//!   (`sdy-user-priority-propagate`, `UserPriorityPropagationPassImpl`).
+//!
+//! [`propagate`] runs a whole pass: the sharding group sync, then the pass's layer.
+
+#![warn(missing_docs)]
+
+use super::factor_prop::{AggressiveFactorPropagation, BasicFactorPropagation, FactorPropagation, PropagationDirection};
+use super::program::OpKind;
+use super::solver::{AnyDirection, DirectionPolicy, Solver, SolverInput, SolverOutput};
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::rule::FactorKind;
+
+type Dir = PropagationDirection;
+
+/// A propagation layer: runs rounds on the solver, each op's directions limited by `outer`.
+pub trait Layer {
+    /// Runs the layer's rounds.
+    fn propagate(&self, solver: &mut Solver<'_>, outer: &dyn DirectionPolicy) -> Result<()>;
+}
+
+/// Which factor propagation strategies the factor layer runs, in order (Shardy
+/// `PropagationStrategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum StrategyKind {
+    /// [`BasicFactorPropagation`] only.
+    Basic,
+    /// [`AggressiveFactorPropagation`] only (the default of the aggressive pass and above).
+    #[default]
+    Aggressive,
+    /// A basic round, then an aggressive one.
+    BasicThenAggressive,
+}
+
+impl StrategyKind {
+    /// `"basic"`, `"aggressive"` or `"basic-then-aggressive"` (Shardy's option values).
+    pub fn from_name(name: &str) -> Option<StrategyKind> {
+        match name {
+            "basic" => Some(StrategyKind::Basic),
+            "aggressive" => Some(StrategyKind::Aggressive),
+            "basic-then-aggressive" => Some(StrategyKind::BasicThenAggressive),
+            _ => None,
+        }
+    }
+}
+
+/// One fixed-point round per strategy (see the module documentation).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FactorLayer {
+    /// The strategies to run.
+    pub strategy: StrategyKind,
+}
+
+impl Layer for FactorLayer {
+    fn propagate(&self, solver: &mut Solver<'_>, outer: &dyn DirectionPolicy) -> Result<()> {
+        let basic = BasicFactorPropagation;
+        let aggressive = AggressiveFactorPropagation;
+        let strategies: &[&dyn FactorPropagation] = match self.strategy {
+            StrategyKind::Basic => &[&basic],
+            StrategyKind::Aggressive => &[&aggressive],
+            StrategyKind::BasicThenAggressive => &[&basic, &aggressive],
+        };
+        for s in strategies {
+            solver.run_round(*s, outer)?;
+        }
+        Ok(())
+    }
+}
+
+/// Shardy's order of directions: `NONE < FORWARD < BACKWARD < BOTH`.
+fn rank(d: Dir) -> u8 {
+    match d {
+        Dir::None => 0,
+        Dir::Forward => 1,
+        Dir::Backward => 2,
+        Dir::Both => 3,
+    }
+}
+
+/// `d1 ∪ d2` (Shardy `unionOfPropagationDirections`): forward and backward give both,
+/// otherwise the larger.
+pub fn union(d1: Dir, d2: Dir) -> Dir {
+    match (d1, d2) {
+        (Dir::Forward, Dir::Backward) | (Dir::Backward, Dir::Forward) => Dir::Both,
+        _ if rank(d1) >= rank(d2) => d1,
+        _ => d2,
+    }
+}
+
+/// `d1 ∩ d2` (Shardy `intersectionOfPropagationDirections`): forward and backward give none,
+/// otherwise the smaller.
+pub fn intersection(d1: Dir, d2: Dir) -> Dir {
+    match (d1, d2) {
+        (Dir::Forward, Dir::Backward) | (Dir::Backward, Dir::Forward) => Dir::None,
+        _ if rank(d1) <= rank(d2) => d1,
+        _ => d2,
+    }
+}
+
+/// Number of op heuristics in the op-priority schedule.
+pub const OP_PRIORITY_STEPS: usize = 5;
+
+/// The op-priority direction policy at step `step` (Shardy `getOpBasedDirectionToPropagate`):
+/// the union of the first `step + 1` heuristics, intersected with `outer`.
+pub struct OpPriorityDirection<'a> {
+    /// The step of the schedule, 0 to 4 (Shardy's op priority).
+    pub step: usize,
+    /// The policy of the layer above (user priorities: any direction).
+    pub outer: &'a dyn DirectionPolicy,
+}
+
+/// Both ways unless an operand other than a scalar has several uses (Shardy
+/// `getDirectionBasedOnUses`); always both when `allow_multi_use`.
+fn direction_by_uses(s: &Solver<'_>, op: u32, allow_multi_use: bool) -> Dir {
+    if allow_multi_use {
+        return Dir::Both;
+    }
+    let p = s.program();
+    let multi = p.operands(op).iter().any(|&v| s.use_count(v) != 1 && !p.is_scalar(v));
+    if multi {
+        Dir::None
+    } else {
+        Dir::Both
+    }
+}
+
+/// Shardy `isPassThroughOp`: elementwise ops, host offloading, reshapes, transposes and data
+/// flow edges, by their uses; dynamic slices and updates forward only.
+fn pass_through(s: &Solver<'_>, op: u32, allow_multi_use: bool) -> Dir {
+    let p = s.program();
+    let kind = p.kind[op as usize];
+    if p.elementwise[op as usize]
+        || p.offload[op as usize]
+        || matches!(kind, OpKind::Reshape | OpKind::Transpose | OpKind::DataFlowEdge | OpKind::FuncDataFlowEdge)
+    {
+        return direction_by_uses(s, op, allow_multi_use);
+    }
+    if matches!(kind, OpKind::DynamicSlice | OpKind::DynamicUpdateSlice) {
+        return intersection(direction_by_uses(s, op, allow_multi_use), Dir::Forward);
+    }
+    Dir::None
+}
+
+/// Heuristic `step` of the schedule for `op` along `factor`.
+fn heuristic(s: &Solver<'_>, step: usize, op: u32, factor: usize) -> Dir {
+    let broadcast = s.program().kind[op as usize] == OpKind::BroadcastInDim;
+    match step {
+        0 => pass_through(s, op, false),
+        1 => pass_through(s, op, true),
+        2 => {
+            // Shardy `onlyPassThroughFactorsBroadcastBackward`; an op without a rule (a data
+            // flow edge) counts as having the identity rule.
+            let non_pass_through =
+                s.rule(op).is_some_and(|r| i64::try_from(factor).is_ok_and(|f| r.factor_kind(f) != FactorKind::PassThrough));
+            if non_pass_through {
+                Dir::None
+            } else if broadcast {
+                Dir::Backward
+            } else {
+                Dir::Both
+            }
+        }
+        3 => {
+            if broadcast {
+                Dir::Backward
+            } else {
+                Dir::Both
+            }
+        }
+        _ => Dir::Both,
+    }
+}
+
+impl DirectionPolicy for OpPriorityDirection<'_> {
+    fn direction(&self, solver: &Solver<'_>, op: u32, factor: usize) -> Dir {
+        let mut acc = Dir::None;
+        for step in 0..=self.step.min(OP_PRIORITY_STEPS - 1) {
+            acc = union(acc, heuristic(solver, step, op, factor));
+        }
+        intersection(acc, self.outer.direction(solver, op, factor))
+    }
+}
+
+/// The op-priority layer (see the module documentation); with `enabled` false it is its inner
+/// layer (Shardy's `run-op-priority-propagation=false`).
+#[derive(Debug, Clone, Copy)]
+pub struct OpPriorityLayer {
+    /// The layer run at each step.
+    pub inner: FactorLayer,
+    /// Whether to run the schedule at all.
+    pub enabled: bool,
+}
+
+impl Layer for OpPriorityLayer {
+    fn propagate(&self, solver: &mut Solver<'_>, outer: &dyn DirectionPolicy) -> Result<()> {
+        if !self.enabled {
+            return self.inner.propagate(solver, outer);
+        }
+        for step in 0..OP_PRIORITY_STEPS {
+            self.inner.propagate(solver, &OpPriorityDirection { step, outer })?;
+        }
+        Ok(())
+    }
+}
+
+/// The user-priority layer (see the module documentation).
+#[derive(Debug, Clone, Copy)]
+pub struct UserPriorityLayer {
+    /// The layer run for each priority.
+    pub inner: OpPriorityLayer,
+}
+
+impl Layer for UserPriorityLayer {
+    fn propagate(&self, solver: &mut Solver<'_>, outer: &dyn DirectionPolicy) -> Result<()> {
+        let per_priority = solver.init_user_priorities()?;
+        self.inner.propagate(solver, outer)?;
+        for (priority, refs) in &per_priority {
+            solver.apply_priority(refs, *priority);
+            self.inner.propagate(solver, outer)?;
+        }
+        Ok(())
+    }
+}
+
+/// Which of Shardy's four propagation passes to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Pass {
+    /// `sdy-basic-propagate`.
+    #[default]
+    Basic,
+    /// `sdy-aggressive-propagate`.
+    Aggressive,
+    /// `sdy-op-priority-propagate`.
+    OpPriority,
+    /// `sdy-user-priority-propagate`.
+    UserPriority,
+}
+
+impl Pass {
+    /// `"basic"`, `"aggressive"`, `"op-priority"` or `"user-priority"`.
+    pub fn from_name(name: &str) -> Option<Pass> {
+        match name {
+            "basic" => Some(Pass::Basic),
+            "aggressive" => Some(Pass::Aggressive),
+            "op-priority" => Some(Pass::OpPriority),
+            "user-priority" => Some(Pass::UserPriority),
+            _ => None,
+        }
+    }
+}
+
+/// The options of a pass (Shardy `PropagationOptions` and the passes' own options).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PassOptions {
+    /// The pass.
+    pub pass: Pass,
+    /// `propagation-strategy` of the aggressive pass and above (ignored by the basic pass).
+    pub strategy: StrategyKind,
+    /// `conservative-propagation`: no sub-axes, no non-divisible axes (the graph's rules must
+    /// be the conservative ones).
+    pub conservative: bool,
+    /// `run-op-priority-propagation` of the op- and user-priority passes.
+    pub run_op_priority: bool,
+}
+
+impl Default for PassOptions {
+    fn default() -> PassOptions {
+        PassOptions { pass: Pass::Basic, strategy: StrategyKind::Aggressive, conservative: false, run_op_priority: true }
+    }
+}
+
+impl PassOptions {
+    /// The layer that implements the pass.
+    pub fn layer(&self) -> Box<dyn Layer> {
+        let factor = FactorLayer { strategy: self.strategy };
+        let op_priority = OpPriorityLayer { inner: factor, enabled: self.run_op_priority };
+        match self.pass {
+            Pass::Basic => Box::new(FactorLayer { strategy: StrategyKind::Basic }),
+            Pass::Aggressive => Box::new(factor),
+            Pass::OpPriority => Box::new(op_priority),
+            Pass::UserPriority => Box::new(UserPriorityLayer { inner: op_priority }),
+        }
+    }
+}
+
+/// Runs a propagation pass over `graph` (Shardy's `runOnOperation` of the pass, less the
+/// removal of sharding rules, which the caller does on its program): synchronises sharding
+/// groups, then runs the pass's layer. When some sharding group has conflicting shardings,
+/// returns them in [`SolverOutput::group_conflicts`] without propagating (see
+/// [`super::solver::GroupConflict`]).
+///
+/// Errors: what [`Solver::new`] rejects; invalid shardings met during propagation (axes
+/// unknown to their mesh, unknown meshes); and, as Shardy's verifier after the pass, a manual
+/// computation left with a manual axis after a free one (rule `manual-axis-after-free-axis`).
+pub fn propagate(graph: &Graph, input: SolverInput, options: &PassOptions) -> Result<SolverOutput> {
+    let mut solver = Solver::new(graph, input, options.conservative)?;
+    let conflicts = solver.sync_sharding_groups();
+    if !conflicts.is_empty() {
+        let mut out = solver.into_output();
+        out.group_conflicts = conflicts;
+        return Ok(out);
+    }
+    options.layer().propagate(&mut solver, &AnyDirection)?;
+    solver.verify_manual_computations()?;
+    Ok(solver.into_output())
+}
+
+/// The direction named `name` (`"NONE"`, `"FORWARD"`, `"BACKWARD"`, `"BOTH"`, as Shardy's
+/// `allowed_direction` prints it).
+pub fn direction_from_name(name: &str) -> Result<Dir> {
+    match name {
+        "NONE" => Ok(Dir::None),
+        "FORWARD" => Ok(Dir::Forward),
+        "BACKWARD" => Ok(Dir::Backward),
+        "BOTH" => Ok(Dir::Both),
+        _ => Err(Error::invariant(
+            "propagation-bad-direction",
+            format!("expected a propagation direction NONE, FORWARD, BACKWARD or BOTH, got {name:?}"),
+        )),
+    }
+}

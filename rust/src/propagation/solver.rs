@@ -1,0 +1,1175 @@
+//! The fixed-point solver: Shardy's propagation passes (`sdy-basic-propagate`,
+//! `sdy-aggressive-propagate`, `sdy-op-priority-propagate`, `sdy-user-priority-propagate`;
+//! `shardy/dialect/sdy/transforms/propagation/{basic,aggressive,op_priority,user_priority}_
+//! propagation.cc`) over a frozen program.
+//!
+//! One [`Solver`] holds the shardings of a program and runs rounds of propagation to a fixed
+//! point. A round ([`Solver::run_round`]) is Shardy's `BasicPropagationPassImpl::propagate`
+//! with one factor propagation strategy and one direction policy: the function results of the
+//! main function are propagated to its return values, then a worklist, seeded with every op in
+//! program order, is drained: an op popped from it propagates the shardings of its operands and
+//! results along its sharding rule's factors, and each changed value puts its neighbours back
+//! on the worklist. The worklist is MLIR's greedy rewrite driver's, reproduced exactly (a stack
+//! without duplicates; re-added ops and their ancestors go on top; users in use-list order;
+//! ops whose results are unused and that have no side effects are erased when popped), since
+//! the order in which conflicting shardings meet decides which one wins. The layers in
+//! [`super::layers`] (basic < aggressive < op-priority < user-priority) decide which rounds
+//! run, with which strategy and direction policy.
+//!
+//! # Where shardings live
+//!
+//! The solver keeps one optional sharding per value, where the program stores it: function
+//! arguments, op results (`sdy.sharding`, or the sharding of a `sdy.sharding_constraint` or a
+//! `sdy.data_flow_edge`, or the out shardings of a manual or named computation) and the
+//! body arguments of manual and named computations (their in shardings, manual axes included),
+//! plus the result shardings of each function. As in Shardy (`getShardableValue` in
+//! `ir/utils.cc`), other values read and write another value's sharding: an edge owner (a
+//! result of a while, case or optimization barrier, or a body argument or result of a manual
+//! or named computation) that has a `sdy.data_flow_edge` uses the edge's sharding; a while's
+//! block arguments use their result's; a manual computation's body arguments see their in
+//! sharding without the manual axes; block arguments of other region ops (reduce bodies, ...)
+//! have none.
+
+#![warn(missing_docs)]
+
+use std::collections::HashMap;
+
+use super::factor_prop::{FactorPropagation, OpInfo, PropagationDirection};
+use super::program::{Effects, OpKind, Program, ProgramFacts};
+use super::projection::ShardingProjection;
+use super::transforms::{
+    add_free_axes, empty_axes, erase_manual_axes, fully_open, initialized_for_priorities, is_fully_open,
+    nonzero_priorities, updated_for_priority,
+};
+use crate::error::{Error, Result};
+use crate::graph::{Graph, NONE};
+use crate::mesh::Mesh;
+use crate::rule::{OpShardingRule, RuleBuilder};
+use crate::sharding::{MeshRef, TensorSharding};
+
+type Dir = PropagationDirection;
+
+/// Decides in which direction an op may propagate along one of its factors (Shardy's
+/// `GetDirectionToPropagateFn`).
+pub trait DirectionPolicy {
+    /// The direction for factor `factor` of op `op` (an index of the rule the op propagates
+    /// with: its own rule, or the identity rule of a data flow edge).
+    fn direction(&self, solver: &Solver<'_>, op: u32, factor: usize) -> Dir;
+}
+
+/// Every op may propagate both ways (Shardy `propagateAny`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AnyDirection;
+
+impl DirectionPolicy for AnyDirection {
+    fn direction(&self, _: &Solver<'_>, _: u32, _: usize) -> Dir {
+        Dir::Both
+    }
+}
+
+/// What the solver is given: the meshes, the stored shardings and the program facts.
+#[derive(Debug, Clone, Default)]
+pub struct SolverInput {
+    /// The module's `sdy.mesh` definitions by name.
+    pub meshes: HashMap<String, Mesh>,
+    /// One optional sharding per value of the graph, as stored in the program (see the
+    /// module documentation); values that store none are `None`.
+    pub value_shardings: Vec<Option<TensorSharding>>,
+    /// `(func op, one optional sharding per function result)` for each function.
+    pub func_results: Vec<(u32, Vec<Option<TensorSharding>>)>,
+    /// Facts held by op attributes.
+    pub facts: ProgramFacts,
+}
+
+/// Members of a sharding group whose shardings conflict (Shardy's
+/// `ShardingGroupMap::syncGroupMemberShardings`): Shardy puts an open sharding constraint on
+/// each member, which changes the program, so the solver reports them and propagates nothing;
+/// the caller inserts the constraints (`sdy.sharding_constraint` of `fully open like
+/// sharding`, right after each member) and runs again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupConflict {
+    /// The group's id (`group_id` of its `sdy.sharding_group` ops).
+    pub group_id: i64,
+    /// The members (values), in program order.
+    pub members: Vec<u32>,
+    /// The first member sharding found that is not fully open (the constraints take its mesh
+    /// and rank).
+    pub sharding: TensorSharding,
+}
+
+/// Counters of a solve.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SolverStats {
+    /// Fixed-point rounds run.
+    pub rounds: u32,
+    /// Ops popped from the worklist and propagated through.
+    pub visits: u64,
+    /// Shardings changed by propagation (including sharding group members).
+    pub updates: u64,
+}
+
+/// What a solve returns.
+#[derive(Debug, Clone, Default)]
+pub struct SolverOutput {
+    /// The stored sharding of each value after propagation (same layout as the input).
+    pub value_shardings: Vec<Option<TensorSharding>>,
+    /// The function result shardings after propagation.
+    pub func_results: Vec<(u32, Vec<Option<TensorSharding>>)>,
+    /// Ops erased because their results were unused and they have no side effects.
+    pub erased_ops: Vec<u32>,
+    /// Ops that propagated with their sharding rule at least once (where Shardy sets the
+    /// rule on the op; it keeps it with `keep-sharding-rules`).
+    pub rule_ops: Vec<u32>,
+    /// Conflicting sharding groups; when not empty nothing was propagated.
+    pub group_conflicts: Vec<GroupConflict>,
+    /// Counters.
+    pub stats: SolverStats,
+}
+
+/// One tensor of a propagation step: where its sharding is read and written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tensor {
+    /// A value, through its shardable value.
+    Value(u32),
+    /// The targets of a `sdy.data_flow_edge` (this op), seen from outside a manual computation.
+    EdgeTarget(u32),
+    /// Result `k` of a function.
+    FuncResult(u32, u32),
+}
+
+/// MLIR's greedy-driver worklist: a stack without duplicates.
+#[derive(Debug, Default)]
+struct Worklist {
+    list: Vec<u32>,
+    pos: Vec<u32>,
+}
+
+impl Worklist {
+    fn new(n: usize) -> Worklist {
+        Worklist { list: Vec::new(), pos: vec![NONE; n] }
+    }
+
+    fn push(&mut self, op: u32) {
+        if self.pos[op as usize] != NONE {
+            return;
+        }
+        self.pos[op as usize] = self.list.len() as u32;
+        self.list.push(op);
+    }
+
+    fn pop(&mut self) -> Option<u32> {
+        loop {
+            let op = self.list.pop()?;
+            if op == NONE {
+                continue;
+            }
+            self.pos[op as usize] = NONE;
+            while self.list.last() == Some(&NONE) {
+                self.list.pop();
+            }
+            return Some(op);
+        }
+    }
+
+    fn remove(&mut self, op: u32) {
+        let p = self.pos[op as usize];
+        if p != NONE {
+            self.list[p as usize] = NONE;
+            self.pos[op as usize] = NONE;
+        }
+    }
+}
+
+/// A reference to a stored sharding that user priorities restore (Shardy
+/// `ShardingReference`), with the original sharding.
+pub type PriorityReference = (PriorityTarget, TensorSharding);
+
+/// A value or a function result, whose sharding user priorities transform.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PriorityTarget {
+    /// A value (read and written through its shardable value).
+    Value(u32),
+    /// Result `k` of function op `f`: `FuncResult(f, k)`.
+    FuncResult(u32, u32),
+}
+
+/// The solver state; see the module documentation.
+pub struct Solver<'g> {
+    prog: Program<'g>,
+    meshes: HashMap<String, Mesh>,
+    raw: Vec<Option<TensorSharding>>,
+    func_results: HashMap<u32, Vec<Option<TensorSharding>>>,
+    func_order: Vec<u32>,
+    alive: Vec<bool>,
+    live_uses: Vec<u32>,
+    worklist: Worklist,
+    current: Option<u32>,
+    notify: bool,
+    rule_used: Vec<bool>,
+    erased: Vec<u32>,
+    conservative: bool,
+    stats: SolverStats,
+    /// Values walked by the current `notify_users` (those marked with `seen_epoch`).
+    seen: Vec<u32>,
+    seen_epoch: u32,
+}
+
+impl<'g> Solver<'g> {
+    /// A solver over `graph` with the given shardings and facts. `conservative` is Shardy's
+    /// `conservative-propagation` for ops propagated with their rule (the rules in the graph
+    /// must be the conservative ones too).
+    ///
+    /// Errors (`ErrorKind::Invariant`, rules `propagation-*`): a sharding list of the wrong
+    /// length, a function result list for an op that is no function or of the wrong length, an
+    /// op result with a dynamic shape (Shardy propagates static shapes only), and bad facts
+    /// (indices out of range, ops of the wrong kind, a value in two sharding groups).
+    pub fn new(graph: &'g Graph, input: SolverInput, conservative: bool) -> Result<Solver<'g>> {
+        let prog = Program::new(graph, &input.facts)?;
+        let n_values = graph.num_values();
+        let n_ops = graph.num_ops();
+        if input.value_shardings.len() != n_values {
+            return Err(Error::invariant(
+                "propagation-sharding-count",
+                format!("expected one optional sharding per value ({n_values}), got {}", input.value_shardings.len()),
+            ));
+        }
+        for op in 0..n_ops {
+            for &r in graph.results.row(op) {
+                if !prog.non_tensor[r as usize] && graph.shape(r as usize).iter().any(|&d| d < 0) {
+                    return Err(Error::invariant(
+                        "propagation-dynamic-shape",
+                        format!(
+                            "result {} of op {op} ({}) has the dynamic shape {:?}; Shardy propagation only supports ranked tensors with a static shape",
+                            prog.value_pos[r as usize],
+                            graph.name(op),
+                            graph.shape(r as usize)
+                        ),
+                    ));
+                }
+            }
+        }
+        let mut func_results = HashMap::new();
+        let mut func_order = Vec::new();
+        for (op, shardings) in input.func_results {
+            if op as usize >= n_ops || prog.kind[op as usize] != OpKind::Func {
+                return Err(Error::invariant("propagation-bad-func", format!("function results given for op {op}, which is no func.func")));
+            }
+            func_order.push(op);
+            func_results.insert(op, shardings);
+        }
+        if let Some(main) = prog.main_func {
+            if prog.kind[main as usize] != OpKind::Func {
+                return Err(Error::invariant("propagation-bad-func", format!("main function op {main} is no func.func")));
+            }
+            if let Some(ret) = prog.terminator(main, 0) {
+                let n = prog.operands(ret).len();
+                let have = func_results.get(&main).map_or(0, Vec::len);
+                if have != n {
+                    return Err(Error::invariant(
+                        "propagation-bad-func",
+                        format!("the main function returns {n} values but {have} result shardings were given"),
+                    ));
+                }
+            }
+        }
+        let mut live_uses = vec![0u32; n_values];
+        for &v in &graph.operands.items {
+            live_uses[v as usize] += 1;
+        }
+        Ok(Solver {
+            prog,
+            meshes: input.meshes,
+            raw: input.value_shardings,
+            func_results,
+            func_order,
+            alive: vec![true; n_ops],
+            live_uses,
+            worklist: Worklist::new(n_ops),
+            current: None,
+            notify: false,
+            rule_used: vec![false; n_ops],
+            erased: Vec::new(),
+            conservative,
+            stats: SolverStats::default(),
+            seen: vec![0; n_values],
+            seen_epoch: 0,
+        })
+    }
+
+    /// The program the solver works on.
+    pub fn program(&self) -> &Program<'g> {
+        &self.prog
+    }
+
+    /// Number of live uses of `v` (ops erased as dead no longer count).
+    pub fn use_count(&self, v: u32) -> u32 {
+        self.live_uses[v as usize]
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> SolverStats {
+        self.stats
+    }
+
+    /// The solver's result.
+    pub fn into_output(self) -> SolverOutput {
+        let mut erased = self.erased;
+        erased.sort_unstable();
+        let func_results =
+            self.func_order.iter().map(|f| (*f, self.func_results.get(f).cloned().unwrap_or_default())).collect();
+        SolverOutput {
+            value_shardings: self.raw,
+            func_results,
+            erased_ops: erased,
+            rule_ops: (0..self.rule_used.len() as u32).filter(|&op| self.rule_used[op as usize]).collect(),
+            group_conflicts: Vec::new(),
+            stats: self.stats,
+        }
+    }
+
+    // ------------------------------------------------------------------ where shardings live
+
+    fn is_alive(&self, op: u32) -> bool {
+        self.alive[op as usize]
+    }
+
+    /// The `sdy.data_flow_edge` whose input is `owner`: its only (live) user (Shardy
+    /// `getDataFlowEdgeUser`).
+    fn edge_of(&self, owner: u32) -> Option<u32> {
+        if self.live_uses[owner as usize] != 1 {
+            return None;
+        }
+        let (user, _) = *self.prog.uses[owner as usize].iter().find(|(u, _)| self.is_alive(*u))?;
+        (self.prog.kind[user as usize] == OpKind::DataFlowEdge).then_some(user)
+    }
+
+    /// The edge owner of a data flow target (Shardy `getEdgeOwnerFromTarget`), when the
+    /// owning op is a shardable data flow op.
+    fn edge_owner_from_target(&self, v: u32) -> Option<u32> {
+        let owner_op = self.prog.owning_op(v);
+        if owner_op == NONE {
+            return None;
+        }
+        match self.prog.kind[owner_op as usize] {
+            OpKind::While => {
+                if self.prog.def(v).is_some() {
+                    return Some(v);
+                }
+                let results = self.prog.results(owner_op);
+                let n = results.len();
+                (n > 0).then(|| results[self.prog.value_pos[v as usize] as usize % n])
+            }
+            OpKind::Case | OpKind::OptimizationBarrier => self.prog.def(v).map(|_| v),
+            OpKind::ManualComputation | OpKind::NamedComputation => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The edge whose targets include `v` (Shardy `DataFlowEdgeOp::lookup(Value)`).
+    fn edge_of_target(&self, v: u32) -> Option<u32> {
+        let owner = self.edge_owner_from_target(v)?;
+        self.edge_of(owner)
+    }
+
+    /// The value whose stored sharding `v` reads and writes (Shardy `getShardableValue`), or
+    /// `None` when `v` has none.
+    fn shardable(&self, v: u32) -> Option<u32> {
+        if let Some(edge) = self.edge_of_target(v) {
+            return self.prog.results(edge).first().copied();
+        }
+        if self.prog.def(v).is_some() {
+            return Some(v);
+        }
+        let owner = self.prog.block_owner(v)?;
+        match self.prog.kind[owner as usize] {
+            OpKind::Func => Some(v),
+            OpKind::While | OpKind::Case | OpKind::OptimizationBarrier | OpKind::ManualComputation | OpKind::NamedComputation => {
+                self.edge_owner_from_target(v)
+            }
+            OpKind::AsyncStart => self.prog.operands(owner).get(self.prog.value_pos[v as usize] as usize).copied(),
+            _ => None,
+        }
+    }
+
+    /// The manual axes when `slot` is a body argument of a manual computation.
+    fn manual_arg_axes(&self, slot: u32) -> Option<&[String]> {
+        let owner = self.prog.block_owner(slot)?;
+        if self.prog.kind[owner as usize] != OpKind::ManualComputation {
+            return None;
+        }
+        Some(self.prog.manual_axes.get(&owner).map_or(&[][..], Vec::as_slice))
+    }
+
+    /// The sharding of `v` (Shardy `getSharding`).
+    fn get_sharding(&self, v: u32) -> Option<TensorSharding> {
+        let slot = self.shardable(v)?;
+        let raw = self.raw[slot as usize].as_ref()?;
+        match self.manual_arg_axes(slot) {
+            Some(manual) => Some(erase_manual_axes(raw, manual)),
+            None => Some(raw.clone()),
+        }
+    }
+
+    /// Sets the sharding of `v` (Shardy `setSharding`). Per-value shardings of an op's results
+    /// (or of a named computation's body arguments) are all or nothing: the others become fully
+    /// open on the same mesh when they had none.
+    fn set_sharding(&mut self, v: u32, s: TensorSharding) {
+        let Some(slot) = self.shardable(v) else { return };
+        if let Some(manual) = self.manual_arg_axes(slot) {
+            let new = match &self.raw[slot as usize] {
+                Some(outer) => add_free_axes(outer, &s, manual),
+                None => s,
+            };
+            self.raw[slot as usize] = Some(new);
+            return;
+        }
+        let siblings: Vec<u32> = if let Some(d) = self.prog.def(slot) {
+            self.prog.results(d).to_vec()
+        } else if let Some(o) = self.prog.block_owner(slot).filter(|&o| self.prog.kind[o as usize] == OpKind::NamedComputation) {
+            self.prog.block_args.row(o as usize).to_vec()
+        } else {
+            Vec::new()
+        };
+        for sib in siblings {
+            if sib != slot && self.raw[sib as usize].is_none() {
+                let rank = if self.prog.non_tensor[sib as usize] { 0 } else { self.prog.shape(sib).len() };
+                self.raw[sib as usize] = Some(fully_open(&s.mesh, rank));
+            }
+        }
+        self.raw[slot as usize] = Some(s);
+    }
+
+    /// The owner of the targets of edge `edge` and, when the owner belongs to a manual
+    /// computation, its manual axes.
+    fn edge_manual(&self, edge: u32) -> Option<(u32, &[String])> {
+        let owner = *self.prog.operands(edge).first()?;
+        let op = self.prog.owning_op(owner);
+        if op == NONE || self.prog.kind[op as usize] != OpKind::ManualComputation {
+            return None;
+        }
+        Some((owner, self.prog.manual_axes.get(&op).map_or(&[][..], Vec::as_slice)))
+    }
+
+    fn edge_result(&self, edge: u32) -> u32 {
+        self.prog.results(edge)[0]
+    }
+
+    /// The sharding of an edge's targets as seen by propagation (Shardy
+    /// `transformTargetSharding(..., kBeforeEdgePropagation)`).
+    fn edge_target_get(&self, edge: u32) -> Option<TensorSharding> {
+        let s = self.raw[self.edge_result(edge) as usize].as_ref()?;
+        match self.edge_manual(edge) {
+            None => Some(s.clone()),
+            Some((owner, manual)) => {
+                if self.prog.def(owner).is_none() {
+                    Some(match &self.raw[owner as usize] {
+                        Some(in_sharding) => add_free_axes(in_sharding, s, manual),
+                        None => s.clone(),
+                    })
+                } else {
+                    Some(erase_manual_axes(s, manual))
+                }
+            }
+        }
+    }
+
+    /// Stores a propagated target sharding on the edge (`kAfterEdgePropagation`).
+    fn edge_target_set(&mut self, edge: u32, s: TensorSharding) {
+        let new = match self.edge_manual(edge) {
+            None => s,
+            Some((owner, manual)) => {
+                if self.prog.def(owner).is_none() {
+                    erase_manual_axes(&s, manual)
+                } else {
+                    match &self.raw[owner as usize] {
+                        Some(out_sharding) => add_free_axes(out_sharding, &s, manual),
+                        None => s,
+                    }
+                }
+            }
+        };
+        let r = self.edge_result(edge);
+        self.raw[r as usize] = Some(new);
+    }
+
+    /// The sources of the edge whose input is `owner` (Shardy `getEdgeSources`).
+    fn edge_sources(&self, owner: u32) -> Vec<u32> {
+        let op = self.prog.owning_op(owner);
+        if op == NONE {
+            return Vec::new();
+        }
+        let k = self.prog.value_pos[owner as usize] as usize;
+        let operand_of = |term: Option<u32>| term.and_then(|t| self.prog.operands(t).get(k).copied());
+        let is_result = self.prog.def(owner).is_some();
+        match self.prog.kind[op as usize] {
+            OpKind::While if is_result => {
+                let mut s: Vec<u32> = self.prog.operands(op).get(k).copied().into_iter().collect();
+                s.extend(operand_of(self.prog.body_terminator(op)));
+                s
+            }
+            OpKind::Case if is_result => {
+                self.prog.terminators.row(op as usize).iter().filter_map(|&t| self.prog.operands(t).get(k).copied()).collect()
+            }
+            OpKind::OptimizationBarrier if is_result => self.prog.operands(op).get(k).copied().into_iter().collect(),
+            OpKind::ManualComputation | OpKind::NamedComputation => {
+                if is_result {
+                    operand_of(self.prog.body_terminator(op)).into_iter().collect()
+                } else {
+                    self.prog.operands(op).get(k).copied().into_iter().collect()
+                }
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Targets of the edge whose input is `owner` other than the owner (Shardy
+    /// `getNonEdgeOwnerTargets`: a while's block arguments).
+    fn non_owner_targets(&self, owner: u32) -> Vec<u32> {
+        let op = self.prog.owning_op(owner);
+        if op == NONE || self.prog.kind[op as usize] != OpKind::While || self.prog.def(owner).is_none() {
+            return Vec::new();
+        }
+        let n = self.prog.results(op).len();
+        let k = self.prog.value_pos[owner as usize] as usize;
+        let args = self.prog.block_args.row(op as usize);
+        [k, n + k].iter().filter_map(|&i| args.get(i).copied()).collect()
+    }
+
+    // ------------------------------------------------------------------ notifications
+
+    /// Puts `op` and its ancestors back on the worklist (MLIR's `addToWorklist`), unless it
+    /// is the op being propagated through.
+    fn notify_op(&mut self, op: u32) {
+        if !self.notify || self.current == Some(op) {
+            return;
+        }
+        self.add_to_worklist(op);
+    }
+
+    fn add_to_worklist(&mut self, op: u32) {
+        let mut cur = Some(op);
+        while let Some(o) = cur {
+            self.worklist.push(o);
+            cur = self.prog.parent(o);
+        }
+    }
+
+    /// The edge a use feeds (Shardy `DataFlowEdgeOp::lookup(OpOperand&)`).
+    fn edge_of_source(&self, user: u32, operand: u32) -> Option<u32> {
+        let is_term = self.prog.kind[user as usize].is_terminator();
+        let op = if is_term { self.prog.parent(user)? } else { user };
+        let k = operand as usize;
+        let owner = match self.prog.kind[op as usize] {
+            OpKind::While | OpKind::Case | OpKind::OptimizationBarrier => self.prog.results(op).get(k).copied()?,
+            OpKind::ManualComputation | OpKind::NamedComputation => {
+                if is_term {
+                    self.prog.results(op).get(k).copied()?
+                } else {
+                    self.prog.operands(op).get(k).copied()?
+                }
+            }
+            _ => return None,
+        };
+        self.edge_of(owner)
+    }
+
+    /// Shardy `notifyUsersModified`: puts the users of `root` back on the worklist, looking
+    /// through data flow edges, terminators (to the parent op, or from a function's return
+    /// to the results of its calls) and calls (to the callee's arguments), depth first in
+    /// use-list order. A value reached twice is not walked again: walking it again would only
+    /// push ops already pushed (Shardy recurses, without end where calls form a cycle).
+    fn notify_users(&mut self, root: u32) {
+        if !self.notify {
+            return;
+        }
+        self.seen_epoch = self.seen_epoch.wrapping_add(1);
+        if self.seen_epoch == 0 {
+            self.seen.iter_mut().for_each(|e| *e = 0);
+            self.seen_epoch = 1;
+        }
+        let mut stack: Vec<(u32, usize)> = vec![(root, 0)];
+        while let Some(top) = stack.last_mut() {
+            let (v, i) = *top;
+            if i == 0 {
+                if self.seen[v as usize] == self.seen_epoch {
+                    stack.pop();
+                    continue;
+                }
+                self.seen[v as usize] = self.seen_epoch;
+            }
+            let Some(&(user, k)) = self.prog.uses[v as usize].get(i) else {
+                stack.pop();
+                continue;
+            };
+            top.1 = i + 1;
+            if !self.is_alive(user) {
+                continue;
+            }
+            if let Some(edge) = self.edge_of_source(user, k) {
+                self.notify_op(edge);
+                continue;
+            }
+            let kind = self.prog.kind[user as usize];
+            if kind.is_terminator() {
+                let Some(parent) = self.prog.parent(user) else { continue };
+                if kind != OpKind::FuncReturn {
+                    self.notify_op(parent);
+                    continue;
+                }
+                let callers = self.prog.callers.get(&parent).map_or(&[][..], Vec::as_slice);
+                if callers.is_empty() && !self.prog.symbol_used[parent as usize] {
+                    self.notify_op(parent);
+                    continue;
+                }
+                let next: Vec<u32> =
+                    callers.iter().filter_map(|&call| self.prog.results(call).get(k as usize).copied()).collect();
+                stack.extend(next.into_iter().rev().map(|r| (r, 0)));
+                continue;
+            }
+            if kind == OpKind::Call {
+                let arg = self.prog.callee.get(&user).and_then(|&f| self.prog.block_args.row(f as usize).get(k as usize).copied());
+                if let Some(arg) = arg {
+                    stack.push((arg, 0));
+                }
+                continue;
+            }
+            self.notify_op(user);
+        }
+    }
+
+    /// Shardy `notifyShardingModified`.
+    fn notify_sharding_modified(&mut self, v: u32) {
+        if !self.notify {
+            return;
+        }
+        if let Some(d) = self.prog.def(v) {
+            if self.prog.kind[d as usize] == OpKind::DataFlowEdge {
+                if let Some(&owner) = self.prog.operands(d).first() {
+                    for t in self.non_owner_targets(owner) {
+                        self.notify_users(t);
+                    }
+                }
+            }
+            self.notify_op(d);
+        } else if let Some(o) = self.prog.block_owner(v) {
+            self.notify_op(o);
+        }
+        self.notify_users(v);
+    }
+
+    // ------------------------------------------------------------------ one propagation step
+
+    fn tensor_get(&self, t: Tensor) -> Option<TensorSharding> {
+        match t {
+            Tensor::Value(v) => self.get_sharding(v),
+            Tensor::EdgeTarget(e) => self.edge_target_get(e),
+            Tensor::FuncResult(f, k) => self.func_results.get(&f).and_then(|r| r.get(k as usize).cloned().flatten()),
+        }
+    }
+
+    fn tensor_set(&mut self, t: Tensor, s: TensorSharding) {
+        match t {
+            Tensor::Value(v) => self.set_sharding(v, s),
+            Tensor::EdgeTarget(e) => self.edge_target_set(e, s),
+            Tensor::FuncResult(f, k) => {
+                if let Some(slot) = self.func_results.get_mut(&f).and_then(|r| r.get_mut(k as usize)) {
+                    *slot = Some(s);
+                }
+            }
+        }
+    }
+
+    /// The value whose change is announced (Shardy's `getShardableValue(tensor)`).
+    fn modified_value(&self, t: Tensor) -> Option<u32> {
+        match t {
+            Tensor::Value(v) => self.shardable(v),
+            Tensor::EdgeTarget(e) => Some(self.edge_result(e)),
+            Tensor::FuncResult(..) => None,
+        }
+    }
+
+    /// The mesh the shardings share (Shardy `getCommonMeshName`): the first sharding's,
+    /// unless it is the empty mesh, which any other replaces; `None` when two non-empty meshes
+    /// differ or no sharding is given. Errors when a sharding names an unknown mesh.
+    fn common_mesh(&self, shardings: &[&Option<TensorSharding>]) -> Result<Option<(MeshRef, Mesh)>> {
+        let mut chosen: Option<(MeshRef, Mesh)> = None;
+        for s in shardings.iter().filter_map(|s| s.as_ref()) {
+            let m = s.resolve_mesh(&self.meshes)?;
+            match &chosen {
+                None => chosen = Some((s.mesh.clone(), m.clone())),
+                Some((_, cm)) if cm.is_empty() => chosen = Some((s.mesh.clone(), m.clone())),
+                Some(_) if m.is_empty() => {}
+                Some((_, cm)) => {
+                    if cm != m {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        Ok(chosen)
+    }
+
+    /// Shardy `propagateTensorShardings`: projects the shardings of `operands` and `results`
+    /// onto `rule`, propagates along its factors with `strategy` in the directions `dirs`, and
+    /// stores (and announces) the shardings that changed. Returns whether any did.
+    #[allow(clippy::too_many_arguments)]
+    fn propagate_tensors(
+        &mut self,
+        operands: &[Tensor],
+        results: &[Tensor],
+        rule: &OpShardingRule,
+        dirs: &[Dir],
+        strategy: &dyn FactorPropagation,
+        conservative: bool,
+        elementwise: bool,
+    ) -> Result<bool> {
+        let op_sh: Vec<Option<TensorSharding>> = operands.iter().map(|&t| self.tensor_get(t)).collect();
+        let res_sh: Vec<Option<TensorSharding>> = results.iter().map(|&t| self.tensor_get(t)).collect();
+        let all: Vec<&Option<TensorSharding>> = op_sh.iter().chain(&res_sh).collect();
+        let Some((mesh_ref, mesh)) = self.common_mesh(&all)? else { return Ok(false) };
+        if mesh.is_maximal() {
+            return Ok(false);
+        }
+        let op_refs: Vec<Option<&TensorSharding>> = op_sh.iter().map(Option::as_ref).collect();
+        let res_refs: Vec<Option<&TensorSharding>> = res_sh.iter().map(Option::as_ref).collect();
+        let mut projection = ShardingProjection::build_on_mesh(&op_refs, &res_refs, rule, &mesh, false)?;
+        let direction = |f: usize| {
+            if i64::try_from(f).is_ok_and(|f| rule.is_blocked(f)) {
+                Dir::None
+            } else {
+                dirs.get(f).copied().unwrap_or(Dir::None)
+            }
+        };
+        let updated = strategy.propagate_factor_shardings(
+            &mut projection,
+            &direction,
+            &rule.factor_sizes,
+            Some(&mesh),
+            conservative,
+            OpInfo { elementwise },
+        )?;
+        let mut any = false;
+        for i in updated.operands.ones() {
+            any |= self.update_tensor(
+                operands[i],
+                &op_sh[i],
+                projection.operands[i].to_tensor_sharding(&rule.operand_mappings[i], &rule.factor_sizes, &mesh_ref, &mesh)?,
+            );
+        }
+        for i in updated.results.ones() {
+            any |= self.update_tensor(
+                results[i],
+                &res_sh[i],
+                projection.results[i].to_tensor_sharding(&rule.result_mappings[i], &rule.factor_sizes, &mesh_ref, &mesh)?,
+            );
+        }
+        Ok(any)
+    }
+
+    /// Shardy `updateTensorSharding`: stores `new` unless it equals `old` (or is empty where
+    /// there was nothing), announces it and gives it to the value's sharding group.
+    fn update_tensor(&mut self, t: Tensor, old: &Option<TensorSharding>, new: TensorSharding) -> bool {
+        if (old.is_none() && empty_axes(&new)) || old.as_ref() == Some(&new) {
+            return false;
+        }
+        self.stats.updates += 1;
+        self.tensor_set(t, new.clone());
+        let Some(modified) = self.modified_value(t) else { return true };
+        self.notify_sharding_modified(modified);
+        if let Some(&g) = self.prog.group_of.get(&modified) {
+            let members = self.prog.groups[g].1.clone();
+            for m in members {
+                if m == modified {
+                    continue;
+                }
+                self.stats.updates += 1;
+                self.set_sharding(m, new.clone());
+                self.notify_sharding_modified(m);
+            }
+        }
+        true
+    }
+
+    fn directions(&self, policy: &dyn DirectionPolicy, op: u32, num_factors: usize) -> Vec<Dir> {
+        (0..num_factors).map(|f| policy.direction(self, op, f)).collect()
+    }
+
+    /// Shardy's `PropagateRegisteredOp`: through an op with a sharding rule.
+    fn visit_registered(&mut self, op: u32, strategy: &dyn FactorPropagation, policy: &dyn DirectionPolicy) -> Result<bool> {
+        let graph: &'g Graph = self.prog.graph;
+        let Some(rule) = graph.rule(op as usize) else { return Ok(false) };
+        self.rule_used[op as usize] = true;
+        let operands: Vec<Tensor> = graph.operands.row(op as usize).iter().map(|&v| Tensor::Value(v)).collect();
+        let results: Vec<Tensor> = graph.results.row(op as usize).iter().map(|&v| Tensor::Value(v)).collect();
+        let dirs = self.directions(policy, op, rule.num_factors());
+        let elementwise = self.prog.elementwise[op as usize];
+        self.propagate_tensors(&operands, &results, rule, &dirs, strategy, self.conservative, elementwise)
+    }
+
+    /// Shardy's `PropagateDataFlowEdgeOp`: between the sources and the targets of an edge.
+    fn visit_edge(&mut self, edge: u32, strategy: &dyn FactorPropagation, policy: &dyn DirectionPolicy) -> Result<bool> {
+        let (Some(&owner), Some(&result)) = (self.prog.operands(edge).first(), self.prog.results(edge).first()) else {
+            return Ok(false);
+        };
+        if !self.prog.is_static_tensor(result) {
+            return Ok(false);
+        }
+        let sources = self.edge_sources(owner);
+        let rule = RuleBuilder::identity(self.prog.shape(result), sources.len(), 1);
+        let operands: Vec<Tensor> = sources.iter().map(|&v| Tensor::Value(v)).collect();
+        let dirs = self.directions(policy, edge, rule.num_factors());
+        self.propagate_tensors(&operands, &[Tensor::EdgeTarget(edge)], &rule, &dirs, strategy, false, false)
+    }
+
+    /// Shardy's `PropagateFuncDataFlowEdgeOp`: between a function argument and the operands
+    /// of its calls, or a call result and the callee's return value. A function argument of a
+    /// function nobody calls counts as done.
+    fn visit_func_edge(&mut self, edge: u32, strategy: &dyn FactorPropagation, policy: &dyn DirectionPolicy) -> Result<bool> {
+        let (Some(&input), Some(&result)) = (self.prog.operands(edge).first(), self.prog.results(edge).first()) else {
+            return Ok(false);
+        };
+        if !self.prog.is_static_tensor(result) {
+            return Ok(false);
+        }
+        let k = self.prog.value_pos[input as usize] as usize;
+        let sources: Vec<u32> = if self.prog.block_owner(input).is_some() {
+            let Some(func) = self.prog.enclosing_func(edge) else { return Ok(false) };
+            let callers = self.prog.callers.get(&func).cloned().unwrap_or_default();
+            let s: Vec<u32> = callers.iter().filter_map(|&c| self.prog.operands(c).get(k).copied()).collect();
+            if s.is_empty() {
+                return Ok(true);
+            }
+            s
+        } else {
+            let Some(call) = self.prog.def(input) else { return Ok(false) };
+            let Some(&func) = self.prog.callee.get(&call) else { return Ok(false) };
+            match self.prog.terminator(func, 0) {
+                Some(ret) if self.prog.kind[ret as usize] == OpKind::FuncReturn => {
+                    self.prog.operands(ret).get(k).copied().into_iter().collect()
+                }
+                _ => Vec::new(),
+            }
+        };
+        let rule = RuleBuilder::identity(self.prog.shape(result), sources.len(), 1);
+        let operands: Vec<Tensor> = sources.iter().map(|&v| Tensor::Value(v)).collect();
+        let dirs = self.directions(policy, edge, rule.num_factors());
+        self.propagate_tensors(&operands, &[Tensor::Value(result)], &rule, &dirs, strategy, false, false)
+    }
+
+    /// Shardy's `PropagatePropagationBarrier`: only in the barrier's allowed direction.
+    fn visit_barrier(&mut self, op: u32, strategy: &dyn FactorPropagation) -> Result<bool> {
+        let (Some(&input), Some(&result)) = (self.prog.operands(op).first(), self.prog.results(op).first()) else {
+            return Ok(false);
+        };
+        let dir = self.prog.barrier_direction.get(&op).copied().unwrap_or(Dir::None);
+        let rule = RuleBuilder::identity(self.prog.shape(result), 1, 1);
+        let dirs = vec![dir; rule.num_factors()];
+        self.propagate_tensors(&[Tensor::Value(input)], &[Tensor::Value(result)], &rule, &dirs, strategy, false, true)
+    }
+
+    fn visit(&mut self, op: u32, strategy: &dyn FactorPropagation, policy: &dyn DirectionPolicy) -> Result<()> {
+        self.stats.visits += 1;
+        let done = match self.prog.kind[op as usize] {
+            OpKind::DataFlowEdge => self.visit_edge(op, strategy, policy)?,
+            OpKind::FuncDataFlowEdge => self.visit_func_edge(op, strategy, policy)?,
+            OpKind::PropagationBarrier => self.visit_barrier(op, strategy)?,
+            _ => false,
+        };
+        if !done {
+            self.visit_registered(op, strategy, policy)?;
+        }
+        Ok(())
+    }
+
+    /// Shardy `propagateFuncResults`: between the main function's return values and its
+    /// result shardings, both ways, without announcing anything.
+    fn propagate_func_results(&mut self, strategy: &dyn FactorPropagation) -> Result<()> {
+        let Some(main) = self.prog.main_func else { return Ok(()) };
+        let Some(ret) = self.prog.terminator(main, 0) else { return Ok(()) };
+        if self.prog.kind[ret as usize] != OpKind::FuncReturn {
+            return Ok(());
+        }
+        let values = self.prog.operands(ret).to_vec();
+        self.notify = false;
+        for (k, v) in values.into_iter().enumerate() {
+            if !self.prog.is_static_tensor(v) {
+                continue;
+            }
+            let rule = RuleBuilder::identity(self.prog.shape(v), 1, 1);
+            let dirs = vec![Dir::Both; rule.num_factors()];
+            self.propagate_tensors(&[Tensor::Value(v)], &[Tensor::FuncResult(main, k as u32)], &rule, &dirs, strategy, false, false)?;
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ the driver
+
+    /// Whether `op` would be erased when popped (MLIR `isOpTriviallyDead`).
+    fn is_trivially_dead(&self, op: u32) -> bool {
+        if self.prog.kind[op as usize].is_terminator() || self.prog.results(op).iter().any(|&r| self.live_uses[r as usize] > 0) {
+            return false;
+        }
+        let mut stack = vec![op];
+        while let Some(o) = stack.pop() {
+            match self.prog.effects[o as usize] {
+                Effects::None => {}
+                Effects::Recursive => stack.extend(self.prog.children.row(o as usize).iter().filter(|&&c| self.is_alive(c))),
+                Effects::Some => return false,
+            }
+        }
+        true
+    }
+
+    /// Erases `op` and the ops nested in it, last first (MLIR `RewriterBase::eraseOp`), putting
+    /// the producers of their operands back on the worklist where one user at most remains.
+    fn erase_tree(&mut self, op: u32) {
+        let children = self.prog.children.row(op as usize).to_vec();
+        for &c in children.iter().rev() {
+            if self.is_alive(c) {
+                self.erase_tree(c);
+            }
+        }
+        // MLIR `addOperandsToWorklist`.
+        for i in 0..self.prog.operands(op).len() {
+            let v = self.prog.operands(op)[i];
+            let Some(d) = self.prog.def(v) else { continue };
+            let mut other: Option<u32> = None;
+            let mut more = false;
+            for &(u, _) in &self.prog.uses[v as usize] {
+                if u == op || !self.is_alive(u) || Some(u) == other {
+                    continue;
+                }
+                if other.is_none() {
+                    other = Some(u);
+                    continue;
+                }
+                more = true;
+                break;
+            }
+            if !more && self.is_alive(d) {
+                self.add_to_worklist(d);
+            }
+        }
+        self.worklist.remove(op);
+        self.alive[op as usize] = false;
+        for i in 0..self.prog.operands(op).len() {
+            let v = self.prog.operands(op)[i];
+            self.live_uses[v as usize] -= 1;
+        }
+        self.erased.push(op);
+    }
+
+    /// One round: Shardy's `BasicPropagationPassImpl::propagate` with `strategy` and `policy`.
+    pub fn run_round(&mut self, strategy: &dyn FactorPropagation, policy: &dyn DirectionPolicy) -> Result<()> {
+        self.stats.rounds += 1;
+        self.propagate_func_results(strategy)?;
+        let n = self.alive.len() as u32;
+        for op in (0..n).rev() {
+            if self.is_alive(op) {
+                self.worklist.push(op);
+            }
+        }
+        // Propagation only adds axes, so it converges; the cap turns a bug into an error
+        // rather than an endless loop.
+        let cap = 1000u64.saturating_mul(self.alive.len() as u64 + self.raw.len() as u64 + 16);
+        let start = self.stats.visits;
+        while let Some(op) = self.worklist.pop() {
+            if !self.is_alive(op) {
+                continue;
+            }
+            if self.stats.visits - start > cap {
+                return Err(Error::invariant(
+                    "propagation-no-fixed-point",
+                    format!("propagation did not reach a fixed point after {cap} op visits in one round"),
+                ));
+            }
+            if self.is_trivially_dead(op) {
+                self.erase_tree(op);
+                continue;
+            }
+            self.current = Some(op);
+            self.notify = true;
+            let r = self.visit(op, strategy, policy);
+            self.current = None;
+            self.notify = false;
+            r?;
+        }
+        self.propagate_func_results(strategy)
+    }
+
+    // ------------------------------------------------------------------ sharding groups
+
+    /// Shardy `ShardingGroupMap::syncGroupMemberShardings`: every member of a group gets the
+    /// group's common sharding. Groups whose members disagree are returned (and left alone).
+    pub fn sync_sharding_groups(&mut self) -> Vec<GroupConflict> {
+        let mut conflicts = Vec::new();
+        for g in 0..self.prog.groups.len() {
+            let (id, members) = self.prog.groups[g].clone();
+            let mut common: Option<TensorSharding> = None;
+            let mut conflict = false;
+            if members.len() == 1 {
+                common = self.get_sharding(members[0]);
+            } else {
+                for &m in &members {
+                    let Some(c) = self.get_sharding(m) else { continue };
+                    if is_fully_open(&c) {
+                        continue;
+                    }
+                    match &common {
+                        None => common = Some(c),
+                        Some(s) if *s != c => {
+                            conflict = true;
+                            break;
+                        }
+                        Some(_) => {}
+                    }
+                }
+            }
+            let Some(sharding) = common else { continue };
+            if conflict {
+                conflicts.push(GroupConflict { group_id: id, members, sharding });
+                continue;
+            }
+            for m in members {
+                self.set_sharding(m, sharding.clone());
+            }
+        }
+        conflicts
+    }
+
+    /// Checks what Shardy's verifier checks of the shardings propagation writes on manual
+    /// computations: in each dimension of an in or out sharding, the manual axes come before
+    /// the free ones (propagation from outside can break it, and Shardy then fails
+    /// verification after the pass).
+    pub fn verify_manual_computations(&self) -> Result<()> {
+        for op in 0..self.alive.len() as u32 {
+            if !self.is_alive(op) || self.prog.kind[op as usize] != OpKind::ManualComputation {
+                continue;
+            }
+            let manual = self.prog.manual_axes.get(&op).map_or(&[][..], Vec::as_slice);
+            let lists = [("operand", self.prog.block_args.row(op as usize)), ("result", self.prog.results(op))];
+            for (what, values) in lists {
+                for (i, &v) in values.iter().enumerate() {
+                    let Some(s) = &self.raw[v as usize] else { continue };
+                    for (d, dim) in s.dims.iter().enumerate() {
+                        let is_manual = |a: &crate::axis::AxisRef| manual.contains(&a.name);
+                        let first_free = dim.axes.iter().position(|a| !is_manual(a)).unwrap_or(dim.axes.len());
+                        if let Some(a) = dim.axes[first_free..].iter().find(|a| is_manual(a)) {
+                            return Err(Error::invariant(
+                                "manual-axis-after-free-axis",
+                                format!(
+                                    "sdy.manual_computation (op {op}): {what} sharding at index {i} must have all manual axes come before free axes in its dimension sharding at index {d}; saw manual axis {a} after free axis {} in {}",
+                                    dim.axes[first_free],
+                                    crate::text::print_sharding(s)
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ user priorities
+
+    fn mesh_of(&self, s: &TensorSharding) -> Result<Mesh> {
+        Ok(s.resolve_mesh(&self.meshes)?.clone())
+    }
+
+    /// Shardy `getShardingReferencesPerPriorityAndInitialize`: every stored sharding (skipping
+    /// edge owners that have an edge) is reduced to its priority-0 dimensions, the others
+    /// becoming closed and replicated; returns, per non-zero priority in increasing order, the
+    /// shardings to restore (in program order) with their original form.
+    pub fn init_user_priorities(&mut self) -> Result<Vec<(i64, Vec<PriorityReference>)>> {
+        let mut per_priority: Vec<(i64, Vec<PriorityReference>)> = Vec::new();
+        let n = self.alive.len() as u32;
+        for op in 0..n {
+            if !self.is_alive(op) {
+                continue;
+            }
+            let kind = self.prog.kind[op as usize];
+            let mut values: Vec<u32> = Vec::new();
+            match kind {
+                OpKind::Func => {
+                    values.extend(self.prog.block_args.row(op as usize));
+                }
+                OpKind::ManualComputation | OpKind::NamedComputation => {
+                    values.extend(self.prog.block_args.row(op as usize));
+                    values.extend(self.prog.results(op));
+                }
+                _ => values.extend(self.prog.results(op)),
+            }
+            for v in values {
+                let Some(s) = self.raw[v as usize].clone() else { continue };
+                if kind.is_shardable_data_flow() && self.edge_of_target(v).is_some() {
+                    continue;
+                }
+                let new = self.initialize_priority(PriorityTarget::Value(v), &s, &mut per_priority)?;
+                if new != s {
+                    self.raw[v as usize] = Some(new);
+                }
+            }
+            if kind == OpKind::Func {
+                let count = self.func_results.get(&op).map_or(0, Vec::len);
+                for k in 0..count {
+                    let Some(s) = self.func_results[&op][k].clone() else { continue };
+                    let new = self.initialize_priority(PriorityTarget::FuncResult(op, k as u32), &s, &mut per_priority)?;
+                    if new != s {
+                        if let Some(slot) = self.func_results.get_mut(&op) {
+                            slot[k] = Some(new);
+                        }
+                    }
+                }
+            }
+        }
+        per_priority.sort_by_key(|(p, _)| *p);
+        Ok(per_priority)
+    }
+
+    fn initialize_priority(
+        &self,
+        target: PriorityTarget,
+        s: &TensorSharding,
+        per_priority: &mut Vec<(i64, Vec<PriorityReference>)>,
+    ) -> Result<TensorSharding> {
+        for p in nonzero_priorities(s) {
+            match per_priority.iter_mut().find(|(q, _)| *q == p) {
+                Some((_, refs)) => refs.push((target, s.clone())),
+                None => per_priority.push((p, vec![(target, s.clone())])),
+            }
+        }
+        Ok(initialized_for_priorities(s, &self.mesh_of(s)?))
+    }
+
+    /// Shardy `updateReferencedShardingsForPriority`: restores the dimensions of priority
+    /// `priority` of each referenced sharding.
+    pub fn apply_priority(&mut self, refs: &[PriorityReference], priority: i64) {
+        for (target, original) in refs {
+            match *target {
+                PriorityTarget::Value(v) => {
+                    let Some(cur) = self.get_sharding(v) else { continue };
+                    let new = updated_for_priority(&cur, original, priority);
+                    if new != cur {
+                        self.set_sharding(v, new);
+                    }
+                }
+                PriorityTarget::FuncResult(f, k) => {
+                    let Some(slot) = self.func_results.get_mut(&f).and_then(|r| r.get_mut(k as usize)) else { continue };
+                    let Some(cur) = slot.clone() else { continue };
+                    let new = updated_for_priority(&cur, original, priority);
+                    if new != cur {
+                        *slot = Some(new);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The sharding rule of `op` in the graph (what Shardy finds on the op once it has
+    /// propagated through it).
+    pub fn rule(&self, op: u32) -> Option<&'g OpShardingRule> {
+        let graph: &'g Graph = self.prog.graph;
+        graph.rule(op as usize)
+    }
+}

@@ -1,0 +1,465 @@
+"""Shardy's propagation passes (``shardwise.propagation``) against Shardy itself.
+
+The oracle is the Shardy inside jaxlib 0.10.2: the lit corpus it produced
+(``../shared/conformance/lit``, every case of ``sdy-basic-propagate``,
+``sdy-aggressive-propagate``, ``sdy-op-priority-propagate`` and
+``sdy-user-priority-propagate``), and the passes run by jaxlib on generated programs. A result
+must be the same text as jaxlib's printing of Shardy's module. The other tests check the API:
+copies, options, errors, dead ops, sharding groups, rules, manual computations.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import shardwise as sw
+from shardwise.errors import InvalidShardingError, ProgramError
+from shardwise.propagation import PASSES, PropagationStats, ShardingGroupWarning, propagate
+from shardwise.rules import UnknownOpWarning
+
+jax_mlir = pytest.importorskip("jax._src.interpreters.mlir", reason="jax/jaxlib (the test extra) is not installed")
+from jaxlib.mlir import ir, passmanager  # noqa: E402
+
+from corpus import conformance_dir  # noqa: E402
+
+pytestmark = [pytest.mark.jax, pytest.mark.filterwarnings("ignore::shardwise.rules.UnknownOpWarning")]
+
+#: Lit pipelines of the four passes -> (pass name, options of ``propagate``).
+LIT_PIPELINES: dict[str, tuple[str, dict[str, Any]]] = {
+    "builtin.module(sdy-basic-propagate)": ("basic", {}),
+    "builtin.module(sdy-basic-propagate{conservative-propagation=true})": ("basic", {"conservative": True}),
+    "builtin.module(sdy-basic-propagate{keep-sharding-rules=true})": ("basic", {"keep_sharding_rules": True}),
+    "builtin.module(sdy-aggressive-propagate{propagation-strategy=aggressive})": ("aggressive", {}),
+    "builtin.module(sdy-op-priority-propagate)": ("op-priority", {}),
+    "builtin.module(sdy-user-priority-propagate)": ("user-priority", {}),
+}
+
+_CTX: Any = None
+
+
+def _context() -> Any:
+    global _CTX
+    if _CTX is None:
+        _CTX = jax_mlir.make_ir_context()
+    return _CTX
+
+
+def jax_print(text: str) -> str:
+    """jaxlib's printing of a module (the normal form ``to_mlir`` produces)."""
+    with _context():
+        return str(ir.Module.parse(text))
+
+
+def shardy(text: str, pipeline: str) -> str:
+    """Shardy's result of ``pipeline`` on ``text``, as jaxlib prints it."""
+    with _context():
+        m = ir.Module.parse(text)
+        passmanager.PassManager.parse(pipeline).run(m.operation)
+        return str(m)
+
+
+def ours(text: str, pass_name: str, **options: Any) -> str:
+    module = sw.load_mlir(text)
+    propagate(module, pass_name, **options)
+    return module.to_mlir()
+
+
+# ---------------------------------------------------------------------------- the lit corpus
+
+
+def _lit_cases() -> list[dict[str, Any]]:
+    path = conformance_dir()
+    if path is None or not (path / "lit" / "index.json").is_file():
+        return []
+    index = json.loads((path / "lit" / "index.json").read_text())
+    return [c for c in index["cases"] if c["pipeline"] in LIT_PIPELINES]
+
+
+LIT_CASES = _lit_cases()
+
+
+@pytest.mark.corpus
+def test_lit_corpus_has_every_case_of_the_four_passes() -> None:
+    if not LIT_CASES:
+        pytest.skip("../shared/conformance/lit is absent (set SHARDWISE_CONFORMANCE to point at it)")
+    counts: dict[str, int] = {}
+    for c in LIT_CASES:
+        name = LIT_PIPELINES[c["pipeline"]][0]
+        counts[name] = counts.get(name, 0) + 1
+    assert counts == {"basic": 123, "aggressive": 23, "op-priority": 15, "user-priority": 19}
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("case", LIT_CASES, ids=[c["id"] for c in LIT_CASES])
+def test_lit_case_is_exact(case: dict[str, Any]) -> None:
+    lit = Path(str(conformance_dir())) / "lit"
+    pass_name, options = LIT_PIPELINES[case["pipeline"]]
+    expected = jax_print((lit / case["out"]).read_text())
+    module = sw.load_mlir(lit / case["in"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        propagate(module, pass_name, **options)
+    group_warnings = [w for w in caught if issubclass(w.category, ShardingGroupWarning)]
+    # Shardy's only diagnostics in these cases are its sharding group warnings.
+    assert bool(group_warnings) == ("warning" in case["expected_diagnostics"])
+    assert module.to_mlir() == expected
+
+
+# ---------------------------------------------------------------------------- generated programs
+
+AXES = ("a", "b", "c")
+SHAPES = ((8, 16), (16, 8), (8, 8), (4, 8, 4), (128,))
+
+
+def _type(shape: tuple[int, ...]) -> str:
+    return "tensor<" + "x".join(map(str, shape)) + "xf32>"
+
+
+def _sharding(r: random.Random, shape: tuple[int, ...], priorities: bool) -> str:
+    used: list[str] = []
+    dims = []
+    for _ in shape:
+        axes = []
+        for _ in range(r.choice((0, 0, 1, 1, 2))):
+            free = [a for a in AXES if a not in used]
+            if free:
+                a = r.choice(free)
+                used.append(a)
+                axes.append(a)
+        closed = r.random() < 0.3
+        body = ", ".join(f'"{a}"' for a in axes)
+        if not closed:
+            body = body + ", ?" if body else "?"
+        prio = f"p{r.randint(0, 2)}" if priorities and (axes or not closed) and r.random() < 0.5 else ""
+        dims.append("{" + body + "}" + prio)
+    free = [a for a in AXES if a not in used]
+    rep = f', replicated={{"{r.choice(free)}"}}' if free and r.random() < 0.15 else ""
+    return "<@mesh, [" + ", ".join(dims) + "]" + rep + ">"
+
+
+def program(seed: int, priorities: bool = False) -> str:
+    """A random program of elementwise ops, dots, transposes, reshapes, broadcasts, sharding
+    constraints and an op without a rule, with random shardings (and priorities); every value
+    without a user is returned, so nothing is dead."""
+    r = random.Random(seed)
+    values: list[tuple[str, tuple[int, ...]]] = []
+    used: set[str] = set()
+    args = []
+    for i in range(r.randint(1, 4)):
+        shape = r.choice(SHAPES)
+        attr = f" {{sdy.sharding = #sdy.sharding{_sharding(r, shape, priorities)}}}" if r.random() < 0.6 else ""
+        args.append(f"%arg{i}: {_type(shape)}{attr}")
+        values.append((f"%arg{i}", shape))
+    lines = []
+
+    def attr(shape: tuple[int, ...]) -> str:
+        if r.random() < 0.25:
+            return f" {{sdy.sharding = #sdy.sharding_per_value<[{_sharding(r, shape, priorities)}]>}}"
+        return ""
+
+    for _ in range(r.randint(2, 10)):
+        x, shape = r.choice(values)
+        v = f"%{len(lines)}"
+        kind = r.choice(("add", "multiply", "tanh", "transpose", "dot", "reshape", "constraint", "broadcast", "custom"))
+        if kind in ("add", "multiply"):
+            y = r.choice([w for w in values if w[1] == shape])[0]
+            line, out, ins = f"{v} = stablehlo.{kind} {x}, {y}{attr(shape)} : {_type(shape)}", shape, [x, y]
+        elif kind == "tanh":
+            line, out, ins = f"{v} = stablehlo.tanh {x}{attr(shape)} : {_type(shape)}", shape, [x]
+        elif kind == "transpose" and len(shape) == 2:
+            out = (shape[1], shape[0])
+            line, ins = f"{v} = stablehlo.transpose {x}, dims = [1, 0]{attr(out)} : ({_type(shape)}) -> {_type(out)}", [x]
+        elif kind == "dot" and len(shape) == 2 and any(len(w[1]) == 2 and w[1][0] == shape[1] for w in values):
+            y, ys = r.choice([w for w in values if len(w[1]) == 2 and w[1][0] == shape[1]])
+            out = (shape[0], ys[1])
+            line = f"{v} = stablehlo.dot_general {x}, {y}, contracting_dims = [1] x [0]{attr(out)} : ({_type(shape)}, {_type(ys)}) -> {_type(out)}"
+            ins = [x, y]
+        elif kind == "reshape" and math.prod(shape) == 128:
+            out = r.choice([s for s in SHAPES if s != shape and math.prod(s) == 128])
+            line, ins = f"{v} = stablehlo.reshape {x}{attr(out)} : ({_type(shape)}) -> {_type(out)}", [x]
+        elif kind == "constraint":
+            line, out, ins = f"{v} = sdy.sharding_constraint {x} {_sharding(r, shape, priorities)} : {_type(shape)}", shape, [x]
+        elif kind == "broadcast" and len(shape) == 2:
+            out = (*shape, 4)
+            line, ins = f"{v} = stablehlo.broadcast_in_dim {x}, dims = [0, 1]{attr(out)} : ({_type(shape)}) -> {_type(out)}", [x]
+        elif kind == "custom":
+            line, out, ins = f"{v} = stablehlo.custom_call @foo({x}){attr(shape)} : ({_type(shape)}) -> {_type(shape)}", shape, [x]
+        else:
+            continue
+        lines.append("  " + line)
+        used.update(ins)
+        values.append((v, out))
+    returned = [w for w in values if w[0] not in used]
+    results = []
+    for _, shape in returned:
+        a = f" {{sdy.sharding = #sdy.sharding{_sharding(r, shape, priorities)}}}" if r.random() < 0.4 else ""
+        results.append(_type(shape) + a)
+    return "\n".join(
+        [
+            'sdy.mesh @mesh = <["a"=2, "b"=2, "c"=2]>',
+            f"func.func @main({', '.join(args)}) -> ({', '.join(results)}) {{",
+            *lines,
+            f"  return {', '.join(w[0] for w in returned)} : {', '.join(_type(w[1]) for w in returned)}",
+            "}",
+        ]
+    )
+
+
+GENERATED = [
+    ("basic", "sdy-basic-propagate", {}, False),
+    ("basic", "sdy-basic-propagate{conservative-propagation=true}", {"conservative": True}, False),
+    ("aggressive", "sdy-aggressive-propagate", {}, False),
+    ("aggressive", "sdy-aggressive-propagate{propagation-strategy=basic-then-aggressive}", {"propagation_strategy": "basic-then-aggressive"}, False),
+    ("op-priority", "sdy-op-priority-propagate", {}, False),
+    ("user-priority", "sdy-user-priority-propagate", {}, True),
+]
+
+
+@pytest.mark.parametrize("pass_name, pipeline, options, priorities", GENERATED, ids=[g[1] for g in GENERATED])
+def test_generated_programs_match_shardy(pass_name: str, pipeline: str, options: dict[str, Any], priorities: bool) -> None:
+    for seed in range(40):
+        text = program(seed, priorities)
+        expected = shardy(text, f"builtin.module({pipeline})")
+        assert ours(text, pass_name, **options) == expected, f"seed {seed}:\n{text}"
+
+
+# ---------------------------------------------------------------------------- the API
+
+SIMPLE = """
+sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {"b"}]>}, %arg1: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %0 = stablehlo.add %arg0, %arg1 : tensor<8x8xf32>
+  %1 = stablehlo.abs %0 : tensor<8x8xf32>
+  return %1 : tensor<8x8xf32>
+}
+"""
+
+
+def test_copy_or_in_place() -> None:
+    module = sw.load_mlir(SIMPLE)
+    before = module.to_mlir()
+    stats = PropagationStats()
+    copy = propagate(module, "aggressive", in_place=False, stats=stats)
+    assert copy is not module and module.to_mlir() == before
+    assert copy.to_mlir() == shardy(SIMPLE, "builtin.module(sdy-aggressive-propagate)")
+    assert stats.rounds == 1 and stats.visits >= 4 and stats.updates >= 3 and stats.erased == stats.inserted == 0
+    assert propagate(module, "aggressive") is module
+    assert module.to_mlir() == copy.to_mlir()
+    assert copy.func().args[1].sharding == sw.TensorSharding.parse('#sdy.sharding<@mesh, [{"a", ?}, {"b", ?}]>', module.meshes)
+    assert "rounds=1" in repr(stats)
+
+
+def test_every_pass_name_and_strategy() -> None:
+    for name in PASSES:
+        for strategy in ("basic", "aggressive", "basic-then-aggressive"):
+            expected_pipeline = f"{PASSES[name]}{{propagation-strategy={strategy}}}" if name != "basic" else PASSES[name]
+            expected = shardy(SIMPLE, f"builtin.module({expected_pipeline})")
+            assert ours(SIMPLE, name, propagation_strategy=strategy) == expected
+    text = SIMPLE.replace("stablehlo.abs %0", "stablehlo.abs %0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {\"a\"}]>]>}")
+    for name in ("op-priority", "user-priority"):
+        expected = shardy(text, f"builtin.module({PASSES[name]}{{run-op-priority-propagation=false}})")
+        assert ours(text, name, run_op_priority=False) == expected
+
+
+def test_bad_arguments_raise() -> None:
+    module = sw.load_mlir(SIMPLE)
+    with pytest.raises(ValueError, match="unknown propagation pass"):
+        propagate(module, "sideways")
+    with pytest.raises(ValueError, match="unknown propagation strategy"):
+        propagate(module, "aggressive", propagation_strategy="greedy")
+
+
+def test_what_shardy_rejects_raises() -> None:
+    dynamic = """
+func.func @main(%arg0: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %0 = stablehlo.abs %arg0 : tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}"""
+    with pytest.raises(ProgramError, match="static shape"):
+        propagate(sw.load_mlir(dynamic), "basic")
+    two = """
+func.func @f(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  return %arg0 : tensor<8xf32>
+}
+func.func @g(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  return %arg0 : tensor<8xf32>
+}"""
+    with pytest.raises(ProgramError, match="@main"):
+        propagate(sw.load_mlir(two), "basic")
+    # Propagating a manual axis into a manual computation from outside breaks Shardy's
+    # verifier: a manual axis must come before the free ones.
+    manual = """
+sdy.mesh @mesh = <["a"=2, "b"=2, "c"=2]>
+func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{?}]>] out_shardings=[<@mesh, [{?}]>] manual_axes={"b"} (%arg1: tensor<8xf32>) {
+    %1 = stablehlo.add %arg1, %arg1 : tensor<8xf32>
+    sdy.return %1 : tensor<8xf32>
+  } : (tensor<8xf32>) -> tensor<8xf32>
+  %1 = stablehlo.sine %0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a", "b"}]>]>} : tensor<8xf32>
+  return %1 : tensor<8xf32>
+}"""
+    with pytest.raises(InvalidShardingError, match="manual axes come before free axes") as e:
+        propagate(sw.load_mlir(manual), "basic")
+    assert e.value.rule == "manual-axis-after-free-axis"  # type: ignore[attr-defined]
+    with pytest.raises(Exception, match="come before free axes"):
+        shardy(manual, "builtin.module(sdy-basic-propagate)")
+
+
+def test_dead_ops_are_erased_as_shardy_erases_them() -> None:
+    text = """
+sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {"b"}]>}, %arg1: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %0 = stablehlo.add %arg0, %arg1 : tensor<8x8xf32>
+  %1 = stablehlo.abs %0 : tensor<8x8xf32>
+  %2 = stablehlo.custom_call @foo(%arg1) {has_side_effect = true} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %3 = sdy.propagation_barrier %arg0 allowed_direction=FORWARD : tensor<8x8xf32>
+  return %arg0 : tensor<8x8xf32>
+}"""
+    for name, pipeline in PASSES.items():
+        stats = PropagationStats()
+        module = sw.load_mlir(text)
+        propagate(module, name, stats=stats)
+        assert stats.erased == 3
+        assert module.to_mlir() == shardy(text, f"builtin.module({pipeline})")
+        assert [op.name for op in module.func().body.ops] == ["stablehlo.custom_call", "func.return"]
+
+
+def test_conflicting_sharding_groups_get_open_constraints() -> None:
+    text = """
+sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"b"}, {}]>}) -> tensor<8x8xf32> {
+  %0 = stablehlo.add %arg0, %arg1 : tensor<8x8xf32>
+  sdy.sharding_group %arg0 group_id = 0 : tensor<8x8xf32>
+  sdy.sharding_group %arg1 group_id = 0 : tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}"""
+    stats = PropagationStats()
+    module = sw.load_mlir(text)
+    with pytest.warns(ShardingGroupWarning, match="groupID: 0"):
+        propagate(module, "basic", stats=stats)
+    assert stats.inserted == 2
+    assert module.to_mlir() == shardy(text, "builtin.module(sdy-basic-propagate)")
+
+
+def test_sharding_rules_kept_or_removed() -> None:
+    text = SIMPLE.replace(
+        "stablehlo.abs %0 :", 'stablehlo.abs %0 {sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=8, j=8}>} :'
+    )
+    module = sw.load_mlir(text)
+    propagate(module, "basic", keep_sharding_rules=True)
+    rules = {op.name: op.attributes.get("sdy.sharding_rule") for op in module.func().body.ops}
+    assert rules["stablehlo.add"] == "#sdy.op_sharding_rule<([i, j], [i, j])->([i, j]) {i=8, j=8}>"
+    assert rules["stablehlo.abs"] is not None and rules["func.return"] is None
+    assert module.to_mlir() == shardy(text, "builtin.module(sdy-basic-propagate{keep-sharding-rules=true})")
+    module = sw.load_mlir(text)
+    propagate(module, "basic")
+    assert all("sdy.sharding_rule" not in op.attributes for op in module.walk())
+    assert module.to_mlir() == shardy(text, "builtin.module(sdy-basic-propagate)")
+    custom = text.replace("{i=8, j=8}>", "{i=8, j=8}, custom>")
+    module = sw.load_mlir(custom)
+    propagate(module, "basic")
+    assert module.to_mlir() == shardy(custom, "builtin.module(sdy-basic-propagate)")
+    assert "custom" in module.func().body.ops[1].attributes["sdy.sharding_rule"]
+
+
+def test_unknown_ops_warn() -> None:
+    text = SIMPLE.replace("stablehlo.abs %0 :", "stablehlo.custom_call @mystery(%0) : (tensor<8x8xf32>) ->")
+    with pytest.warns(UnknownOpWarning):
+        module = propagate(sw.load_mlir(text), "basic")
+    assert module.to_mlir() == shardy(text, "builtin.module(sdy-basic-propagate)")
+
+
+def test_propagations_run_concurrently_in_threads() -> None:
+    texts = [program(seed) for seed in range(8)]
+    expected = [ours(t, "aggressive") for t in texts]
+    got: list[str | None] = [None] * len(texts)
+    modules = [sw.load_mlir(t) for t in texts]
+
+    def work(i: int) -> None:
+        propagate(modules[i], "aggressive")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(texts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    got = [m.to_mlir() for m in modules]
+    assert got == expected
+
+
+# ---------------------------------------------------------------------------- whole pipelines
+
+
+@pytest.fixture
+def registered() -> Any:
+    """The four passes registered with ``shardwise.passes`` for one test (the registry is
+    restored afterwards, so other tests see it as they expect)."""
+    from shardwise.passes import registry
+    from shardwise.propagation import register_passes
+
+    passes, unsupported = dict(registry.PASSES), dict(registry.UNSUPPORTED)
+    register_passes()
+    register_passes()  # idempotent
+    yield registry
+    registry.PASSES.clear()
+    registry.PASSES.update(passes)
+    registry.UNSUPPORTED.clear()
+    registry.UNSUPPORTED.update(unsupported)
+
+
+def _pipeline_cases() -> list[tuple[str, str, str, str]]:
+    """``(id, in, out, pipeline)`` of every corpus case whose pipeline propagates, without the
+    debug options: lit cases and the dev corpus (``sdy-propagation-pipeline``)."""
+    path = conformance_dir()
+    if path is None:
+        return []
+    out = []
+    for sub in ("lit", "dev"):
+        index = path / sub / "index.json"
+        if not index.is_file():
+            continue
+        for c in json.loads(index.read_text())["cases"]:
+            p = c["pipeline"]
+            if ("propagat" in p and "debug" not in p) and p not in LIT_PIPELINES:
+                out.append((c.get("id", c.get("name")), str(path / sub / c["in"]), str(path / sub / c["out"]), p))
+    return out
+
+
+PIPELINE_CASES = _pipeline_cases()
+
+
+@pytest.mark.corpus
+def test_whole_pipelines_with_the_import_and_export_passes(registered: Any) -> None:
+    if not PIPELINE_CASES:
+        pytest.skip("../shared/conformance is absent (set SHARDWISE_CONFORMANCE to point at it)")
+    from shardwise.passes import PassWarning, run_pipeline
+
+    assert registered.PASSES["sdy-user-priority-propagate"].options["run-op-priority-propagation"] is True
+    failures = []
+    for case_id, inp, out, pipeline in PIPELINE_CASES:
+        module = sw.load_mlir(Path(inp))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PassWarning)
+            run_pipeline(module, pipeline)
+        if module.to_mlir() != jax_print(Path(out).read_text()):
+            failures.append(case_id)
+    assert not failures, failures
+    assert len(PIPELINE_CASES) >= 170  # 123 lit cases, 53 dev programs
+
+
+def test_registered_passes_reject_debug_options(registered: Any) -> None:
+    from shardwise.passes import PipelineError, run_pipeline
+
+    module = sw.load_mlir(SIMPLE)
+    run_pipeline(module, "builtin.module(sdy-aggressive-propagate{propagation-strategy=basic module-dump-directory=/tmp})")
+    assert module.to_mlir() == shardy(SIMPLE, "builtin.module(sdy-aggressive-propagate{propagation-strategy=basic})")
+    with pytest.raises(PipelineError, match="debug-sharding-origins"):
+        run_pipeline(sw.load_mlir(SIMPLE), "builtin.module(sdy-basic-propagate{debug-sharding-origins=true})")

@@ -1,0 +1,507 @@
+//! The fixed-point propagation solver over frozen programs. Programs are built by hand with a
+//! small builder; the expected shardings are Shardy's (the same programs as lit cases of
+//! `shardy/dialect/sdy/transforms/propagation/test/`, whose outputs jaxlib's Shardy printed),
+//! plus the solver's own rules: dead ops, sharding groups, manual axes, user priorities,
+//! worklist cost and errors.
+
+use std::collections::HashMap;
+
+use shardwise::graph::{Graph, GraphInput, NONE};
+use shardwise::propagation::layers::{intersection, union};
+use shardwise::propagation::transforms::{
+    add_free_axes, erase_manual_axes, initialized_for_priorities, nonzero_priorities, updated_for_priority,
+};
+use shardwise::propagation::{
+    propagate, Pass, PassOptions, ProgramFacts, PropagationDirection as Dir, SolverInput, SolverOutput, StrategyKind,
+};
+use shardwise::rule::parse_rule;
+use shardwise::text::{parse_mesh, parse_sharding, print_sharding};
+use shardwise::{ErrorKind, Mesh, TensorSharding};
+
+// ------------------------------------------------------------------ a small program builder
+
+struct Builder {
+    g: GraphInput,
+    shardings: Vec<Option<TensorSharding>>,
+    func_results: Vec<(u32, Vec<Option<TensorSharding>>)>,
+    facts: ProgramFacts,
+}
+
+fn empty_input() -> GraphInput {
+    GraphInput {
+        names: vec![],
+        op_name: vec![],
+        op_parent: vec![],
+        operand_counts: vec![],
+        operands: vec![],
+        result_counts: vec![],
+        results: vec![],
+        ranks: vec![],
+        dims: vec![],
+        value_block_owner: vec![],
+        rules: vec![],
+        op_rule: vec![],
+    }
+}
+
+fn sharding(text: &str) -> TensorSharding {
+    parse_sharding(text).unwrap()
+}
+
+impl Builder {
+    fn new() -> Builder {
+        Builder { g: empty_input(), shardings: vec![], func_results: vec![], facts: ProgramFacts::default() }
+    }
+
+    fn value(&mut self, shape: &[i64], owner: u32) -> u32 {
+        self.g.ranks.push(shape.len() as u32);
+        self.g.dims.extend_from_slice(shape);
+        self.g.value_block_owner.push(owner);
+        self.shardings.push(None);
+        (self.g.ranks.len() - 1) as u32
+    }
+
+    /// An op named `name` nested in `parent`, with `operands`, results of `results` shapes and
+    /// an optional rule in Shardy's text.
+    fn op(&mut self, name: &str, parent: Option<u32>, operands: &[u32], results: &[&[i64]], rule: Option<&str>) -> (u32, Vec<u32>) {
+        let op = self.g.op_name.len() as u32;
+        let k = match self.g.names.iter().position(|n| n == name) {
+            Some(k) => k,
+            None => {
+                self.g.names.push(name.to_string());
+                self.g.names.len() - 1
+            }
+        };
+        self.g.op_name.push(k as u32);
+        self.g.op_parent.push(parent.unwrap_or(NONE));
+        self.g.operand_counts.push(operands.len() as u32);
+        self.g.operands.extend_from_slice(operands);
+        let vs: Vec<u32> = results.iter().map(|s| self.value(s, NONE)).collect();
+        self.g.result_counts.push(vs.len() as u32);
+        self.g.results.extend_from_slice(&vs);
+        match rule {
+            Some(text) => {
+                self.g.rules.push(parse_rule(text).unwrap());
+                self.g.op_rule.push((self.g.rules.len() - 1) as u32);
+            }
+            None => self.g.op_rule.push(NONE),
+        }
+        (op, vs)
+    }
+
+    /// A block argument of `op`.
+    fn arg(&mut self, op: u32, shape: &[i64]) -> u32 {
+        self.value(shape, op)
+    }
+
+    /// A function with arguments of `shapes` (and `num_results` results, set up at return).
+    fn func(&mut self, shapes: &[&[i64]]) -> (u32, Vec<u32>) {
+        let (f, _) = self.op("func.func", None, &[], &[], None);
+        let args = shapes.iter().map(|s| self.arg(f, s)).collect();
+        (f, args)
+    }
+
+    fn ret(&mut self, func: u32, values: &[u32], result_shardings: Vec<Option<&str>>) {
+        self.op("func.return", Some(func), values, &[], None);
+        self.func_results.push((func, result_shardings.into_iter().map(|s| s.map(sharding)).collect()));
+        if self.facts.main_func.is_none() {
+            self.facts.main_func = Some(func);
+        }
+    }
+
+    fn shard(&mut self, v: u32, text: &str) {
+        self.shardings[v as usize] = Some(sharding(text));
+    }
+
+    fn run(self, meshes: &[(&str, &str)], options: PassOptions) -> (Graph, SolverOutput) {
+        let graph = Graph::new(self.g).unwrap();
+        let meshes: HashMap<String, Mesh> =
+            meshes.iter().map(|(n, m)| (n.to_string(), parse_mesh(m).unwrap())).collect();
+        let input = SolverInput { meshes, value_shardings: self.shardings, func_results: self.func_results, facts: self.facts };
+        let out = propagate(&graph, input, &options).unwrap();
+        (graph, out)
+    }
+}
+
+fn pass(pass: Pass) -> PassOptions {
+    PassOptions { pass, ..PassOptions::default() }
+}
+
+fn text(out: &SolverOutput, v: u32) -> Option<String> {
+    out.value_shardings[v as usize].as_ref().map(print_sharding)
+}
+
+fn result_text(out: &SolverOutput, k: usize) -> Option<String> {
+    out.func_results[0].1[k].as_ref().map(print_sharding)
+}
+
+const MESH_AB: (&str, &str) = ("mesh", r#"<["a"=2, "b"=2]>"#);
+const MESH_ABC: (&str, &str) = ("mesh", r#"<["a"=2, "b"=2, "c"=2]>"#);
+const POINTWISE_8X8: &str = "#sdy.op_sharding_rule<([i, j], [i, j])->([i, j]) {i=8, j=8}>";
+const UNARY_8X8: &str = "#sdy.op_sharding_rule<([i, j])->([i, j]) {i=8, j=8}>";
+
+fn s(t: &str) -> Option<String> {
+    Some(t.to_string())
+}
+
+// ------------------------------------------------------------------ passes end to end
+
+/// An argument's sharding reaches the other operand, the results and the function result;
+/// closed dimensions stay closed.
+#[test]
+fn basic_propagates_through_a_chain_to_the_function_result() {
+    let mut b = Builder::new();
+    let (f, args) = b.func(&[&[8, 8], &[8, 8]]);
+    b.shard(args[0], r#"<@mesh, [{"a"}, {"b"}]>"#);
+    let (_, add) = b.op("stablehlo.add", Some(f), &[args[0], args[1]], &[&[8, 8]], Some(POINTWISE_8X8));
+    let (_, abs) = b.op("stablehlo.abs", Some(f), &[add[0]], &[&[8, 8]], Some(UNARY_8X8));
+    b.ret(f, &[abs[0]], vec![None]);
+    let (_, out) = b.run(&[MESH_AB], pass(Pass::Basic));
+    let open = s(r#"#sdy.sharding<@mesh, [{"a", ?}, {"b", ?}]>"#);
+    assert_eq!(text(&out, args[0]), s(r#"#sdy.sharding<@mesh, [{"a"}, {"b"}]>"#));
+    assert_eq!(text(&out, args[1]), open);
+    assert_eq!(text(&out, add[0]), open);
+    assert_eq!(text(&out, abs[0]), open);
+    assert_eq!(result_text(&out, 0), open);
+    assert!(out.erased_ops.is_empty() && out.group_conflicts.is_empty());
+    assert_eq!(out.rule_ops.len(), 2);
+}
+
+/// Shardy's `multi_axes_conflict`: only the common prefix `"b"` reaches the first sum; the
+/// second sum's operands conflict on the major axis and it gets nothing.
+#[test]
+fn basic_propagates_only_the_compatible_prefix() {
+    let mut b = Builder::new();
+    let (f, args) = b.func(&[&[8, 8], &[8, 8], &[8, 8]]);
+    b.shard(args[0], r#"<@mesh, [{"b", "a"}, {}]>"#);
+    b.shard(args[1], r#"<@mesh, [{"b", "c"}, {}]>"#);
+    b.shard(args[2], r#"<@mesh, [{"a", "b"}, {}]>"#);
+    let (_, x) = b.op("stablehlo.add", Some(f), &[args[0], args[1]], &[&[8, 8]], Some(POINTWISE_8X8));
+    let (_, y) = b.op("stablehlo.add", Some(f), &[args[0], args[2]], &[&[8, 8]], Some(POINTWISE_8X8));
+    b.ret(f, &[x[0], y[0]], vec![None, None]);
+    let (_, out) = b.run(&[MESH_ABC], pass(Pass::Basic));
+    assert_eq!(text(&out, x[0]), s(r#"#sdy.sharding<@mesh, [{"b", ?}, {?}]>"#));
+    assert_eq!(text(&out, y[0]), None);
+    assert_eq!(result_text(&out, 0), s(r#"#sdy.sharding<@mesh, [{"b", ?}, {?}]>"#));
+    assert_eq!(result_text(&out, 1), None);
+}
+
+/// Shardy's `real_conflict_across_factors_diff_tensors_size`: basic propagation gives the
+/// matmul result nothing, the aggressive strategy the larger operand's axes.
+#[test]
+fn aggressive_resolves_a_conflict_that_basic_leaves() {
+    let build = || {
+        let mut b = Builder::new();
+        let (f, args) = b.func(&[&[8, 4], &[4, 16]]);
+        b.shard(args[0], r#"<@mesh, [{"a", "b"}, {?}]>"#);
+        b.shard(args[1], r#"<@mesh, [{?}, {"a", "c"}]>"#);
+        let (_, dot) = b.op(
+            "stablehlo.dot_general",
+            Some(f),
+            &[args[0], args[1]],
+            &[&[8, 16]],
+            Some("#sdy.op_sharding_rule<([i, k], [k, j])->([i, j]) {i=8, j=16, k=4} reduction={k}>"),
+        );
+        b.ret(f, &[dot[0]], vec![None]);
+        (b, dot[0])
+    };
+    let (b, dot) = build();
+    let (_, basic) = b.run(&[MESH_ABC], pass(Pass::Basic));
+    assert_eq!(text(&basic, dot), None);
+    let (b, dot) = build();
+    let (_, aggressive) = b.run(&[MESH_ABC], pass(Pass::Aggressive));
+    assert_eq!(text(&aggressive, dot), s(r#"#sdy.sharding<@mesh, [{?}, {"a", "c", ?}]>"#));
+    assert_eq!(result_text(&aggressive, 0), s(r#"#sdy.sharding<@mesh, [{?}, {"a", "c", ?}]>"#));
+}
+
+/// Shardy's `defer_forward_propagation_for_multi_use_ops`: with op priorities the results'
+/// sharding wins over the argument's for the ops behind a multi-use value.
+#[test]
+fn op_priority_defers_forward_propagation_through_multi_use_values() {
+    let build = |b: &mut Builder| {
+        let (f, args) = b.func(&[&[8, 8]]);
+        b.shard(args[0], r#"<@mesh, [{"a"}, {}]>"#);
+        let (_, sine) = b.op("stablehlo.sine", Some(f), &[args[0]], &[&[8, 8]], Some(UNARY_8X8));
+        let (_, x) = b.op("stablehlo.add", Some(f), &[sine[0], sine[0]], &[&[8, 8]], Some(POINTWISE_8X8));
+        let (_, y) = b.op("stablehlo.add", Some(f), &[sine[0], sine[0]], &[&[8, 8]], Some(POINTWISE_8X8));
+        let (_, c1) = b.op("stablehlo.cosine", Some(f), &[x[0]], &[&[8, 8]], Some(UNARY_8X8));
+        let (_, c2) = b.op("stablehlo.cosine", Some(f), &[y[0]], &[&[8, 8]], Some(UNARY_8X8));
+        b.ret(f, &[c1[0], c2[0]], vec![Some(r#"<@mesh, [{}, {"a"}]>"#), Some(r#"<@mesh, [{}, {"a"}]>"#)]);
+        (sine[0], x[0], c1[0])
+    };
+    let mut b = Builder::new();
+    let (sine, x, c1) = build(&mut b);
+    let (_, out) = b.run(&[MESH_AB], pass(Pass::OpPriority));
+    assert_eq!(text(&out, sine), s(r#"#sdy.sharding<@mesh, [{"a", ?}, {?}]>"#));
+    assert_eq!(text(&out, x), s(r#"#sdy.sharding<@mesh, [{?}, {"a", ?}]>"#));
+    assert_eq!(text(&out, c1), s(r#"#sdy.sharding<@mesh, [{?}, {"a", ?}]>"#));
+    assert_eq!(out.stats.rounds, 5);
+    // The basic pass propagates forward first: the sums take the sine's sharding.
+    let mut b = Builder::new();
+    let (_, x, _) = build(&mut b);
+    let (_, out) = b.run(&[MESH_AB], pass(Pass::Basic));
+    assert_eq!(text(&out, x), s(r#"#sdy.sharding<@mesh, [{"a", ?}, {?}]>"#));
+}
+
+/// Shardy's `while_body_propagate_block_arg`: the body's sharding reaches the while operand
+/// through the data flow edge, which the while's block arguments and result share.
+#[test]
+fn data_flow_edges_carry_shardings_across_a_while() {
+    let mut b = Builder::new();
+    let (f, args) = b.func(&[&[32, 96]]);
+    let (_, c0) = b.op("stablehlo.constant", Some(f), &[], &[&[]], None);
+    let (_, c1) = b.op("stablehlo.constant", Some(f), &[], &[&[]], None);
+    let (w, res) = b.op("stablehlo.while", Some(f), &[args[0], c0[0]], &[&[32, 96], &[]], None);
+    let cond_args = [b.arg(w, &[32, 96]), b.arg(w, &[])];
+    let body_args = [b.arg(w, &[32, 96]), b.arg(w, &[])];
+    let (_, cmp) = b.op("stablehlo.compare", Some(w), &[cond_args[1], c1[0]], &[&[]], Some("#sdy.op_sharding_rule<([], [])->([])>"));
+    b.op("stablehlo.return", Some(w), &[cmp[0]], &[], None);
+    let (_, inc) = b.op("stablehlo.add", Some(w), &[body_args[1], c1[0]], &[&[]], Some("#sdy.op_sharding_rule<([], [])->([])>"));
+    let (_, sum) = b.op(
+        "stablehlo.add",
+        Some(w),
+        &[body_args[0], body_args[0]],
+        &[&[32, 96]],
+        Some("#sdy.op_sharding_rule<([i, j], [i, j])->([i, j]) {i=32, j=96}>"),
+    );
+    b.shard(sum[0], r#"<@mesh, [{"a"}, {"b"}]>"#);
+    let (_, cc) = b.op("stablehlo.custom_call", Some(w), &[sum[0]], &[&[32, 96]], None);
+    b.op("stablehlo.return", Some(w), &[cc[0], inc[0]], &[], None);
+    let (_, e0) = b.op("sdy.data_flow_edge", Some(f), &[res[0]], &[&[32, 96]], None);
+    b.op("sdy.data_flow_edge", Some(f), &[res[1]], &[&[]], None);
+    b.ret(f, &[e0[0]], vec![None]);
+    let (_, out) = b.run(&[MESH_AB], pass(Pass::Basic));
+    let open = s(r#"#sdy.sharding<@mesh, [{"a", ?}, {"b", ?}]>"#);
+    assert_eq!(text(&out, args[0]), open);
+    assert_eq!(text(&out, e0[0]), open);
+    assert_eq!(text(&out, cc[0]), open);
+    assert_eq!(text(&out, res[0]), None); // the edge holds the sharding of the while result
+    assert_eq!(result_text(&out, 0), open);
+}
+
+/// A propagation barrier lets shardings through in its allowed direction only.
+#[test]
+fn propagation_barriers_block_one_direction() {
+    let run = |dir: Dir| {
+        let mut b = Builder::new();
+        let (f, args) = b.func(&[&[8, 8]]);
+        b.shard(args[0], r#"<@mesh, [{"a"}, {}]>"#);
+        let (bar, r) = b.op("sdy.propagation_barrier", Some(f), &[args[0]], &[&[8, 8]], None);
+        b.facts.barrier_directions.push((bar, dir));
+        b.ret(f, &[r[0]], vec![None]);
+        let (_, out) = b.run(&[MESH_AB], pass(Pass::Basic));
+        text(&out, r[0])
+    };
+    assert_eq!(run(Dir::Forward), s(r#"#sdy.sharding<@mesh, [{"a", ?}, {?}]>"#));
+    assert_eq!(run(Dir::Backward), None);
+}
+
+/// Ops whose results are unused and that have no side effects are erased, even after they
+/// propagated; custom calls with side effects stay.
+#[test]
+fn dead_ops_are_erased() {
+    let mut b = Builder::new();
+    let (f, args) = b.func(&[&[8, 8]]);
+    let (add, x) = b.op("stablehlo.add", Some(f), &[args[0], args[0]], &[&[8, 8]], Some(POINTWISE_8X8));
+    let (abs, _) = b.op("stablehlo.abs", Some(f), &[x[0]], &[&[8, 8]], Some(UNARY_8X8));
+    let (cc, _) = b.op("stablehlo.custom_call", Some(f), &[args[0]], &[&[8, 8]], None);
+    b.facts.side_effecting_ops.push(cc);
+    b.ret(f, &[args[0]], vec![None]);
+    let (_, out) = b.run(&[MESH_AB], pass(Pass::Basic));
+    assert_eq!(out.erased_ops, vec![add, abs]);
+}
+
+/// Members of a sharding group share the group's sharding; conflicting groups are reported.
+#[test]
+fn sharding_groups_are_synced_or_reported() {
+    let build = |second: &str| {
+        let mut b = Builder::new();
+        let (f, args) = b.func(&[&[8, 8], &[8, 8]]);
+        b.shard(args[0], r#"<@mesh, [{"a"}, {}]>"#);
+        b.shard(args[1], second);
+        let (g0, _) = b.op("sdy.sharding_group", Some(f), &[args[0]], &[], None);
+        let (g1, _) = b.op("sdy.sharding_group", Some(f), &[args[1]], &[], None);
+        b.facts.sharding_groups.extend([(g0, 3), (g1, 3)]);
+        b.ret(f, &[args[0], args[1]], vec![None, None]);
+        (b, args)
+    };
+    let (b, args) = build("<@mesh, [{?}, {?}]>");
+    let (_, out) = b.run(&[MESH_AB], pass(Pass::Basic));
+    assert_eq!(text(&out, args[1]), s(r#"#sdy.sharding<@mesh, [{"a"}, {}]>"#));
+    let (b, args) = build(r#"<@mesh, [{"b"}, {}]>"#);
+    let (_, out) = b.run(&[MESH_AB], pass(Pass::Basic));
+    assert_eq!(out.group_conflicts.len(), 1);
+    let c = &out.group_conflicts[0];
+    assert_eq!((c.group_id, c.members.clone()), (3, args.clone()));
+    assert_eq!(print_sharding(&c.sharding), r#"#sdy.sharding<@mesh, [{"a"}, {}]>"#);
+    assert_eq!(out.stats.rounds, 0);
+}
+
+/// User priorities: the p0 argument wins over the p1 result.
+#[test]
+fn user_priorities_propagate_higher_priorities_first() {
+    let mut b = Builder::new();
+    let (f, args) = b.func(&[&[8, 8]]);
+    b.shard(args[0], r#"<@mesh, [{"a"}p0, {}]>"#);
+    let (_, x) = b.op("stablehlo.abs", Some(f), &[args[0]], &[&[8, 8]], Some(UNARY_8X8));
+    b.ret(f, &[x[0]], vec![Some(r#"<@mesh, [{"b"}p1, {?}]>"#)]);
+    let (_, out) = b.run(&[MESH_AB], pass(Pass::UserPriority));
+    assert_eq!(text(&out, args[0]), s(r#"#sdy.sharding<@mesh, [{"a"}, {}]>"#));
+    assert_eq!(text(&out, x[0]), s(r#"#sdy.sharding<@mesh, [{"a", ?}, {?}]>"#));
+    assert_eq!(result_text(&out, 0), s(r#"#sdy.sharding<@mesh, [{"b"}, {?}]>"#));
+    assert_eq!(out.stats.rounds, 10); // two priorities, five op-priority rounds each
+}
+
+/// Shardings on two mesh symbols that name the same mesh propagate together; a maximal mesh
+/// never propagates.
+#[test]
+fn meshes_are_compared_by_content() {
+    let mut b = Builder::new();
+    let (f, args) = b.func(&[&[8, 8], &[8, 8]]);
+    b.shard(args[0], r#"<@other, [{"a"}, {}]>"#);
+    b.shard(args[1], "<@mesh, [{?}, {?}]>");
+    let (_, x) = b.op("stablehlo.add", Some(f), &[args[0], args[1]], &[&[8, 8]], Some(POINTWISE_8X8));
+    b.ret(f, &[x[0]], vec![None]);
+    let (_, out) = b.run(&[MESH_AB, ("other", r#"<["a"=2, "b"=2]>"#)], pass(Pass::Basic));
+    assert_eq!(text(&out, args[1]), s(r#"#sdy.sharding<@other, [{"a", ?}, {?}]>"#));
+
+    let mut b = Builder::new();
+    let (f, args) = b.func(&[&[8, 8]]);
+    b.shard(args[0], "<@maximal, []>");
+    let (_, x) = b.op("stablehlo.abs", Some(f), &[args[0]], &[&[8, 8]], Some(UNARY_8X8));
+    b.ret(f, &[x[0]], vec![None]);
+    let (_, out) = b.run(&[("maximal", "<[], device_ids=[0]>")], pass(Pass::Basic));
+    assert_eq!(text(&out, x[0]), None);
+}
+
+/// A chain of n ops costs a number of visits linear in n (each op is re-visited only when a
+/// neighbour changed).
+#[test]
+fn worklist_cost_is_linear_in_the_program() {
+    for n in [100usize, 1000] {
+        let mut b = Builder::new();
+        let (f, args) = b.func(&[&[8, 8]]);
+        let mut v = args[0];
+        for _ in 0..n {
+            v = b.op("stablehlo.tanh", Some(f), &[v], &[&[8, 8]], Some(UNARY_8X8)).1[0];
+        }
+        b.ret(f, &[v], vec![Some(r#"<@mesh, [{"a"}, {"b"}]>"#)]);
+        let (_, out) = b.run(&[MESH_AB], pass(Pass::Basic));
+        assert_eq!(text(&out, args[0]), s(r#"#sdy.sharding<@mesh, [{"a", ?}, {"b", ?}]>"#));
+        assert!(out.stats.visits <= 3 * (n as u64 + 3), "{n} ops took {} visits", out.stats.visits);
+        assert_eq!(out.stats.updates, n as u64 + 1);
+    }
+}
+
+/// The strategies run by the aggressive pass.
+#[test]
+fn basic_then_aggressive_runs_two_rounds() {
+    let mut b = Builder::new();
+    let (f, args) = b.func(&[&[8, 8]]);
+    b.ret(f, &[args[0]], vec![None]);
+    let options = PassOptions { pass: Pass::Aggressive, strategy: StrategyKind::BasicThenAggressive, ..PassOptions::default() };
+    let (_, out) = b.run(&[MESH_AB], options);
+    assert_eq!(out.stats.rounds, 2);
+    assert_eq!(StrategyKind::from_name("basic-then-aggressive"), Some(StrategyKind::BasicThenAggressive));
+    assert_eq!(Pass::from_name("user-priority"), Some(Pass::UserPriority));
+    assert_eq!(Pass::from_name("nope"), None);
+}
+
+// ------------------------------------------------------------------ building blocks
+
+#[test]
+fn manual_axes_move_in_and_out_of_manual_computation_shardings() {
+    let manual = vec!["b".to_string(), "e".to_string()];
+    let outer = sharding(r#"<@mesh, [{"b", "a", ?}, {"c"}], replicated={"d", "e"}>"#);
+    let inner = erase_manual_axes(&outer, &manual);
+    assert_eq!(print_sharding(&inner), r#"#sdy.sharding<@mesh, [{"a", ?}, {"c"}], replicated={"d"}>"#);
+    let new = sharding(r#"<@mesh, [{"a", "c"}, {?}]>"#);
+    assert_eq!(
+        print_sharding(&add_free_axes(&outer, &new, &manual)),
+        r#"#sdy.sharding<@mesh, [{"b", "a", "c"}, {?}], replicated={"d", "e"}>"#
+    );
+    assert_eq!(erase_manual_axes(&outer, &[]), outer);
+}
+
+#[test]
+fn user_priority_views_of_a_sharding() {
+    let mesh = parse_mesh(r#"<["a"=2, "b"=2, "c"=2]>"#).unwrap();
+    let original = sharding(r#"<@mesh, [{"c"}p2, {"a"}p0, {?}p1], replicated={"b"}>"#);
+    assert_eq!(nonzero_priorities(&original), vec![2, 1]);
+    let first = initialized_for_priorities(&original, &mesh);
+    assert_eq!(print_sharding(&first), r#"#sdy.sharding<@mesh, [{}, {"a"}, {}], replicated={"b", "c"}>"#);
+    let second = updated_for_priority(&first, &original, 1);
+    assert_eq!(print_sharding(&second), r#"#sdy.sharding<@mesh, [{}, {"a"}, {?}], replicated={"b", "c"}>"#);
+    let third = updated_for_priority(&second, &original, 2);
+    assert_eq!(print_sharding(&third), r#"#sdy.sharding<@mesh, [{"c"}, {"a"}, {?}], replicated={"b"}>"#);
+}
+
+#[test]
+fn direction_algebra() {
+    use Dir::*;
+    assert_eq!(union(Forward, Backward), Both);
+    assert_eq!(union(None, Forward), Forward);
+    assert_eq!(union(Backward, Forward), Both);
+    assert_eq!(union(Forward, Forward), Forward);
+    assert_eq!(intersection(Forward, Backward), None);
+    assert_eq!(intersection(Both, Backward), Backward);
+    assert_eq!(intersection(None, Both), None);
+}
+
+// ------------------------------------------------------------------ errors
+
+#[test]
+fn errors_are_reported_not_panics() {
+    // A result of dynamic shape.
+    let mut b = Builder::new();
+    let (f, args) = b.func(&[&[8, 8]]);
+    let (_, x) = b.op("stablehlo.abs", Some(f), &[args[0]], &[&[-1, 8]], None);
+    b.ret(f, &[x[0]], vec![None]);
+    let graph = Graph::new(b.g).unwrap();
+    let input = SolverInput { value_shardings: b.shardings, func_results: b.func_results, facts: b.facts, ..Default::default() };
+    let e = propagate(&graph, input, &PassOptions::default()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invariant { rule: "propagation-dynamic-shape" });
+
+    // One sharding too few.
+    let mut b = Builder::new();
+    let (f, args) = b.func(&[&[8, 8]]);
+    b.ret(f, &[args[0]], vec![None]);
+    let graph = Graph::new(b.g).unwrap();
+    let input = SolverInput { value_shardings: vec![], func_results: b.func_results, facts: b.facts, ..Default::default() };
+    let e = propagate(&graph, input, &PassOptions::default()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invariant { rule: "propagation-sharding-count" });
+
+    // An unknown mesh.
+    let mut b = Builder::new();
+    let (f, args) = b.func(&[&[8, 8]]);
+    b.shard(args[0], r#"<@nowhere, [{"a"}, {}]>"#);
+    let (_, x) = b.op("stablehlo.abs", Some(f), &[args[0]], &[&[8, 8]], Some(UNARY_8X8));
+    b.ret(f, &[x[0]], vec![None]);
+    let graph = Graph::new(b.g).unwrap();
+    let input = SolverInput { value_shardings: b.shardings, func_results: b.func_results, facts: b.facts, ..Default::default() };
+    let e = propagate(&graph, input, &PassOptions::default()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Mesh);
+    assert!(e.message.contains("nowhere"), "{}", e.message);
+
+    // An axis unknown to the mesh.
+    let mut b = Builder::new();
+    let (f, args) = b.func(&[&[8, 8]]);
+    b.shard(args[0], r#"<@mesh, [{"z"}, {}]>"#);
+    let (_, x) = b.op("stablehlo.abs", Some(f), &[args[0]], &[&[8, 8]], Some(UNARY_8X8));
+    b.ret(f, &[x[0]], vec![None]);
+    let graph = Graph::new(b.g).unwrap();
+    let meshes = HashMap::from([("mesh".to_string(), parse_mesh(MESH_AB.1).unwrap())]);
+    let input = SolverInput { meshes, value_shardings: b.shardings, func_results: b.func_results, facts: b.facts };
+    let e = propagate(&graph, input, &PassOptions::default()).unwrap_err();
+    assert!(e.message.contains("\"z\""), "{}", e.message);
+
+    // Facts about the wrong ops.
+    let mut b = Builder::new();
+    let (f, args) = b.func(&[&[8, 8]]);
+    b.ret(f, &[args[0]], vec![None]);
+    b.facts.callees.push((f, f));
+    let graph = Graph::new(b.g).unwrap();
+    let input = SolverInput { value_shardings: b.shardings, func_results: b.func_results, facts: b.facts, ..Default::default() };
+    let e = propagate(&graph, input, &PassOptions::default()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invariant { rule: "propagation-bad-callee" });
+}
