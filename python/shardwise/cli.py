@@ -4,7 +4,9 @@
 ``shardwise show SHARDING --mesh x=2,y=4 --shape 8,16`` parses, validates and explains one
 sharding (device grid and the same layout in other frameworks' formats);
 ``shardwise rules IN.mlir -o OUT.mlir [--conservative]`` writes the module with
-``sdy.sharding_rule`` on every op, like Shardy's ``sdy-populate-op-sharding-rules``.
+``sdy.sharding_rule`` on every op, like Shardy's ``sdy-populate-op-sharding-rules``;
+``shardwise propagate IN.mlir -o OUT.mlir [--pipeline P] [--conservative]`` runs Shardy's
+propagation pipeline (``shardwise.api.propagate``) and writes the sharded module.
 Errors in the input end the command with exit status 2 and a one-line message.
 """
 
@@ -135,6 +137,36 @@ def demo(console: Console) -> None:
     console.print(bad)
 
 
+def propagate_file(console: Console, path: str, output: str, *, pipeline: str = "full", conservative: bool = False) -> None:
+    """Reads ``path``, runs the propagation ``pipeline``, writes ``output`` atomically; shows the
+    steps with a progress bar (on a terminal) and the time each took."""
+    import time
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from shardwise.api import pipeline_text, propagate
+    from shardwise.importers.mlir import load_mlir
+
+    err = Console(stderr=True)
+    times: dict[str, float] = {}
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err, transient=True) as progress:
+        task = progress.add_task("import", total=3)
+        t = time.perf_counter()
+        module = load_mlir(Path(path))
+        times["import"] = time.perf_counter() - t
+        progress.update(task, advance=1, description=f"propagate ({sum(1 for _ in module.walk())} ops)")
+        t = time.perf_counter()
+        propagate(module, pipeline_text(pipeline, conservative=conservative), in_place=True)
+        times["propagate"] = time.perf_counter() - t
+        progress.update(task, advance=1, description="export")
+        t = time.perf_counter()
+        module.save(output)
+        times["export"] = time.perf_counter() - t
+        progress.update(task, advance=1)
+    detail = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in times.items())
+    console.print(f"propagated {path} -> {output} ({detail})", highlight=False, soft_wrap=True)
+
+
 def rules(console: Console, path: str, output: str, *, conservative: bool = False) -> None:
     """Reads ``path``, adds every op's sharding rule, writes ``output`` (atomically)."""
     from shardwise.importers.mlir import load_mlir
@@ -183,6 +215,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--mesh", required=True, help='x=2,y=4 or \'#sdy.mesh<["x"=2, "y"=4]>\'')
     p.add_argument("--shape", help="tensor shape, e.g. 8,16")
     p.add_argument("--user", action="store_true", help="also apply the rules for users' own annotations")
+    pp = sub.add_parser("propagate", help="propagate shardings through an MLIR module, as Shardy does")
+    pp.add_argument("input", help="StableHLO + sdy MLIR file")
+    pp.add_argument("-o", "--output", required=True, help="where to write the propagated module")
+    pp.add_argument(
+        "--pipeline",
+        default="full",
+        help="a name (full, user-priority, op-priority, aggressive, basic) or a Shardy pass pipeline such as "
+        "'builtin.module(sdy-propagation-pipeline)' (default: full)",
+    )
+    pp.add_argument("--conservative", action="store_true", help="no split axes and no non-divisible axes")
     r = sub.add_parser("rules", help="annotate every op of an MLIR module with its sharding rule")
     r.add_argument("input", help="StableHLO + sdy MLIR file")
     r.add_argument("-o", "--output", required=True, help="where to write the annotated module")
@@ -193,6 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             demo(console)
             demo_program(console)
+        elif args.command == "propagate":
+            propagate_file(console, args.input, args.output, pipeline=args.pipeline, conservative=args.conservative)
         elif args.command == "rules":
             rules(console, args.input, args.output, conservative=args.conservative)
         else:

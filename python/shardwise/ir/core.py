@@ -263,6 +263,14 @@ class Module:
                     yield from b.args
             yield from op.results
 
+    def copy(self) -> Module:
+        """A deep copy (ops, values, shardings; the immutable shardings and meshes shared)."""
+        from shardwise.ir.rewrite import clone_op
+
+        new = Module.__new__(Module)
+        new.op = clone_op(self.op)
+        return new
+
     def to_mlir(self, *, generic: bool = False) -> str:
         """The module as MLIR text with shardings in Shardy's printed form (jaxlib's printer;
         ``generic=True`` gives the generic op form without jax). See ``shardwise.exporters.mlir``."""

@@ -1,0 +1,73 @@
+"""The main job: ``propagate(module, pipeline=...)``, Shardy's propagation pipeline on a module.
+
+Pipelines are Shardy's pass-pipeline strings (as its lit tests use them) or these short names:
+
+| name            | Shardy pipeline                                                        |
+|-----------------|------------------------------------------------------------------------|
+| ``full``        | ``builtin.module(sdy-propagation-pipeline)``: import, user-priority propagation, export |
+| ``user-priority`` | ``builtin.module(sdy-user-priority-propagate)``                      |
+| ``op-priority`` | ``builtin.module(sdy-op-priority-propagate)``                          |
+| ``aggressive``  | ``builtin.module(sdy-aggressive-propagate{propagation-strategy=aggressive})`` |
+| ``basic``       | ``builtin.module(sdy-basic-propagate)``                                |
+
+The passes are in ``shardwise.passes`` (import/export steps) and ``shardwise.propagation``
+(the Rust solver; ``propagation_pipeline.cc`` and friends in Shardy).
+"""
+
+from __future__ import annotations
+
+from shardwise.ir.core import Module
+
+__all__ = ["PIPELINES", "pipeline_text", "propagate"]
+
+PIPELINES: dict[str, str] = {
+    "full": "builtin.module(sdy-propagation-pipeline)",
+    "user-priority": "builtin.module(sdy-user-priority-propagate)",
+    "op-priority": "builtin.module(sdy-op-priority-propagate)",
+    "aggressive": "builtin.module(sdy-aggressive-propagate{propagation-strategy=aggressive})",
+    "basic": "builtin.module(sdy-basic-propagate)",
+}
+
+_PASS_OF = {
+    "full": "sdy-propagation-pipeline",
+    "user-priority": "sdy-user-priority-propagate",
+    "op-priority": "sdy-op-priority-propagate",
+    "aggressive": "sdy-aggressive-propagate",
+    "basic": "sdy-basic-propagate",
+}
+
+
+def pipeline_text(pipeline: str = "full", *, conservative: bool = False) -> str:
+    """The Shardy pipeline string for a short name (``full``, ``basic``, …) or a pipeline
+    string, with ``conservative-propagation=true`` added to a named pipeline's pass when asked.
+
+    Raises ``ValueError`` for ``conservative`` with a pipeline string (write the option in it)."""
+    if pipeline not in PIPELINES:
+        if conservative:
+            raise ValueError(f"conservative=True needs a pipeline name {sorted(PIPELINES)}; add conservative-propagation=true to {pipeline!r}")
+        return pipeline
+    if not conservative:
+        return PIPELINES[pipeline]
+    name = _PASS_OF[pipeline]
+    if pipeline == "aggressive":
+        return f"builtin.module({name}{{conservative-propagation=true propagation-strategy=aggressive}})"
+    return f"builtin.module({name}{{conservative-propagation=true}})"
+
+
+def propagate(module: Module, pipeline: str = "full", *, conservative: bool = False, in_place: bool = False) -> Module:
+    """Runs Shardy's propagation ``pipeline`` (a short name or a pass-pipeline string, see the
+    module docstring) and returns the module with every value's sharding decided, identical to
+    what Shardy's ``sdy-propagation-pipeline`` gives (measured on the conformance corpus).
+    ``conservative`` forbids split axes and non-divisible axes, as Shardy's
+    ``conservative-propagation``. The input is left unchanged unless ``in_place``.
+
+    Raises ``PipelineError`` for an unknown pass or option, ``ProgramError`` (op and location)
+    for programs Shardy rejects, ``ShardingError`` for invalid shardings."""
+    from shardwise.passes import run_pipeline
+    from shardwise.propagation import register_passes
+
+    register_passes()
+    text = pipeline_text(pipeline, conservative=conservative)
+    target = module if in_place else module.copy()
+    run_pipeline(target, text)
+    return target
