@@ -3,11 +3,13 @@
 This release holds the sharding representation of the Shardonnay RFC (meshes, axis references
 and sub-axes, dimension and tensor shardings with their invariants, Shardy's exact text form,
 the per-device view, conversions to XLA HLO shardings, JAX PartitionSpecs, MindSpore layouts,
-hidet specs and DTensor placements), the program IR with MLIR import/export and a builder, and
-the operation sharding rule of every op (Shardy's registry).
+hidet specs and DTensor placements), the program IR with MLIR import/export and a builder, the
+operation sharding rule of every op (Shardy's registry), and Shardy-exact sharding propagation
+(``propagate``).
 """
 
 from shardwise._native import __version__
+from shardwise.api import propagate
 from shardwise.errors import (
     ConversionError,
     InvalidRuleError,
@@ -52,6 +54,7 @@ __all__ = [
     "UnknownOpWarning",
     "ValueInfo",
     "populate_rules",
+    "propagate",
     "register_op_rule",
     "register_rule",
     "rule_for",

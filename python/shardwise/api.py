@@ -49,6 +49,18 @@ def pipeline_text(pipeline: str = "full", *, conservative: bool = False) -> str:
     if not conservative:
         return PIPELINES[pipeline]
     name = _PASS_OF[pipeline]
+    if pipeline == "full":
+        # Shardy's composite pipeline takes no conservative option: its propagation step does.
+        from shardwise.passes.pipeline import expand_pipeline
+
+        step = "sdy-user-priority-propagate{keep-sharding-rules=true}"
+        text = str(expand_pipeline(PIPELINES["full"]))
+        if step not in text:
+            raise AssertionError(f"unexpected expansion of {PIPELINES['full']}: {text}")
+        text = text.replace(step, "sdy-user-priority-propagate{conservative-propagation=true keep-sharding-rules=true}")
+        # sdy-save-module only dumps the module (to a directory not set here); jaxlib does not
+        # register it as a pass of its own.
+        return text.replace("sdy-save-module,", "").replace(",sdy-save-module", "")
     if pipeline == "aggressive":
         return f"builtin.module({name}{{conservative-propagation=true propagation-strategy=aggressive}})"
     return f"builtin.module({name}{{conservative-propagation=true}})"
