@@ -19,6 +19,9 @@ def test_demo_runs_and_shows_the_representation(capsys: pytest.CaptureFixture[st
     assert "accepted?!" not in out
     # the program part: ops of the bundled MLP with their sharding rules
     assert "stablehlo.dot_general" in out and "reduction={k}" in out and "([i, jk])->([i, j, k])" in out
+    # the propagation part (needs jax): the bundled transformer step, propagated
+    if "skipped:" not in out:
+        assert "propagation (148 ops" in out and "dot_general" in out and "result 6" in out
 
 
 def test_show_and_errors(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,1 @@
+"""Example programs shipped with shardwise (package data)."""
