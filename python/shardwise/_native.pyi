@@ -49,6 +49,8 @@ __all__ = [
     "rule_validate",
     "PropagationResult",
     "propagate_shardings",
+    "sharding_origins_text",
+    "propagation_edges_text",
 ]
 
 _AxisW = tuple[str, tuple[int, int] | None]
@@ -182,6 +184,20 @@ class PropagationResult:
     def visits(self) -> int: ...
     @property
     def updates(self) -> int: ...
+    @property
+    def has_debug(self) -> bool: ...
+    @property
+    def debug_origins(self) -> list[tuple[int, list[tuple[_AxisW, tuple[str, int, int]]]]]: ...
+    @property
+    def debug_edges(self) -> list[tuple[int, list[tuple[_AxisW, list[tuple[str, int, str, int, int]]]]]]: ...
+    @property
+    def debug_func_result_edges(self) -> list[tuple[int, list[list[tuple[_AxisW, list[tuple[str, int, str, int, int]]]]]]]: ...
+    @property
+    def debug_origin_names(self) -> list[tuple[int, str]]: ...
+    @property
+    def debug_missing_origins(self) -> list[tuple[int, _AxisW]]: ...
+    @property
+    def debug_next_step(self) -> int | None: ...
 
 def propagate_shardings(
     graph: FrozenGraph,
@@ -203,4 +219,10 @@ def propagate_shardings(
     offload_ops: list[int] = ...,
     non_tensor_values: list[int] = ...,
     forward_use_order_values: list[int] = ...,
+    debug_sharding_origins: bool = False,
+    debug_propagation_edges: bool = False,
+    debug_first_step: int = 0,
+    debug_skip_ops: list[int] = ...,
 ) -> PropagationResult: ...
+def sharding_origins_text(entries: list[tuple[_AxisW, str]]) -> str: ...
+def propagation_edges_text(entries: list[tuple[_AxisW, list[tuple[str, int, str, int, int]]]]) -> str | None: ...

@@ -1,10 +1,12 @@
-"""Shardy's import and export passes (``shardwise.passes``) against jaxlib's Shardy.
+"""Shardy's passes (``shardwise.passes``, the propagation passes included) against jaxlib's
+Shardy.
 
 Two oracles:
 
-* the lit corpus (``lit/index.json``): for every case whose pipeline runs only passes shardwise
-  implements, ``load_mlir(in) -> run_pipeline -> to_mlir`` must equal jaxlib's printing of the
-  expected output;
+* the lit corpus (``lit/index.json``): for every case, ``load_mlir(in) -> run_pipeline ->
+  to_mlir`` must equal jaxlib's printing of the expected output (debugging attributes
+  included), with the warnings the case expects; and ``compare.py --check-rules`` must find
+  every case exact;
 * jaxlib's Shardy run step by step: every lit case's pipeline (propagation included), and
   ``sdy-propagation-pipeline`` on each JAX program of the dev corpus, is run by jaxlib one pass
   at a time; before each pass shardwise implements, the module jaxlib has so
@@ -15,6 +17,9 @@ Two oracles:
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +31,7 @@ from corpus import conformance_dir
 from shardwise.errors import ProgramError
 from shardwise.passes import PASSES, PipelineError, expand_pipeline, run_pipeline
 from shardwise.passes.call_graph import PassWarning
+from shardwise.propagation import ShardingGroupWarning
 
 pytestmark = [pytest.mark.jax, pytest.mark.corpus]
 
@@ -73,37 +79,83 @@ def _normalized(text: str) -> str:
 # ---------------------------------------------------------------------------------- lit cases
 
 _SUPPORTED = [c for c in _CASES if _supported(c["pipeline"])]
+_EXPECTED_WARNING = re.compile(r"expected-warning[^{]*\{\{(.*?)\}\}")
+
+
+def _expected_warnings(case: dict[str, Any]) -> list[str]:
+    """The messages of the case's ``expected-warning`` lines (what Shardy emits)."""
+    return _EXPECTED_WARNING.findall((_LIT / case["in"]).read_text())
+
+
+def _run_lit_case(case: dict[str, Any]) -> str:
+    """``load_mlir -> run_pipeline -> to_mlir`` of a lit case, checking its warnings: each
+    message of the case's ``expected-warning`` lines must be warned (the sharding group cases
+    get a ``ShardingGroupWarning``, the cloned-callee cases the "has multiple call ops"
+    ``PassWarning``), and where the case verifies its diagnostics no other pass warning may
+    be. Shardy warns about cloned callees once per process, so the corpus records that
+    warning only for the first such case; shardwise warns on every run, and those extra
+    warnings are allowed."""
+    from shardwise import load_mlir
+
+    module = load_mlir((_LIT / case["in"]).read_text())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_pipeline(module, case["pipeline"])
+    messages = [(w.category, str(w.message)) for w in caught if issubclass(w.category, PassWarning)]
+    expected = _expected_warnings(case)
+    assert bool(expected) == ("warning" in case["expected_diagnostics"]), case["id"]
+    for text in expected:
+        assert any(text in m for _, m in messages), (text, messages)
+    for category, m in messages:
+        if "sharding groups" in m:
+            assert category is ShardingGroupWarning, m
+        if case["verify_diagnostics"] and "has multiple call ops" not in m:
+            assert any(text in m for text in expected), m
+    return module.to_mlir()
 
 
 @pytest.mark.parametrize("case", _params(_SUPPORTED))
 def test_lit_case(case: dict[str, Any]) -> None:
-    from shardwise import load_mlir
-
-    module = load_mlir((_LIT / case["in"]).read_text())
     expected = _normalized((_LIT / case["out"]).read_text())
-    if "warning" in case["expected_diagnostics"]:
-        with pytest.warns(PassWarning, match="has multiple call ops"):
-            run_pipeline(module, case["pipeline"])
-    else:
-        # Shardy warns about cloned callees once per process, so the corpus records the
-        # warning only for the first such case; shardwise warns once per run.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", PassWarning)
-            run_pipeline(module, case["pipeline"])
-    assert module.to_mlir() == expected
+    assert _run_lit_case(case) == expected
 
 
 def test_lit_counts() -> None:
-    """How many lit cases each supported pipeline covers (all of them pass, see
-    ``test_lit_case``)."""
+    """Every lit case runs (each is exact, see ``test_lit_case``), the propagation passes and
+    their debugging options included."""
     if not _CASES:
         pytest.skip("../shared/conformance/lit is absent")
+    assert len(_SUPPORTED) == len(_CASES) == 527
     counts: dict[str, int] = {}
     for c in _SUPPORTED:
         counts[c["pipeline"]] = counts.get(c["pipeline"], 0) + 1
     assert counts["builtin.module(sdy-constant-or-scalar-splitter)"] == 71
     assert counts["builtin.module(sdy-import-pipeline{dedup-functions-fully=true})"] == 8
-    assert sum(counts.values()) >= 191, counts  # more once propagation passes are registered
+    assert counts["builtin.module(sdy-propagation-pipeline)"] == 76
+    assert sum(n for p, n in counts.items() if "debug" in p) == 44
+    assert sum(1 for c in _SUPPORTED if _expected_warnings(c)) == 6
+
+
+def test_lit_corpus_with_compare_py(tmp_path: Path) -> None:
+    """The whole lit corpus through the command path (``load_mlir -> run_pipeline ->
+    to_mlir``), judged by the corpus's own tool: ``compare.py --check-rules`` must find every
+    case exact, every value and sharding rule matching."""
+    tool = (conformance_dir() or Path("/nonexistent")).parent / "tools" / "compare.py"
+    if not _CASES or not tool.is_file():
+        pytest.skip("../shared/conformance/lit or ../shared/tools/compare.py is absent")
+    for case in _CASES:
+        (tmp_path / f"{case['id']}.out.mlir").write_text(_run_lit_case(case))
+    done = subprocess.run(
+        [sys.executable, str(tool), "--dir", str(_LIT), "--actual-dir", str(tmp_path), "--check-rules", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    m = re.search(r"conformance: (\d+)/(\d+) cases exact, (\d+)/(\d+) values match", summary)
+    assert m is not None, summary
+    assert m.group(1) == m.group(2) == str(len(_CASES)) and m.group(3) == m.group(4), summary
 
 
 # ---------------------------------------------------------------------------------- stepwise
@@ -147,6 +199,83 @@ def test_each_pass_matches_jaxlib(case: dict[str, Any]) -> None:
         if module.to_mlir() != after:
             failures.append(step)
     assert not failures, failures
+
+
+# ---------------------------------------------------------------------------------- debug options on real programs
+
+#: Programs on which jaxlib's Shardy crashes (segmentation fault) with
+#: ``debug-sharding-origins``: it numbers the user shardings before it inserts the open
+#: constraints of conflicting sharding groups, then reads the missing origin name of those
+#: (``propagation_pipeline__006``, ``shard_alike_group``); it assumes every manual computation
+#: operand has a data flow edge, which tokens do not (``propagation_pipeline__011``). Never
+#: run through jaxlib with that option here.
+_ORIGINS_CRASH = {"propagation_pipeline__006", "propagation_pipeline__011", "shard_alike_group"}
+
+_PIPELINE_DEBUG = {
+    "origins": "debug-sharding-origins=true",
+    "edges": "debug-propagation-edge-sharding=true",
+}
+
+
+def _debug_pipeline(case: dict[str, Any], mode: str) -> str:
+    """The case's ``sdy-propagation-pipeline`` with the debug option of ``mode``, expanded,
+    without ``sdy-save-module`` (not a jaxlib pass) and ``sdy-remove-propagation-debug-info``
+    (so that the debugging attributes reach the end)."""
+    base = case["pipeline"].replace("builtin.module(", "").rstrip(")")
+    options = _PIPELINE_DEBUG[mode]
+    text = base.replace("}", f" {options}}}") if "{" in base else f"{base}{{{options}}}"
+    steps = [str(s) for s in expand_pipeline(f"builtin.module({text})").steps]
+    keep = [s for s in steps if _step_name(s) not in ("sdy-save-module", "sdy-remove-propagation-debug-info")]
+    return "builtin.module(" + ",".join(keep) + ")"
+
+
+_PROPAGATION_PIPELINE_CASES = [c for c in _CASES if "sdy-propagation-pipeline" in c["pipeline"]] + _DEV_CASES
+
+
+@pytest.mark.parametrize("mode", sorted(_PIPELINE_DEBUG))
+@pytest.mark.parametrize("case", _params(_PROPAGATION_PIPELINE_CASES))
+def test_propagation_pipeline_debug_options_match_jaxlib(case: dict[str, Any], mode: str) -> None:
+    """``sdy-propagation-pipeline{debug-...=true}`` (Shardy's ``PropagationOptions``; jaxlib
+    registers the pipeline without them, so its passes are run as one list) on every program
+    of the lit and dev corpora: the module at the end of the pipeline, debugging attributes
+    included, must be jaxlib's. Where Shardy's own behaviour is undefined (an axis propagated
+    from a sharding that is no user sharding has no origin; Shardy looks it up anyway and
+    prints garbage such as ``": 0"`` or crashes), shardwise warns ``ShardingOriginWarning``,
+    writes no origin for it, and jaxlib is not run. Where Shardy's verifier rejects the edges
+    it wrote (a data flow edge with several sources, a while loop's or a function's called
+    twice, gets edges from operand 1), the pass fails in both, with the same message."""
+    from shardwise import load_mlir
+    from shardwise.propagation import ShardingOriginWarning
+
+    pipeline = _debug_pipeline(case, mode)
+    source = (case.get("dir", _LIT) / case["in"]).read_text()
+    module = load_mlir(source)
+    ours_error: ProgramError | None = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            run_pipeline(module, pipeline)
+        except ProgramError as e:
+            ours_error = e
+    if any(issubclass(w.category, ShardingOriginWarning) for w in caught):
+        assert mode == "origins" and ours_error is None
+        assert '= ": ' not in module.to_mlir()
+        return
+    if mode == "origins" and case["id"] in _ORIGINS_CRASH:
+        pytest.skip("jaxlib's Shardy crashes on this program with debug-sharding-origins")
+    ir, passmanager, ctx = _jaxlib()
+    with ctx:
+        m = ir.Module.parse(source)
+        try:
+            passmanager.PassManager.parse(pipeline).run(m.operation)
+        except Exception as e:  # noqa: BLE001 - jaxlib raises MLIRError
+            found = re.search(r"'sdy.(func_)?data_flow_edge' op expected a value ref to have an operand index in range \[0, \d+\), got: \d+", str(e))
+            assert mode == "edges" and found is not None, str(e)
+            assert ours_error is not None and found.group(0) in str(ours_error), (str(e), ours_error)
+            return
+        expected = str(m)
+    assert ours_error is None, ours_error
+    assert module.to_mlir() == expected
 
 
 # ---------------------------------------------------------------------------------- pipelines and errors
@@ -199,16 +328,42 @@ def test_pipeline_errors(pipeline: str, message: str) -> None:
     assert module.to_mlir() == before  # nothing ran
 
 
-@pytest.mark.parametrize("pipeline", ["builtin.module(sdy-basic-propagate)", "builtin.module(sdy-propagation-pipeline)"])
-def test_propagation_is_reported_unsupported_until_registered(pipeline: str) -> None:
-    from shardwise import load_mlir
-    from shardwise.passes import UNSUPPORTED
+@pytest.mark.parametrize("first", ["shardwise.passes", "shardwise.propagation", "shardwise.passes.call_graph"])
+def test_propagation_passes_are_registered_on_import(first: str) -> None:
+    """Importing ``shardwise.passes`` registers the four propagation passes, whichever module
+    is imported first (``shardwise.propagation`` imports ``shardwise.passes``): no import
+    cycle, no ``register_passes()`` call needed."""
+    code = (
+        f"import {first}\n"
+        "import shardwise.passes as p\n"
+        "names = ['sdy-basic-propagate', 'sdy-aggressive-propagate', 'sdy-op-priority-propagate', 'sdy-user-priority-propagate']\n"
+        "assert all(n in p.PASSES for n in names) and not p.UNSUPPORTED, sorted(p.PASSES)\n"
+        "assert p.PASSES['sdy-basic-propagate'].options['debug-sharding-origins'] is False\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
 
-    missing = [_step_name(str(s)) for s in expand_pipeline(pipeline).steps if _step_name(str(s)) in UNSUPPORTED]
-    if not missing:
-        pytest.skip("the propagation passes are registered")
-    with pytest.raises(PipelineError, match=f"pass {missing[0]} is not supported here"):
-        run_pipeline(load_mlir(_SIMPLE), pipeline)
+
+@pytest.mark.parametrize(
+    "pipeline",
+    [
+        "builtin.module(sdy-basic-propagate)",
+        "builtin.module(sdy-propagation-pipeline)",
+        "builtin.module(sdy-add-data-flow-edges,sdy-apply-sharding-constraints{debug-sharding-origins=true},"
+        "sdy-op-priority-propagate{debug-sharding-origins=true debug-propagation-edge-sharding=true},"
+        "func.func(sdy-sink-data-flow-edges{sink-debug-sharding-origins=true sink-debug-propagation-edge-sharding=true}))",
+    ],
+)
+def test_propagation_runs_in_pipelines(pipeline: str) -> None:
+    from shardwise import load_mlir
+
+    module = load_mlir(_SIMPLE)
+    run_pipeline(module, pipeline)
+    ir, passmanager, ctx = _jaxlib()
+    with ctx:
+        m = ir.Module.parse(_SIMPLE)
+        passmanager.PassManager.parse(pipeline).run(m.operation)
+        assert module.to_mlir() == str(m)
 
 
 def test_propagation_pipeline_expansion_matches_jaxlib() -> None:

@@ -145,10 +145,11 @@ def _sharding(r: random.Random, shape: tuple[int, ...], priorities: bool) -> str
     return "<@mesh, [" + ", ".join(dims) + "]" + rep + ">"
 
 
-def program(seed: int, priorities: bool = False) -> str:
+def program(seed: int, priorities: bool = False, op_shardings: bool = True) -> str:
     """A random program of elementwise ops, dots, transposes, reshapes, broadcasts, sharding
-    constraints and an op without a rule, with random shardings (and priorities); every value
-    without a user is returned, so nothing is dead."""
+    constraints and an op without a rule, with random shardings (and priorities; with
+    ``op_shardings``, on some op results too); every value without a user is returned, so
+    nothing is dead."""
     r = random.Random(seed)
     values: list[tuple[str, tuple[int, ...]]] = []
     used: set[str] = set()
@@ -161,7 +162,7 @@ def program(seed: int, priorities: bool = False) -> str:
     lines = []
 
     def attr(shape: tuple[int, ...]) -> str:
-        if r.random() < 0.25:
+        if r.random() < 0.25 and op_shardings:
             return f" {{sdy.sharding = #sdy.sharding_per_value<[{_sharding(r, shape, priorities)}]>}}"
         return ""
 
@@ -227,6 +228,27 @@ GENERATED = [
 def test_generated_programs_match_shardy(pass_name: str, pipeline: str, options: dict[str, Any], priorities: bool) -> None:
     for seed in range(40):
         text = program(seed, priorities)
+        expected = shardy(text, f"builtin.module({pipeline})")
+        assert ours(text, pass_name, **options) == expected, f"seed {seed}:\n{text}"
+
+
+#: Debug options on generated programs. Sharding origins only without shardings set on op
+#: results: Shardy tracks the origins of user shardings (function arguments and results,
+#: constraints, manual computations) only, and an axis propagated from a sharding set on an op
+#: result makes it look up an origin that does not exist (undefined behaviour: it prints
+#: garbage such as ``": 0"``, or crashes).
+DEBUG_GENERATED = [
+    ("aggressive", "sdy-aggressive-propagate{debug-propagation-edge-sharding=true}", {"debug_propagation_edge_sharding": True}, True),
+    ("basic", "sdy-basic-propagate{debug-sharding-origins=true debug-propagation-edge-sharding=true}", {"debug_sharding_origins": True, "debug_propagation_edge_sharding": True}, False),
+    ("op-priority", "sdy-op-priority-propagate{debug-sharding-origins=true debug-propagation-edge-sharding=true}", {"debug_sharding_origins": True, "debug_propagation_edge_sharding": True}, False),
+    ("user-priority", "sdy-user-priority-propagate{debug-propagation-edge-sharding=true}", {"debug_propagation_edge_sharding": True}, True),
+]
+
+
+@pytest.mark.parametrize("pass_name, pipeline, options, op_shardings", DEBUG_GENERATED, ids=[g[1] for g in DEBUG_GENERATED])
+def test_generated_programs_debug_info_matches_shardy(pass_name: str, pipeline: str, options: dict[str, Any], op_shardings: bool) -> None:
+    for seed in range(40):
+        text = program(seed, priorities=pass_name == "user-priority", op_shardings=op_shardings)
         expected = shardy(text, f"builtin.module({pipeline})")
         assert ours(text, pass_name, **options) == expected, f"seed {seed}:\n{text}"
 
@@ -400,24 +422,21 @@ def test_propagations_run_concurrently_in_threads() -> None:
 
 @pytest.fixture
 def registered() -> Any:
-    """The four passes registered with ``shardwise.passes`` for one test (the registry is
-    restored afterwards, so other tests see it as they expect)."""
+    """The pass registry, which has the four passes as soon as ``shardwise.passes`` is
+    imported (``register_passes()`` is kept and changes nothing)."""
     from shardwise.passes import registry
     from shardwise.propagation import register_passes
 
-    passes, unsupported = dict(registry.PASSES), dict(registry.UNSUPPORTED)
+    before = dict(registry.PASSES)
     register_passes()
-    register_passes()  # idempotent
-    yield registry
-    registry.PASSES.clear()
-    registry.PASSES.update(passes)
-    registry.UNSUPPORTED.clear()
-    registry.UNSUPPORTED.update(unsupported)
+    assert registry.PASSES == before
+    return registry
 
 
 def _pipeline_cases() -> list[tuple[str, str, str, str]]:
-    """``(id, in, out, pipeline)`` of every corpus case whose pipeline propagates, without the
-    debug options: lit cases and the dev corpus (``sdy-propagation-pipeline``)."""
+    """``(id, in, out, pipeline)`` of every corpus case whose pipeline propagates other than
+    the single-pass cases of ``LIT_PIPELINES``: lit cases (the debug option cases included)
+    and the dev corpus (``sdy-propagation-pipeline``)."""
     path = conformance_dir()
     if path is None:
         return []
@@ -428,7 +447,7 @@ def _pipeline_cases() -> list[tuple[str, str, str, str]]:
             continue
         for c in json.loads(index.read_text())["cases"]:
             p = c["pipeline"]
-            if ("propagat" in p and "debug" not in p) and p not in LIT_PIPELINES:
+            if "propagat" in p and p not in LIT_PIPELINES:
                 out.append((c.get("id", c.get("name")), str(path / sub / c["in"]), str(path / sub / c["out"]), p))
     return out
 
@@ -452,14 +471,100 @@ def test_whole_pipelines_with_the_import_and_export_passes(registered: Any) -> N
         if module.to_mlir() != jax_print(Path(out).read_text()):
             failures.append(case_id)
     assert not failures, failures
-    assert len(PIPELINE_CASES) >= 170  # 123 lit cases, 53 dev programs
+    assert len(PIPELINE_CASES) >= 214  # 161 lit cases (44 with debug options), 53 dev programs
 
 
-def test_registered_passes_reject_debug_options(registered: Any) -> None:
-    from shardwise.passes import PipelineError, run_pipeline
+def test_registered_passes_take_shardy_options(registered: Any) -> None:
+    from shardwise.passes import run_pipeline
 
     module = sw.load_mlir(SIMPLE)
     run_pipeline(module, "builtin.module(sdy-aggressive-propagate{propagation-strategy=basic module-dump-directory=/tmp})")
     assert module.to_mlir() == shardy(SIMPLE, "builtin.module(sdy-aggressive-propagate{propagation-strategy=basic})")
-    with pytest.raises(PipelineError, match="debug-sharding-origins"):
-        run_pipeline(sw.load_mlir(SIMPLE), "builtin.module(sdy-basic-propagate{debug-sharding-origins=true})")
+    for options in ("debug-sharding-origins=true", "debug-propagation-edge-sharding=true", "debug-sharding-origins=true debug-propagation-edge-sharding=true"):
+        pipeline = f"builtin.module(sdy-basic-propagate{{{options}}})"
+        module = sw.load_mlir(SIMPLE)
+        run_pipeline(module, pipeline)
+        assert module.to_mlir() == shardy(SIMPLE, pipeline)
+
+
+# ---------------------------------------------------------------------------- debugging records
+
+TRACED = """
+sdy.mesh @mesh = <["a"=2, "b"=2, "c"=8]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a", ?}, {?}]>},
+                %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{?}, {"c", ?}]>},
+                %arg2: tensor<8x16xf32>) -> (tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{?}, {"b", ?}]>}) {
+  %0 = stablehlo.add %arg0, %arg1 : tensor<8x8xf32>
+  %1 = sdy.sharding_constraint %0 <@mesh, [{?}, {?}]> : tensor<8x8xf32>
+  %2 = stablehlo.dot_general %1, %arg2, contracting_dims = [1] x [0] : (tensor<8x8xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %2 : tensor<8x16xf32>
+}
+"""
+
+
+def test_trace_records_origins_and_edges_as_data() -> None:
+    from shardwise.propagation import Edge, Origin, PropagationTrace
+
+    module = sw.load_mlir(TRACED)
+    trace = PropagationTrace()
+    propagate(module, "aggressive", trace=trace)
+    f = module.func("main")
+    add, constraint, dot = f.body.ops[0], f.body.ops[1], f.body.ops[2]
+    a, b, c = (sw.AxisRef(n) for n in "abc")
+    # Where each axis of each sharding came from: the user shardings.
+    assert trace.origins[add.results[0]] == {a: Origin("input", 0), c: Origin("input", 1)}
+    assert trace.origins[f.args[0]] == {a: Origin("input", 0), c: Origin("input", 1)}
+    assert trace.origins[f.args[2]] == {c: Origin("input", 1), b: Origin("output", 0)}
+    assert trace.origins[dot.results[0]] == {b: Origin("output", 0), a: Origin("input", 0)}
+    assert trace.origin_names == {constraint: "constraint_0"}
+    # Which op moved which axis, from where to where, at which step: the function result's
+    # "b" went to the returned value first (step 0), then the add spread "a" and "c" (step 1).
+    assert trace.edges[add] == {
+        c: [Edge(("operand", 1), ("operand", 0), 1), Edge(("operand", 1), ("result", 0), 1)],
+        a: [Edge(("operand", 0), ("operand", 1), 1), Edge(("operand", 0), ("result", 0), 1)],
+    }
+    assert trace.edges[dot][b] == [Edge(("result", 0), ("operand", 1), 3)]
+    assert trace.func_result_edges[f] == [{b: [Edge(("result", 0), ("operand", 0), 0)], a: [Edge(("operand", 0), ("result", 0), 4)]}]
+    assert (trace.first_step, trace.next_step) == (0, 5)
+    # The trace writes nothing: the module is what propagation alone gives.
+    assert module.to_mlir() == shardy(TRACED, "builtin.module(sdy-aggressive-propagate)")
+
+
+@pytest.mark.parametrize(
+    "options, flags",
+    [
+        ({"debug_sharding_origins": True}, "debug-sharding-origins=true"),
+        ({"debug_propagation_edge_sharding": True}, "debug-propagation-edge-sharding=true"),
+        ({"debug_sharding_origins": True, "debug_propagation_edge_sharding": True}, "debug-sharding-origins=true debug-propagation-edge-sharding=true"),
+    ],
+)
+def test_debug_attributes_print_as_shardy_prints_them(options: dict[str, Any], flags: str) -> None:
+    for pass_name, shardy_name in PASSES.items():
+        expected = shardy(TRACED, f"builtin.module({shardy_name}{{{flags}}})")
+        got = ours(TRACED, pass_name, **options)
+        assert got == expected
+        assert ("sdy.sharding_origins" in got) == ("origins" in flags)
+        assert ("sdy.propagation_edges" in got) == ("edge" in flags)
+    # Steps number on from those already in the module, as Shardy's do.
+    once = shardy(TRACED, f"builtin.module(sdy-basic-propagate{{{flags}}})")
+    assert ours(once, "aggressive", **options) == shardy(once, f"builtin.module(sdy-aggressive-propagate{{{flags}}})")
+
+
+def test_native_printers() -> None:
+    from shardwise import _native
+
+    a, c_sub = sw.AxisRef("a"), sw.AxisRef("c", 1, 2)
+    assert _native.sharding_origins_text([(c_sub._wire(), "self"), (a._wire(), "input: 0")]) == '{a = "input: 0", "c:(1)2" = "self"}'
+    assert _native.propagation_edges_text([]) is None
+    text = _native.propagation_edges_text(
+        [
+            (c_sub._wire(), [("result", 0, "operand", 1, 3), ("result", 0, "operand", 0, 5), ("result", 0, "operand", 0, 2)]),
+            (a._wire(), [("operand", 0, "result", 0, 2)]),
+        ]
+    )
+    assert text == (
+        '#sdy.propagation_edges<[{step-2 = [{"a" = operand-0 -> [result-0]}, {"c":(1)2 = result-0 -> [operand-0]}]}, '
+        '{step-3 = [{"c":(1)2 = result-0 -> [operand-1]}]}]>'
+    )
+    with pytest.raises(ValueError, match="edge node kind"):
+        _native.propagation_edges_text([(a._wire(), [("nowhere", 0, "result", 0, 0)])])

@@ -11,9 +11,12 @@ use shardwise::propagation::layers::{intersection, union};
 use shardwise::propagation::transforms::{
     add_free_axes, erase_manual_axes, initialized_for_priorities, nonzero_priorities, updated_for_priority,
 };
+use shardwise::propagation::debug::{origins_dict_text, propagation_edges_text, shardy_axis_order, AxisMap};
 use shardwise::propagation::{
-    propagate, Pass, PassOptions, ProgramFacts, PropagationDirection as Dir, SolverInput, SolverOutput, StrategyKind,
+    propagate, DebugOptions, Origin, OriginKind, Pass, PassOptions, ProgramFacts, PropagationDirection as Dir,
+    PropagationEdge, ShardingDebug, SolverInput, SolverOutput, StrategyKind,
 };
+use shardwise::AxisRef;
 use shardwise::rule::parse_rule;
 use shardwise::text::{parse_mesh, parse_sharding, print_sharding};
 use shardwise::{ErrorKind, Mesh, TensorSharding};
@@ -25,6 +28,7 @@ struct Builder {
     shardings: Vec<Option<TensorSharding>>,
     func_results: Vec<(u32, Vec<Option<TensorSharding>>)>,
     facts: ProgramFacts,
+    debug: Option<DebugOptions>,
 }
 
 fn empty_input() -> GraphInput {
@@ -50,7 +54,7 @@ fn sharding(text: &str) -> TensorSharding {
 
 impl Builder {
     fn new() -> Builder {
-        Builder { g: empty_input(), shardings: vec![], func_results: vec![], facts: ProgramFacts::default() }
+        Builder { g: empty_input(), shardings: vec![], func_results: vec![], facts: ProgramFacts::default(), debug: None }
     }
 
     fn value(&mut self, shape: &[i64], owner: u32) -> u32 {
@@ -117,7 +121,8 @@ impl Builder {
         let graph = Graph::new(self.g).unwrap();
         let meshes: HashMap<String, Mesh> =
             meshes.iter().map(|(n, m)| (n.to_string(), parse_mesh(m).unwrap())).collect();
-        let input = SolverInput { meshes, value_shardings: self.shardings, func_results: self.func_results, facts: self.facts };
+        let input =
+            SolverInput { meshes, value_shardings: self.shardings, func_results: self.func_results, facts: self.facts, debug: self.debug };
         let out = propagate(&graph, input, &options).unwrap();
         (graph, out)
     }
@@ -491,7 +496,7 @@ fn errors_are_reported_not_panics() {
     b.ret(f, &[x[0]], vec![None]);
     let graph = Graph::new(b.g).unwrap();
     let meshes = HashMap::from([("mesh".to_string(), parse_mesh(MESH_AB.1).unwrap())]);
-    let input = SolverInput { meshes, value_shardings: b.shardings, func_results: b.func_results, facts: b.facts };
+    let input = SolverInput { meshes, value_shardings: b.shardings, func_results: b.func_results, facts: b.facts, debug: None };
     let e = propagate(&graph, input, &PassOptions::default()).unwrap_err();
     assert!(e.message.contains("\"z\""), "{}", e.message);
 
@@ -504,4 +509,150 @@ fn errors_are_reported_not_panics() {
     let input = SolverInput { value_shardings: b.shardings, func_results: b.func_results, facts: b.facts, ..Default::default() };
     let e = propagate(&graph, input, &PassOptions::default()).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invariant { rule: "propagation-bad-callee" });
+}
+
+// ------------------------------------------------------------------ debugging records
+//
+// Expected attributes are those jaxlib's Shardy writes for the same programs with
+// `debug-sharding-origins=true debug-propagation-edge-sharding=true`.
+
+fn debug_all(first_step: i64) -> Option<DebugOptions> {
+    Some(DebugOptions { origins: true, edges: true, first_step, skip_ops: vec![] })
+}
+
+fn origins_text(d: &ShardingDebug, v: u32) -> Option<String> {
+    d.origins_of(v).map(|m| origins_dict_text(&m.iter().map(|(a, o)| (a.clone(), o.to_string())).collect::<Vec<_>>()))
+}
+
+fn edges_text(m: &AxisMap<Vec<PropagationEdge>>) -> Option<String> {
+    propagation_edges_text(&m.iter().map(|(a, e)| (a.clone(), e.clone())).collect::<Vec<_>>())
+}
+
+const ADD_8X8X8: &str = "#sdy.op_sharding_rule<([i, j, k], [i, j, k])->([i, j, k]) {i=8, j=8, k=8}>";
+
+/// `%0 = add %arg0, %arg1; return %0, %arg1` with "a" on arg 0, "c" on arg 1 and "b" on
+/// result 0.
+fn two_result_program(first_step: i64) -> (Builder, u32, Vec<u32>, u32) {
+    let mut b = Builder::new();
+    b.debug = debug_all(first_step);
+    let (f, args) = b.func(&[&[8, 8, 8], &[8, 8, 8]]);
+    b.shard(args[0], r#"#sdy.sharding<@mesh, [{"a", ?}, {?}, {?}]>"#);
+    b.shard(args[1], r#"#sdy.sharding<@mesh, [{?}, {?}, {"c", ?}]>"#);
+    let (add, r) = b.op("stablehlo.add", Some(f), &[args[0], args[1]], &[&[8, 8, 8]], Some(ADD_8X8X8));
+    b.ret(
+        f,
+        &[r[0], args[1]],
+        vec![Some(r#"#sdy.sharding<@mesh, [{?}, {"b", ?}, {?}]>"#), Some(r#"#sdy.sharding<@mesh, [{?}, {?}, {?}]>"#)],
+    );
+    (b, f, args, add)
+}
+
+const MESH_ABC8: (&str, &str) = ("mesh", r#"<["a"=2, "b"=2, "c"=8]>"#);
+
+#[test]
+fn debug_records_origins_and_edges_as_shardy_does() {
+    let (b, f, args, add) = two_result_program(0);
+    let r = b.g.results.clone()[0];
+    let (_, out) = b.run(&[MESH_ABC8], pass(Pass::Aggressive));
+    let d = out.debug.as_ref().expect("debug records");
+    assert_eq!(origins_text(d, args[0]).unwrap(), r#"{a = "input: 0", b = "output: 0", c = "input: 1"}"#);
+    assert_eq!(origins_text(d, args[1]).unwrap(), r#"{a = "input: 0", b = "output: 0", c = "input: 1"}"#);
+    assert_eq!(origins_text(d, r).unwrap(), r#"{a = "input: 0", b = "output: 0", c = "input: 1"}"#);
+    assert_eq!(
+        edges_text(d.edges_of(add).unwrap()).unwrap(),
+        r#"#sdy.propagation_edges<[{step-2 = [{"a" = operand-0 -> [operand-1, result-0]}, {"b" = result-0 -> [operand-0, operand-1]}, {"c" = operand-1 -> [operand-0, result-0]}]}]>"#
+    );
+    // Every function result's edges are under result 0, as Shardy records them.
+    let (func, per_result) = &d.func_result_edges[0];
+    assert_eq!(*func, f);
+    assert_eq!(
+        edges_text(&per_result[0]).unwrap(),
+        r#"#sdy.propagation_edges<[{step-0 = [{"b" = result-0 -> [operand-0]}]}, {step-1 = [{"c" = operand-0 -> [result-0]}]}, {step-3 = [{"a" = operand-0 -> [result-0]}]}, {step-4 = [{"b" = operand-0 -> [result-0]}]}]>"#
+    );
+    assert!(per_result[1].is_empty());
+    assert_eq!(d.next_step, 5);
+    assert!(d.missing_origins.is_empty() && d.origin_names.is_empty());
+    // The propagated shardings are those without debugging.
+    let (b2, ..) = two_result_program(0);
+    let mut b2 = b2;
+    b2.debug = None;
+    let (_, plain) = b2.run(&[MESH_ABC8], pass(Pass::Aggressive));
+    assert_eq!(plain.value_shardings, out.value_shardings);
+    assert!(plain.debug.is_none());
+}
+
+#[test]
+fn debug_steps_start_after_those_in_the_module() {
+    let (b, _, _, add) = two_result_program(7);
+    let (_, out) = b.run(&[MESH_ABC8], pass(Pass::Aggressive));
+    let d = out.debug.unwrap();
+    assert!(edges_text(d.edges_of(add).unwrap()).unwrap().starts_with("#sdy.propagation_edges<[{step-9 = "));
+    assert_eq!(d.next_step, 12);
+}
+
+#[test]
+fn debug_merges_sub_axes_of_one_dimension() {
+    // A reshape merging "c":(1)4 and "c":(4)2 into "c": one edge and one origin for "c",
+    // looked up in the source by the sub-axis it contains.
+    let mut b = Builder::new();
+    b.debug = debug_all(0);
+    let (f, args) = b.func(&[&[4, 4]]);
+    b.shard(args[0], r#"#sdy.sharding<@mesh, [{"c":(1)4, ?}, {"c":(4)2, ?}]>"#);
+    let (reshape, r) = b.op("stablehlo.reshape", Some(f), &[args[0]], &[&[16]], Some("#sdy.op_sharding_rule<([i, j])->([ij]) {i=4, j=4}>"));
+    b.ret(f, &[r[0]], vec![None]);
+    let (_, out) = b.run(&[("mesh", r#"<["c"=8]>"#)], pass(Pass::Basic));
+    assert_eq!(text(&out, r[0]).unwrap(), r#"#sdy.sharding<@mesh, [{"c", ?}]>"#);
+    let d = out.debug.unwrap();
+    assert_eq!(
+        edges_text(d.edges_of(reshape).unwrap()).unwrap(),
+        r#"#sdy.propagation_edges<[{step-0 = [{"c" = operand-0 -> [result-0]}]}]>"#
+    );
+    assert_eq!(origins_text(&d, r[0]).unwrap(), r#"{c = "input: 0"}"#);
+    assert_eq!(origins_text(&d, args[0]).unwrap(), r#"{"c:(1)4" = "input: 0", "c:(4)2" = "input: 0"}"#);
+    assert_eq!(
+        edges_text(&d.func_result_edges[0].1[0]).unwrap(),
+        r#"#sdy.propagation_edges<[{step-1 = [{"c" = operand-0 -> [result-0]}]}]>"#
+    );
+}
+
+#[test]
+fn debug_names_constraints_and_lists_axes_without_origin() {
+    // An op result with a sharding of its own is no user sharding: what propagates from it has
+    // no origin (Shardy's behaviour is undefined there). A constraint's sharding is one, and so
+    // is the sharding its operand has.
+    const UNARY: &str = "#sdy.op_sharding_rule<([i, j])->([i, j]) {i=8, j=8}>";
+    let mut b = Builder::new();
+    b.debug = debug_all(0);
+    let (f, args) = b.func(&[&[8, 8], &[8, 8]]);
+    let (_, r1) = b.op("stablehlo.abs", Some(f), &[args[0]], &[&[8, 8]], Some(UNARY));
+    b.shard(r1[0], r#"#sdy.sharding<@mesh, [{"a"}, {}]>"#);
+    let (_, r2) = b.op("stablehlo.negate", Some(f), &[r1[0]], &[&[8, 8]], Some(UNARY));
+    let (c, r3) = b.op("sdy.sharding_constraint", Some(f), &[args[1]], &[&[8, 8]], Some(UNARY));
+    b.shard(args[1], r#"#sdy.sharding<@mesh, [{"a", ?}, {?}]>"#);
+    b.shard(r3[0], r#"#sdy.sharding<@mesh, [{?}, {"b"}]>"#);
+    b.ret(f, &[r2[0], r3[0]], vec![None, None]);
+    let (_, out) = b.run(&[MESH_AB], pass(Pass::Basic));
+    let d = out.debug.unwrap();
+    assert_eq!(d.origin_names, vec![(c, "constraint_0".to_string())]);
+    assert_eq!(origins_text(&d, r3[0]).unwrap(), r#"{a = "constraint_0", b = "constraint_0"}"#);
+    assert_eq!(origins_text(&d, args[1]).unwrap(), r#"{a = "constraint_0", b = "constraint_0"}"#);
+    assert!(d.missing_origins.contains(&(args[0], AxisRef::full("a"))));
+    assert!(d.missing_origins.contains(&(r2[0], AxisRef::full("a"))));
+    assert!(d.origins_of(args[0]).is_none() && d.origins_of(r1[0]).is_none());
+}
+
+#[test]
+fn debug_attribute_text() {
+    let origins = vec![
+        (AxisRef::sub("c", 1, 2), "self".to_string()),
+        (AxisRef::full("b"), Origin { kind: OriginKind::ManualInput, index: 1, source_id: 3 }.to_string()),
+        (AxisRef::full("x-y"), Origin { kind: OriginKind::Constraint, index: 0, source_id: 2 }.to_string()),
+    ];
+    assert_eq!(origins_dict_text(&origins), r#"{b = "mc_3_input: 1", "c:(1)2" = "self", "x-y" = "constraint_2"}"#);
+    assert_eq!(OriginKind::from_name("mc_output"), Some(OriginKind::ManualOutput));
+    // Shardy's axis order: by name, a full axis after the sub-axes that start it.
+    let mut axes = vec![AxisRef::sub("c", 2, 2), AxisRef::full("c"), AxisRef::sub("c", 1, 2), AxisRef::full("a")];
+    axes.sort_by(shardy_axis_order);
+    assert_eq!(axes, vec![AxisRef::full("a"), AxisRef::sub("c", 1, 2), AxisRef::full("c"), AxisRef::sub("c", 2, 2)]);
+    assert_eq!(propagation_edges_text(&[]), None);
 }

@@ -5,8 +5,9 @@ module (checked pass by pass against jaxlib on the conformance corpus). ``PASSES
 Shardy's pass names to them (``PASSES["sdy-close-shardings"](module)``); ``run_pipeline(module,
 text)`` runs a pipeline written in MLIR's pass-pipeline syntax
 (``builtin.module(a,func.func(b{opt=v}))``), including the composite ``sdy-import-pipeline``,
-``sdy-export-pipeline`` and ``sdy-propagation-pipeline`` (whose propagation step must be
-registered with ``register_pass`` first).
+``sdy-export-pipeline`` and ``sdy-propagation-pipeline``. The four propagation passes
+(``sdy-basic-propagate`` ... ``sdy-user-priority-propagate``, ``shardwise.propagation``) are
+registered too, by ``propagation_passes``.
 
 Modules: ``meshes`` (lift/inline meshes, size-one axes), ``constants`` (splitter),
 ``data_flow`` (data flow edges and their sinking), ``call_graph`` (symbol DCE, flattening,
@@ -15,7 +16,7 @@ sharding groups, manual axes, gather/scatter batching), ``export_passes`` (named
 function results, unflattening, call reshards, merger, constraint -> reshard, non-divisible and
 sub-axis shardings, closing, dropping rules and debug info), ``explicit_reshards``
 (``sdy-insert-explicit-reshards``), ``canonicalize`` (the ``sdy-collective`` canonicalization),
-``pipeline`` and ``registry``.
+``propagation_passes`` (the propagation passes), ``pipeline`` and ``registry``.
 """
 
 from shardwise.passes import (  # noqa: F401  (importing a module registers its passes)
@@ -27,6 +28,7 @@ from shardwise.passes import (  # noqa: F401  (importing a module registers its 
     export_passes,
     import_passes,
     meshes,
+    propagation_passes,
 )
 from shardwise.passes.call_graph import PassWarning
 from shardwise.passes.pipeline import PIPELINES, expand_pipeline, parse_pipeline, run_pipeline

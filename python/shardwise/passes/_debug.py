@@ -1,14 +1,24 @@
-"""Shardy's sharding debug information (``transforms/propagation/debugging/source_sharding.cc``)
-as far as the import passes need it: the origin of each axis of each sharding
-(``sdy.sharding_origins``, ``debug-sharding-origins``) and the propagation edges that moved it
-(``sdy.propagation_edges``, ``debug-propagation-edge-sharding``), recorded while
-``sdy-apply-sharding-constraints`` copies a constraint's sharding onto its input."""
+"""Shardy's sharding debug information (``transforms/propagation/debugging/source_sharding.cc``):
+the origin of each axis of each sharding (``sdy.sharding_origins``, ``debug-sharding-origins``)
+and the propagation edges that moved it (``sdy.propagation_edges``,
+``debug-propagation-edge-sharding``).
+
+``DebugInfo`` holds the records (Shardy's ``ShardingDebugMappings``) and writes them onto a
+module as Shardy does (``save``). ``sdy-apply-sharding-constraints`` records here while it
+copies a constraint's sharding onto its input; the propagation passes record in the Rust
+solver (``rust/src/propagation/debug.rs``) and load its records with ``load_solver_records``.
+The attribute text comes from the solver's printers (``_native.sharding_origins_text``,
+``_native.propagation_edges_text``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from shardwise.ir.attrs import attr_name, quote, unquote
+from shardwise import _native
+from shardwise.errors import ProgramError
+from shardwise.ir.attrs import quote, unquote
 from shardwise.ir.core import Func, Module, Op, Value
 from shardwise.ir.rewrite import Uses, enclosing_func, owning_op
 from shardwise.passes._sdy import (
@@ -66,6 +76,8 @@ class DebugInfo:
     step: int = 0
     value_origins: dict[int, tuple[Value, dict[AxisRef, Origin]]] = field(default_factory=dict)
     op_edges: dict[int, tuple[Op, dict[AxisRef, list[Edge]]]] = field(default_factory=dict)
+    #: Per function, the edges of each result (Shardy records all of them under result 0).
+    func_result_edges: dict[int, tuple[Func, list[dict[AxisRef, list[Edge]]]]] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:
@@ -87,7 +99,7 @@ class DebugInfo:
         (and ``sdy.sharding_origin_name`` on constraints and manual computations)."""
         from shardwise.passes.data_flow import post_order
 
-        self.step = _max_step(module) + 1
+        self.step = max_step(module) + 1
         if not self.origins:
             return
         ops = [o for top in list(module.ops) for o in post_order(top)]
@@ -154,7 +166,10 @@ class DebugInfo:
                     self.value_origins.setdefault(id(v), (v, {}))[1].setdefault(a, origin)
 
     def save(self, module: Module) -> None:
-        """``SourceShardingHandler::saveOnModule``."""
+        """``SourceShardingHandler::saveOnModule``: the origins of each recorded value on the
+        attribute that holds its sharding (and on the function result it is returned as), then
+        ``self`` for each user sharding's own axes; the edges of each recorded op (replacing any
+        it had) and of each function result."""
         if self.origins:
             for v, origins in self.value_origins.values():
                 _save_origins(v, origins, self.uses)
@@ -166,6 +181,66 @@ class DebugInfo:
                 text = _edges_text(axes)
                 if text is not None:
                     op.attributes[PROPAGATION_EDGES] = text
+            for func, results in self.func_result_edges.values():
+                for i, axes in enumerate(results):
+                    text = _edges_text(axes)
+                    if text is not None and i < len(func.result_attrs):
+                        func.result_attrs[i][PROPAGATION_EDGES] = text
+
+    def check_edges(self) -> None:
+        """What Shardy's verifier checks of the ``sdy.propagation_edges`` a pass wrote: every
+        operand or result an edge names exists on the op. Shardy's propagation names operand
+        ``i`` of a (function) data flow edge for its ``i``-th source, and the edge of a while
+        loop, or of a function called twice, has two sources but one operand: the verifier
+        then fails the pass, and so does this (``ProgramError``, with the verifier's message).
+        (Later Shardy versions exempt ``sdy.func_data_flow_edge``; jaxlib 0.10.2's does not.)"""
+        for op, axes in self.op_edges.values():
+            if isinstance(op, Func):
+                continue
+            for edges in axes.values():
+                for e in edges:
+                    for kind, index in (e.source, e.target):
+                        count = len(op.operands) if kind == "operand" else len(op.results)
+                        if not 0 <= index < count:
+                            article = "an" if kind == "operand" else "a"
+                            raise ProgramError(
+                                f"{op.where()}: '{op.name}' op expected a value ref to have {article} {kind} index in range "
+                                f"[0, {count}), got: {index} (sdy.propagation_edges written by propagation; Shardy's "
+                                "verifier rejects them the same way)"
+                            )
+
+    def load_solver_records(self, result: Any, values: Sequence[Value], ops: Sequence[Op]) -> None:
+        """Takes the records of a propagation solve (``_native.PropagationResult`` with
+        debugging records; ``values`` and ``ops`` are the frozen module's, which its indices
+        refer to) and sets Shardy's ``sdy.sharding_origin_name`` on each sharding constraint
+        and manual computation."""
+        for value, entries in result.debug_origins:
+            v = values[value]
+            axes = self.value_origins.setdefault(id(v), (v, {}))[1]
+            for w, (kind, index, source) in entries:
+                axes.setdefault(AxisRef._from_wire(w), Origin(kind, index, source))
+        for op_index, entries in result.debug_edges:
+            op = ops[op_index]
+            edges = self.op_edges.setdefault(id(op), (op, {}))[1]
+            for w, lst in entries:
+                edges.setdefault(AxisRef._from_wire(w), []).extend(_edge(e) for e in lst)
+        for func_index, per_result in result.debug_func_result_edges:
+            func = ops[func_index]
+            assert isinstance(func, Func)
+            self.func_result_edges[id(func)] = (
+                func,
+                [{AxisRef._from_wire(w): [_edge(e) for e in lst] for w, lst in entries} for entries in per_result],
+            )
+        if self.origins:
+            for op_index, name in result.debug_origin_names:
+                ops[op_index].attributes[SHARDING_ORIGIN_NAME] = quote(name)
+        step = result.debug_next_step
+        if step is not None:
+            self.step = int(step)
+
+
+def _edge(w: tuple[str, int, str, int, int]) -> Edge:
+    return Edge((w[0], w[1]), (w[2], w[3]), w[4])
 
 
 def _lookup(axes: dict[AxisRef, Origin], a: AxisRef) -> Origin | None:
@@ -177,7 +252,9 @@ def _lookup(axes: dict[AxisRef, Origin], a: AxisRef) -> Origin | None:
     return None
 
 
-def _max_step(module: Module) -> int:
+def max_step(module: Module) -> int:
+    """The largest step of the ``sdy.propagation_edges`` in ``module`` (-1 when none); Shardy
+    numbers a pass's steps on from the next one."""
     import re
 
     best = -1
@@ -190,11 +267,7 @@ def _max_step(module: Module) -> int:
 
 
 def _dict_text(axes: dict[AxisRef, Origin]) -> str:
-    items = []
-    for a, origin in axes.items():
-        key = str(a).replace('"', "")
-        items.append(f"{attr_name(key)} = {quote(str(origin))}")
-    return "{" + ", ".join(items) + "}"
+    return _native.sharding_origins_text([(a._wire(), str(origin)) for a, origin in axes.items()])
 
 
 def _save_origins(v: Value, axes: dict[AxisRef, Origin], uses: Uses) -> None:
@@ -292,30 +365,6 @@ def _override_to_self(module: Module, uses: Uses) -> None:
                 edge.attributes[SHARDING_ORIGINS] = _to_self(edge.attributes[SHARDING_ORIGINS], f"{name}_output: {r.index}")
 
 
-def _node(n: tuple[str, int]) -> str:
-    return f"{n[0]}-{n[1]}"
-
-
 def _edges_text(axes: dict[AxisRef, list[Edge]]) -> str | None:
-    # Minimum step per (axis, source, target), then grouped by step and axis name.
-    best: dict[tuple[AxisRef, tuple[str, int], tuple[str, int]], int] = {}
-    for a, edges in axes.items():
-        for e in edges:
-            k = (a, e.source, e.target)
-            if k not in best or e.step < best[k]:
-                best[k] = e.step
-    steps: dict[int, dict[AxisRef, dict[tuple[str, int], set[tuple[str, int]]]]] = {}
-    for (a, s, t), step in best.items():
-        steps.setdefault(step, {}).setdefault(a, {}).setdefault(s, set()).add(t)
-    if not steps:
-        return None
-    parts = []
-    for step in sorted(steps):
-        entries: list[tuple[str, str]] = []
-        for a, sources in steps[step].items():
-            for s, targets in sources.items():
-                ts = sorted(targets, key=lambda n: (0 if n[0] == "operand" else 1, n[1]))
-                entries.append((a.name, f"{{{str(a)} = {_node(s)} -> [{', '.join(_node(t) for t in ts)}]}}"))
-        entries.sort(key=lambda e: e[0])
-        parts.append(f"{{step-{step} = [{', '.join(e for _, e in entries)}]}}")
-    return "#sdy.propagation_edges<[" + ", ".join(parts) + "]>"
+    entries = [(a._wire(), [(e.source[0], e.source[1], e.target[0], e.target[1], e.step) for e in edges]) for a, edges in axes.items()]
+    return _native.propagation_edges_text(entries)

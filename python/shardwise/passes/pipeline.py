@@ -9,8 +9,7 @@ expand to the passes jaxlib's Shardy runs for them (``import_pipeline.cc``,
 ``propagation_pipeline.cc``, ``export_pipeline.cc``).
 
 The whole pipeline is checked before anything runs: ``PipelineError`` for malformed text, an
-unknown pass or option, a bad option value, or a pass shardwise does not run here (the
-propagation passes).
+unknown pass or option, a bad option value, or a pass marked ``UNSUPPORTED``.
 """
 
 from __future__ import annotations
@@ -169,7 +168,16 @@ def _bool(options: Mapping[str, OptionValue], name: str) -> bool:
     return bool(options[name])
 
 
-def _import_steps(dedup_fully: bool, gather_scatter_batching: bool = False) -> str:
+def _debug_options(o: Mapping[str, OptionValue]) -> str:
+    """``{debug-sharding-origins=... debug-propagation-edge-sharding=...}`` when either of the
+    propagation pipeline's debug options is set, else nothing."""
+    origins, edges = bool(o.get("debug-sharding-origins", False)), bool(o.get("debug-propagation-edge-sharding", False))
+    if not origins and not edges:
+        return ""
+    return f"{{debug-sharding-origins={str(origins).lower()} debug-propagation-edge-sharding={str(edges).lower()}}}"
+
+
+def _import_steps(dedup_fully: bool, gather_scatter_batching: bool = False, debug: str = "") -> str:
     steps = [
         "symbol-dce",
         "sdy-lift-inlined-meshes",
@@ -181,7 +189,7 @@ def _import_steps(dedup_fully: bool, gather_scatter_batching: bool = False) -> s
         steps.append("func.func(sdy-explicit-gather-scatter-batching)")
     steps += ["symbol-dce", "sdy-manual-axes-cleanup", "sdy-save-module", "sdy-add-data-flow-edges"]
     if dedup_fully:
-        steps += ["sdy-apply-sharding-constraints", "sdy-sharding-group-import"]
+        steps += ["sdy-apply-sharding-constraints" + debug, "sdy-sharding-group-import"]
     return ",".join(steps)
 
 
@@ -224,7 +232,8 @@ _EXPORT_DEFAULTS: dict[str, OptionValue] = {
 
 def _propagation_steps(o: Mapping[str, OptionValue]) -> str:
     dedup = _bool(o, "dedup-functions-fully")
-    steps = [_import_steps(dedup)]
+    debug = _debug_options(o)
+    steps = [_import_steps(dedup, debug=debug)]
     if dedup:
         steps.append("sdy-add-func-data-flow-edges")
     else:
@@ -233,23 +242,35 @@ def _propagation_steps(o: Mapping[str, OptionValue]) -> str:
             "symbol-dce",
             "sdy-import-func-calls",
             "symbol-dce",
-            "sdy-apply-sharding-constraints",
+            "sdy-apply-sharding-constraints" + debug,
             "sdy-sharding-group-import",
         ]
-    steps += ["sdy-pre-order-funcs", "sdy-user-priority-propagate{keep-sharding-rules=true}"]
+    propagate_options = "keep-sharding-rules=true" + (" " + debug[1:-1] if debug else "")
+    steps += ["sdy-pre-order-funcs", "sdy-user-priority-propagate{" + propagate_options + "}"]
     if dedup:
         steps += ["sdy-propagate-to-func-results", "func.func(sdy-sink-func-data-flow-edges)"]
     else:
         steps += ["sdy-export-named-computations", "sdy-propagate-to-func-results"]
     steps += ["sdy-unflatten-call-graph", "symbol-dce", "sdy-insert-func-call-reshards"]
-    steps.append(_export_steps({**_EXPORT_DEFAULTS, "avoid-reshards-on-calls": dedup}))
+    export = {
+        **_EXPORT_DEFAULTS,
+        "avoid-reshards-on-calls": dedup,
+        "dump-sharding-origins": bool(o.get("debug-sharding-origins", False)),
+        "dump-propagation-edges": bool(o.get("debug-propagation-edge-sharding", False)),
+    }
+    steps.append(_export_steps(export))
     return ",".join(steps)
 
 
 #: Composite pipelines: name -> (option defaults, expansion into pipeline text).
 PIPELINES: dict[str, tuple[dict[str, OptionValue], Callable[[Mapping[str, OptionValue]], str]]] = {
     "sdy-import-pipeline": ({"dedup-functions-fully": False}, lambda o: _import_steps(_bool(o, "dedup-functions-fully"))),
-    "sdy-propagation-pipeline": ({"dedup-functions-fully": False}, _propagation_steps),
+    # jaxlib registers only dedup-functions-fully; the debug options are those of Shardy's
+    # ``PropagationOptions``, which its C++ pipeline builder passes on the same way.
+    "sdy-propagation-pipeline": (
+        {"dedup-functions-fully": False, "debug-sharding-origins": False, "debug-propagation-edge-sharding": False},
+        _propagation_steps,
+    ),
     "sdy-export-pipeline": (_EXPORT_DEFAULTS, _export_steps),
 }
 

@@ -90,16 +90,10 @@ def _convert(pass_name: str, option: str, default: OptionValue, value: object) -
 #: Every registered pass by name.
 PASSES: dict[str, PassInfo] = {}
 
-#: Passes of Shardy's pipelines that shardwise.passes does not implement, with the reason.
-UNSUPPORTED: dict[str, str] = {
-    name: "propagation is not part of shardwise.passes (the propagation solver registers it)"
-    for name in (
-        "sdy-basic-propagate",
-        "sdy-aggressive-propagate",
-        "sdy-op-priority-propagate",
-        "sdy-user-priority-propagate",
-    )
-}
+#: Passes of Shardy's pipelines that shardwise.passes does not implement, with the reason
+#: (``run_pipeline`` rejects them before running anything). Empty: every pass of Shardy's
+#: pipelines is registered (the propagation passes by ``propagation_passes``).
+UNSUPPORTED: dict[str, str] = {}
 
 
 def register_pass(

@@ -19,8 +19,18 @@ Shardy, the passes erase ops whose results are unused and that have no side effe
 an open ``sdy.sharding_constraint`` on each member of a sharding group whose members'
 shardings conflict (warning ``ShardingGroupWarning``).
 
-``register_passes()`` makes the four passes available to ``shardwise.passes.run_pipeline``
-under Shardy's pass names.
+With Shardy's debugging options (``debug_sharding_origins``,
+``debug_propagation_edge_sharding``), the passes also write where each propagated axis came
+from, as Shardy writes it: ``sdy.sharding_origins`` (which user sharding, function argument or
+result, sharding constraint or manual computation in/out sharding, each axis of each sharding
+came from; with ``sdy.sharding_origin_name`` naming each constraint and manual computation)
+and ``sdy.propagation_edges`` (which operand or result each axis moved from and to, through
+which op, at which step). The same records, as data, fill a ``PropagationTrace`` passed as
+``trace``.
+
+``shardwise.passes`` registers the four passes under Shardy's pass names (importing it is
+enough), so that ``run_pipeline`` runs them; ``register_passes()`` is kept and changes
+nothing.
 
 The work is done by the fixed-point solver in Rust (``rust/src/propagation/solver.rs``, the
 layers in ``layers.rs``), without the GIL. The module is frozen (``shardwise.ir.freeze``) with
@@ -41,18 +51,26 @@ from shardwise.ir.core import Func, Module, Op, Value
 from shardwise.ir.freeze import Frozen, freeze
 from shardwise.ir.types import OpaqueType, TensorType
 from shardwise.mesh import Mesh
+from shardwise.passes._debug import DebugInfo, Edge, Origin, max_step
 from shardwise.passes.call_graph import PassWarning
-from shardwise.sharding import DimSharding, TensorSharding
+from shardwise.passes.propagation_passes import PROPAGATION_PASSES
+from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 
-__all__ = ["PASSES", "STRATEGIES", "PropagationStats", "ShardingGroupWarning", "propagate", "register_passes"]
+__all__ = [
+    "PASSES",
+    "STRATEGIES",
+    "Edge",
+    "Origin",
+    "PropagationStats",
+    "PropagationTrace",
+    "ShardingGroupWarning",
+    "ShardingOriginWarning",
+    "propagate",
+    "register_passes",
+]
 
 #: The pass names ``propagate`` takes, with the Shardy pass each one runs.
-PASSES = {
-    "basic": "sdy-basic-propagate",
-    "aggressive": "sdy-aggressive-propagate",
-    "op-priority": "sdy-op-priority-propagate",
-    "user-priority": "sdy-user-priority-propagate",
-}
+PASSES = PROPAGATION_PASSES
 
 #: Values of ``propagation_strategy`` (Shardy's ``propagation-strategy`` option).
 STRATEGIES = ("basic", "aggressive", "basic-then-aggressive")
@@ -66,6 +84,14 @@ _REGION_ARG_OPS = ("sdy.manual_computation", "sdy.named_computation")
 class ShardingGroupWarning(PassWarning):
     """The members of a sharding group had different shardings before propagation; each got an
     open ``sdy.sharding_constraint`` (as Shardy does, with the same warning). A
+    ``shardwise.passes.PassWarning``."""
+
+
+class ShardingOriginWarning(PassWarning):
+    """``debug_sharding_origins``: an axis was propagated from a sharding that is none of the
+    user shardings Shardy tracks (a sharding set on an op result, or given to a sharding group
+    member), so it has no origin and none is written. Shardy looks the origin up anyway, which
+    is undefined behaviour there (it writes garbage such as ``": 0"``, or crashes). A
     ``shardwise.passes.PassWarning``."""
 
 
@@ -90,6 +116,48 @@ class PropagationStats:
         )
 
 
+class PropagationTrace:
+    """Where the shardings of one ``propagate`` call came from: the records behind Shardy's
+    ``debug-sharding-origins`` and ``debug-propagation-edge-sharding``, as data (the solver's
+    ``rust/src/propagation/debug.rs``).
+
+    * ``origins[value][axis]``: the user sharding (``Origin``: ``kind`` ``"input"``,
+      ``"output"``, ``"constraint"``, ``"mc_input"`` or ``"mc_output"``, ``index``,
+      ``source``) that axis ``axis`` of ``value``'s sharding came from. ``value`` is the value
+      holding the sharding (Shardy's shardable value: for the results and body arguments of
+      ops with data flow edges, the ``sdy.data_flow_edge`` result). Values whose sharding
+      has no axis from a user sharding are absent;
+    * ``edges[op][axis]``: each move of ``axis`` through ``op`` (``Edge``: ``source`` and
+      ``target`` as ``("operand" | "result", index)``, ``step``);
+    * ``func_result_edges[func]``: per result of ``func``, the same for moves between the
+      returned value (operand 0) and the result (result 0); Shardy records every result's
+      moves under result 0, and so does this;
+    * ``origin_names[op]``: the name of each sharding constraint (``constraint_0``) and
+      manual computation (``mc_0``), as ``Origin`` prints them;
+    * ``missing_origins``: ``(value, axis)`` for each axis propagated from a tensor that has
+      no origin for it (see ``ShardingOriginWarning``);
+    * ``first_step``, ``next_step``: steps are numbered ``first_step`` up to ``next_step - 1``,
+      one per propagation through an op that changed a sharding.
+    """
+
+    __slots__ = ("origins", "edges", "func_result_edges", "origin_names", "missing_origins", "first_step", "next_step")
+
+    def __init__(self) -> None:
+        self.origins: dict[Value, dict[AxisRef, Origin]] = {}
+        self.edges: dict[Op, dict[AxisRef, list[Edge]]] = {}
+        self.func_result_edges: dict[Func, list[dict[AxisRef, list[Edge]]]] = {}
+        self.origin_names: dict[Op, str] = {}
+        self.missing_origins: list[tuple[Value, AxisRef]] = []
+        self.first_step = 0
+        self.next_step = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"PropagationTrace({len(self.origins)} values with origins, {len(self.edges)} ops with edges, "
+            f"steps {self.first_step}..{self.next_step - 1})"
+        )
+
+
 
 def propagate(
     module: Module,
@@ -101,6 +169,9 @@ def propagate(
     run_op_priority: bool = True,
     in_place: bool = True,
     stats: PropagationStats | None = None,
+    debug_sharding_origins: bool = False,
+    debug_propagation_edge_sharding: bool = False,
+    trace: PropagationTrace | None = None,
 ) -> Module:
     """Runs Shardy's propagation pass ``pass_name`` (a key of ``PASSES``) on ``module`` and
     returns the module with the propagated shardings: ``module`` itself, changed in place, or
@@ -118,14 +189,26 @@ def propagate(
     * ``run_op_priority`` (``run-op-priority-propagation``) for the op- and user-priority
       passes.
 
-    ``stats``, when given, receives the counters of the run.
+    * ``debug_sharding_origins`` (``debug-sharding-origins``): writes
+      ``sdy.sharding_origins`` (on function arguments and results, and on the ops holding the
+      shardings: a dictionary, or an array of one dictionary per result) and
+      ``sdy.sharding_origin_name`` (on constraints and manual computations), as Shardy does;
+    * ``debug_propagation_edge_sharding`` (``debug-propagation-edge-sharding``): writes
+      ``sdy.propagation_edges`` on every op propagated through and function result, as Shardy
+      does, numbering steps on from those already in the module.
+
+    ``stats``, when given, receives the counters of the run; ``trace``, when given, the
+    records of where each axis came from (``PropagationTrace``; recorded whether or not the
+    debug options write them).
 
     Raises ``ValueError`` for an unknown pass or strategy; ``ProgramError`` for what Shardy
     rejects (an op result with a dynamic shape or a tuple type; several functions and none
     named ``main``); ``ShardingError`` subclasses for shardings that do not fit their mesh or
     name an unknown one, and ``InvalidShardingError`` (rule ``manual-axis-after-free-axis``)
     where propagation puts a manual axis after a free one in a manual computation's sharding,
-    which Shardy's verifier rejects after the pass; what freezing raises (``OpInfoError`` for
+    which Shardy's verifier rejects after the pass, and likewise ``ProgramError`` where
+    ``debug_propagation_edge_sharding`` names an operand an op lacks (the edge of a data flow
+    edge with several sources, a while loop's: Shardy's verifier rejects it); what freezing raises (``OpInfoError`` for
     an op whose rule cannot be built). Nothing is written back when it raises (the open
     constraints of conflicting sharding groups excepted). Warns ``UnknownOpWarning`` for ops
     without a rule and ``ShardingGroupWarning`` for conflicting sharding groups.
@@ -139,9 +222,20 @@ def propagate(
     _check_types(module)
     counters = PropagationStats()
     forward: list[Value] = []
+    record = debug_sharding_origins or debug_propagation_edge_sharding or trace is not None
+    debug = {
+        "debug_sharding_origins": record and (debug_sharding_origins or trace is not None),
+        "debug_propagation_edges": record and (debug_propagation_edge_sharding or trace is not None),
+        "debug_first_step": max_step(module) + 1 if record else 0,
+    }
     for _attempt in range(2):
         frozen = freeze(module, conservative=conservative)
-        result = _solve(module, frozen, pass_name, propagation_strategy, conservative, run_op_priority, forward)
+        # Shardy numbers user shardings before it inserts the constraints of conflicting
+        # sharding groups: those are no user shardings.
+        skip = [frozen.op_index(v.defining_op) for v in forward if v.defining_op is not None]
+        result = _solve(
+            module, frozen, pass_name, propagation_strategy, conservative, run_op_priority, forward, dict(debug, debug_skip_ops=skip)
+        )
         conflicts = result.group_conflicts
         if not conflicts:
             break
@@ -149,6 +243,8 @@ def propagate(
             raise ProgramError("sharding groups still conflict after adding open sharding constraints")  # pragma: no cover
         counters.inserted += _insert_group_constraints(module, frozen, conflicts, forward)
     _write_back(module, frozen, result, keep_sharding_rules)
+    if result.has_debug:
+        _save_debug(module, frozen, result, debug_sharding_origins, debug_propagation_edge_sharding, trace, int(debug["debug_first_step"]))
     if stats is not None:
         stats.rounds, stats.visits, stats.updates = result.rounds, result.visits, result.updates
         stats.erased, stats.inserted = len(result.erased_ops), counters.inserted
@@ -295,6 +391,7 @@ def _solve(
     conservative: bool,
     run_op_priority: bool,
     forward: Sequence[Value],
+    debug: dict[str, Any],
 ) -> _native.PropagationResult:
     meshes = {name: m._wire() for name, m in module.meshes.items()}
     func_results = [(frozen.op_index(f), [None if s is None else s._wire() for s in f.result_shardings]) for f in module.funcs]
@@ -308,6 +405,7 @@ def _solve(
         conservative=conservative,
         run_op_priority=run_op_priority,
         **_facts(module, frozen, forward),
+        **debug,
     )
 
 
@@ -367,6 +465,47 @@ def _insert_group_constraints(module: Module, frozen: Frozen, conflicts: list[An
             forward.append(new)
             inserted += 1
     return inserted
+
+
+# ---------------------------------------------------------------------------- debugging records
+
+
+def _save_debug(
+    module: Module,
+    frozen: Frozen,
+    result: _native.PropagationResult,
+    origins: bool,
+    edges: bool,
+    trace: PropagationTrace | None,
+    first_step: int,
+) -> None:
+    """Writes the solver's records as Shardy's ``saveOnModule`` does (for the options that are
+    set) and fills ``trace``. Runs after the write back, on the module as propagation left it."""
+    from shardwise.ir.rewrite import Uses
+
+    info = DebugInfo(origins, edges, Uses(module))
+    info.load_solver_records(result, frozen.values, frozen.ops)
+    if trace is not None:
+        trace.origins = {v: dict(axes) for v, axes in info.value_origins.values()}
+        trace.edges = {op: {a: list(e) for a, e in axes.items()} for op, axes in info.op_edges.values()}
+        trace.func_result_edges = {f: [{a: list(e) for a, e in axes.items()} for axes in per] for f, per in info.func_result_edges.values()}
+        trace.origin_names = {frozen.ops[i]: name for i, name in result.debug_origin_names}
+        trace.missing_origins = [(frozen.values[v], AxisRef._from_wire(w)) for v, w in result.debug_missing_origins]
+        trace.first_step, trace.next_step = first_step, info.step
+    missing = result.debug_missing_origins
+    if origins and missing:
+        names = ", ".join(sorted({str(AxisRef._from_wire(w)) for _, w in missing}))
+        warnings.warn(
+            ShardingOriginWarning(
+                f"debug-sharding-origins: {len(missing)} propagated axes ({names}) came from shardings that are no user "
+                "sharding (set on an op result, or given to a sharding group member) and have no origin; none is "
+                "written for them (Shardy's behaviour is undefined there)"
+            ),
+            stacklevel=4,
+        )
+    info.save(module)  # writes only what ``origins`` / ``edges`` ask for
+    if edges:
+        info.check_edges()
 
 
 # ---------------------------------------------------------------------------- write back
@@ -430,45 +569,8 @@ def _is_custom_rule(text: str) -> bool:
 
 # ---------------------------------------------------------------------------- pass registry
 
-_COMMON_OPTIONS: dict[str, bool | str] = {
-    "keep-sharding-rules": False,
-    "module-dump-directory": "",
-    "conservative-propagation": False,
-    "debug-sharding-origins": False,
-    "debug-propagation-edge-sharding": False,
-}
-
 
 def register_passes() -> None:
-    """Registers the four passes with ``shardwise.passes`` under Shardy's names
-    (``sdy-basic-propagate``, ...) and option names, so that ``run_pipeline`` runs them,
-    ``sdy-propagation-pipeline`` included. Calling it again changes nothing.
-    ``module-dump-directory`` is accepted and ignored; the debug options
-    (``debug-sharding-origins``, ``debug-propagation-edge-sharding``) raise ``PipelineError``
-    when set: they are not implemented."""
-    from shardwise.passes.registry import Options, PipelineError, register_pass
-
-    def make(pass_name: str) -> Any:
-        def run(module: Module, options: Options) -> None:
-            for debug in ("debug-sharding-origins", "debug-propagation-edge-sharding"):
-                if options.get(debug):
-                    raise PipelineError(f"{PASSES[pass_name]}: option {debug} is not supported by shardwise.propagation")
-            propagate(
-                module,
-                pass_name,
-                conservative=bool(options.get("conservative-propagation", False)),
-                keep_sharding_rules=bool(options.get("keep-sharding-rules", False)),
-                propagation_strategy=str(options.get("propagation-strategy", "aggressive")),
-                run_op_priority=bool(options.get("run-op-priority-propagation", True)),
-            )
-
-        run.__doc__ = f"Shardy's {PASSES[pass_name]} (shardwise.propagation)."
-        return run
-
-    for name, shardy_name in PASSES.items():
-        options: dict[str, bool | str] = dict(_COMMON_OPTIONS)
-        if name != "basic":
-            options["propagation-strategy"] = "aggressive"
-        if name in ("op-priority", "user-priority"):
-            options["run-op-priority-propagation"] = True
-        register_pass(shardy_name, "builtin.module", options)(make(name))
+    """Kept for callers of earlier versions: ``shardwise.passes`` registers the four passes
+    itself when it is imported (``shardwise.passes.propagation_passes``). Changes nothing."""
+    import shardwise.passes  # noqa: F401

@@ -3,9 +3,11 @@
 //! operations on axis lists it needs ([`axes`]), and the factor propagation strategies
 //! ([`factor_prop`]), and the fixed-point solver over a frozen program ([`solver`], with the
 //! program structure it derives in [`program`], the sharding rewrites of [`transforms`] and the
-//! pass layers basic < aggressive < op-priority < user-priority in [`layers`]).
+//! pass layers basic < aggressive < op-priority < user-priority in [`layers`]), which can record
+//! where each propagated axis came from ([`debug`]).
 
 pub mod axes;
+pub mod debug;
 pub mod factor_prop;
 pub mod layers;
 pub mod program;
@@ -21,6 +23,7 @@ pub use projection::{
     axis_list_prefix_status, common_mesh_ref, distribute_axes_across_factors, is_strict_prefix, BitSet, FactorSharding,
     PrefixStatus, ShardingProjection, TensorFactorShardings, UpdateTensorShardings,
 };
+pub use debug::{DebugOptions, EdgeNode, EdgeNodeKind, Origin, OriginKind, PropagationEdge, ShardingDebug};
 pub use layers::{propagate, FactorLayer, Layer, OpPriorityLayer, Pass, PassOptions, StrategyKind, UserPriorityLayer};
 pub use program::{OpKind, Program, ProgramFacts};
 pub use solver::{AnyDirection, DirectionPolicy, GroupConflict, Solver, SolverInput, SolverOutput, SolverStats};

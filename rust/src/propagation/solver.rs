@@ -16,6 +16,13 @@
 //! [`super::layers`] (basic < aggressive < op-priority < user-priority) decide which rounds
 //! run, with which strategy and direction policy.
 //!
+//! With [`SolverInput::debug`], the solver also records where each propagated axis came from
+//! (Shardy's `debug-sharding-origins` and `debug-propagation-edge-sharding`; see
+//! [`super::debug`]): before anything else, the origins of the user shardings; then, after each
+//! propagation step that changed a sharding, the axes that came to each tensor of the step, as
+//! edges of the op and as origins of the tensor's value. The records come back in
+//! [`SolverOutput::debug`].
+//!
 //! # Where shardings live
 //!
 //! The solver keeps one optional sharding per value, where the program stores it: function
@@ -34,6 +41,7 @@
 
 use std::collections::HashMap;
 
+use super::debug::{step_edges, DebugOptions, EdgeNode, EdgeNodeKind, Origin, OriginKind, ShardingDebug};
 use super::factor_prop::{FactorPropagation, OpInfo, PropagationDirection};
 use super::program::{Effects, OpKind, Program, ProgramFacts};
 use super::projection::ShardingProjection;
@@ -79,6 +87,8 @@ pub struct SolverInput {
     pub func_results: Vec<(u32, Vec<Option<TensorSharding>>)>,
     /// Facts held by op attributes.
     pub facts: ProgramFacts,
+    /// Record where shardings came from (see [`super::debug`]); `None` records nothing.
+    pub debug: Option<DebugOptions>,
 }
 
 /// Members of a sharding group whose shardings conflict (Shardy's
@@ -124,6 +134,9 @@ pub struct SolverOutput {
     pub group_conflicts: Vec<GroupConflict>,
     /// Counters.
     pub stats: SolverStats,
+    /// What was recorded of where shardings came from, when [`SolverInput::debug`] asked for
+    /// it (records of erased ops and their values dropped).
+    pub debug: Option<ShardingDebug>,
 }
 
 /// One tensor of a propagation step: where its sharding is read and written.
@@ -212,6 +225,7 @@ pub struct Solver<'g> {
     /// Values walked by the current `notify_users` (those marked with `seen_epoch`).
     seen: Vec<u32>,
     seen_epoch: u32,
+    debug: Option<ShardingDebug>,
 }
 
 impl<'g> Solver<'g> {
@@ -276,7 +290,8 @@ impl<'g> Solver<'g> {
         for &v in &graph.operands.items {
             live_uses[v as usize] += 1;
         }
-        Ok(Solver {
+        let debug = input.debug;
+        let mut solver = Solver {
             prog,
             meshes: input.meshes,
             raw: input.value_shardings,
@@ -293,7 +308,12 @@ impl<'g> Solver<'g> {
             stats: SolverStats::default(),
             seen: vec![0; n_values],
             seen_epoch: 0,
-        })
+            debug: None,
+        };
+        if let Some(options) = debug {
+            solver.prepare_debug(options);
+        }
+        Ok(solver)
     }
 
     /// The program the solver works on.
@@ -312,7 +332,16 @@ impl<'g> Solver<'g> {
     }
 
     /// The solver's result.
-    pub fn into_output(self) -> SolverOutput {
+    pub fn into_output(mut self) -> SolverOutput {
+        let debug = self.debug.take().map(|mut d| {
+            let prog = &self.prog;
+            let alive = &self.alive;
+            d.forget(&self.erased, |v| {
+                let op = prog.owning_op(v);
+                op != NONE && !alive[op as usize]
+            });
+            d
+        });
         let mut erased = self.erased;
         erased.sort_unstable();
         let func_results =
@@ -324,6 +353,7 @@ impl<'g> Solver<'g> {
             rule_ops: (0..self.rule_used.len() as u32).filter(|&op| self.rule_used[op as usize]).collect(),
             group_conflicts: Vec::new(),
             stats: self.stats,
+            debug,
         }
     }
 
@@ -715,6 +745,7 @@ impl<'g> Solver<'g> {
     #[allow(clippy::too_many_arguments)]
     fn propagate_tensors(
         &mut self,
+        action: u32,
         operands: &[Tensor],
         results: &[Tensor],
         rule: &OpShardingRule,
@@ -733,6 +764,7 @@ impl<'g> Solver<'g> {
         let op_refs: Vec<Option<&TensorSharding>> = op_sh.iter().map(Option::as_ref).collect();
         let res_refs: Vec<Option<&TensorSharding>> = res_sh.iter().map(Option::as_ref).collect();
         let mut projection = ShardingProjection::build_on_mesh(&op_refs, &res_refs, rule, &mesh, false)?;
+        let before = self.debug.is_some().then(|| projection.clone());
         let direction = |f: usize| {
             if i64::try_from(f).is_ok_and(|f| rule.is_blocked(f)) {
                 Dir::None
@@ -762,6 +794,9 @@ impl<'g> Solver<'g> {
                 &res_sh[i],
                 projection.results[i].to_tensor_sharding(&rule.result_mappings[i], &rule.factor_sizes, &mesh_ref, &mesh)?,
             );
+        }
+        if let (true, Some(before)) = (any, before) {
+            self.record_step(action, operands, results, &before, &projection, rule, &mesh)?;
         }
         Ok(any)
     }
@@ -803,7 +838,7 @@ impl<'g> Solver<'g> {
         let results: Vec<Tensor> = graph.results.row(op as usize).iter().map(|&v| Tensor::Value(v)).collect();
         let dirs = self.directions(policy, op, rule.num_factors());
         let elementwise = self.prog.elementwise[op as usize];
-        self.propagate_tensors(&operands, &results, rule, &dirs, strategy, self.conservative, elementwise)
+        self.propagate_tensors(op, &operands, &results, rule, &dirs, strategy, self.conservative, elementwise)
     }
 
     /// Shardy's `PropagateDataFlowEdgeOp`: between the sources and the targets of an edge.
@@ -818,7 +853,7 @@ impl<'g> Solver<'g> {
         let rule = RuleBuilder::identity(self.prog.shape(result), sources.len(), 1);
         let operands: Vec<Tensor> = sources.iter().map(|&v| Tensor::Value(v)).collect();
         let dirs = self.directions(policy, edge, rule.num_factors());
-        self.propagate_tensors(&operands, &[Tensor::EdgeTarget(edge)], &rule, &dirs, strategy, false, false)
+        self.propagate_tensors(edge, &operands, &[Tensor::EdgeTarget(edge)], &rule, &dirs, strategy, false, false)
     }
 
     /// Shardy's `PropagateFuncDataFlowEdgeOp`: between a function argument and the operands
@@ -853,7 +888,7 @@ impl<'g> Solver<'g> {
         let rule = RuleBuilder::identity(self.prog.shape(result), sources.len(), 1);
         let operands: Vec<Tensor> = sources.iter().map(|&v| Tensor::Value(v)).collect();
         let dirs = self.directions(policy, edge, rule.num_factors());
-        self.propagate_tensors(&operands, &[Tensor::Value(result)], &rule, &dirs, strategy, false, false)
+        self.propagate_tensors(edge, &operands, &[Tensor::Value(result)], &rule, &dirs, strategy, false, false)
     }
 
     /// Shardy's `PropagatePropagationBarrier`: only in the barrier's allowed direction.
@@ -864,7 +899,7 @@ impl<'g> Solver<'g> {
         let dir = self.prog.barrier_direction.get(&op).copied().unwrap_or(Dir::None);
         let rule = RuleBuilder::identity(self.prog.shape(result), 1, 1);
         let dirs = vec![dir; rule.num_factors()];
-        self.propagate_tensors(&[Tensor::Value(input)], &[Tensor::Value(result)], &rule, &dirs, strategy, false, true)
+        self.propagate_tensors(op, &[Tensor::Value(input)], &[Tensor::Value(result)], &rule, &dirs, strategy, false, true)
     }
 
     fn visit(&mut self, op: u32, strategy: &dyn FactorPropagation, policy: &dyn DirectionPolicy) -> Result<()> {
@@ -897,7 +932,16 @@ impl<'g> Solver<'g> {
             }
             let rule = RuleBuilder::identity(self.prog.shape(v), 1, 1);
             let dirs = vec![Dir::Both; rule.num_factors()];
-            self.propagate_tensors(&[Tensor::Value(v)], &[Tensor::FuncResult(main, k as u32)], &rule, &dirs, strategy, false, false)?;
+            self.propagate_tensors(
+                main,
+                &[Tensor::Value(v)],
+                &[Tensor::FuncResult(main, k as u32)],
+                &rule,
+                &dirs,
+                strategy,
+                false,
+                false,
+            )?;
         }
         Ok(())
     }
@@ -995,6 +1039,194 @@ impl<'g> Solver<'g> {
             r?;
         }
         self.propagate_func_results(strategy)
+    }
+
+    // ------------------------------------------------------------------ debugging records
+
+    /// Ops in MLIR's post-order walk (an op after the ops nested in it).
+    fn post_order(&self) -> Vec<u32> {
+        let n = self.alive.len() as u32;
+        let mut out = Vec::with_capacity(n as usize);
+        let mut stack: Vec<(u32, usize)> = Vec::new();
+        for root in (0..n).filter(|&op| self.prog.parent(op).is_none()) {
+            stack.push((root, 0));
+            while let Some(top) = stack.last_mut() {
+                let (op, i) = *top;
+                match self.prog.children.row(op as usize).get(i) {
+                    Some(&c) => {
+                        top.1 += 1;
+                        stack.push((c, 0));
+                    }
+                    None => {
+                        out.push(op);
+                        stack.pop();
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Shardy `SourceShardingHandler::prepareHandler`: the origins of the user shardings, in
+    /// Shardy's order (the first recorded origin of an axis wins): sharding constraints (their
+    /// sharding on their result and, if it has one, their operand's on the operand), manual
+    /// computations (each in sharding on the edge of its body argument and on its operand,
+    /// each out sharding on the edge of its result), then each function's arguments and
+    /// results (on the returned values). And an empty edge list per function result.
+    fn prepare_debug(&mut self, options: DebugOptions) {
+        let mut d = ShardingDebug::new(options);
+        let n = self.alive.len() as u32;
+        if d.options.origins {
+            let mut id = 0i64;
+            for op in 0..n {
+                if self.prog.kind[op as usize] != OpKind::ShardingConstraint || d.options.skip_ops.contains(&op) {
+                    continue;
+                }
+                let origin = Origin { kind: OriginKind::Constraint, index: 0, source_id: id };
+                id += 1;
+                d.origin_names.push((op, origin.to_string()));
+                if let Some(&r) = self.prog.results(op).first() {
+                    if let (Some(s), Some(slot)) = (&self.raw[r as usize], self.shardable(r)) {
+                        d.save_origins(slot, s.dims.iter().flat_map(|dim| &dim.axes), origin);
+                    }
+                }
+                if let Some(&x) = self.prog.operands(op).first() {
+                    if let (Some(s), Some(slot)) = (self.get_sharding(x), self.shardable(x)) {
+                        d.save_origins(slot, s.dims.iter().flat_map(|dim| &dim.axes), origin);
+                    }
+                }
+            }
+            let mut id = 0i64;
+            for op in self.post_order() {
+                if self.prog.kind[op as usize] != OpKind::ManualComputation {
+                    continue;
+                }
+                for (i, &arg) in self.prog.block_args.row(op as usize).iter().enumerate() {
+                    let origin = Origin { kind: OriginKind::ManualInput, index: i as i64, source_id: id };
+                    let (Some(s), Some(edge)) = (&self.raw[arg as usize], self.edge_of(arg)) else { continue };
+                    d.save_origins(self.edge_result(edge), s.dims.iter().flat_map(|dim| &dim.axes), origin);
+                    if let Some(&x) = self.prog.operands(op).get(i) {
+                        if let (Some(s), Some(slot)) = (self.get_sharding(x), self.shardable(x)) {
+                            d.save_origins(slot, s.dims.iter().flat_map(|dim| &dim.axes), origin);
+                        }
+                    }
+                }
+                for (i, &r) in self.prog.results(op).iter().enumerate() {
+                    let origin = Origin { kind: OriginKind::ManualOutput, index: i as i64, source_id: id };
+                    if let (Some(s), Some(edge)) = (&self.raw[r as usize], self.edge_of(r)) {
+                        d.save_origins(self.edge_result(edge), s.dims.iter().flat_map(|dim| &dim.axes), origin);
+                    }
+                }
+                d.origin_names.push((op, format!("mc_{id}")));
+                id += 1;
+            }
+        }
+        for func in 0..n {
+            if self.prog.kind[func as usize] != OpKind::Func || self.prog.parent(func).is_some() {
+                continue;
+            }
+            let results = self.func_results.get(&func).cloned().unwrap_or_default();
+            if d.options.edges {
+                d.func_result_edges.push((func, vec![Default::default(); results.len()]));
+            }
+            if !d.options.origins {
+                continue;
+            }
+            for (i, &arg) in self.prog.block_args.row(func as usize).iter().enumerate() {
+                let origin = Origin { kind: OriginKind::Input, index: i as i64, source_id: 0 };
+                if let Some(s) = self.get_sharding(arg) {
+                    d.save_origins(arg, s.dims.iter().flat_map(|dim| &dim.axes), origin);
+                }
+            }
+            let Some(ret) = self.prog.terminator(func, 0).filter(|&t| self.prog.kind[t as usize] == OpKind::FuncReturn) else {
+                continue;
+            };
+            for (k, &v) in self.prog.operands(ret).iter().enumerate() {
+                let origin = Origin { kind: OriginKind::Output, index: k as i64, source_id: 0 };
+                if let (Some(Some(s)), Some(slot)) = (results.get(k), self.shardable(v)) {
+                    d.save_origins(slot, s.dims.iter().flat_map(|dim| &dim.axes), origin);
+                }
+            }
+        }
+        self.debug = Some(d);
+    }
+
+    /// The value whose origins a tensor of a step has (Shardy `getShardableValue` of the
+    /// tensor; for a function result, of the returned value).
+    fn origin_slot(&self, t: Tensor) -> Option<u32> {
+        match t {
+            Tensor::Value(v) => self.shardable(v),
+            Tensor::EdgeTarget(e) => Some(self.edge_result(e)),
+            Tensor::FuncResult(f, k) => {
+                let ret = self.prog.terminator(f, 0)?;
+                self.shardable(*self.prog.operands(ret).get(k as usize)?)
+            }
+        }
+    }
+
+    /// Shardy `SourceShardingHandler::operator()`: after a step through `action` that changed
+    /// some sharding, the axes that came to each tensor (see [`step_edges`]) are recorded as
+    /// edges of the op (of the function's result 0 for a function result) and as origins of
+    /// the tensor's value, looked up in the source tensor's origins.
+    #[allow(clippy::too_many_arguments)]
+    fn record_step(
+        &mut self,
+        action: u32,
+        operands: &[Tensor],
+        results: &[Tensor],
+        before: &ShardingProjection,
+        after: &ShardingProjection,
+        rule: &OpShardingRule,
+        mesh: &Mesh,
+    ) -> Result<()> {
+        let Some(mut d) = self.debug.take() else { return Ok(()) };
+        let step = d.next_step;
+        d.next_step += 1;
+        let edges = match step_edges(before, after, rule, mesh, step) {
+            Ok(e) => e,
+            Err(e) => {
+                self.debug = Some(d);
+                return Err(e);
+            }
+        };
+        let is_func = self.prog.kind[action as usize] == OpKind::Func;
+        for (tensors, maps) in [(operands, &edges.operands), (results, &edges.results)] {
+            for (i, map) in maps.iter().enumerate() {
+                let slot = tensors.get(i).and_then(|&t| self.origin_slot(t));
+                for (axis, edge) in map.iter() {
+                    if d.options.edges {
+                        if is_func {
+                            let per_result = d.func_result_edges.iter_mut().find(|(f, _)| *f == action);
+                            if let Some(m) = per_result.and_then(|(_, r)| r.get_mut(i)) {
+                                m.entry(axis, Vec::new).push(*edge);
+                            }
+                        } else {
+                            d.edges_mut(action).entry(axis, Vec::new).push(*edge);
+                        }
+                    }
+                    if !d.options.origins {
+                        continue;
+                    }
+                    let Some(slot) = slot else { continue };
+                    let source = |EdgeNode { kind, index }: EdgeNode| match kind {
+                        EdgeNodeKind::Operand => operands.get(index as usize).copied(),
+                        EdgeNodeKind::Result => results.get(index as usize).copied(),
+                    };
+                    let origin = source(edge.source)
+                        .and_then(|t| self.origin_slot(t))
+                        .and_then(|s| d.origins_of(s))
+                        .and_then(|m| m.lookup(axis));
+                    match origin {
+                        Some(origin) => {
+                            d.origins_mut(slot).try_insert(axis, origin);
+                        }
+                        None => d.missing_origins.push((slot, axis.clone())),
+                    }
+                }
+            }
+        }
+        self.debug = Some(d);
+        Ok(())
     }
 
     // ------------------------------------------------------------------ sharding groups

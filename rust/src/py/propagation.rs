@@ -1,7 +1,15 @@
-//! Bindings for the propagation solver (`crate::propagation::{solver, layers}`): one function,
+//! Bindings for the propagation solver (`crate::propagation::{solver, layers, debug}`):
 //! `propagate_shardings`, that runs one of Shardy's four propagation passes over a frozen
-//! program, and the `PropagationResult` it returns. Shardings cross as the wire tuples of
-//! `wire.rs`; the GIL is released while the solver runs.
+//! program, the `PropagationResult` it returns (with, on request, the records of where each
+//! propagated axis came from), and the printers of Shardy's two debugging attributes
+//! (`sharding_origins_text`, `propagation_edges_text`). Shardings cross as the wire tuples of
+//! `wire.rs`, debugging records as the tuples below; the GIL is released while the solver
+//! runs.
+//!
+//! * origin: `(kind, index, source id)`, kind one of `"input"`, `"constraint"`, `"output"`,
+//!   `"mc_input"`, `"mc_output"`;
+//! * edge: `(source kind, source index, target kind, target index, step)`, kinds `"operand"`
+//!   or `"result"`.
 
 use std::collections::HashMap;
 
@@ -9,14 +17,43 @@ use pyo3::prelude::*;
 
 use super::errors::IntoPyResult;
 use super::graph::PyGraph;
-use super::wire::{MeshW, ShardingW};
+use super::wire::{AxisW, MeshW, ShardingW};
 use crate::error::Error;
+use crate::axis::AxisRef;
+use crate::propagation::debug::{
+    origins_dict_text, propagation_edges_text as edges_text, AxisMap, DebugOptions, EdgeNode, EdgeNodeKind, Origin,
+    PropagationEdge,
+};
 use crate::propagation::layers::{direction_from_name, propagate, Pass, PassOptions, StrategyKind};
 use crate::propagation::program::ProgramFacts;
 use crate::propagation::solver::{SolverInput, SolverOutput};
 use crate::sharding::TensorSharding;
 
 type FuncResultsW = Vec<(u32, Vec<Option<ShardingW>>)>;
+type OriginW = (String, i64, i64);
+type EdgeW = (String, i64, String, i64, i64);
+type AxisEdgesW = Vec<(AxisW, Vec<EdgeW>)>;
+
+fn origin_w(o: &Origin) -> OriginW {
+    (o.kind.name().to_string(), o.index, o.source_id)
+}
+
+fn edge_w(e: &PropagationEdge) -> EdgeW {
+    (e.source.kind.name().to_string(), e.source.index, e.target.kind.name().to_string(), e.target.index, e.step)
+}
+
+fn axis_edges_w(m: &AxisMap<Vec<PropagationEdge>>) -> AxisEdgesW {
+    m.iter().map(|(a, es)| (AxisW::from(a), es.iter().map(edge_w).collect())).collect()
+}
+
+fn edge_r((sk, si, tk, ti, step): EdgeW) -> PyResult<PropagationEdge> {
+    let kind = |k: &str| {
+        EdgeNodeKind::from_name(k).ok_or_else(|| {
+            pyo3::exceptions::PyValueError::new_err(format!("unknown edge node kind {k:?}; expected \"operand\" or \"result\""))
+        })
+    };
+    Ok(PropagationEdge { source: EdgeNode { kind: kind(&sk)?, index: si }, target: EdgeNode { kind: kind(&tk)?, index: ti }, step })
+}
 
 /// What a propagation pass computed (see `propagate_shardings`).
 #[pyclass(frozen, module = "shardwise._native", name = "PropagationResult")]
@@ -78,6 +115,79 @@ impl PyPropagationResult {
     fn updates(&self) -> u64 {
         self.out.stats.updates
     }
+
+    /// Whether debugging records were kept (``debug_sharding_origins`` or
+    /// ``debug_propagation_edges``).
+    #[getter]
+    fn has_debug(&self) -> bool {
+        self.out.debug.is_some()
+    }
+
+    /// ``(value, [(axis, origin), ...])``: the origin of each axis of each value's sharding,
+    /// axes in the order they were recorded (with ``debug_sharding_origins``).
+    #[getter]
+    fn debug_origins(&self) -> Vec<(u32, Vec<(AxisW, OriginW)>)> {
+        let Some(d) = &self.out.debug else { return Vec::new() };
+        d.value_origins.iter().map(|(v, m)| (*v, m.iter().map(|(a, o)| (AxisW::from(a), origin_w(o))).collect())).collect()
+    }
+
+    /// ``(op, [(axis, [edge, ...]), ...])``: the propagation edges recorded on each op (with
+    /// ``debug_propagation_edges``).
+    #[getter]
+    fn debug_edges(&self) -> Vec<(u32, AxisEdgesW)> {
+        let Some(d) = &self.out.debug else { return Vec::new() };
+        d.op_edges.iter().map(|(op, m)| (*op, axis_edges_w(m))).collect()
+    }
+
+    /// ``(func op, [per result: [(axis, [edge, ...]), ...]])``: the propagation edges of
+    /// each function result (with ``debug_propagation_edges``; Shardy records them all under
+    /// result 0).
+    #[getter]
+    fn debug_func_result_edges(&self) -> Vec<(u32, Vec<AxisEdgesW>)> {
+        let Some(d) = &self.out.debug else { return Vec::new() };
+        d.func_result_edges.iter().map(|(f, rs)| (*f, rs.iter().map(axis_edges_w).collect())).collect()
+    }
+
+    /// ``(op, name)``: Shardy's ``sdy.sharding_origin_name`` of each sharding constraint and
+    /// manual computation (with ``debug_sharding_origins``).
+    #[getter]
+    fn debug_origin_names(&self) -> Vec<(u32, String)> {
+        self.out.debug.as_ref().map(|d| d.origin_names.clone()).unwrap_or_default()
+    }
+
+    /// ``(value, axis)``: axes propagated from a tensor without a recorded origin for them
+    /// (Shardy's behaviour is undefined there; nothing is recorded).
+    #[getter]
+    fn debug_missing_origins(&self) -> Vec<(u32, AxisW)> {
+        let Some(d) = &self.out.debug else { return Vec::new() };
+        d.missing_origins.iter().map(|(v, a)| (*v, AxisW::from(a))).collect()
+    }
+
+    /// The number the next propagation step would get (``debug_first_step`` plus the steps
+    /// taken); ``None`` without debugging records.
+    #[getter]
+    fn debug_next_step(&self) -> Option<i64> {
+        self.out.debug.as_ref().map(|d| d.next_step)
+    }
+}
+
+/// The ``sdy.sharding_origins`` dictionary text of ``[(axis, origin text), ...]`` as MLIR
+/// prints it (sorted by key, keys without the axis names' quotes).
+#[pyfunction]
+fn sharding_origins_text(entries: Vec<(AxisW, String)>) -> String {
+    let entries: Vec<(AxisRef, String)> = entries.into_iter().map(|(a, o)| (AxisRef::from(a), o)).collect();
+    origins_dict_text(&entries)
+}
+
+/// The ``#sdy.propagation_edges<...>`` text of ``[(axis, [edge, ...]), ...]`` as Shardy builds
+/// and prints it; ``None`` when there is no edge.
+#[pyfunction]
+fn propagation_edges_text(entries: AxisEdgesW) -> PyResult<Option<String>> {
+    let entries = entries
+        .into_iter()
+        .map(|(a, es)| Ok((AxisRef::from(a), es.into_iter().map(edge_r).collect::<PyResult<Vec<_>>>()?)))
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(edges_text(&entries))
 }
 
 fn shardings_of(py: Python<'_>, ws: Vec<Option<ShardingW>>) -> PyResult<Vec<Option<TensorSharding>>> {
@@ -92,7 +202,8 @@ fn shardings_of(py: Python<'_>, ws: Vec<Option<ShardingW>>) -> PyResult<Vec<Opti
     graph, meshes, shardings, func_results, *, pass_name="basic", strategy="aggressive",
     conservative=false, run_op_priority=true, main_func=None, callees=vec![], symbol_users=vec![],
     manual_axes=vec![], sharding_groups=vec![], barrier_directions=vec![], side_effecting_ops=vec![],
-    offload_ops=vec![], non_tensor_values=vec![], forward_use_order_values=vec![]
+    offload_ops=vec![], non_tensor_values=vec![], forward_use_order_values=vec![],
+    debug_sharding_origins=false, debug_propagation_edges=false, debug_first_step=0, debug_skip_ops=vec![]
 ))]
 #[allow(clippy::too_many_arguments)]
 fn propagate_shardings(
@@ -115,6 +226,10 @@ fn propagate_shardings(
     offload_ops: Vec<u32>,
     non_tensor_values: Vec<u32>,
     forward_use_order_values: Vec<u32>,
+    debug_sharding_origins: bool,
+    debug_propagation_edges: bool,
+    debug_first_step: i64,
+    debug_skip_ops: Vec<u32>,
 ) -> PyResult<PyPropagationResult> {
     let pass = Pass::from_name(pass_name).ok_or_else(|| {
         pyo3::exceptions::PyValueError::new_err(format!(
@@ -153,7 +268,13 @@ fn propagate_shardings(
         non_tensor_values,
         forward_use_order_values,
     };
-    let input = SolverInput { meshes, value_shardings, func_results, facts };
+    let debug = (debug_sharding_origins || debug_propagation_edges).then_some(DebugOptions {
+        origins: debug_sharding_origins,
+        edges: debug_propagation_edges,
+        first_step: debug_first_step,
+        skip_ops: debug_skip_ops,
+    });
+    let input = SolverInput { meshes, value_shardings, func_results, facts, debug };
     let options = PassOptions { pass, strategy, conservative, run_op_priority };
     let g = graph.get().inner.clone();
     let out = py.detach(|| propagate(&g, input, &options)).py(py)?;
@@ -163,5 +284,7 @@ fn propagate_shardings(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyPropagationResult>()?;
     m.add_function(wrap_pyfunction!(propagate_shardings, m)?)?;
+    m.add_function(wrap_pyfunction!(sharding_origins_text, m)?)?;
+    m.add_function(wrap_pyfunction!(propagation_edges_text, m)?)?;
     Ok(())
 }

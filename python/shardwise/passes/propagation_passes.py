@@ -1,0 +1,63 @@
+"""Shardy's four propagation passes in the pass registry, under Shardy's names and options:
+``sdy-basic-propagate``, ``sdy-aggressive-propagate``, ``sdy-op-priority-propagate`` and
+``sdy-user-priority-propagate`` (so ``sdy-propagation-pipeline`` runs too). The work is
+``shardwise.propagation.propagate``, imported when a pass runs (``shardwise.propagation``
+imports ``shardwise.passes``, so it cannot be imported while this package loads).
+
+Options: ``keep-sharding-rules``, ``conservative-propagation``, ``debug-sharding-origins``,
+``debug-propagation-edge-sharding``, ``module-dump-directory`` (accepted and ignored: nothing
+is dumped), and ``propagation-strategy`` (all but the basic pass) and
+``run-op-priority-propagation`` (op- and user-priority passes)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from shardwise.ir.core import Module
+from shardwise.passes.registry import Options, OptionValue, register_pass
+
+__all__ = ["PROPAGATION_PASSES"]
+
+#: The pass names of ``shardwise.propagation.propagate`` -> Shardy's pass names.
+PROPAGATION_PASSES = {
+    "basic": "sdy-basic-propagate",
+    "aggressive": "sdy-aggressive-propagate",
+    "op-priority": "sdy-op-priority-propagate",
+    "user-priority": "sdy-user-priority-propagate",
+}
+
+_COMMON_OPTIONS: dict[str, OptionValue] = {
+    "keep-sharding-rules": False,
+    "module-dump-directory": "",
+    "conservative-propagation": False,
+    "debug-sharding-origins": False,
+    "debug-propagation-edge-sharding": False,
+}
+
+
+def _make(pass_name: str) -> Callable[[Module, Options], None]:
+    def run(module: Module, options: Options) -> None:
+        from shardwise.propagation import propagate
+
+        propagate(
+            module,
+            pass_name,
+            conservative=bool(options.get("conservative-propagation", False)),
+            keep_sharding_rules=bool(options.get("keep-sharding-rules", False)),
+            propagation_strategy=str(options.get("propagation-strategy", "aggressive")),
+            run_op_priority=bool(options.get("run-op-priority-propagation", True)),
+            debug_sharding_origins=bool(options.get("debug-sharding-origins", False)),
+            debug_propagation_edge_sharding=bool(options.get("debug-propagation-edge-sharding", False)),
+        )
+
+    run.__doc__ = f"Shardy's {PROPAGATION_PASSES[pass_name]} (shardwise.propagation)."
+    return run
+
+
+for _name, _shardy_name in PROPAGATION_PASSES.items():
+    _options = dict(_COMMON_OPTIONS)
+    if _name != "basic":
+        _options["propagation-strategy"] = "aggressive"
+    if _name in ("op-priority", "user-priority"):
+        _options["run-op-priority-propagation"] = True
+    register_pass(_shardy_name, "builtin.module", _options)(_make(_name))
