@@ -9,45 +9,16 @@ use shardwise::propagation::{
     FactorSharding, OpInfo, PropagationDirection, ShardingProjection, TensorFactorShardings, UpdateTensorShardings,
 };
 use shardwise::rule::parse_rule;
-use shardwise::text::{parse_mesh, parse_sharding, print_sharding};
-use shardwise::{AxisRef, Mesh, MeshRef, TensorSharding};
+use shardwise::text::{parse_sharding, print_sharding};
+use shardwise::{AxisRef, MeshRef, TensorSharding};
 
 use PropagationDirection as Dir;
 
 // ------------------------------------------------------------------ helpers
 
-/// `"a"` or `"a:(2)4"`.
-fn ax(text: &str) -> AxisRef {
-    match text.split_once(':') {
-        None => AxisRef::full(text),
-        Some((name, rest)) => {
-            let (pre, size) = rest.trim_start_matches('(').split_once(')').unwrap();
-            AxisRef::sub(name, pre.parse().unwrap(), size.parse().unwrap())
-        }
-    }
-}
-
-/// Whitespace-separated axes: `"a b:(1)2"`.
-fn axes(text: &str) -> Vec<AxisRef> {
-    text.split_whitespace().map(ax).collect()
-}
-
-/// An open, non-minor-most factor sharding (Shardy's `FactorSharding` defaults).
-fn open(text: &str) -> FactorSharding {
-    FactorSharding::open(axes(text))
-}
-
-fn closed(text: &str) -> FactorSharding {
-    FactorSharding::closed(axes(text))
-}
-
-fn tensor<const N: usize>(factors: [(usize, FactorSharding); N]) -> TensorFactorShardings {
-    TensorFactorShardings::from_factors(factors)
-}
-
-fn mesh(axes: &str) -> Mesh {
-    parse_mesh(&format!("<[{axes}]>")).unwrap()
-}
+#[path = "common/mod.rs"]
+mod common;
+use common::{axes, closed, mesh, open, tensor};
 
 fn both(_: usize) -> Dir {
     Dir::Both

@@ -8,42 +8,14 @@ use shardwise::propagation::{
     TensorFactorShardings,
 };
 use shardwise::rule::{parse_rule, OpShardingRule};
-use shardwise::text::{parse_mesh, parse_sharding, print_sharding};
+use shardwise::text::{parse_sharding, print_sharding};
 use shardwise::{AxisRef, ErrorKind, Mesh, MeshRef, TensorSharding};
 
 // ------------------------------------------------------------------ helpers
 
-/// `"a"` or `"a:(2)4"`.
-fn ax(text: &str) -> AxisRef {
-    match text.split_once(':') {
-        None => AxisRef::full(text),
-        Some((name, rest)) => {
-            let (pre, size) = rest.trim_start_matches('(').split_once(')').unwrap();
-            AxisRef::sub(name, pre.parse().unwrap(), size.parse().unwrap())
-        }
-    }
-}
-
-/// Whitespace-separated axes: `"a b:(1)2"`.
-fn axes(text: &str) -> Vec<AxisRef> {
-    text.split_whitespace().map(ax).collect()
-}
-
-fn open(text: &str) -> FactorSharding {
-    FactorSharding::open(axes(text))
-}
-
-fn closed(text: &str) -> FactorSharding {
-    FactorSharding::closed(axes(text))
-}
-
-fn tensor<const N: usize>(factors: [(usize, FactorSharding); N]) -> TensorFactorShardings {
-    TensorFactorShardings::from_factors(factors)
-}
-
-fn mesh(axes: &str) -> Mesh {
-    parse_mesh(&format!("<[{axes}]>")).unwrap()
-}
+#[path = "common/mod.rs"]
+mod common;
+use common::{axes, closed, mesh, open, tensor};
 
 fn rule(text: &str) -> OpShardingRule {
     parse_rule(&format!("<{text}>")).unwrap()

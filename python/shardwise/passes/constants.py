@@ -21,6 +21,7 @@ from shardwise.passes._sdy import (
     original_func_name,
     set_callee,
 )
+from shardwise.passes.data_flow import post_order
 from shardwise.passes.registry import Options, register_pass
 
 __all__ = ["ELEMENTWISE_OPS", "constant_or_scalar_splitter", "is_elementwise", "is_pure"]
@@ -135,7 +136,7 @@ class _Splitter:
     def _clone_func_recursively(self, func: Func) -> Func:
         new = clone_func(func, func.sym_name)
         new.attributes[ORIGINAL_FUNC_NAME] = quote(original_func_name(func))
-        calls = [o for o in _post_order(new) if o.name == CALL]
+        calls = [o for o in post_order(new) if o.name == CALL]
         for call in calls:
             callee = self.symbols.lookup_func(callee_name(call))
             set_callee(call, self.symbols.insert(self._clone_func_recursively(callee)))
@@ -188,23 +189,9 @@ class _Splitter:
             if op.name == "stablehlo.constant":
                 op.name = "sdy.constant"
         for func in reversed(call_graph_rpo(self.module, self.symbols)):
-            for named in [o for o in _post_order(func) if o.name == NAMED_COMPUTATION]:
+            for named in [o for o in post_order(func) if o.name == NAMED_COMPUTATION]:
                 self.walk_region(named.regions[0].entry.ops, func)
             self.walk_region(func.body.ops, func)
-
-
-def _post_order(op: Op) -> list[Op]:
-    out: list[Op] = []
-
-    def visit(o: Op) -> None:
-        for r in o.regions:
-            for b in r.blocks:
-                for inner in list(b.ops):
-                    visit(inner)
-        out.append(o)
-
-    visit(op)
-    return out
 
 
 @register_pass("sdy-constant-or-scalar-splitter")
