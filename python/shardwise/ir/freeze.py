@@ -94,18 +94,21 @@ def freeze(module: Module, *, rules: bool = True, conservative: bool = False) ->
         from shardwise.rules.from_ir import rules_for
 
         distinct: dict[Any, int] = {}
+        by_object: dict[int, int] = {}  # memoised rules are shared objects: one wire each
         by_op = rules_for(module, conservative=conservative)
         for op in ops:
             rule = by_op[id(op)]
             if rule is None:
                 op_rule.append(_NONE)
                 continue
-            w = rule._wire()
-            key = repr(w)
-            if key not in distinct:
-                distinct[key] = len(rule_wires)
-                rule_wires.append(w)
-            op_rule.append(distinct[key])
+            known = by_object.get(id(rule))
+            if known is None:
+                w = rule._wire()
+                known = distinct.setdefault(repr(w), len(rule_wires))
+                if known == len(rule_wires):
+                    rule_wires.append(w)
+                by_object[id(rule)] = known
+            op_rule.append(known)
     graph = _native.FrozenGraph(
         list(names), op_name, op_parent, operand_counts, operands, result_counts, results, ranks, dims, block_owner, rule_wires, op_rule
     )

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import re
 from collections.abc import Callable
 
@@ -37,6 +39,9 @@ from shardwise.passes.data_flow import post_order
 from shardwise.passes.registry import Options, register_pass
 from shardwise.sharding import AxisRef, TensorSharding
 
+if TYPE_CHECKING:
+    from shardwise.rules.from_ir import RuleCache
+
 __all__ = ["apply_sharding_constraints", "manual_axes_cleanup", "sharding_group_import"]
 
 
@@ -47,19 +52,15 @@ class _Constraints:
     def __init__(self, module: Module, origins: bool = False, edges: bool = False) -> None:
         self.module = module
         self.uses = Uses(module)
-        self._infos: dict[int, object] | None = None
+        self._rules: RuleCache | None = None
         self.debug = DebugInfo(origins, edges, self.uses)
 
     def rule_text(self, op: Op) -> str | None:
-        from shardwise.rules.from_ir import op_infos
-        from shardwise.rules.registry import rule_for
+        from shardwise.rules.from_ir import RuleCache
 
-        if self._infos is None:
-            self._infos = dict(op_infos(self.module))
-        info = self._infos.get(id(op))
-        if info is None:
-            return None
-        rule = rule_for(info)  # type: ignore[arg-type]
+        if self._rules is None:
+            self._rules = RuleCache(self.module)
+        rule = self._rules.rule(op)
         return None if rule is None else str(rule)
 
     def used_by_constraint_with_different_sharding(self, value: Value, sharding: TensorSharding) -> bool:

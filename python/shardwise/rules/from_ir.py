@@ -7,24 +7,38 @@ from __future__ import annotations
 from shardwise.ir.core import Module, Op, Value
 from shardwise.ir.types import TensorType
 from shardwise.rules.opinfo import BlockInfo, OpInfo, ValueInfo
-from shardwise.rules.registry import rule_for
+from shardwise.rules.registry import is_user_op, rule_for
 from shardwise.rules.rule import OpShardingRule
 
-__all__ = ["op_infos", "populate_rules", "rules_for"]
+__all__ = ["CONTEXT_OPS", "RuleCache", "op_infos", "populate_rules", "rules_for"]
 
+
+#: Ops whose rule reads more than the op itself (its name, attributes and value types): the
+#: producers of its operands (``concatenate``, ``dynamic_update_slice``), its region
+#: (``scatter``), or its results' users (custom calls). Their rules are never memoised.
+CONTEXT_OPS = frozenset({"stablehlo.concatenate", "stablehlo.dynamic_update_slice", "stablehlo.scatter", "stablehlo.custom_call"})
 
 class _Converter:
-    """One ``OpInfo`` per IR op; values seen from their producer and from their users share a
-    ``value_id``."""
+    """``OpInfo`` views of IR ops, built on demand: values seen from their producer and from
+    their users share a ``value_id``; an operand's ``defining_op`` is its producer's full view
+    when that was built first, else a view of the producer whose own operands have no producer
+    (rules read one producer deep)."""
 
     def __init__(self, module: Module) -> None:
+        self.module = module
         self.ids: dict[int, int] = {}
         self.infos: dict[int, OpInfo] = {}
-        self.users: dict[int, set[str]] = {}
         self.used: dict[int, ValueInfo] = {}
-        for op in module.walk():
-            for v in op.operands:
-                self.users.setdefault(id(v), set()).add(op.name)
+        self._users: dict[int, set[str]] | None = None
+
+    @property
+    def users(self) -> dict[int, set[str]]:
+        if self._users is None:
+            self._users = {}
+            for op in self.module.walk():
+                for v in op.operands:
+                    self._users.setdefault(id(v), set()).add(op.name)
+        return self._users
 
     def _value(self, v: Value, defining: OpInfo | None) -> ValueInfo:
         vid = self.ids.setdefault(id(v), len(self.ids))
@@ -33,36 +47,91 @@ class _Converter:
             return ValueInfo(v.type.shape, v.type.element_type, defining, vid, True, users)
         return ValueInfo((), str(v.type), defining, vid, False, users)
 
-    def _operand(self, v: Value) -> ValueInfo:
+    def _operand(self, v: Value, deep: bool = True) -> ValueInfo:
         info = self.used.get(id(v))
         if info is None:
             owner = v.defining_op
-            info = self._value(v, None if owner is None else self.infos.get(id(owner)))
-            self.used[id(v)] = info
+            defining = None if owner is None else self.infos.get(id(owner))
+            if defining is None and owner is not None and deep:
+                defining = self.op(owner, deep=False)
+            info = self._value(v, defining)
+            if defining is not None or owner is None:
+                self.used[id(v)] = info
         return info
 
-    def op(self, op: Op) -> OpInfo:
+    def op(self, op: Op, deep: bool = True) -> OpInfo:
+        known = self.infos.get(id(op))
+        if known is not None:
+            return known
         regions = tuple(
             tuple(BlockInfo(tuple(self._operand(a) for a in b.args), tuple(self.op(o) for o in b.ops)) for b in r.blocks)
             for r in op.regions
         )
-        info = OpInfo(op.name, tuple(self._operand(v) for v in op.operands), tuple(self._value(r, None) for r in op.results), dict(op.attributes), regions)
-        self.infos[id(op)] = info
+        operands = tuple(self._operand(v, deep) for v in op.operands)
+        info = OpInfo(op.name, operands, tuple(self._value(r, None) for r in op.results), dict(op.attributes), regions)
+        if deep:
+            self.infos[id(op)] = info
         return info
+
+
+def _plain_info(op: Op) -> OpInfo:
+    """The view of an op whose rule reads only the op itself: no producers, users, ids or
+    regions."""
+
+    def value(v: Value) -> ValueInfo:
+        t = v.type
+        if isinstance(t, TensorType):
+            return ValueInfo(t.shape, t.element_type, None, None, True)
+        return ValueInfo((), str(t), None, None, False)
+
+    return OpInfo(op.name, tuple(value(v) for v in op.operands), tuple(value(r) for r in op.results), dict(op.attributes))
 
 
 def op_infos(module: Module) -> dict[int, OpInfo]:
     """``id(op)`` -> ``OpInfo`` for every op of ``module`` (nested ones included)."""
     c = _Converter(module)
-    for op in module.ops:
+    for op in module.walk():
         c.op(op)
     return c.infos
 
 
+class RuleCache:
+    """The sharding rule of each op of ``module``, computed on first request.
+
+    Rules are memoised per (op name, attributes, operand and result types) for ops whose rule
+    reads nothing else (all but ``CONTEXT_OPS`` and ops with a rule registered by the user; no
+    other builtin rule reads a region): a transformer step repeats a few dozen
+    op signatures thousands of times. An op without a rule is never memoised, so each one
+    still warns ``UnknownOpWarning``. The module must not change while the cache is used."""
+
+    def __init__(self, module: Module, *, conservative: bool = False) -> None:
+        self.module = module
+        self.conservative = conservative
+        self._converter: _Converter | None = None
+        self._memo: dict[tuple[object, ...], OpShardingRule] = {}
+
+    def rule(self, op: Op) -> OpShardingRule | None:
+        """``op``'s rule (``None`` where Shardy has none); raises what ``rule_for`` raises."""
+        name = op.name
+        if name not in CONTEXT_OPS and not is_user_op(name):
+            key = (name, tuple(op.attributes.items()), tuple(v.type for v in op.operands), tuple(r.type for r in op.results))
+            cached = self._memo.get(key)
+            if cached is not None:
+                return cached
+            rule = rule_for(_plain_info(op), conservative=self.conservative)
+            if rule is not None:
+                self._memo[key] = rule
+            return rule
+        if self._converter is None:
+            self._converter = _Converter(self.module)
+        return rule_for(self._converter.op(op), conservative=self.conservative)
+
+
 def rules_for(module: Module, *, conservative: bool = False) -> dict[int, OpShardingRule | None]:
-    """``id(op)`` -> the op's sharding rule (``None`` where Shardy has none), in walk order."""
-    infos = op_infos(module)
-    return {id(op): rule_for(infos[id(op)], conservative=conservative) for op in module.walk()}
+    """``id(op)`` -> the op's sharding rule (``None`` where Shardy has none), in walk order
+    (memoised as ``RuleCache`` says)."""
+    cache = RuleCache(module, conservative=conservative)
+    return {id(op): cache.rule(op) for op in module.walk()}
 
 
 def populate_rules(module: Module, *, conservative: bool = False) -> int:

@@ -258,3 +258,8 @@ def unregister_rule(target: str) -> bool:
 def unregister_op_rule(op_name: str) -> bool:
     """Removes the rule function registered for ``op_name``; whether there was one."""
     return _USER_OPS.pop(op_name, None) is not None
+
+
+def is_user_op(op_name: str) -> bool:
+    """A rule function is registered for ``op_name`` (``register_op_rule``)."""
+    return op_name in _USER_OPS
