@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from shardwise.ir.gc import no_cyclic_gc
 from shardwise.errors import ProgramError, ShardingError
 from shardwise.importers._jaxlib import context, ir
 from shardwise.ir.attrs import unquote
@@ -33,7 +34,8 @@ def load_mlir(source: str | os.PathLike[str]) -> Module:
             mlir_module = _ir.Module.parse(text)
         except _ir.MLIRError as e:
             raise ProgramError(f"cannot parse MLIR{_name(source)}: {e}") from None
-        return _Importer().module(mlir_module.operation)
+        with no_cyclic_gc():
+            return _Importer().module(mlir_module.operation)
 
 
 def _read(source: str | os.PathLike[str]) -> str:

@@ -127,12 +127,27 @@ class Op:
         return self.results[0]
 
     def walk(self) -> Iterator[Op]:
-        """This op and every op nested in its regions, in pre-order."""
+        """This op and every op nested in its regions, in pre-order. Blocks are read as the
+        walk reaches them, so ops erased or added behind the walk are seen as by a recursive
+        walk; the walk itself keeps an explicit stack (no generator per nesting level)."""
         yield self
-        for r in self.regions:
-            for b in r.blocks:
-                for op in b.ops:
-                    yield from op.walk()
+        if not self.regions:
+            return
+        stack = [_nested(self)]
+        while stack:
+            for op in stack[-1]:
+                yield op
+                if op.regions:
+                    stack.append(_nested(op))
+                    break
+            else:
+                stack.pop()
+
+    def walk_nested(self) -> Iterator[Op]:
+        """Every op nested in this op's regions (not the op itself), in pre-order."""
+        walk = self.walk()
+        next(walk)
+        return walk
 
     def where(self) -> str:
         """``op_name at loc`` for error messages."""
@@ -252,8 +267,7 @@ class Module:
 
     def walk(self) -> Iterator[Op]:
         """Every op, in pre-order (top-level ops and everything nested)."""
-        for op in self.ops:
-            yield from op.walk()
+        return self.op.walk_nested()
 
     def values(self) -> Iterator[Value]:
         """Every value: function arguments, block arguments and op results, in program order."""
@@ -286,6 +300,13 @@ class Module:
 
     def __repr__(self) -> str:
         return f"<Module @{self.name}: {len(self.funcs)} funcs, meshes {list(self.meshes)}>"
+
+
+def _nested(op: Op) -> Iterator[Op]:
+    """The ops directly in ``op``'s regions, block by block, read live."""
+    for r in op.regions:
+        for b in r.blocks:
+            yield from b.ops
 
 
 def _quote(s: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from shardwise.ir.attrs import quote
 from shardwise.ir.core import Func, Module, Op, Value
-from shardwise.ir.rewrite import Mapping, SymbolTable, Uses, clone_func, clone_op, enclosing, erase_op, insert_before
+from shardwise.ir.rewrite import Mapping, SymbolTable, Uses, clone_func, clone_op, enclosing, erase_ops, insert_before
 from shardwise.ir.types import TensorType
 from shardwise.passes._sdy import (
     CALL,
@@ -175,14 +175,20 @@ class _Splitter:
                         walk(b.ops)
 
         walk(ops)
+        erased: list[Op] = []
+        seen: set[int] = set()
         for op in [*expansions.values(), *reversed(list(constants.values()))]:
             users = self.uses.users(op.results[0]) if len(op.results) == 1 else [u for r in op.results for u in self.uses.users(r)]
             if not all(u.name == SHARDING_GROUP for u in users):
                 continue
             for u in users:
-                if u.parent is not None:
-                    erase_op(u, self.uses)
-            erase_op(op, self.uses)
+                if u.parent is not None and id(u) not in seen:
+                    seen.add(id(u))
+                    erased.append(u)
+                    self.uses.drop(u)
+            erased.append(op)
+            self.uses.drop(op)
+        erase_ops(erased)
 
     def run(self) -> None:
         for op in list(self.module.walk()):

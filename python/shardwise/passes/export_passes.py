@@ -14,7 +14,7 @@ import math
 from shardwise.errors import ProgramError
 from shardwise.ir.attrs import quote, unquote
 from shardwise.ir.core import Func, Module, Op, Value
-from shardwise.ir.rewrite import SymbolTable, Uses, erase_op, insert_after_value, insert_before
+from shardwise.ir.rewrite import SymbolTable, Uses, erase_op, erase_ops, insert_after_value, insert_before
 from shardwise.ir.types import TensorType
 from shardwise.mesh import Mesh
 from shardwise.passes import _axes
@@ -267,6 +267,7 @@ def constant_or_scalar_merger(module: Module, func: Func, options: Options | Non
     uses = Uses(func)
     constants: dict[tuple[object, ...], Op] = {}
     broadcasts: dict[tuple[object, ...], Op] = {}
+    merged: list[Op] = []
     for op in post_order(func):
         if op.parent is None or op is func:
             continue
@@ -279,7 +280,8 @@ def constant_or_scalar_merger(module: Module, func: Func, options: Options | Non
         if cached is not None and cached is not op:
             for r, cr in zip(op.results, cached.results):
                 uses.replace_all_uses(r, cr)
-            erase_op(op, uses)
+            merged.append(op)
+    erase_ops(merged, uses)
 
 
 @register_pass("sdy-remove-sharding-groups")

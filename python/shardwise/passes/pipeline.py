@@ -14,11 +14,13 @@ unknown pass or option, a bad option value, or a pass marked ``UNSUPPORTED``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Union
 
 from shardwise.ir.core import Module
+from shardwise.ir.gc import no_cyclic_gc
 from shardwise.passes.registry import PASSES, UNSUPPORTED, OptionValue, PipelineError
 
 __all__ = ["Nested", "PassStep", "PIPELINES", "parse_pipeline", "run_pipeline", "expand_pipeline"]
@@ -338,9 +340,11 @@ def _bind(steps: list[Step], anchor: str) -> list[Union[_Bound, tuple[str, list[
     return out
 
 
-def run_pipeline(module: Module, pipeline: str) -> None:
+def run_pipeline(module: Module, pipeline: str, *, timings: dict[str, float] | None = None) -> None:
     """Runs Shardy's pass ``pipeline`` (text, as ``mlir-opt --pass-pipeline`` takes it) on
     ``module`` in place. A function pass written at module level runs on every function.
+    ``timings``, when given, receives the wall time of each pass in seconds (summed over
+    repeated passes), for profiles such as ``benches/bench_propagate.py``.
 
     Raises ``PipelineError`` (before running anything) for malformed text, an unknown or
     unsupported pass, or a bad option; a pass raises ``ProgramError`` naming the op and its
@@ -348,13 +352,19 @@ def run_pipeline(module: Module, pipeline: str) -> None:
     root = expand_pipeline(pipeline)
     if root.anchor != "builtin.module":
         raise PipelineError(f"a pipeline must be anchored on builtin.module, got {root.anchor}")
-    for item in _bind(root.steps, "builtin.module"):
-        if isinstance(item, _Bound):
-            PASSES[item.name](module, item.options)
-            continue
-        _, inner = item
-        for f in list(module.funcs):
-            if not f.regions[0].blocks:
-                continue
-            for b in inner:
-                PASSES[b.name].run(module, f, b.options)
+    with no_cyclic_gc():
+        for item in _bind(root.steps, "builtin.module"):
+            start = time.perf_counter()
+            if isinstance(item, _Bound):
+                PASSES[item.name](module, item.options)
+                name = item.name
+            else:
+                _, inner = item
+                for f in list(module.funcs):
+                    if not f.regions[0].blocks:
+                        continue
+                    for b in inner:
+                        PASSES[b.name].run(module, f, b.options)
+                name = "func.func(" + ",".join(b.name for b in inner) + ")"
+            if timings is not None:
+                timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
