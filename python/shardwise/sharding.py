@@ -131,10 +131,12 @@ class AxisRef(_Frozen):
         return tuple(AxisRef._from_wire(w) for w in _native.axes_sorted(wires, mesh._wire()))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, AxisRef) and self._wire() == other._wire()
+        return self is other or (
+            isinstance(other, AxisRef) and self.name == other.name and self.pre_size == other.pre_size and self.size == other.size
+        )
 
     def __hash__(self) -> int:
-        return hash((AxisRef, self._wire()))
+        return hash((AxisRef, self.name, self.pre_size, self.size))
 
     def __str__(self) -> str:
         return str(_native.axis_print(self._wire()))
@@ -187,10 +189,12 @@ class DimSharding(_Frozen):
         return not self.closed
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, DimSharding) and self._wire() == other._wire()
+        return self is other or (
+            isinstance(other, DimSharding) and self.closed == other.closed and self.priority == other.priority and self.axes == other.axes
+        )
 
     def __hash__(self) -> int:
-        return hash((DimSharding, repr(self._wire())))
+        return hash((DimSharding, self.axes, self.closed, self.priority))
 
     def __str__(self) -> str:
         inner = ", ".join([str(a) for a in self.axes] + ([] if self.closed else ["?"]))
@@ -217,6 +221,10 @@ def _dim(d: DimLike) -> DimSharding:
 
 
 _DEFAULT_NAME = "mesh"
+
+#: Shardings already found valid (``TensorSharding._check``), at most ``_CHECKED_MAX``.
+_CHECKED: set[TensorSharding] = set()
+_CHECKED_MAX = 65536
 
 
 class TensorSharding(_Frozen):
@@ -285,10 +293,17 @@ class TensorSharding(_Frozen):
         self._init(_hash=hash((TensorSharding, name, mesh, dims, rep, unr, reduction)))
 
     def _check(self) -> None:
+        # Equal shardings are equally valid: programs repeat a few shardings many times, so
+        # each distinct one is validated once (the set is bounded and then starts over).
+        if self in _CHECKED:
+            return
         if self.mesh is not None:
             _native.sharding_validate(self._wire(), self.mesh._wire(), None, False)
         else:
             _native.sharding_check_local(self._wire())
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.clear()
+        _CHECKED.add(self)
 
     @classmethod
     def _from_wire(cls, w: ShardingWire, mesh: Mesh | None) -> TensorSharding:

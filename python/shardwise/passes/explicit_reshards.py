@@ -6,6 +6,8 @@ full version, reshards to the common factor shardings of every op with a shardin
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from shardwise.errors import ProgramError
 from shardwise.ir.core import Block, Func, Module, Op, Value
 from shardwise.ir.rewrite import SymbolTable, Uses, erase_op
@@ -38,8 +40,12 @@ from shardwise.passes._sdy import (
 from shardwise.passes.call_graph import func_arg_shardings
 from shardwise.passes.data_flow import post_order
 from shardwise.passes.registry import Options, register_pass
+from shardwise.rules.from_ir import CONTEXT_OPS
 from shardwise.rules.rule import OpShardingRule
 from shardwise.sharding import AxisRef, TensorSharding
+
+if TYPE_CHECKING:
+    from shardwise.rules.from_ir import RuleCache
 
 __all__ = ["insert_explicit_reshards"]
 
@@ -96,7 +102,9 @@ class _Reshards:
         self.symbols = SymbolTable(module)
         self.uses = Uses(module)
         self.at = _Inserter()
-        self._infos: dict[int, object] | None = None
+        self._rules: RuleCache | None = None
+        self.inserted = 0  # ops inserted so far
+        self.unchanged: set[tuple[object, ...]] = set()
 
     # ---------------------------------------------------------------- helpers
 
@@ -123,6 +131,7 @@ class _Reshards:
             op.results[0].sharding = sharding
         self.at.insert(op)
         self.uses.add(op)
+        self.inserted += 1
         return op
 
     def set_use(self, user: Op, index: int, v: Value) -> None:
@@ -517,6 +526,26 @@ class _Reshards:
                 self.uses.replace_all_uses(op.results[0], op.operands[0])
                 erase_op(op, self.uses)
                 return
+        # Ops that are alike in everything the steps below read (name, attributes, types, the
+        # shardings of operands and results, directly and through propagation barriers) get
+        # the same treatment; a combination that needed no new op is remembered and skipped.
+        key: tuple[object, ...] | None = None
+        if op.name not in CONTEXT_OPS and not op.regions:
+            key = (
+                op.name,
+                full,
+                tuple(op.attributes.items()),
+                tuple((v.type, self.sharding(v), _bypass(self, v)) for v in op.operands),
+                tuple((v.type, self.sharding(v), _bypass(self, v)) for v in op.results),
+            )
+            if key in self.unchanged:
+                return
+        before = self.inserted
+        self.op_tail(op, full)
+        if key is not None and self.inserted == before:
+            self.unchanged.add(key)
+
+    def op_tail(self, op: Op, full: bool) -> None:
         self.all_reduce_on_op(op)
         rule = self.rule(op)
         if rule is None or rule.is_custom:
@@ -553,17 +582,13 @@ def registry_rule(module: Module, op: Op, cache: _Reshards) -> OpShardingRule | 
     import warnings
 
     from shardwise.rules.exceptions import UnknownOpWarning
-    from shardwise.rules.from_ir import op_infos
-    from shardwise.rules.registry import rule_for
+    from shardwise.rules.from_ir import RuleCache
 
-    if cache._infos is None:
-        cache._infos = dict(op_infos(module))
-    info = cache._infos.get(id(op))
-    if info is None:
-        return None
+    if cache._rules is None:
+        cache._rules = RuleCache(module)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnknownOpWarning)
-        return rule_for(info)  # type: ignore[arg-type]
+        return cache._rules.rule(op)
 
 
 def _attached(op: Op, root: Op) -> bool:

@@ -513,11 +513,16 @@ def _save_debug(
 
 def _write_back(module: Module, frozen: Frozen, result: _native.PropagationResult, keep_rules: bool) -> None:
     meshes = module.meshes
+    built: dict[str, TensorSharding] = {}  # programs repeat few shardings: build each once
 
     def sharding(w: Any) -> TensorSharding | None:
         if w is None:
             return None
-        return TensorSharding._from_wire(w, meshes.get(w[0]) if w[0] is not None else None)
+        key = repr(w)
+        s = built.get(key)
+        if s is None:
+            s = built[key] = TensorSharding._from_wire(w, meshes.get(w[0]) if w[0] is not None else None)
+        return s
 
     region_args: dict[int, list[TensorSharding | None]] = {}
     for v, w in zip(frozen.values, result.shardings):
@@ -530,9 +535,9 @@ def _write_back(module: Module, frozen: Frozen, result: _native.PropagationResul
                 continue
             if owner.name != "func.func":
                 continue
-        old = v.sharding
-        if (None if old is None else old._wire()) != w:
-            v.sharding = sharding(w)
+        new = sharding(w)
+        if v.sharding != new:
+            v.sharding = new
     for op in frozen.ops:
         if op.name in _REGION_ARG_OPS and id(op) in region_args:
             shardings = region_args[id(op)]
