@@ -46,13 +46,14 @@ class Layer:
     strategy: str
 
     def __str__(self) -> str:
+        """``p1 / op-priority 3 / aggressive``: user priority, op priority step, strategy."""
         parts = []
         if self.user_priority is not None:
-            parts.append(f"user priority p{self.user_priority}")
+            parts.append(f"p{self.user_priority}")
         if self.op_priority is not None:
-            parts.append(f"op priority {self.op_priority}")
-        parts.append(f"{self.strategy} strategy")
-        return ", ".join(parts)
+            parts.append(f"op-priority {self.op_priority}")
+        parts.append(self.strategy)
+        return " / ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         return {"user_priority": self.user_priority, "op_priority": self.op_priority, "strategy": self.strategy, "name": str(self)}
