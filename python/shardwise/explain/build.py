@@ -179,7 +179,7 @@ def build(module: Module, value: Value, name: str, trace: Any, holders: dict[int
     for h in trace.hops:
         if h.target.value is not None and h.source.value is not h.target.value:
             into.setdefault(id(h.target.value), []).append(h)
-    origins = next((axes for v, axes in trace.origins.items() if v is slot), {})
+    origins: dict[AxisRef, Origin] = next((axes for v, axes in trace.origins.items() if v is slot), {})
     axes: list[AxisExplanation] = []
     held: list[AxisRef] = []
     if sharding is not None:
