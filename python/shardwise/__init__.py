@@ -5,11 +5,12 @@ and sub-axes, dimension and tensor shardings with their invariants, Shardy's exa
 the per-device view, conversions to XLA HLO shardings, JAX PartitionSpecs, MindSpore layouts,
 hidet specs and DTensor placements), the program IR with MLIR import/export and a builder, the
 operation sharding rule of every op (Shardy's registry), and Shardy-exact sharding propagation
-(``propagate``).
+(``propagate``), and why each value got its sharding (``explain``).
 """
 
 from shardwise._native import __version__
 from shardwise.api import propagate
+from shardwise.explain import Explanation, explain
 from shardwise.errors import (
     ConversionError,
     InvalidRuleError,
@@ -44,6 +45,8 @@ from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 __all__ = [
     "AxisRef",
     "Block",
+    "Explanation",
+    "explain",
     "BlockInfo",
     "FactorKind",
     "InvalidRuleError",

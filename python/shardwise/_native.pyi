@@ -166,6 +166,12 @@ def factor_symbol(index: int) -> str: ...
 
 # Propagation (rust/src/py/propagation.rs)
 
+_LayerW = tuple[int | None, int | None, str]
+_NodeW = tuple[str, int, int | None]
+_ConflictW = tuple[
+    int, int | None, int, _LayerW, int, _NodeW, _NodeW, list[_AxisW], str, tuple[_NodeW, int | None, _AxisW | None] | None
+]
+
 @final
 class PropagationResult:
     @property
@@ -197,6 +203,12 @@ class PropagationResult:
     @property
     def debug_missing_origins(self) -> list[tuple[int, _AxisW]]: ...
     @property
+    def debug_steps(self) -> list[tuple[int, int, _LayerW]]: ...
+    @property
+    def debug_hops(self) -> list[tuple[int, int, _AxisW, int | None, _NodeW, _NodeW]]: ...
+    @property
+    def debug_conflicts(self) -> list[_ConflictW]: ...
+    @property
     def debug_next_step(self) -> int | None: ...
 
 def propagate_shardings(
@@ -223,6 +235,7 @@ def propagate_shardings(
     debug_propagation_edges: bool = False,
     debug_first_step: int = 0,
     debug_skip_ops: list[int] = ...,
+    debug_explain: bool = False,
 ) -> PropagationResult: ...
 def sharding_origins_text(entries: list[tuple[_AxisW, str]]) -> str: ...
 def propagation_edges_text(entries: list[tuple[_AxisW, list[tuple[str, int, str, int, int]]]]) -> str | None: ...

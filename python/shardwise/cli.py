@@ -137,14 +137,27 @@ def demo(console: Console) -> None:
     console.print(bad)
 
 
-def propagate_file(console: Console, path: str, output: str, *, pipeline: str = "full", conservative: bool = False) -> None:
+def propagate_file(
+    console: Console,
+    path: str,
+    output: str,
+    *,
+    pipeline: str = "full",
+    conservative: bool = False,
+    explain: Sequence[str] = (),
+    as_json: bool = False,
+) -> None:
     """Reads ``path``, runs the propagation ``pipeline``, writes ``output`` atomically; shows the
-    steps with a progress bar (on a terminal) and the time each took."""
+    steps with a progress bar (on a terminal) and the time each took. For each name in
+    ``explain`` (a value name of the written module, see ``shardwise.explain``), prints why
+    that value got its sharding: rich tables, or with ``as_json`` one JSON list of
+    ``Explanation.to_dict()`` on stdout (the progress line then goes to stderr)."""
     import time
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from shardwise.api import pipeline_text, propagate
+    from shardwise.explain import explain as explain_value
     from shardwise.importers.mlir import load_mlir
 
     err = Console(stderr=True)
@@ -154,6 +167,7 @@ def propagate_file(console: Console, path: str, output: str, *, pipeline: str = 
         t = time.perf_counter()
         module = load_mlir(Path(path))
         times["import"] = time.perf_counter() - t
+        explanations = [explain_value(module, v, pipeline=pipeline, conservative=conservative) for v in explain]
         progress.update(task, advance=1, description=f"propagate ({sum(1 for _ in module.walk())} ops)")
         t = time.perf_counter()
         propagate(module, pipeline_text(pipeline, conservative=conservative), in_place=True)
@@ -164,7 +178,14 @@ def propagate_file(console: Console, path: str, output: str, *, pipeline: str = 
         times["export"] = time.perf_counter() - t
         progress.update(task, advance=1)
     detail = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in times.items())
-    console.print(f"propagated {path} -> {output} ({detail})", highlight=False, soft_wrap=True)
+    (err if as_json else console).print(f"propagated {path} -> {output} ({detail})", highlight=False, soft_wrap=True)
+    if as_json:
+        import json
+
+        print(json.dumps([e.to_dict() for e in explanations], indent=2))
+        return
+    for e in explanations:
+        console.print(e)
 
 
 def rules(console: Console, path: str, output: str, *, conservative: bool = False) -> None:
@@ -239,6 +260,12 @@ def demo_propagation(console: Console) -> None:
         table.add_row(f"result {i}", str(f_out.result_types[i]), "-", Text(str(s or "-")))
     console.print(table)
     console.print(f"propagation ({n_ops} ops, Shardy's sdy-propagation-pipeline reproduced) took {seconds * 1000:.1f} ms", highlight=False)
+    # A weight gradient whose sharding came from far away: the axis travelled back from the
+    # weight argument through the whole backward pass.
+    from shardwise.explain import explain
+
+    console.rule("why: the gradient of a weight (result 3)")
+    console.print(explain(module, "result3"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -261,6 +288,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "'builtin.module(sdy-propagation-pipeline)' (default: full)",
     )
     pp.add_argument("--conservative", action="store_true", help="no split axes and no non-divisible axes")
+    pp.add_argument(
+        "--explain",
+        action="append",
+        default=[],
+        metavar="VALUE",
+        help="explain why VALUE got its sharding (a name of the written module: %%12, %%arg0, result0, @f:%%3); repeatable",
+    )
+    pp.add_argument("--json", action="store_true", help="print the explanations as JSON (Explanation.to_dict) on stdout")
     r = sub.add_parser("rules", help="annotate every op of an MLIR module with its sharding rule")
     r.add_argument("input", help="StableHLO + sdy MLIR file")
     r.add_argument("-o", "--output", required=True, help="where to write the annotated module")
@@ -273,7 +308,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             demo_program(console)
             demo_propagation(console)
         elif args.command == "propagate":
-            propagate_file(console, args.input, args.output, pipeline=args.pipeline, conservative=args.conservative)
+            propagate_file(
+                console, args.input, args.output, pipeline=args.pipeline, conservative=args.conservative, explain=args.explain, as_json=args.json
+            )
         elif args.command == "rules":
             rules(console, args.input, args.output, conservative=args.conservative)
         else:

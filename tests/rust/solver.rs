@@ -517,7 +517,7 @@ fn errors_are_reported_not_panics() {
 // `debug-sharding-origins=true debug-propagation-edge-sharding=true`.
 
 fn debug_all(first_step: i64) -> Option<DebugOptions> {
-    Some(DebugOptions { origins: true, edges: true, first_step, skip_ops: vec![] })
+    Some(DebugOptions { origins: true, edges: true, first_step, skip_ops: vec![], explain: false })
 }
 
 fn origins_text(d: &ShardingDebug, v: u32) -> Option<String> {

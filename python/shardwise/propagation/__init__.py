@@ -50,6 +50,7 @@ from shardwise.errors import ProgramError
 from shardwise.ir.core import Func, Module, Op, Value
 from shardwise.ir.freeze import Frozen, freeze
 from shardwise.ir.types import OpaqueType, TensorType
+from shardwise.explain.records import Conflict, Hop, Layer, load_conflicts, load_hops, load_steps
 from shardwise.mesh import Mesh
 from shardwise.passes._debug import DebugInfo, Edge, Origin, max_step
 from shardwise.passes.call_graph import PassWarning
@@ -137,10 +138,20 @@ class PropagationTrace:
     * ``missing_origins``: ``(value, axis)`` for each axis propagated from a tensor that has
       no origin for it (see ``ShardingOriginWarning``);
     * ``first_step``, ``next_step``: steps are numbered ``first_step`` up to ``next_step - 1``,
-      one per propagation through an op that changed a sharding.
+      one per propagation through an op that changed a sharding;
+    * ``steps[step]``: ``(op, layer)``, the op of each step and the layer that took it
+      (``shardwise.explain.records.Layer``: user priority, op priority step, strategy);
+    * ``hops``: each axis moved at each step, with the factor it travelled along
+      (``shardwise.explain.records.Hop``);
+    * ``conflicts``: each axis an operand or result could not take along a factor, with the
+      reason and what it conflicted with (``shardwise.explain.records.Conflict``), kept at its
+      last visit. ``shardwise.explain`` reads these.
     """
 
-    __slots__ = ("origins", "edges", "func_result_edges", "origin_names", "missing_origins", "first_step", "next_step")
+    __slots__ = (
+        "origins", "edges", "func_result_edges", "origin_names", "missing_origins", "first_step", "next_step",
+        "steps", "hops", "conflicts",
+    )
 
     def __init__(self) -> None:
         self.origins: dict[Value, dict[AxisRef, Origin]] = {}
@@ -150,6 +161,9 @@ class PropagationTrace:
         self.missing_origins: list[tuple[Value, AxisRef]] = []
         self.first_step = 0
         self.next_step = 0
+        self.steps: dict[int, tuple[Op, Layer]] = {}
+        self.hops: list[Hop] = []
+        self.conflicts: list[Conflict] = []
 
     def __repr__(self) -> str:
         return (
@@ -198,8 +212,9 @@ def propagate(
       does, numbering steps on from those already in the module.
 
     ``stats``, when given, receives the counters of the run; ``trace``, when given, the
-    records of where each axis came from (``PropagationTrace``; recorded whether or not the
-    debug options write them).
+    records of where each axis came from, which layer took each step and which axes were
+    dropped by conflicts (``PropagationTrace``; recorded whether or not the debug options
+    write them).
 
     Raises ``ValueError`` for an unknown pass or strategy; ``ProgramError`` for what Shardy
     rejects (an op result with a dynamic shape or a tuple type; several functions and none
@@ -227,6 +242,7 @@ def propagate(
         "debug_sharding_origins": record and (debug_sharding_origins or trace is not None),
         "debug_propagation_edges": record and (debug_propagation_edge_sharding or trace is not None),
         "debug_first_step": max_step(module) + 1 if record else 0,
+        "debug_explain": trace is not None,
     }
     for _attempt in range(2):
         frozen = freeze(module, conservative=conservative)
@@ -492,6 +508,9 @@ def _save_debug(
         trace.origin_names = {frozen.ops[i]: name for i, name in result.debug_origin_names}
         trace.missing_origins = [(frozen.values[v], AxisRef._from_wire(w)) for v, w in result.debug_missing_origins]
         trace.first_step, trace.next_step = first_step, info.step
+        trace.steps = load_steps(result, frozen.ops)
+        trace.hops = load_hops(result, frozen.values, frozen.ops, trace.steps)
+        trace.conflicts = load_conflicts(result, frozen.values, frozen.ops)
     missing = result.debug_missing_origins
     if origins and missing:
         names = ", ".join(sorted({str(AxisRef._from_wire(w)) for _, w in missing}))

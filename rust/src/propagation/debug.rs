@@ -54,6 +54,7 @@ use std::fmt;
 use crate::axis::AxisRef;
 use crate::error::Result;
 use crate::mesh::Mesh;
+use crate::propagation::explain::{Conflict, Hop, StepRecord};
 use crate::propagation::projection::{axis_list_prefix_status, PrefixStatus, ShardingProjection, TensorFactorShardings};
 use crate::rule::{OpShardingRule, TensorMapping};
 use crate::text::{print_axis_ref, print_string};
@@ -258,6 +259,9 @@ pub struct DebugOptions {
     /// Sharding constraints to leave out of the origins (those the solver's caller inserted
     /// for conflicting sharding groups, which Shardy inserts after it has numbered them).
     pub skip_ops: Vec<u32>,
+    /// Also keep the records of [`super::explain`]: the layer of each step, the factor each
+    /// axis travelled along, and the axes dropped by conflicts.
+    pub explain: bool,
 }
 
 /// The records of one propagation pass (Shardy `ShardingDebugMappings`); see the module
@@ -286,11 +290,35 @@ pub struct ShardingDebug {
     pub missing_origins: Vec<(u32, AxisRef)>,
     /// The number the next step would get.
     pub next_step: i64,
+    /// Per step, the op and the layer that took it. Only with [`DebugOptions::explain`].
+    pub steps: Vec<StepRecord>,
+    /// Each axis moved at each step, with its factor. Only with [`DebugOptions::explain`].
+    pub hops: Vec<Hop>,
+    /// Axes dropped by conflicts, each (op, target, factor, axis, reason, source) once, at
+    /// its last visit. Only with [`DebugOptions::explain`].
+    pub conflicts: Vec<Conflict>,
+    conflict_index: HashMap<ConflictKey, usize>,
     value_index: HashMap<u32, usize>,
     op_index: HashMap<u32, usize>,
 }
 
+/// What makes two conflicts the same: op, target, factor, first axis dropped, reason, source.
+type ConflictKey = (u32, EdgeNode, usize, AxisRef, &'static str, EdgeNode);
+
 impl ShardingDebug {
+    /// Records `c`, replacing the record of the same conflict at an earlier visit (whose
+    /// layer did not decide the final sharding).
+    pub fn add_conflict(&mut self, c: Conflict) {
+        let key = (c.op, c.conflict.target, c.conflict.factor, c.conflict.axes[0].clone(), c.conflict.reason.name(), c.conflict.source);
+        match self.conflict_index.get(&key) {
+            Some(&i) => self.conflicts[i] = c,
+            None => {
+                self.conflict_index.insert(key, self.conflicts.len());
+                self.conflicts.push(c);
+            }
+        }
+    }
+
     /// Empty records for `options`.
     pub fn new(options: DebugOptions) -> ShardingDebug {
         let next_step = options.first_step;
@@ -341,6 +369,10 @@ impl ShardingDebug {
         self.origin_names.retain(|(op, _)| !dead_ops.contains(op));
         self.value_origins.retain(|(v, _)| !dead_value(*v));
         self.missing_origins.retain(|(v, _)| !dead_value(*v));
+        self.steps.retain(|s| !dead_ops.contains(&s.op));
+        self.hops.retain(|h| !dead_ops.contains(&h.op));
+        self.conflicts.retain(|c| !dead_ops.contains(&c.op));
+        self.conflict_index.clear();
         self.op_index = self.op_edges.iter().enumerate().map(|(i, (op, _))| (*op, i)).collect();
         self.value_index = self.value_origins.iter().enumerate().map(|(i, (v, _))| (*v, i)).collect();
     }

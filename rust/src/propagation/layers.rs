@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+use super::explain::{LayerTag, StrategyTag};
 use super::factor_prop::{AggressiveFactorPropagation, BasicFactorPropagation, FactorPropagation, PropagationDirection};
 use super::program::OpKind;
 use super::solver::{AnyDirection, DirectionPolicy, Solver, SolverInput, SolverOutput};
@@ -74,7 +75,13 @@ impl Layer for FactorLayer {
             StrategyKind::Aggressive => &[&aggressive],
             StrategyKind::BasicThenAggressive => &[&basic, &aggressive],
         };
-        for s in strategies {
+        let tags = match self.strategy {
+            StrategyKind::Basic => &[StrategyTag::Basic][..],
+            StrategyKind::Aggressive => &[StrategyTag::Aggressive][..],
+            StrategyKind::BasicThenAggressive => &[StrategyTag::Basic, StrategyTag::Aggressive][..],
+        };
+        for (s, &tag) in strategies.iter().zip(tags) {
+            solver.set_layer(LayerTag { strategy: tag, ..solver.layer() });
             solver.run_round(*s, outer)?;
         }
         Ok(())
@@ -211,6 +218,7 @@ impl Layer for OpPriorityLayer {
             return self.inner.propagate(solver, outer);
         }
         for step in 0..OP_PRIORITY_STEPS {
+            solver.set_layer(LayerTag { op_priority: Some(step as u8), ..solver.layer() });
             self.inner.propagate(solver, &OpPriorityDirection { step, outer })?;
         }
         Ok(())
@@ -227,8 +235,10 @@ pub struct UserPriorityLayer {
 impl Layer for UserPriorityLayer {
     fn propagate(&self, solver: &mut Solver<'_>, outer: &dyn DirectionPolicy) -> Result<()> {
         let per_priority = solver.init_user_priorities()?;
+        solver.set_layer(LayerTag { user_priority: Some(0), ..solver.layer() });
         self.inner.propagate(solver, outer)?;
         for (priority, refs) in &per_priority {
+            solver.set_layer(LayerTag { user_priority: Some(*priority), ..solver.layer() });
             solver.apply_priority(refs, *priority);
             self.inner.propagate(solver, outer)?;
         }

@@ -4,10 +4,12 @@
 //! ([`factor_prop`]), and the fixed-point solver over a frozen program ([`solver`], with the
 //! program structure it derives in [`program`], the sharding rewrites of [`transforms`] and the
 //! pass layers basic < aggressive < op-priority < user-priority in [`layers`]), which can record
-//! where each propagated axis came from ([`debug`]).
+//! where each propagated axis came from ([`debug`]) and, for `shardwise.explain`, which layer
+//! took each step and why axes were dropped ([`explain`]).
 
 pub mod axes;
 pub mod debug;
+pub mod explain;
 pub mod factor_prop;
 pub mod layers;
 pub mod program;

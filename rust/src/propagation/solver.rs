@@ -42,6 +42,7 @@
 use std::collections::HashMap;
 
 use super::debug::{step_edges, DebugOptions, EdgeNode, EdgeNodeKind, Origin, OriginKind, ShardingDebug};
+use super::explain::{diagnose, Conflict, Hop, LayerTag, StepRecord, VisitInfo};
 use super::factor_prop::{FactorPropagation, OpInfo, PropagationDirection};
 use super::program::{Effects, OpKind, Program, ProgramFacts};
 use super::projection::ShardingProjection;
@@ -226,6 +227,7 @@ pub struct Solver<'g> {
     seen: Vec<u32>,
     seen_epoch: u32,
     debug: Option<ShardingDebug>,
+    layer: LayerTag,
 }
 
 impl<'g> Solver<'g> {
@@ -309,6 +311,7 @@ impl<'g> Solver<'g> {
             seen: vec![0; n_values],
             seen_epoch: 0,
             debug: None,
+            layer: LayerTag::default(),
         };
         if let Some(options) = debug {
             solver.prepare_debug(options);
@@ -329,6 +332,17 @@ impl<'g> Solver<'g> {
     /// Counters so far.
     pub fn stats(&self) -> SolverStats {
         self.stats
+    }
+
+    /// The layer running the current round (see [`super::explain::LayerTag`]); each layer
+    /// sets its part before running its inner layer. Only read when recording.
+    pub fn layer(&self) -> LayerTag {
+        self.layer
+    }
+
+    /// Sets the layer running the next rounds.
+    pub fn set_layer(&mut self, layer: LayerTag) {
+        self.layer = layer;
     }
 
     /// The solver's result.
@@ -795,8 +809,21 @@ impl<'g> Solver<'g> {
                 projection.results[i].to_tensor_sharding(&rule.result_mappings[i], &rule.factor_sizes, &mesh_ref, &mesh)?,
             );
         }
-        if let (true, Some(before)) = (any, before) {
-            self.record_step(action, operands, results, &before, &projection, rule, &mesh)?;
+        if let Some(before) = before {
+            let step = self.debug.as_ref().map_or(0, |d| d.next_step);
+            if any {
+                self.record_step(action, operands, results, &before, &projection, rule, &mesh)?;
+            }
+            let info = VisitInfo {
+                factor_sizes: &rule.factor_sizes,
+                direction: &direction,
+                blocked: &|f| i64::try_from(f).is_ok_and(|f| rule.is_blocked(f)),
+                mesh: &mesh,
+                conservative,
+                strategy: self.layer.strategy,
+                elementwise,
+            };
+            self.record_conflicts(action, operands, results, &before, &projection, &info, any.then_some(step))?;
         }
         Ok(any)
     }
@@ -1190,10 +1217,33 @@ impl<'g> Solver<'g> {
             }
         };
         let is_func = self.prog.kind[action as usize] == OpKind::Func;
-        for (tensors, maps) in [(operands, &edges.operands), (results, &edges.results)] {
+        if d.options.explain {
+            d.steps.push(StepRecord { step, op: action, layer: self.layer });
+        }
+        for (tensors, maps, news) in [(operands, &edges.operands, &after.operands), (results, &edges.results, &after.results)] {
             for (i, map) in maps.iter().enumerate() {
                 let slot = tensors.get(i).and_then(|&t| self.origin_slot(t));
                 for (axis, edge) in map.iter() {
+                    if d.options.explain {
+                        let source_value = match edge.source.kind {
+                            EdgeNodeKind::Operand => operands.get(edge.source.index as usize),
+                            EdgeNodeKind::Result => results.get(edge.source.index as usize),
+                        }
+                        .and_then(|&t| self.origin_slot(t));
+                        let factor = news.get(i).and_then(|t| {
+                            t.iter().find(|(_, s)| s.axes.iter().any(|a| a.contains(axis) || axis.contains(a))).map(|(f, _)| f)
+                        });
+                        d.hops.push(Hop {
+                            step,
+                            op: action,
+                            axis: axis.clone(),
+                            factor,
+                            source: edge.source,
+                            target: edge.target,
+                            source_value,
+                            target_value: slot,
+                        });
+                    }
                     if d.options.edges {
                         if is_func {
                             let per_result = d.func_result_edges.iter_mut().find(|(f, _)| *f == action);
@@ -1226,6 +1276,51 @@ impl<'g> Solver<'g> {
             }
         }
         self.debug = Some(d);
+        Ok(())
+    }
+
+    /// Records the axes each tensor of a visit could not take (see [`super::explain`]), when
+    /// recording for `shardwise.explain`.
+    #[allow(clippy::too_many_arguments)]
+    fn record_conflicts(
+        &mut self,
+        action: u32,
+        operands: &[Tensor],
+        results: &[Tensor],
+        before: &ShardingProjection,
+        after: &ShardingProjection,
+        info: &VisitInfo<'_>,
+        step: Option<i64>,
+    ) -> Result<()> {
+        if !self.debug.as_ref().is_some_and(|d| d.options.explain) {
+            return Ok(());
+        }
+        let found = diagnose(before, after, info)?;
+        let value = |n: EdgeNode| {
+            match n.kind {
+                EdgeNodeKind::Operand => operands.get(n.index as usize),
+                EdgeNodeKind::Result => results.get(n.index as usize),
+            }
+            .and_then(|&t| self.origin_slot(t))
+        };
+        let records: Vec<Conflict> = found
+            .into_iter()
+            .map(|c| Conflict {
+                visit: self.stats.visits,
+                step,
+                op: action,
+                layer: self.layer,
+                target_value: value(c.target),
+                source_value: value(c.source),
+                with_value: c.with.as_ref().and_then(|w| value(w.tensor)),
+                conflict: c,
+            })
+            .collect();
+        if let Some(d) = self.debug.as_mut() {
+            for c in records {
+                d.add_conflict(c);
+            }
+        }
         Ok(())
     }
 

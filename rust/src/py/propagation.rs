@@ -9,7 +9,15 @@
 //! * origin: `(kind, index, source id)`, kind one of `"input"`, `"constraint"`, `"output"`,
 //!   `"mc_input"`, `"mc_output"`;
 //! * edge: `(source kind, source index, target kind, target index, step)`, kinds `"operand"`
-//!   or `"result"`.
+//!   or `"result"`;
+//! * layer: `(user priority | None, op priority step | None, strategy)`, strategy `"basic"` or
+//!   `"aggressive"`;
+//! * node: `(kind, index, value | None)`: an operand or result of a step and the value holding
+//!   its sharding;
+//! * step: `(step, op, layer)`;
+//! * hop: `(step, op, axis, factor | None, source node, target node)`;
+//! * conflict: `(visit, step | None, op, layer, factor, target node, source node, [axis, ...],
+//!   reason, (node, factor | None, axis | None) | None)`; see `crate::propagation::explain`.
 
 use std::collections::HashMap;
 
@@ -24,6 +32,7 @@ use crate::propagation::debug::{
     origins_dict_text, propagation_edges_text as edges_text, AxisMap, DebugOptions, EdgeNode, EdgeNodeKind, Origin,
     PropagationEdge,
 };
+use crate::propagation::explain::{Conflict, LayerTag};
 use crate::propagation::layers::{direction_from_name, propagate, Pass, PassOptions, StrategyKind};
 use crate::propagation::program::ProgramFacts;
 use crate::propagation::solver::{SolverInput, SolverOutput};
@@ -33,6 +42,35 @@ type FuncResultsW = Vec<(u32, Vec<Option<ShardingW>>)>;
 type OriginW = (String, i64, i64);
 type EdgeW = (String, i64, String, i64, i64);
 type AxisEdgesW = Vec<(AxisW, Vec<EdgeW>)>;
+type LayerW = (Option<i64>, Option<u8>, &'static str);
+type NodeW = (&'static str, i64, Option<u32>);
+type HopW = (i64, u32, AxisW, Option<usize>, NodeW, NodeW);
+type WithW = (NodeW, Option<usize>, Option<AxisW>);
+type ConflictW = (u64, Option<i64>, u32, LayerW, usize, NodeW, NodeW, Vec<AxisW>, &'static str, Option<WithW>);
+
+fn layer_w(l: &LayerTag) -> LayerW {
+    (l.user_priority, l.op_priority, l.strategy.name())
+}
+
+fn node_w(n: &EdgeNode, value: Option<u32>) -> NodeW {
+    (n.kind.name(), n.index, value)
+}
+
+fn conflict_w(c: &Conflict) -> ConflictW {
+    let s = &c.conflict;
+    (
+        c.visit,
+        c.step,
+        c.op,
+        layer_w(&c.layer),
+        s.factor,
+        node_w(&s.target, c.target_value),
+        node_w(&s.source, c.source_value),
+        s.axes.iter().map(AxisW::from).collect(),
+        s.reason.name(),
+        s.with.as_ref().map(|w| (node_w(&w.tensor, c.with_value), w.factor, w.axis.as_ref().map(AxisW::from))),
+    )
+}
 
 fn origin_w(o: &Origin) -> OriginW {
     (o.kind.name().to_string(), o.index, o.source_id)
@@ -163,6 +201,32 @@ impl PyPropagationResult {
         d.missing_origins.iter().map(|(v, a)| (*v, AxisW::from(a))).collect()
     }
 
+    /// ``(step, op, layer)`` of each propagation step (with ``debug_explain``).
+    #[getter]
+    fn debug_steps(&self) -> Vec<(i64, u32, LayerW)> {
+        let Some(d) = &self.out.debug else { return Vec::new() };
+        d.steps.iter().map(|s| (s.step, s.op, layer_w(&s.layer))).collect()
+    }
+
+    /// ``(step, op, axis, factor, source node, target node)`` of each axis moved at each
+    /// step (with ``debug_explain``).
+    #[getter]
+    fn debug_hops(&self) -> Vec<HopW> {
+        let Some(d) = &self.out.debug else { return Vec::new() };
+        d.hops
+            .iter()
+            .map(|h| (h.step, h.op, AxisW::from(&h.axis), h.factor, node_w(&h.source, h.source_value), node_w(&h.target, h.target_value)))
+            .collect()
+    }
+
+    /// The axes dropped by conflicts, each at its last visit (with ``debug_explain``); see
+    /// the module documentation for the tuple.
+    #[getter]
+    fn debug_conflicts(&self) -> Vec<ConflictW> {
+        let Some(d) = &self.out.debug else { return Vec::new() };
+        d.conflicts.iter().map(conflict_w).collect()
+    }
+
     /// The number the next propagation step would get (``debug_first_step`` plus the steps
     /// taken); ``None`` without debugging records.
     #[getter]
@@ -203,7 +267,8 @@ fn shardings_of(py: Python<'_>, ws: Vec<Option<ShardingW>>) -> PyResult<Vec<Opti
     conservative=false, run_op_priority=true, main_func=None, callees=vec![], symbol_users=vec![],
     manual_axes=vec![], sharding_groups=vec![], barrier_directions=vec![], side_effecting_ops=vec![],
     offload_ops=vec![], non_tensor_values=vec![], forward_use_order_values=vec![],
-    debug_sharding_origins=false, debug_propagation_edges=false, debug_first_step=0, debug_skip_ops=vec![]
+    debug_sharding_origins=false, debug_propagation_edges=false, debug_first_step=0, debug_skip_ops=vec![],
+    debug_explain=false
 ))]
 #[allow(clippy::too_many_arguments)]
 fn propagate_shardings(
@@ -230,6 +295,7 @@ fn propagate_shardings(
     debug_propagation_edges: bool,
     debug_first_step: i64,
     debug_skip_ops: Vec<u32>,
+    debug_explain: bool,
 ) -> PyResult<PyPropagationResult> {
     let pass = Pass::from_name(pass_name).ok_or_else(|| {
         pyo3::exceptions::PyValueError::new_err(format!(
@@ -268,11 +334,12 @@ fn propagate_shardings(
         non_tensor_values,
         forward_use_order_values,
     };
-    let debug = (debug_sharding_origins || debug_propagation_edges).then_some(DebugOptions {
+    let debug = (debug_sharding_origins || debug_propagation_edges || debug_explain).then_some(DebugOptions {
         origins: debug_sharding_origins,
         edges: debug_propagation_edges,
         first_step: debug_first_step,
         skip_ops: debug_skip_ops,
+        explain: debug_explain,
     });
     let input = SolverInput { meshes, value_shardings, func_results, facts, debug };
     let options = PassOptions { pass, strategy, conservative, run_op_priority };
