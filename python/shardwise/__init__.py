@@ -10,7 +10,7 @@ operation sharding rule of every op (Shardy's registry), and Shardy-exact shardi
 
 from shardwise._native import __version__
 from shardwise.api import propagate
-from shardwise.explain import Explanation, explain
+from shardwise.explanation import Explanation, explain
 from shardwise.errors import (
     ConversionError,
     InvalidRuleError,

@@ -157,7 +157,7 @@ def propagate_file(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from shardwise.api import pipeline_text, propagate
-    from shardwise.explain import explain as explain_value
+    from shardwise.explanation import explain as explain_value
     from shardwise.importers.mlir import load_mlir
 
     err = Console(stderr=True)
@@ -262,7 +262,7 @@ def demo_propagation(console: Console) -> None:
     console.print(f"propagation ({n_ops} ops, Shardy's sdy-propagation-pipeline reproduced) took {seconds * 1000:.1f} ms", highlight=False)
     # A weight gradient whose sharding came from far away: the axis travelled back from the
     # weight argument through the whole backward pass.
-    from shardwise.explain import explain
+    from shardwise.explanation import explain
 
     console.rule("why: the gradient of a weight (result 3)")
     console.print(explain(module, "result3"))

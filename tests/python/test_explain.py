@@ -12,9 +12,9 @@ import pytest
 
 import shardwise as sw
 from shardwise.cli import main
-from shardwise.explain import Explanation, UnknownValueError, explain
-from shardwise.explain.names import resolve
-from shardwise.explain.records import REASONS
+from shardwise.explanation import Explanation, UnknownValueError, explain
+from shardwise.explanation.names import resolve
+from shardwise.explanation.records import REASONS
 from shardwise.ir.core import Module, Value
 from shardwise.propagation import PropagationTrace, propagate
 

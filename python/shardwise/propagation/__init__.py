@@ -50,7 +50,7 @@ from shardwise.errors import ProgramError
 from shardwise.ir.core import Func, Module, Op, Value
 from shardwise.ir.freeze import Frozen, freeze
 from shardwise.ir.types import OpaqueType, TensorType
-from shardwise.explain.records import Conflict, Hop, Layer, load_conflicts, load_hops, load_steps
+from shardwise.explanation.records import Conflict, Hop, Layer, load_conflicts, load_hops, load_steps
 from shardwise.mesh import Mesh
 from shardwise.passes._debug import DebugInfo, Edge, Origin, max_step
 from shardwise.passes.call_graph import PassWarning
@@ -140,11 +140,11 @@ class PropagationTrace:
     * ``first_step``, ``next_step``: steps are numbered ``first_step`` up to ``next_step - 1``,
       one per propagation through an op that changed a sharding;
     * ``steps[step]``: ``(op, layer)``, the op of each step and the layer that took it
-      (``shardwise.explain.records.Layer``: user priority, op priority step, strategy);
+      (``shardwise.explanation.records.Layer``: user priority, op priority step, strategy);
     * ``hops``: each axis moved at each step, with the factor it travelled along
-      (``shardwise.explain.records.Hop``);
+      (``shardwise.explanation.records.Hop``);
     * ``conflicts``: each axis an operand or result could not take along a factor, with the
-      reason and what it conflicted with (``shardwise.explain.records.Conflict``), kept at its
+      reason and what it conflicted with (``shardwise.explanation.records.Conflict``), kept at its
       last visit. ``shardwise.explain`` reads these.
     """
 

@@ -6,7 +6,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from shardwise.explain import Explanation
+from shardwise.explanation import Explanation
 
 __all__ = ["render"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from shardwise import _native
-from shardwise.explain import AxisExplanation, ChainStep, DroppedAxis, Explanation, OriginInfo
-from shardwise.explain.names import _main, resolve, resolve_value, value_names
-from shardwise.explain.records import REASONS, Hop
+from shardwise.explanation import AxisExplanation, ChainStep, DroppedAxis, Explanation, OriginInfo
+from shardwise.explanation.names import _main, resolve, resolve_value, value_names
+from shardwise.explanation.records import REASONS, Hop
 from shardwise.ir.core import Func, Module, Op, Value
 from shardwise.passes._debug import Origin
 from shardwise.sharding import AxisRef
@@ -25,7 +25,7 @@ def _path(module: Module, value: Value) -> tuple[list[int], bool, int]:
             for bi, block in enumerate(region.blocks):
                 if value.owner is block:
                     return path + [ri, bi], True, value.index
-    from shardwise.explain.names import UnknownValueError
+    from shardwise.explanation.names import UnknownValueError
 
     raise UnknownValueError(f"{value!r} is not a value of this module")
 

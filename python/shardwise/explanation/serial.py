@@ -1,4 +1,4 @@
-"""``Explanation.to_dict`` / ``from_dict`` (schema in ``shardwise.explain.Explanation``)."""
+"""``Explanation.to_dict`` / ``from_dict`` (schema in ``shardwise.explanation.Explanation``)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import dataclasses
 from typing import Any
 
 from shardwise.errors import ShardwiseError
-from shardwise.explain import AxisExplanation, ChainStep, DroppedAxis, Explanation, OriginInfo
-from shardwise.explain.records import Layer
+from shardwise.explanation import AxisExplanation, ChainStep, DroppedAxis, Explanation, OriginInfo
+from shardwise.explanation.records import Layer
 
 __all__ = ["from_dict", "to_dict"]
 

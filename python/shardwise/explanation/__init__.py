@@ -1,4 +1,4 @@
-"""``shardwise.explain``: why a value got its sharding.
+"""``shardwise.explanation``: ``explain(module, value)``, why a value got its sharding.
 
 ``explain(module, value)`` propagates ``module`` (a copy) with the solver's records on
 (``PropagationTrace``: the data of Shardy's ``debug-sharding-origins`` and
@@ -29,8 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from shardwise.explain.names import UnknownValueError, resolve, resolve_value
-from shardwise.explain.records import Layer
+from shardwise.explanation.names import UnknownValueError, resolve, resolve_value
+from shardwise.explanation.records import Layer
 from shardwise.ir.core import Module, Value
 
 __all__ = ["AxisExplanation", "ChainStep", "DroppedAxis", "Explanation", "OriginInfo", "UnknownValueError", "explain"]
@@ -150,7 +150,7 @@ class Explanation:
     dropped: tuple[DroppedAxis, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
-        from shardwise.explain.serial import to_dict
+        from shardwise.explanation.serial import to_dict
 
         return to_dict(self)
 
@@ -158,13 +158,13 @@ class Explanation:
     def from_dict(cls, d: dict[str, Any]) -> Explanation:
         """The explanation ``to_dict`` gave. Raises ``ValueError`` (``ShardwiseError``) for a
         dict of another shape."""
-        from shardwise.explain.serial import from_dict
+        from shardwise.explanation.serial import from_dict
 
         return from_dict(d)
 
     def render(self) -> Any:
         """Rich renderable: a summary table, the chain of each axis, and the dropped axes."""
-        from shardwise.explain.render import render
+        from shardwise.explanation.render import render
 
         return render(self)
 
@@ -192,7 +192,7 @@ def explain(
     Raises ``UnknownValueError`` (a ``ShardwiseError``, so ``ValueError``) for a name that
     names no value, listing close names; ``ValueError`` for a pipeline without a propagation
     pass; what ``shardwise.propagate`` raises."""
-    from shardwise.explain.build import build, run_with_trace
+    from shardwise.explanation.build import build, run_with_trace
 
     if trace is not None:
         target, name = resolve_value(module, value) if isinstance(value, Value) else resolve(module, value)
