@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from shardwise.ir.attrs import quote
 from shardwise.ir.core import Func, Module, Op, Value
-from shardwise.ir.rewrite import Mapping, SymbolTable, Uses, clone_func, clone_op, enclosing, erase_ops, insert_before
+from shardwise.ir.rewrite import DeferredInserts, Mapping, SymbolTable, Uses, clone_func, clone_op, enclosing, erase_ops
 from shardwise.ir.types import TensorType
 from shardwise.passes._sdy import (
     CALL,
@@ -83,6 +83,7 @@ class _Splitter:
         self.non_const_named: set[str] = set()
         self.non_const_funcs: set[str] = set()
         self.uses = Uses(module)
+        self.inserts = DeferredInserts()
 
     def _named(self, op: Op) -> str:
         return op.attributes.get("name", "")
@@ -122,7 +123,7 @@ class _Splitter:
             if v.defining_op is not None:
                 self._clone(v, mapping)
         new = clone_op(op, mapping)
-        insert_before(op, new)
+        self.inserts.before(op, new)
         self.uses.add(new)
         if new.name == CALL:
             callee = self.symbols.lookup_func(callee_name(new))
@@ -130,7 +131,7 @@ class _Splitter:
         for user in self.uses.users(result):
             if user.name == SHARDING_GROUP:
                 group = clone_op(user, mapping)
-                insert_before(op, group)
+                self.inserts.before(op, group)
                 self.uses.add(group)
 
     def _clone_func_recursively(self, func: Func) -> Func:
@@ -175,6 +176,7 @@ class _Splitter:
                         walk(b.ops)
 
         walk(ops)
+        self.inserts.flush()
         erased: list[Op] = []
         seen: set[int] = set()
         for op in [*expansions.values(), *reversed(list(constants.values()))]:
