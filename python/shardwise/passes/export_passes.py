@@ -420,8 +420,13 @@ def close_shardings(module: Module, options: Options | None = None) -> None:
     """Closes every dimension of every sharding and drops replicated axes (Shardy's
     ``getClosedLike``). Mirrors Shardy's ``close_shardings.cc``."""
 
+    closed: dict[TensorSharding, TensorSharding] = {}  # few distinct shardings, many values
+
     def close(s: TensorSharding, site: ShardingSite) -> TensorSharding:
-        return closed_like(s)
+        c = closed.get(s)
+        if c is None:
+            c = closed[s] = closed_like(s)
+        return c
 
     transform_shardings(module, close)
 
