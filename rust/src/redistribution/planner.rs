@@ -223,24 +223,35 @@ pub fn permute(ctx: &Ctx<'_>, src: &Layout, tgt: &Layout, opening: &AtomPlan) ->
     let free: Vec<usize> = tgt.dims.iter().flatten().copied().filter(|&a| !cur.uses(a)).collect();
     let drop: Vec<usize> = cur.dims.iter().flatten().copied().filter(|&a| !in_tgt(a)).collect();
     let k = free.len() + drop.len();
-    let combos = (0..k).try_fold(1usize, |acc, _| acc.checked_mul(rank).filter(|&c| c <= PERMUTE_SEARCH_LIMIT))?;
+    // Each atom to add is sliced onto a dimension or reaches the target by the permute alone
+    // (choice `rank`); each atom to drop is gathered from a dimension of the permuted layout or
+    // left behind by the permute (choice `rank`).
+    let choices = rank + 1;
+    let combos = (0..k).try_fold(1usize, |acc, _| acc.checked_mul(choices).filter(|&c| c <= PERMUTE_SEARCH_LIMIT))?;
     let mut best: Option<AtomPlan> = None;
     let mut choice = vec![0usize; k];
     for mut c in 0..combos {
         for slot in choice.iter_mut() {
-            *slot = c % rank;
-            c /= rank;
+            *slot = c % choices;
+            c /= choices;
         }
         let mut sliced = vec![Vec::new(); rank];
         let mut inter = tgt.clone();
         for (i, &a) in free.iter().enumerate() {
-            sliced[choice[i]].push(a);
+            if choice[i] < rank {
+                sliced[choice[i]].push(a);
+            }
         }
         let mut gathered = vec![Vec::new(); rank];
         for (i, &a) in drop.iter().enumerate() {
             let d = choice[free.len() + i];
-            inter.dims[d].push(a);
-            gathered[d].push(a);
+            if d < rank {
+                gathered[d].push(a);
+            }
+        }
+        for (d, g) in gathered.iter_mut().enumerate() {
+            g.sort_unstable(); // mesh order, as Shardy orders the axes it gathers
+            inter.dims[d].extend_from_slice(g);
         }
         let counts_match = (0..rank).all(|d| {
             ctx.atoms.count(&cur.dims[d]) * ctx.atoms.count(&sliced[d]) == ctx.atoms.count(&inter.dims[d])
