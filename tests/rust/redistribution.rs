@@ -29,13 +29,16 @@ fn texts(m: &str, shape: &[i64], src: &str, tgt: &str) -> Vec<String> {
 }
 
 
+/// (mesh, shape, source, target, expected steps).
+type Case<'a> = (&'a str, &'a [i64], &'a str, &'a str, &'a [&'a str]);
+
 const M3: &str = r#"["x"=2, "y"=2, "z"=2]"#;
 
 /// Cases of Shardy's `reshard_to_collectives.mlir` (same mesh, shape and shardings): the same
 /// collectives in the same order.
 #[test]
 fn same_collectives_as_shardy() {
-    let cases: &[(&str, &[i64], &str, &str, &[&str])] = &[
+    let cases: &[Case<'_>] = &[
         (r#"["x"=2, "y"=2]"#, &[16, 8], r#"[{"y"}, {"x"}]"#, r#"[{"y"}, {}]"#, &[r#"sdy.all_gather [{}, {"x"}] out_sharding=<@mesh, [{"y"}, {}]>"#]),
         (M3, &[16, 8], r#"[{"x", "y", "z"}, {}]"#, r#"[{"x"}, {}]"#, &[r#"sdy.all_gather [{"y", "z"}, {}] out_sharding=<@mesh, [{"x"}, {}]>"#]),
         (r#"["x"=2, "y"=8]"#, &[16, 8], r#"[{"y"}, {"x"}]"#, r#"[{"y":(1)4}, {"x"}]"#, &[r#"sdy.all_gather [{"y":(4)2}, {}] out_sharding=<@mesh, [{"y":(1)4}, {"x"}]>"#]),
