@@ -51,6 +51,8 @@ __all__ = [
     "propagate_shardings",
     "sharding_origins_text",
     "propagation_edges_text",
+    "redistribution_plan",
+    "collective_cost",
 ]
 
 _AxisW = tuple[str, tuple[int, int] | None]
@@ -239,3 +241,11 @@ def propagate_shardings(
 ) -> PropagationResult: ...
 def sharding_origins_text(entries: list[tuple[_AxisW, str]]) -> str: ...
 def propagation_edges_text(entries: list[tuple[_AxisW, list[tuple[str, int, str, int, int]]]]) -> str | None: ...
+
+_CostModelW = tuple[tuple[float, float], list[tuple[str, float, float]]]
+_ReshardStepW = tuple[str, list[list[_AxisW]], list[_AxisW], int | None, int | None, str | None, _ShardingW, float, float, str]
+
+def redistribution_plan(
+    mesh: _MeshW, shape: list[int], dtype_bytes: int, src: _ShardingW, tgt: _ShardingW, model: _CostModelW
+) -> tuple[list[_ReshardStepW], float, float, float, float]: ...
+def collective_cost(kind: str, mesh: _MeshW, axes: list[_AxisW], local_bytes: float, model: _CostModelW) -> tuple[float, float]: ...

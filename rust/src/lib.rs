@@ -11,6 +11,7 @@ pub mod graph;
 mod lexer;
 pub mod mesh;
 pub mod propagation;
+pub mod redistribution;
 pub mod rule;
 pub mod sharding;
 pub mod text;

@@ -4,6 +4,7 @@
 mod errors;
 mod graph;
 mod propagation;
+mod redistribution;
 mod rule;
 mod wire;
 
@@ -243,6 +244,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     rule::register(m)?;
     graph::register(m)?;
     propagation::register(m)?;
+    redistribution::register(m)?;
     m.add_function(wrap_pyfunction!(mesh_new, m)?)?;
     m.add_function(wrap_pyfunction!(mesh_parse, m)?)?;
     m.add_function(wrap_pyfunction!(mesh_op_parse, m)?)?;
