@@ -283,27 +283,18 @@ class Uses:
     order (most recent use first), as the IR is when it is built. The editing methods keep them
     up to date; IR edits made without them are not seen (build a new ``Uses`` then)."""
 
-    __slots__ = ("_uses", "_root")
+    __slots__ = ("_uses",)
 
     def __init__(self, root: Module | Op | Block | None = None) -> None:
-        self._uses: dict[Value, list[Use]] | None = None if root is not None else {}
-        self._root = root
-        self._lists  # noqa: B018 (built now: passes rely on the snapshot)
-
-    @property
-    def _lists(self) -> dict[Value, list[Use]]:
-        uses = self._uses
-        if uses is not None:
-            return uses
-        uses = self._uses = {}
-        root = self._root
-        self._root = None
+        uses: dict[Value, list[Use]] = {}
+        self._uses = uses
+        if root is None:
+            return
         if isinstance(root, Module):
             ops: Iterable[Op] = root.walk()
         elif isinstance(root, Block):
             ops = (o for op in root.ops for o in op.walk())
         else:
-            assert root is not None
             ops = root.walk()
         get = uses.get
         for op in ops:
@@ -315,21 +306,20 @@ class Uses:
                     lst.append((op, i))
         for lst in uses.values():
             lst.reverse()
-        return uses
 
     def of(self, value: Value) -> list[Use]:
         """The uses ``(user op, operand index)`` of ``value`` (a copy)."""
-        return list(self._lists.get(value, ()))
+        return list(self._uses.get(value, ()))
 
     def users(self, value: Value) -> list[Op]:
         """The users of ``value``, one entry per use, in use-list order."""
-        return [op for op, _ in self._lists.get(value, ())]
+        return [op for op, _ in self._uses.get(value, ())]
 
     def unique_users(self, value: Value) -> list[Op]:
         """The distinct users of ``value`` in use-list order."""
         seen: set[int] = set()
         out = []
-        for op, _ in self._lists.get(value, ()):
+        for op, _ in self._uses.get(value, ()):
             if id(op) not in seen:
                 seen.add(id(op))
                 out.append(op)
@@ -337,18 +327,18 @@ class Uses:
 
     def has_uses(self, value: Value) -> bool:
         """``value`` is used."""
-        return bool(self._lists.get(value))
+        return bool(self._uses.get(value))
 
     def has_one_use(self, value: Value) -> bool:
         """``value`` has exactly one use (MLIR's ``hasOneUse``)."""
-        return len(self._lists.get(value, ())) == 1
+        return len(self._uses.get(value, ())) == 1
 
     def count(self, value: Value) -> int:
         """The number of uses of ``value``."""
-        return len(self._lists.get(value, ()))
+        return len(self._uses.get(value, ()))
 
     def _remove(self, value: Value, op: Op, index: int) -> None:
-        lst = self._lists.get(value)
+        lst = self._uses.get(value)
         if lst is None:
             return
         for k, (o, i) in enumerate(lst):
@@ -357,7 +347,7 @@ class Uses:
                 return
 
     def _add(self, value: Value, op: Op, index: int) -> None:
-        self._lists.setdefault(value, []).insert(0, (op, index))
+        self._uses.setdefault(value, []).insert(0, (op, index))
 
     def set_operand(self, op: Op, index: int, value: Value) -> None:
         """``op.operands[index] = value``, updating the use lists."""

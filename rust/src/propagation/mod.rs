@@ -8,6 +8,7 @@
 //! took each step and why axes were dropped ([`explain`]).
 
 pub mod axes;
+pub mod batch;
 pub mod debug;
 pub mod explain;
 pub mod factor_prop;
@@ -28,4 +29,5 @@ pub use projection::{
 pub use debug::{DebugOptions, EdgeNode, EdgeNodeKind, Origin, OriginKind, PropagationEdge, ShardingDebug};
 pub use layers::{propagate, FactorLayer, Layer, OpPriorityLayer, Pass, PassOptions, StrategyKind, UserPriorityLayer};
 pub use program::{OpKind, Program, ProgramFacts};
+pub use batch::{propagate_candidates, Candidate};
 pub use solver::{AnyDirection, DirectionPolicy, GroupConflict, Solver, SolverInput, SolverOutput, SolverStats};

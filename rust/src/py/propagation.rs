@@ -33,6 +33,7 @@ use crate::propagation::debug::{
     PropagationEdge,
 };
 use crate::propagation::explain::{Conflict, LayerTag};
+use crate::propagation::batch::{propagate_candidates as propagate_candidates_core, Candidate};
 use crate::propagation::layers::{direction_from_name, propagate, Pass, PassOptions, StrategyKind};
 use crate::propagation::program::ProgramFacts;
 use crate::propagation::solver::{SolverInput, SolverOutput};
@@ -258,22 +259,10 @@ fn shardings_of(py: Python<'_>, ws: Vec<Option<ShardingW>>) -> PyResult<Vec<Opti
     ws.into_iter().map(|w| w.map(ShardingW::into_sharding).transpose()).collect::<crate::error::Result<_>>().py(py)
 }
 
-/// Runs Shardy's propagation pass `pass_name` (``"basic"``, ``"aggressive"``,
-/// ``"op-priority"``, ``"user-priority"``) over `graph`; see `shardwise.propagation` for the
-/// meaning of each argument.
-#[pyfunction]
-#[pyo3(signature = (
-    graph, meshes, shardings, func_results, *, pass_name="basic", strategy="aggressive",
-    conservative=false, run_op_priority=true, main_func=None, callees=vec![], symbol_users=vec![],
-    manual_axes=vec![], sharding_groups=vec![], barrier_directions=vec![], side_effecting_ops=vec![],
-    offload_ops=vec![], non_tensor_values=vec![], forward_use_order_values=vec![],
-    debug_sharding_origins=false, debug_propagation_edges=false, debug_first_step=0, debug_skip_ops=vec![],
-    debug_explain=false
-))]
+/// The solver input and pass options of `propagate_shardings`' arguments.
 #[allow(clippy::too_many_arguments)]
-fn propagate_shardings(
+fn solver_setup(
     py: Python<'_>,
-    graph: &Bound<'_, PyGraph>,
     meshes: HashMap<String, MeshW>,
     shardings: Vec<Option<ShardingW>>,
     func_results: FuncResultsW,
@@ -296,7 +285,7 @@ fn propagate_shardings(
     debug_first_step: i64,
     debug_skip_ops: Vec<u32>,
     debug_explain: bool,
-) -> PyResult<PyPropagationResult> {
+) -> PyResult<(SolverInput, PassOptions)> {
     let pass = Pass::from_name(pass_name).ok_or_else(|| {
         pyo3::exceptions::PyValueError::new_err(format!(
             "unknown propagation pass {pass_name:?}; expected \"basic\", \"aggressive\", \"op-priority\" or \"user-priority\""
@@ -343,14 +332,121 @@ fn propagate_shardings(
     });
     let input = SolverInput { meshes, value_shardings, func_results, facts, debug };
     let options = PassOptions { pass, strategy, conservative, run_op_priority };
+    Ok((input, options))
+}
+
+/// Runs Shardy's propagation pass `pass_name` (``"basic"``, ``"aggressive"``,
+/// ``"op-priority"``, ``"user-priority"``) over `graph`; see `shardwise.propagation` for the
+/// meaning of each argument.
+#[pyfunction]
+#[pyo3(signature = (
+    graph, meshes, shardings, func_results, *, pass_name="basic", strategy="aggressive",
+    conservative=false, run_op_priority=true, main_func=None, callees=vec![], symbol_users=vec![],
+    manual_axes=vec![], sharding_groups=vec![], barrier_directions=vec![], side_effecting_ops=vec![],
+    offload_ops=vec![], non_tensor_values=vec![], forward_use_order_values=vec![],
+    debug_sharding_origins=false, debug_propagation_edges=false, debug_first_step=0, debug_skip_ops=vec![],
+    debug_explain=false
+))]
+#[allow(clippy::too_many_arguments)]
+fn propagate_shardings(
+    py: Python<'_>,
+    graph: &Bound<'_, PyGraph>,
+    meshes: HashMap<String, MeshW>,
+    shardings: Vec<Option<ShardingW>>,
+    func_results: FuncResultsW,
+    pass_name: &str,
+    strategy: &str,
+    conservative: bool,
+    run_op_priority: bool,
+    main_func: Option<u32>,
+    callees: Vec<(u32, u32)>,
+    symbol_users: Vec<u32>,
+    manual_axes: Vec<(u32, Vec<String>)>,
+    sharding_groups: Vec<(u32, i64)>,
+    barrier_directions: Vec<(u32, String)>,
+    side_effecting_ops: Vec<u32>,
+    offload_ops: Vec<u32>,
+    non_tensor_values: Vec<u32>,
+    forward_use_order_values: Vec<u32>,
+    debug_sharding_origins: bool,
+    debug_propagation_edges: bool,
+    debug_first_step: i64,
+    debug_skip_ops: Vec<u32>,
+    debug_explain: bool,
+) -> PyResult<PyPropagationResult> {
+    let (input, options) = solver_setup(py, meshes, shardings, func_results, pass_name, strategy, conservative, run_op_priority, main_func, callees, symbol_users, manual_axes, sharding_groups, barrier_directions, side_effecting_ops, offload_ops, non_tensor_values, forward_use_order_values, debug_sharding_origins, debug_propagation_edges, debug_first_step, debug_skip_ops, debug_explain)?;
     let g = graph.get().inner.clone();
     let out = py.detach(|| propagate(&g, input, &options)).py(py)?;
     Ok(PyPropagationResult { out })
 }
 
+type CandidateW = (Vec<(u32, Option<ShardingW>)>, Vec<(u32, usize, Option<ShardingW>)>);
+
+/// `propagate_shardings` once per candidate, each with its overrides of the stored shardings
+/// (`(value, sharding)` and `(func op, result index, sharding)`; `None` removes one), on
+/// `threads` worker threads with the GIL released; results in candidate order, each identical
+/// to `propagate_shardings` with the overridden shardings.
+#[pyfunction]
+#[pyo3(signature = (
+    graph, meshes, shardings, func_results, candidates, threads=1, *, pass_name="basic", strategy="aggressive",
+    conservative=false, run_op_priority=true, main_func=None, callees=vec![], symbol_users=vec![],
+    manual_axes=vec![], sharding_groups=vec![], barrier_directions=vec![], side_effecting_ops=vec![],
+    offload_ops=vec![], non_tensor_values=vec![], forward_use_order_values=vec![],
+    debug_sharding_origins=false, debug_propagation_edges=false, debug_first_step=0, debug_skip_ops=vec![],
+    debug_explain=false
+))]
+#[allow(clippy::too_many_arguments)]
+fn propagate_candidates(
+    py: Python<'_>,
+    graph: &Bound<'_, PyGraph>,
+    meshes: HashMap<String, MeshW>,
+    shardings: Vec<Option<ShardingW>>,
+    func_results: FuncResultsW,
+    candidates: Vec<CandidateW>,
+    threads: usize,
+    pass_name: &str,
+    strategy: &str,
+    conservative: bool,
+    run_op_priority: bool,
+    main_func: Option<u32>,
+    callees: Vec<(u32, u32)>,
+    symbol_users: Vec<u32>,
+    manual_axes: Vec<(u32, Vec<String>)>,
+    sharding_groups: Vec<(u32, i64)>,
+    barrier_directions: Vec<(u32, String)>,
+    side_effecting_ops: Vec<u32>,
+    offload_ops: Vec<u32>,
+    non_tensor_values: Vec<u32>,
+    forward_use_order_values: Vec<u32>,
+    debug_sharding_origins: bool,
+    debug_propagation_edges: bool,
+    debug_first_step: i64,
+    debug_skip_ops: Vec<u32>,
+    debug_explain: bool,
+) -> PyResult<Vec<PyPropagationResult>> {
+    let (input, options) = solver_setup(py, meshes, shardings, func_results, pass_name, strategy, conservative, run_op_priority, main_func, callees, symbol_users, manual_axes, sharding_groups, barrier_directions, side_effecting_ops, offload_ops, non_tensor_values, forward_use_order_values, debug_sharding_origins, debug_propagation_edges, debug_first_step, debug_skip_ops, debug_explain)?;
+    let candidates = candidates
+        .into_iter()
+        .map(|(values, results)| {
+            Ok(Candidate {
+                values: values.into_iter().map(|(v, w)| Ok((v, w.map(ShardingW::into_sharding).transpose()?))).collect::<crate::error::Result<_>>()?,
+                func_results: results
+                    .into_iter()
+                    .map(|(f, i, w)| Ok((f, i, w.map(ShardingW::into_sharding).transpose()?)))
+                    .collect::<crate::error::Result<_>>()?,
+            })
+        })
+        .collect::<crate::error::Result<Vec<_>>>()
+        .py(py)?;
+    let g = graph.get().inner.clone();
+    let outs = py.detach(|| propagate_candidates_core(&g, &input, &options, &candidates, threads));
+    outs.into_iter().map(|r| r.py(py).map(|out| PyPropagationResult { out })).collect()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyPropagationResult>()?;
     m.add_function(wrap_pyfunction!(propagate_shardings, m)?)?;
+    m.add_function(wrap_pyfunction!(propagate_candidates, m)?)?;
     m.add_function(wrap_pyfunction!(sharding_origins_text, m)?)?;
     m.add_function(wrap_pyfunction!(propagation_edges_text, m)?)?;
     Ok(())
