@@ -10,6 +10,7 @@ operation sharding rule of every op (Shardy's registry), and Shardy-exact shardi
 
 from shardwise._native import __version__
 from shardwise.api import propagate
+from shardwise.propagation.batch import CandidateResults, propagate_many
 from shardwise.explanation import Explanation, explain
 from shardwise.errors import (
     ConversionError,
@@ -58,6 +59,8 @@ __all__ = [
     "ValueInfo",
     "populate_rules",
     "propagate",
+    "propagate_many",
+    "CandidateResults",
     "register_op_rule",
     "register_rule",
     "rule_for",

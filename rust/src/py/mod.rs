@@ -10,6 +10,10 @@ mod wire;
 
 use std::collections::HashMap;
 
+/// The extension module allocates through mimalloc (see Cargo.toml).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use pyo3::prelude::*;
 
 use crate::axis::AxisRef;

@@ -1,0 +1,133 @@
+"""Propagation at scale, shardwise and Shardy side by side in one run (issue 5).
+
+Programs: N-layer transformer training steps (``jax.value_and_grad`` of unrolled attention +
+MLP layers) on a 2x4 mesh, generated now by ``tests/python/programs.py``; layer counts from
+``SHARDWISE_BENCH_LAYERS`` (default ``20,160,635``: about 2.7k, 22k and 87k ops).
+
+For each program:
+
+* ``shardwise``: ``shardwise.propagate`` (``sdy-propagation-pipeline``) on a module loaded
+  beforehand (parsing excluded), and the time of each pass of the pipeline;
+* ``shardy``: jaxlib's ``sdy-propagation-pipeline`` on a module parsed beforehand;
+* ``load``: ``shardwise.load_mlir`` (import through jaxlib's MLIR bindings), measured apart;
+* the frozen program's bytes per op; the two results compared value by value (identical
+  module text after a round trip through shardwise's loader).
+
+The session writes ``benches/results/propagation.md`` (table), ``propagation.json`` and
+``propagation.png`` (µs/op against ops, both systems).
+
+    pip install -e '.[bench]' && pytest benches/bench_propagate.py -p no:cacheprovider
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
+from programs import transformer_step  # noqa: E402
+
+import shardwise  # noqa: E402
+from shardwise.importers.mlir import load_mlir  # noqa: E402
+
+from bench_report import RESULTS  # noqa: E402
+
+LAYERS = [int(x) for x in os.environ.get("SHARDWISE_BENCH_LAYERS", "20,160,635").split(",") if x.strip()]
+PIPELINE = "builtin.module(sdy-propagation-pipeline)"
+_TEXTS: dict[int, str] = {}
+
+
+def _text(layers: int) -> str:
+    if layers not in _TEXTS:
+        _TEXTS[layers] = transformer_step(layers)
+    return _TEXTS[layers]
+
+
+def _rounds(layers: int) -> int:
+    return 5 if layers <= 40 else 3 if layers <= 200 else 1
+
+
+def _entry(layers: int) -> dict[str, Any]:
+    return RESULTS.setdefault(layers, {"layers": layers})
+
+
+def _shardy_module(text: str) -> tuple[Any, Any]:
+    from jax._src.interpreters import mlir as jax_mlir
+    from jax._src.lib.mlir import ir, passmanager
+
+    ctx = jax_mlir.make_ir_context()
+    with ctx:
+        module = ir.Module.parse(text)
+        pm = passmanager.PassManager.parse(PIPELINE)
+    return ctx, (module, pm)
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+def test_load(benchmark: Any, layers: int) -> None:
+    text = _text(layers)
+    module = benchmark.pedantic(load_mlir, args=(text,), rounds=_rounds(layers), iterations=1)
+    ops = sum(1 for _ in module.walk())
+    e = _entry(layers)
+    e["ops"] = ops
+    e["load_s"] = benchmark.stats.stats.min
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+def test_shardwise(benchmark: Any, layers: int) -> None:
+    text = _text(layers)
+
+    def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (load_mlir(text),), {"in_place": True}
+
+    benchmark.pedantic(shardwise.propagate, setup=setup, rounds=_rounds(layers), iterations=1)
+    e = _entry(layers)
+    e["shardwise_s"] = benchmark.stats.stats.min
+    # Where the time goes (one more run, per pass) and the frozen program's size.
+    from shardwise.ir.freeze import freeze
+    from shardwise.passes import run_pipeline
+
+    m = load_mlir(text)
+    e["ops"] = sum(1 for _ in m.walk())
+    timings: dict[str, float] = {}
+    run_pipeline(m, PIPELINE, timings=timings)
+    e["passes"] = dict(sorted(timings.items(), key=lambda kv: -kv[1])[:8])
+    frozen = freeze(load_mlir(text))
+    e["frozen_bytes_per_op"] = frozen.graph.nbytes / frozen.graph.num_ops
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+def test_shardy(benchmark: Any, layers: int) -> None:
+    text = _text(layers)
+
+    def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
+        ctx, (module, pm) = _shardy_module(text)
+        return (ctx, module, pm), {}
+
+    def run(ctx: Any, module: Any, pm: Any) -> None:
+        with ctx:
+            pm.run(module.operation)
+
+    benchmark.pedantic(run, setup=setup, rounds=_rounds(layers), iterations=1)
+    _entry(layers)["shardy_s"] = benchmark.stats.stats.min
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+def test_identical_results(layers: int) -> None:
+    """Not timed: both systems' outputs are the same module."""
+    text = _text(layers)
+    ctx, (module, pm) = _shardy_module(text)
+    with ctx:
+        pm.run(module.operation)
+        expected = str(module.operation)
+    start = time.perf_counter()
+    ours = shardwise.propagate(load_mlir(text)).to_mlir()
+    _entry(layers)["check_s"] = time.perf_counter() - start
+    identical = ours == load_mlir(expected).to_mlir()
+    _entry(layers)["identical"] = identical
+    assert identical

@@ -1,0 +1,100 @@
+"""The results the propagation benchmarks collect in one session, and the report written
+when the session ends (``benches/conftest.py``): a Markdown table, JSON, and a plot of µs/op
+against ops for shardwise and Shardy."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+#: layers -> {"ops", "load_s", "shardwise_s", "shardy_s", "passes", "frozen_bytes_per_op", ...}
+RESULTS: dict[int, dict[str, Any]] = {}
+#: threads -> {"ops", "candidates", "seconds", "per_second"}
+CANDIDATES: dict[int, dict[str, Any]] = {}
+
+OUT = Path(os.environ.get("SHARDWISE_BENCH_OUT", Path(__file__).resolve().parent / "results"))
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _us_per_op(e: dict[str, Any], key: str) -> float | None:
+    return e[key] / e["ops"] * 1e6 if key in e and e.get("ops") else None
+
+
+def table() -> str:
+    """The Markdown table of every measured program size."""
+    lines = [
+        "| layers | ops | shardwise µs/op | Shardy µs/op | Shardy / shardwise | load_mlir µs/op | frozen bytes/op | identical |",
+        "|---:|---:|---:|---:|---:|---:|---:|:---:|",
+    ]
+    for layers in sorted(RESULTS):
+        e = RESULTS[layers]
+        ours, theirs, load = _us_per_op(e, "shardwise_s"), _us_per_op(e, "shardy_s"), _us_per_op(e, "load_s")
+        ratio = f"{theirs / ours:.2f}×" if ours and theirs else "–"
+        fmt = lambda x: "–" if x is None else f"{x:.1f}"  # noqa: E731
+        frozen = e.get("frozen_bytes_per_op")
+        ident = {True: "yes", False: "NO"}.get(e.get("identical"), "–")  # type: ignore[call-overload]
+        lines.append(
+            f"| {layers} | {e.get('ops', '–')} | {fmt(ours)} | {fmt(theirs)} | {ratio} | {fmt(load)} | "
+            f"{'–' if frozen is None else f'{frozen:.0f}'} | {ident} |"
+        )
+    for layers in sorted(RESULTS):
+        passes = RESULTS[layers].get("passes")
+        if passes:
+            lines.append("")
+            lines.append(f"Slowest passes at {RESULTS[layers].get('ops')} ops (s): " + ", ".join(f"{k} {v:.3f}" for k, v in passes.items()))
+    if CANDIDATES:
+        lines.append("")
+        lines.append("| propagate_many threads | ops | candidates | candidates/s |")
+        lines.append("|---:|---:|---:|---:|")
+        for t in sorted(CANDIDATES):
+            c = CANDIDATES[t]
+            lines.append(f"| {t} | {c['ops']} | {c['candidates']} | {c['per_second']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(path: Path) -> None:
+    """µs/op against ops (log x), shardwise and Shardy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [RESULTS[k] for k in sorted(RESULTS) if RESULTS[k].get("ops")]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for key, label in (("shardwise_s", "shardwise.propagate"), ("shardy_s", "Shardy (jaxlib)"), ("load_s", "shardwise.load_mlir")):
+        pts = [(e["ops"], _us_per_op(e, key)) for e in rows if key in e]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("ops in the program")
+    ax.set_ylabel("µs per op")
+    ax.set_title("sdy-propagation-pipeline on transformer training steps")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".png")
+    os.close(fd)
+    fig.savefig(tmp, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def write() -> Path | None:
+    """Writes the report if anything was measured; returns its directory."""
+    if not RESULTS and not CANDIDATES:
+        return None
+    OUT.mkdir(parents=True, exist_ok=True)
+    _atomic_write(OUT / "propagation.md", table().encode())
+    _atomic_write(OUT / "propagation.json", json.dumps({"programs": RESULTS, "candidates": CANDIDATES}, indent=1, default=str).encode())
+    if any(e.get("ops") for e in RESULTS.values()):
+        plot(OUT / "propagation.png")
+    return OUT
