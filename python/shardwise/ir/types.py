@@ -19,15 +19,17 @@ class TensorType:
     ``element_type`` (MLIR spelling: ``f32``, ``bf16``, ``i1``, ``complex<f32>``, …); an
     ``encoding`` suffix is kept verbatim."""
 
-    __slots__ = ("shape", "element_type", "encoding")
+    __slots__ = ("shape", "element_type", "encoding", "_hash")
     shape: tuple[int, ...]
     element_type: str
     encoding: str | None
+    _hash: int
 
     def __init__(self, shape: tuple[int, ...] | list[int], element_type: str, encoding: str | None = None) -> None:
         object.__setattr__(self, "shape", tuple(int(d) for d in shape))
         object.__setattr__(self, "element_type", element_type)
         object.__setattr__(self, "encoding", encoding)
+        object.__setattr__(self, "_hash", hash((self.shape, element_type, encoding)))
         if any(d < 0 and d != DYNAMIC for d in self.shape):
             raise ValueError(f"tensor dimension sizes must be >= 0 or -1 (dynamic), got {self.shape}")
 
@@ -47,14 +49,14 @@ class TensorType:
         return f"TensorType({self.shape}, {self.element_type!r})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, TensorType) and (self.shape, self.element_type, self.encoding) == (
-            other.shape,
-            other.element_type,
-            other.encoding,
+        return self is other or (
+            isinstance(other, TensorType)
+            and self._hash == other._hash
+            and (self.shape, self.element_type, self.encoding) == (other.shape, other.element_type, other.encoding)
         )
 
     def __hash__(self) -> int:
-        return hash((self.shape, self.element_type, self.encoding))
+        return self._hash
 
 
 class OpaqueType:
@@ -94,7 +96,20 @@ Type = Union[TensorType, OpaqueType]
 
 
 def parse_type(text: str) -> Type:
-    """``tensor<8x?xf32>`` -> ``TensorType((8, -1), "f32")``; anything else -> ``OpaqueType``."""
+    """``tensor<8x?xf32>`` -> ``TensorType((8, -1), "f32")``; anything else -> ``OpaqueType``.
+    Equal texts give the same (immutable) object: programs repeat few types many times."""
+    t = _PARSED.get(text)
+    if t is None:
+        if len(_PARSED) >= 65536:
+            _PARSED.clear()
+        t = _PARSED[text] = _parse_type(text)
+    return t
+
+
+_PARSED: dict[str, Type] = {}
+
+
+def _parse_type(text: str) -> Type:
     m = _TENSOR.fullmatch(text.strip())
     if not m:
         return OpaqueType(text.strip())

@@ -146,6 +146,8 @@ def symbol_dce(module: Module, options: Options | None = None) -> None:
         if name is None or op.attributes.get("sym_visibility") != '"private"':
             live.add(id(op))
             work.append(op)
+    if len(live) == len(module.ops):
+        return  # no private symbol: nothing can be removed
     while work:
         op = work.pop()
         for name in _referenced(op):
