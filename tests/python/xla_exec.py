@@ -50,3 +50,44 @@ def xla_run(module_text: str, args: list[np.ndarray], out_shapes: list[tuple[int
         arr = jax.make_array_from_single_device_arrays(tuple(out_shapes[i]), GSPMDSharding(tuple(devices), out_shardings[i]), per_device)
         results.append(np.asarray(arr))
     return results
+
+
+def xla_run_f64(module_text: str, args: list[np.ndarray], out_shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
+    """``xla_run`` of the same program with every f32/bf16/f16 tensor widened to f64: XLA's
+    answer in double precision, the reference both float32 runs are measured against."""
+    import jax
+
+    wide = re.sub(r"(?<=[x<])(?:f32|bf16|f16)>", "f64>", module_text)
+    with jax.enable_x64(True):
+        return xla_run(wide, [a.astype(np.float64) if a.dtype.kind == "f" or a.dtype.name == "bfloat16" else a for a in args], out_shapes)
+
+
+def rel_error(got: np.ndarray, want: np.ndarray) -> float:
+    """max |got - want| / max |want| over finite elements (0 for empty arrays); infinities and
+    NaNs must sit at the same places (else inf)."""
+    g = np.asarray(got).astype(np.float64) if np.asarray(got).dtype.kind != "c" else np.asarray(got)
+    w = np.asarray(want).astype(np.float64) if np.asarray(want).dtype.kind != "c" else np.asarray(want)
+    if g.shape != w.shape:
+        return float("inf")
+    if g.size == 0:
+        return 0.0
+    finite = np.isfinite(w)
+    if not np.array_equal(np.isnan(g), np.isnan(w)) or not np.array_equal(g[np.isinf(w)], w[np.isinf(w)]):
+        return float("inf")
+    if not finite.any():
+        return 0.0
+    scale = max(float(np.max(np.abs(w[finite]))), 1e-30)
+    return float(np.max(np.abs(g[finite] - w[finite]))) / scale
+
+
+def assert_matches(got: list[Any], want: list[np.ndarray], *, rtol: float = 1e-5, what: str = "") -> None:
+    """Integers and booleans exactly equal; floats within ``rtol`` (``rel_error``)."""
+    assert len(got) == len(want), f"{what}: {len(got)} results, expected {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape, f"{what} result {i}: shape {g.shape} != {w.shape}"
+        if w.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, w, err_msg=f"{what} result {i}")
+        else:
+            err = rel_error(g, w)
+            assert err <= rtol, f"{what} result {i}: relative error {err:.3e} > {rtol:.0e}"

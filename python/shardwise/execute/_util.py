@@ -83,3 +83,13 @@ def scalar_of(xp: Any, dtype: Any) -> Any:
         import numpy as np
 
         return np.zeros((), dtype=dtype)
+
+
+def zeros(xp: Any, shape: tuple[int, ...], dtype: Any) -> Any:
+    """``xp.zeros``, also for ``bfloat16`` (numpy namespace)."""
+    try:
+        return xp.zeros(shape, dtype=dtype)
+    except TypeError:
+        import numpy as np
+
+        return np.zeros(shape, dtype=dtype)

@@ -6,6 +6,7 @@ from shardwise.execute import (  # noqa: F401
     ops_elementwise,
     ops_index,
     ops_linalg,
+    ops_manual,
     ops_misc,
     ops_reduce,
     ops_shape,
