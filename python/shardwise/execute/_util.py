@@ -93,3 +93,14 @@ def zeros(xp: Any, shape: tuple[int, ...], dtype: Any) -> Any:
         import numpy as np
 
         return np.zeros(shape, dtype=dtype)
+
+
+def accumulate(xp: Any, x: Any) -> Any:
+    """``x`` widened for accumulation: real floats of up to 32 bits to float64 (sums and dot
+    products are then rounded once, to the result type: a reference result at least as
+    accurate as XLA's float32 accumulation)."""
+    if is_float(xp, x) and x.dtype.itemsize <= 4:
+        return astype(xp, x, xp.float64)
+    if is_complex(xp, x) and x.dtype == xp.complex64:
+        return astype(xp, x, xp.complex128)
+    return x

@@ -1,6 +1,6 @@
 """dot, dot_general and convolution (StableHLO spec). Products of floats narrower than 32 bits
-are accumulated in float32 and rounded to the result type (XLA CPU); the result element type
-(``preferred_element_type``) is the op's declared result type."""
+and of float32 are accumulated in float64 and rounded once to the result type (the op's
+declared result type, i.e. ``preferred_element_type``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from shardwise.execute._util import astype, scalar_of
 from shardwise.errors import ProgramError
-from shardwise.execute._util import is_bool, upcast
+from shardwise.execute._util import accumulate, is_bool
 from shardwise.execute.attrs import parse_array, parse_conv_dims, parse_dense, parse_int, parse_struct
 from shardwise.execute.interpreter import Interpreter, register
 from shardwise.execute.ops_shape import pad
@@ -26,8 +26,8 @@ def dot_general(xp: Any, lhs: Any, rhs: Any, lb: list[int], rb: list[int], lc: l
     K = math.prod(lhs.shape[d] for d in lc)
     M = math.prod(lhs.shape[d] for d in lf)
     N = math.prod(rhs.shape[d] for d in rf)
-    a = xp.reshape(xp.permute_dims(upcast(xp, lhs), tuple(lb + lf + lc)), (B, M, K))
-    b = xp.reshape(xp.permute_dims(upcast(xp, rhs), tuple(rb + rc + rf)), (B, K, N))
+    a = xp.reshape(xp.permute_dims(accumulate(xp, lhs), tuple(lb + lf + lc)), (B, M, K))
+    b = xp.reshape(xp.permute_dims(accumulate(xp, rhs), tuple(rb + rc + rf)), (B, K, N))
     if is_bool(xp, a):
         a, b = astype(xp, a, xp.int32), astype(xp, b, xp.int32)
     if a.dtype != b.dtype:
@@ -91,8 +91,8 @@ def _convolution(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     bgc = parse_int(op.attributes.get("batch_group_count", "1"))
     out_dtype = it.result_dtype(op)
     # Canonical layouts: x [N, C, spatial...], w [O, I, spatial...].
-    x = xp.permute_dims(upcast(xp, lhs), (dims.lhs_batch, dims.lhs_feature, *dims.lhs_spatial))
-    w = xp.permute_dims(upcast(xp, rhs), (dims.rhs_out, dims.rhs_in, *dims.rhs_spatial))
+    x = xp.permute_dims(accumulate(xp, lhs), (dims.lhs_batch, dims.lhs_feature, *dims.lhs_spatial))
+    w = xp.permute_dims(accumulate(xp, rhs), (dims.rhs_out, dims.rhs_in, *dims.rhs_spatial))
     rev = tuple(2 + i for i, r in enumerate(reversal) if r)
     if rev:
         w = xp.flip(w, axis=rev)

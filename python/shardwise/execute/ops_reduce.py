@@ -9,7 +9,7 @@ from typing import Any
 
 from shardwise.execute._util import astype
 from shardwise.errors import ProgramError
-from shardwise.execute._util import is_bool, upcast
+from shardwise.execute._util import accumulate, is_bool, upcast
 from shardwise.execute.attrs import parse_array, parse_dense
 from shardwise.execute.interpreter import Interpreter, register
 from shardwise.execute.ops_shape import pad
@@ -19,7 +19,7 @@ from shardwise.ir.core import Op
 
 def _fast_reduce(xp: Any, x: Any, kind: str, axes: tuple[int, ...]) -> Any:
     if kind == "add":
-        return xp.any(x, axis=axes) if is_bool(xp, x) else xp.sum(upcast(xp, x), axis=axes, dtype=upcast(xp, x).dtype)
+        return xp.any(x, axis=axes) if is_bool(xp, x) else xp.sum(accumulate(xp, x), axis=axes, dtype=accumulate(xp, x).dtype)
     if kind == "mul":
         return xp.all(x, axis=axes) if is_bool(xp, x) else xp.prod(upcast(xp, x), axis=axes, dtype=upcast(xp, x).dtype)
     if kind == "max":
