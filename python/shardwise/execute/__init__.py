@@ -5,5 +5,6 @@ communicator protocol its collectives use (``Communicator``), and the in-process
 from shardwise.execute.comm import Communicator
 from shardwise.execute.inputs import random_inputs
 from shardwise.execute.interpreter import Interpreter, run
+from shardwise.execute.simulator import CollectiveRecord, SimulationResult, ThreadCommunicator, simulate
 
-__all__ = ["Communicator", "Interpreter", "random_inputs", "run"]
+__all__ = ["CollectiveRecord", "Communicator", "Interpreter", "SimulationResult", "ThreadCommunicator", "random_inputs", "run", "simulate"]

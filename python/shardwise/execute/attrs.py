@@ -36,7 +36,7 @@ __all__ = [
 _INT = re.compile(r"\s*(-?\d+)\s*(?::\s*\w+)?\s*")
 _ARRAY = re.compile(r"\s*array<(\w+)(?::(.*))?>\s*", re.S)
 _ENUM = re.compile(r"\s*#stablehlo<\s*\w+\s+(\w+)\s*>\s*")
-_DENSE = re.compile(r"\s*dense<(.*)>\s*:\s*(tensor<[^>]*>)\s*", re.S)
+_DENSE = re.compile(r"\s*dense<(.*)>\s*:\s*(tensor<.*>)\s*", re.S)
 
 
 def attr(op: Op, name: str, default: str | None = None) -> str:
@@ -108,6 +108,10 @@ def parse_dense(text: str) -> np.ndarray:
     dtype = numpy_dtype(t.element_type)
     shape = t.shape
     count = int(np.prod(shape, dtype=np.int64))
+    if not body:
+        if count:
+            raise ProgramError(f"empty dense attribute for type {type_text} of {count} elements")
+        return np.zeros(shape, dtype=dtype)
     if body.startswith('"0x'):
         raw = bytes.fromhex(body[3:-1])
         store = np.dtype(np.uint8) if dtype == np.bool_ else dtype

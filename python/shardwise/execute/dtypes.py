@@ -44,7 +44,8 @@ def numpy_dtype(element_type: str) -> np.dtype[Any]:
             import ml_dtypes
         except ImportError:  # pragma: no cover - ml_dtypes comes with jaxlib
             raise ProgramError(f"element type {element_type} needs the ml_dtypes package") from None
-        return np.dtype(getattr(ml_dtypes, _ML_DTYPES[element_type]))
+        dtype: np.dtype[Any] = np.dtype(getattr(ml_dtypes, _ML_DTYPES[element_type]))
+        return dtype
     raise ProgramError(f"unsupported element type {element_type!r}; supported: {sorted(STANDARD) + sorted(_ML_DTYPES)}")
 
 

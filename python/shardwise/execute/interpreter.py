@@ -296,6 +296,9 @@ def run_with(interp: Interpreter, f: Func, inputs: Sequence[Any]) -> list[Any]:
     """Runs ``f`` with an existing interpreter (its byte counters keep accumulating)."""
     import shardwise.execute.ops  # noqa: F401  (registers the op implementations)
 
+    if len(inputs) != len(f.args):
+        raise ProgramError(f"@{f.sym_name} takes {len(f.args)} arguments, got {len(inputs)}")
+
     xs = [astype(interp.xp, interp.xp.asarray(x), interp.dtype(v)) if isinstance(v.type, TensorType) else x for x, v in zip(inputs, f.args)]
     with _quiet():
         return interp.call(f, xs)
