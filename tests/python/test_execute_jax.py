@@ -33,7 +33,7 @@ def check(fn: Callable[..., Any], *args: Any, rtol: float = 1e-5) -> str:
     from shardwise import load_mlir
     from shardwise.execute import run
 
-    text = jax.jit(fn).lower(*args).as_text()
+    text = jax.jit(fn, keep_unused=True).lower(*args).as_text()
     want = jax.tree_util.tree_leaves(jax.jit(fn)(*args))
     got = run(load_mlir(text), list(args))
     assert_matches(got, [np.asarray(w) for w in want], rtol=rtol, what=getattr(fn, "__name__", "fn"))

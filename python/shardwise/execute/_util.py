@@ -10,6 +10,29 @@ from shardwise.errors import ProgramError
 __all__ = ["is_float", "is_int", "is_bool", "is_complex", "is_low_float", "upcast", "bitcast", "uint_of", "to_int", "int_info"]
 
 
+def itemsize(xp: Any, dtype: Any) -> int:
+    """Bytes per element of ``dtype`` (array-API dtypes have no ``itemsize``: ``finfo`` /
+    ``iinfo`` bits are used; numpy-only dtypes such as bfloat16 have one)."""
+    size = getattr(dtype, "itemsize", None)
+    if isinstance(size, int):
+        return size
+    if dtype == xp.bool:
+        return 1
+    if xp.isdtype(dtype, "integral"):
+        return int(xp.iinfo(dtype).bits) // 8
+    if xp.isdtype(dtype, "complex floating"):
+        return 2 * (int(xp.finfo(dtype).bits) // 8)
+    return int(xp.finfo(dtype).bits) // 8
+
+
+def nbytes(xp: Any, x: Any) -> int:
+    """Bytes held by array ``x``."""
+    n = 1
+    for d in x.shape:
+        n *= int(d)
+    return n * itemsize(xp, x.dtype)
+
+
 def is_bool(xp: Any, x: Any) -> bool:
     return bool(x.dtype == xp.bool)
 
@@ -24,14 +47,14 @@ def is_int(xp: Any, x: Any) -> bool:
 
 def is_float(xp: Any, x: Any) -> bool:
     """Real floating point, including ``bfloat16`` (not an array-API dtype)."""
-    if x.dtype in (xp.float16, xp.float32, xp.float64):
+    if x.dtype in (xp.float32, xp.float64) or x.dtype == getattr(xp, "float16", None):
         return True
     return getattr(x.dtype, "name", "") in ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 
 def is_low_float(xp: Any, x: Any) -> bool:
     """A float narrower than 32 bits: computed in float32 and rounded back, as XLA's CPU backend does."""
-    return is_float(xp, x) and x.dtype.itemsize < 4
+    return is_float(xp, x) and itemsize(xp, x.dtype) < 4
 
 
 def upcast(xp: Any, x: Any) -> Any:
@@ -56,7 +79,9 @@ def bitcast(x: Any, dtype: Any) -> Any:
 
 def to_int(x: Any) -> int:
     """A 0-d (or one-element) integer array as a Python int."""
-    return int(x.reshape(()) if hasattr(x, "reshape") else x)
+    import array_api_compat
+
+    return int(array_api_compat.array_namespace(x).reshape(x, ()))
 
 
 def int_info(xp: Any, dtype: Any) -> tuple[int, int]:
@@ -99,7 +124,7 @@ def accumulate(xp: Any, x: Any) -> Any:
     """``x`` widened for accumulation: real floats of up to 32 bits to float64 (sums and dot
     products are then rounded once, to the result type: a reference result at least as
     accurate as XLA's float32 accumulation)."""
-    if is_float(xp, x) and x.dtype.itemsize <= 4:
+    if is_float(xp, x) and itemsize(xp, x.dtype) <= 4:
         return astype(xp, x, xp.float64)
     if is_complex(xp, x) and x.dtype == xp.complex64:
         return astype(xp, x, xp.complex128)

@@ -19,7 +19,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from shardwise.execute._util import astype
+from shardwise.execute._util import astype, nbytes
 from shardwise.errors import ProgramError
 from shardwise.execute.comm import Communicator
 from shardwise.execute.dtypes import xp_dtype
@@ -51,11 +51,6 @@ def register(*names: str, elementwise: bool = False) -> Callable[[OpFn], OpFn]:
     return deco
 
 
-def _nbytes(x: Any) -> int:
-    n = getattr(x, "nbytes", None)
-    if isinstance(n, int):
-        return n
-    return math.prod(x.shape) * x.dtype.itemsize  # type: ignore[no-any-return]
 
 
 class Interpreter:
@@ -72,6 +67,7 @@ class Interpreter:
         self.peak_bytes = 0
         self._plans: dict[int, tuple[Block, list[list[Value]], list[Value]]] = {}
         self._vector_depth = 0
+        self._env: dict[Value, Any] = {}
 
     # -- values ---------------------------------------------------------------------------
     def dtype(self, v: Value) -> Any:
@@ -86,14 +82,14 @@ class Interpreter:
 
     def _define(self, env: dict[Value, Any], v: Value, x: Any) -> None:
         env[v] = x
-        self.live_bytes += _nbytes(x)
+        self.live_bytes += nbytes(self.xp, x)
         if self.live_bytes > self.peak_bytes:
             self.peak_bytes = self.live_bytes
 
     def _free(self, env: dict[Value, Any], v: Value) -> None:
         x = env.pop(v, None)
         if x is not None:
-            self.live_bytes -= _nbytes(x)
+            self.live_bytes -= nbytes(self.xp, x)
 
     # -- functions, blocks, regions -------------------------------------------------------
     def call(self, func: Func, args: Sequence[Any]) -> list[Any]:
@@ -216,6 +212,11 @@ class Interpreter:
     def is_elementwise(self, region: Region) -> bool:
         return all(o.name in ELEMENTWISE or o.name in _TERMINATORS for o in region.entry.ops)
 
+    @property
+    def in_vectorized_body(self) -> bool:
+        """True while a scalar body runs on whole arrays (see ``vectorized``)."""
+        return self._vector_depth > 0
+
     @contextlib.contextmanager
     def vectorized(self) -> Iterator[None]:
         """Within this context, result shapes are not checked against the declared types (a
@@ -239,7 +240,7 @@ def _uses(op: Op) -> Iterator[Value]:
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
+def quiet_fp() -> Iterator[None]:
     """numpy floating-point warnings off: overflow to inf, 0/0 = nan are results, not errors."""
     import numpy as np
 
@@ -300,7 +301,7 @@ def run_with(interp: Interpreter, f: Func, inputs: Sequence[Any]) -> list[Any]:
         raise ProgramError(f"@{f.sym_name} takes {len(f.args)} arguments, got {len(inputs)}")
 
     xs = [astype(interp.xp, interp.xp.asarray(x), interp.dtype(v)) if isinstance(v.type, TensorType) else x for x, v in zip(inputs, f.args)]
-    with _quiet():
+    with quiet_fp():
         return interp.call(f, xs)
 
 

@@ -18,7 +18,7 @@ def _while(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     values = list(args)
     while True:
         c = it.run_region(cond, values, env)[0]
-        if not bool(c.reshape(()) if hasattr(c, "reshape") else c):
+        if not bool(it.xp.reshape(c, ())):
             return values
         values = it.run_region(body, values, env)
 
@@ -35,7 +35,7 @@ def _case(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
 
 @register("stablehlo.if")
 def _if(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
-    pred = bool(args[0].reshape(()))
+    pred = bool(it.xp.reshape(args[0], ()))
     return it.run_region(op.regions[0 if pred else 1], [], it.env())
 
 

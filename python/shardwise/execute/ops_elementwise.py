@@ -12,7 +12,7 @@ from typing import Any
 
 from shardwise.execute._util import astype, scalar_of
 from shardwise.errors import ProgramError
-from shardwise.execute._util import bitcast, int_info, int_of, is_bool, is_complex, is_float, is_int, uint_of, upcast
+from shardwise.execute._util import bitcast, int_info, itemsize, int_of, is_bool, is_complex, is_float, is_int, is_low_float, uint_of, upcast
 from shardwise.execute.attrs import parse_enum, parse_int
 from shardwise.execute.interpreter import Interpreter, register
 from shardwise.ir.core import Op
@@ -71,7 +71,9 @@ def _negate(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
 @register("stablehlo.abs", elementwise=True)
 def _abs(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     xp, x = it.xp, args[0]
-    return [astype(xp, xp.abs(upcast(xp, x)), it.result_dtype(op) if it._vector_depth == 0 else (x.real.dtype if is_complex(xp, x) else x.dtype))]
+    if is_complex(xp, x):
+        return [xp.abs(x)]  # the modulus, of the real element type
+    return [astype(xp, xp.abs(upcast(xp, x)), x.dtype)]
 
 
 @register("stablehlo.sign", elementwise=True)
@@ -97,9 +99,9 @@ def _not(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
 @register("stablehlo.popcnt", elementwise=True)
 def _popcnt(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     xp, x = it.xp, args[0]
-    u = bitcast(x, uint_of(xp, x.dtype.itemsize))
+    u = bitcast(x, uint_of(xp, itemsize(xp, x.dtype)))
     count = xp.zeros(u.shape, dtype=u.dtype)
-    for b in range(8 * x.dtype.itemsize):
+    for b in range(8 * itemsize(xp, x.dtype)):
         count = count + ((u >> b) & 1)
     return [astype(xp, count, x.dtype)]
 
@@ -107,8 +109,8 @@ def _popcnt(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
 @register("stablehlo.count_leading_zeros", elementwise=True)
 def _clz(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     xp, x = it.xp, args[0]
-    bits = 8 * x.dtype.itemsize
-    u = bitcast(x, uint_of(xp, x.dtype.itemsize))
+    bits = 8 * itemsize(xp, x.dtype)
+    u = bitcast(x, uint_of(xp, itemsize(xp, x.dtype)))
     count = xp.full(u.shape, bits, dtype=xp.int64)
     for b in range(bits):  # the highest set bit decides
         count = xp.where(((u >> b) & 1) == 1, bits - 1 - b, count)
@@ -184,7 +186,7 @@ def _power(xp: Any, a: Any, b: Any) -> Any:
     result = xp.ones_like(a)
     base = a
     e = xp.where(b < 0, xp.zeros_like(b), b)
-    for _ in range(8 * a.dtype.itemsize):
+    for _ in range(8 * itemsize(xp, a.dtype)):
         result = xp.where((e & 1) == 1, result * base, result)
         base = base * base
         e = e >> 1
@@ -199,8 +201,8 @@ def _shift(kind: str) -> Callable[[Any, Any, Any], Any]:
     """Shift amounts outside [0, bits) give 0, or the sign fill for an arithmetic right shift."""
 
     def fn(xp: Any, a: Any, b: Any) -> Any:
-        bits = 8 * a.dtype.itemsize
-        u = uint_of(xp, a.dtype.itemsize)
+        bits = 8 * itemsize(xp, a.dtype)
+        u = uint_of(xp, itemsize(xp, a.dtype))
         ua = bitcast(xp.asarray(a), u) if a.dtype != u else a
         ub = astype(xp, b, u) if b.dtype != u else b
         big = ub >= bits
@@ -258,7 +260,7 @@ def _clamp(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
 def total_order_key(xp: Any, x: Any) -> Any:
     """Signed integers ordered as IEEE-754 totalOrder orders the floats ``x`` (-NaN < -inf <
     ... < -0 < +0 < ... < +inf < +NaN)."""
-    i = bitcast(x, int_of(xp, x.dtype.itemsize))
+    i = bitcast(x, int_of(xp, itemsize(xp, x.dtype)))
     _, hi = int_info(xp, i.dtype)
     return xp.where(i < 0, i ^ xp.full_like(i, hi), i)
 
@@ -303,14 +305,11 @@ def convert(xp: Any, x: Any, dtype: Any) -> Any:
         out = xp.where(low, xp.full_like(out, lo), out)
         return xp.where(high, xp.full_like(out, hi), out)
     if is_low_float(xp, x) or is_low_float(xp, probe):
-        return astype(xp, astype(xp, x, xp.float32), dtype) if not is_int(xp, x) or x.dtype.itemsize < 4 else astype(xp, astype(xp, x, xp.float64), dtype)
+        # bfloat16 / float16 convert through float32 (exact for every narrower source; wide
+        # integers go through float64 first).
+        wide = xp.float64 if is_int(xp, x) and itemsize(xp, x.dtype) >= 4 else xp.float32
+        return astype(xp, astype(xp, x, wide), dtype)
     return astype(xp, x, dtype)
-
-
-def is_low_float(xp: Any, x: Any) -> bool:
-    from shardwise.execute._util import is_low_float as low
-
-    return low(xp, x)
 
 
 @register("stablehlo.convert", elementwise=True)
@@ -337,7 +336,7 @@ def _reduce_precision(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     ebits = parse_int(op.attributes["exponent_bits"])
     mbits = parse_int(op.attributes["mantissa_bits"])
     f = upcast(xp, x)
-    size = f.dtype.itemsize
+    size = itemsize(xp, f.dtype)
     src_m, src_e = (23, 8) if size == 4 else (52, 11)
     u = uint_of(xp, size)
     bits = bitcast(f, u)

@@ -18,7 +18,7 @@ from shardwise.ir.core import Op, Region
 
 
 def _starts(args: Sequence[Any], shape: Sequence[int], sizes: Sequence[int]) -> list[int]:
-    return [min(max(to_int(a), 0), n - s) for a, n, s in zip(args, shape, sizes)]
+    return [min(max(to_int(a), 0), int(n) - int(s)) for a, n, s in zip(args, shape, sizes)]
 
 
 @register("stablehlo.dynamic_slice")
@@ -57,6 +57,20 @@ def _index_vectors(xp: Any, indices: Any, ivd: int) -> tuple[Any, list[int]]:
     return astype(xp, xp.permute_dims(indices, (*batch, ivd)), xp.int64), batch
 
 
+def _index_rows(xp: Any, vecs: Any, idx: list[Any], rank: int) -> Any:
+    """``vecs[idx..., :]`` (one index vector per position of the broadcast ``idx`` arrays) with
+    ``xp.take`` on the flattened batch dimensions; shape: broadcast of ``idx`` (rank ``rank``)
+    plus the index vector length."""
+    k = vecs.shape[-1]
+    if not idx:
+        return xp.reshape(vecs, (*(1,) * rank, k))
+    batch = tuple(vecs.shape[:-1])
+    flat = _flat_index(xp, idx, batch)
+    shape = tuple(flat.shape)
+    rows = xp.take(xp.reshape(vecs, (-1, k)), xp.reshape(flat, (-1,)), axis=0)
+    return xp.reshape(rows, (*shape, k))
+
+
 def _flat_index(xp: Any, idx: list[Any], shape: Sequence[int]) -> Any:
     flat = xp.zeros((), dtype=xp.int64)
     for i, n in zip(idx, shape):
@@ -80,7 +94,7 @@ def _gather(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     vecs, idx_batch = _index_vectors(xp, indices, ivd)
     grid = _grid(xp, out_shape)
     batch_dims = [d for d in range(len(out_shape)) if d not in offset_dims]
-    start = vecs[tuple(grid[d] for d in batch_dims)] if batch_dims else xp.broadcast_to(vecs, (*(1,) * len(out_shape), vecs.shape[-1]))
+    start = _index_rows(xp, vecs, [grid[d] for d in batch_dims], len(out_shape))
     full: list[Any] = [xp.zeros((), dtype=xp.int64) for _ in range(operand.ndim)]
     for k, od in enumerate(start_map):
         full[od] = xp.clip(start[..., k], 0, operand.shape[od] - sizes[od])
@@ -141,7 +155,7 @@ def _scatter(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     vecs, idx_batch = _index_vectors(xp, indices, ivd)
     grid = _grid(xp, ushape)
     scatter_dims = [d for d in range(len(ushape)) if d not in window_dims]
-    start = vecs[tuple(grid[d] for d in scatter_dims)] if scatter_dims else xp.broadcast_to(vecs, (*(1,) * len(ushape), vecs.shape[-1]))
+    start = _index_rows(xp, vecs, [grid[d] for d in scatter_dims], len(ushape))
     full: list[Any] = [xp.zeros((), dtype=xp.int64) for _ in shape]
     for k, od in enumerate(to_operand):
         full[od] = start[..., k]

@@ -104,8 +104,8 @@ def _convolution(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     out_spatial = [max(0, (x.shape[2 + d] - (kernel[d] - 1) * rhs_dil[d] - 1) // strides[d] + 1) for d in range(ns)]
     if bgc > 1:
         # Batch groups: the batch splits into bgc groups, each paired with o/bgc output features.
-        xs = [x[g * (n // bgc) : (g + 1) * (n // bgc)] for g in range(bgc)]
-        ws = [w[g * (o // bgc) : (g + 1) * (o // bgc)] for g in range(bgc)]
+        xs = [x[g * (n // bgc) : (g + 1) * (n // bgc), ...] for g in range(bgc)]
+        ws = [w[g * (o // bgc) : (g + 1) * (o // bgc), ...] for g in range(bgc)]
         parts = [_conv_groups(xp, xg, wg, fgc, kernel, out_spatial, strides, rhs_dil) for xg, wg in zip(xs, ws)]
         out = xp.concat(parts, axis=1)
     else:
@@ -131,8 +131,8 @@ def _conv_groups(xp: Any, x: Any, w: Any, groups: int, kernel: tuple[int, ...], 
     total = math.prod(out_spatial)
     outs = []
     for g in range(groups):
-        xg = x[:, g * cg : (g + 1) * cg]
-        wg = w[g * og : (g + 1) * og]
+        xg = x[:, g * cg : (g + 1) * cg, ...]
+        wg = w[g * og : (g + 1) * og, ...]
         acc = xp.zeros((n, og, total), dtype=xp.result_type(x.dtype, w.dtype))
         for pos in itertools.product(*(range(k) for k in kernel)):
             sl = tuple(

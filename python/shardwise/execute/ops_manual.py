@@ -11,7 +11,7 @@ from typing import Any
 
 from shardwise.errors import ProgramError
 from shardwise.execute._util import zeros
-from shardwise.execute.interpreter import Interpreter, register
+from shardwise.execute.interpreter import Interpreter, quiet_fp, register
 from shardwise.ir.core import Op
 from shardwise.mesh import Mesh
 from shardwise.sharding import TensorSharding
@@ -81,7 +81,8 @@ def _manual_computation(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
         local = [x[_slices(it, op, s, tuple(x.shape), mesh, coords, manual)] for x, s in zip(args, ins)]
         inner = Interpreter(None, xp, comm, rank)
         inner.funcs = it.funcs
-        return inner.run_block(region.entry, local, {})
+        with quiet_fp():  # numpy's error state is per thread
+            return inner.run_block(region.entry, local, {})
 
     per_rank, _ = run_ranks(len(devices), body, xp)
     results = []

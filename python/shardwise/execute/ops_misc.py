@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from shardwise.execute._util import astype, scalar_of
+from shardwise.execute._util import astype, itemsize
 from shardwise.errors import ProgramError
 from shardwise.execute.attrs import parse_dense, parse_enum
 from shardwise.execute.interpreter import Interpreter, register
@@ -113,9 +113,9 @@ def _rng_bit_generator(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     out_t = op.results[1]
     dtype = it.result_dtype(op, 1)
     size = int(np.prod(out_t.shape, dtype=np.int64))
-    itemsize = scalar_of(xp, dtype).dtype.itemsize
-    raw = gen.integers(0, 1 << 63, size=size * itemsize // 8 + 1, dtype=np.uint64).view(np.uint8)[: size * itemsize]
-    bits = np.frombuffer(raw.tobytes(), dtype=np.dtype(f"u{itemsize}")).reshape(out_t.shape)
+    size_of = itemsize(xp, dtype)
+    raw = gen.integers(0, 1 << 63, size=size * size_of // 8 + 1, dtype=np.uint64).view(np.uint8)[: size * size_of]
+    bits = np.frombuffer(raw.tobytes(), dtype=np.dtype(f"u{size_of}")).reshape(out_t.shape)
     new_state = np.asarray(args[0]).copy()
     flat = new_state.reshape(-1)
     flat[-1] = flat[-1] + np.asarray(1, dtype=flat.dtype)

@@ -44,7 +44,7 @@ def _combine_two(xp: Any, kind: str, a: Any, b: Any) -> Any:
 def _reduce(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     xp = it.xp
     n = len(args) // 2
-    inputs, inits = args[:n], [a.reshape(()) for a in args[n:]]
+    inputs, inits = args[:n], [xp.reshape(a, ()) for a in args[n:]]
     axes = parse_array(op.attributes["dimensions"])
     body = op.regions[0]
     kind = body_kind(body) if n == 1 else None
@@ -64,7 +64,7 @@ def _reduce(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     if k == 0:
         return start
     combine = combine_fn(it, op, body, n)
-    folded = tree_fold([[f[j] for f in flat] for j in range(k)], combine)
+    folded = tree_fold([[f[j, ...] for f in flat] for j in range(k)], combine)
     return combine(start, folded)
 
 
@@ -90,7 +90,7 @@ def _window_slices(shape: tuple[int, ...], dims: tuple[int, ...], strides: tuple
 def _reduce_window(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     xp = it.xp
     n = len(args) // 2
-    inputs, inits = args[:n], [a.reshape(()) for a in args[n:]]
+    inputs, inits = args[:n], [xp.reshape(a, ()) for a in args[n:]]
     rank = inputs[0].ndim
     dims, strides, base, wdil, padding = _windows(op, rank)
     padded = [pad(xp, x, init, tuple(lo for lo, _ in padding), tuple(hi for _, hi in padding), tuple(b - 1 for b in base)) for x, init in zip(inputs, inits)]
@@ -127,7 +127,10 @@ def _select_and_scatter(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     out_shape, slices = _window_slices(tuple(operand.shape), dims, strides, (1,) * rank)
     if tuple(out_shape) != tuple(source.shape):
         raise ProgramError(f"{op.where()}: source shape {tuple(source.shape)} does not match the {tuple(out_shape)} windows")
-    index = xp.reshape(xp.arange(operand.size if isinstance(operand.size, int) else 0, dtype=xp.int64), operand.shape)
+    count = 1
+    for d in operand.shape:
+        count *= int(d)
+    index = xp.reshape(xp.arange(count, dtype=xp.int64), operand.shape)
     select_region, scatter_region = op.regions
     sel_val = sel_idx = None
     from shardwise.execute.regions import apply_body
@@ -140,7 +143,7 @@ def _select_and_scatter(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
         keep = apply_body(it, op, select_region, [sel_val, cand])[0]
         sel_val = xp.where(keep, sel_val, cand)
         sel_idx = xp.where(keep, sel_idx, cidx)
-    result = xp.reshape(xp.broadcast_to(init.reshape(()), operand.shape), (-1,))
+    result = xp.reshape(xp.broadcast_to(xp.reshape(init, ()), operand.shape), (-1,))
     result = xp.asarray(result, copy=True)
     if sel_idx is not None:
         result = scatter_flat(it, op, scatter_region, result, xp.reshape(sel_idx, (-1,)), xp.reshape(source, (-1,)))

@@ -63,7 +63,7 @@ def pad(xp: Any, x: Any, value: Any, low: tuple[int, ...], high: tuple[int, ...]
     # Interior padding first: place x on a strided grid filled with value.
     if any(interior):
         shape = tuple(max(0, (n - 1) * (i + 1) + 1) for n, i in zip(x.shape, interior))
-        grid = xp.full(shape, value, dtype=x.dtype)
+        grid = _filled(xp, shape, value)
         grid[tuple(slice(None, None, i + 1) for i in interior)] = x
         x = grid
     # Crop negative edges.
@@ -72,9 +72,14 @@ def pad(xp: Any, x: Any, value: Any, low: tuple[int, ...], high: tuple[int, ...]
     if all(lo <= 0 for lo in low) and all(hi <= 0 for hi in high):
         return x
     shape = tuple(n + max(0, lo) + max(0, hi) for n, lo, hi in zip(x.shape, low, high))
-    out = xp.full(shape, value, dtype=x.dtype)
+    out = _filled(xp, shape, value)
     out[tuple(slice(max(0, lo), max(0, lo) + n) for n, lo in zip(x.shape, low))] = x
     return out
+
+
+def _filled(xp: Any, shape: tuple[int, ...], value: Any) -> Any:
+    """A new (writable) array of ``shape`` filled with the 0-d array ``value``."""
+    return xp.asarray(xp.broadcast_to(value, shape), copy=True)
 
 
 @register("stablehlo.pad")
@@ -85,7 +90,7 @@ def _pad(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     interior = parse_array(op.attributes["interior_padding"])
     if any(i < 0 for i in interior):
         raise ProgramError(f"{op.where()}: interior_padding must be >= 0, got {interior}")
-    return [pad(it.xp, x, value.reshape(()), low, high, interior)]
+    return [pad(it.xp, x, it.xp.reshape(value, ()), low, high, interior)]
 
 
 @register("stablehlo.iota")

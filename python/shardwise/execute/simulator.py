@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shardwise.errors import ProgramError
+from shardwise.execute._util import nbytes
 from shardwise.execute.comm import reduce_arrays
 from shardwise.execute.interpreter import Interpreter, _prepare, run_with
 from shardwise.ir.core import Func, Module
@@ -61,8 +62,6 @@ class RankAborted(ProgramError):
     """Raised in a rank waiting in a collective when another rank failed."""
 
 
-def _nbytes(x: Any) -> int:
-    return int(x.size) * int(x.dtype.itemsize)
 
 
 class ThreadCommunicator:
@@ -111,14 +110,14 @@ class ThreadCommunicator:
     def all_gather(self, x: Any, group: Sequence[int], axis: int) -> Any:
         g = self._check(group)
         parts = self._exchange(x)
-        n, s = len(g), _nbytes(x)
+        n, s = len(g), nbytes(self.xp, x)
         self._record("all_gather", g, x, (n - 1) * s, (n - 1) * s)
         return self.xp.concat([parts[r] for r in g], axis=axis)
 
     def all_reduce(self, x: Any, group: Sequence[int], op: str) -> Any:
         g = self._check(group)
         parts = self._exchange(x)
-        n, s = len(g), _nbytes(x)
+        n, s = len(g), nbytes(self.xp, x)
         self._record("all_reduce", g, x, 2 * (n - 1) * s // n, 2 * (n - 1) * s // n)
         return reduce_arrays(self.xp, [parts[r] for r in g], op)
 
@@ -128,7 +127,7 @@ class ThreadCommunicator:
         if x.shape[axis] % n:
             raise ProgramError(f"reduce_scatter: dimension {axis} of size {x.shape[axis]} is not divisible by the group size {n}")
         parts = self._exchange(x)
-        s = _nbytes(x)
+        s = nbytes(self.xp, x)
         self._record("reduce_scatter", g, x, (n - 1) * s // n, (n - 1) * s // n)
         total = reduce_arrays(self.xp, [parts[r] for r in g], op)
         chunk = x.shape[axis] // n
@@ -143,7 +142,7 @@ class ThreadCommunicator:
         if x.shape[split_axis] % n:
             raise ProgramError(f"all_to_all: dimension {split_axis} of size {x.shape[split_axis]} is not divisible by the group size {n}")
         parts = self._exchange(x)
-        s = _nbytes(x)
+        s = nbytes(self.xp, x)
         self._record("all_to_all", g, x, (n - 1) * s // n, (n - 1) * s // n)
         chunk = x.shape[split_axis] // n
         i = g.index(self._rank)
@@ -158,7 +157,7 @@ class ThreadCommunicator:
         if len(sources) > 1 or len(set(a for a, _ in ps)) != len(ps) or len(set(b for _, b in ps)) != len(ps):
             raise ProgramError(f"collective_permute: source_target_pairs {ps} repeat a source or a target")
         parts = self._exchange(x)
-        s = _nbytes(x)
+        s = nbytes(self.xp, x)
         involved = tuple(sorted({r for p in ps for r in p}))
         self._record("collective_permute", involved, x, s * sum(1 for t in targets if t != self._rank), s if sources and sources[0] != self._rank else 0)
         if not sources:
