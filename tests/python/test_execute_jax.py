@@ -265,3 +265,26 @@ def test_bf16_arithmetic_rounds_each_op_to_bf16() -> None:
     check(fn, x, rtol=2.0**-8)
     got = run(load_mlir(jax.jit(fn).lower(x).as_text()), [x])[0]
     np.testing.assert_array_equal(got, got.astype(jnp.bfloat16).astype(np.float32))
+
+
+CHLO = {
+    "erf": jax.scipy.special.erf, "erfc": jax.scipy.special.erfc, "lgamma": lambda x: lax.lgamma(jnp.abs(x) + 0.1),
+    "sinh": jnp.sinh, "cosh": jnp.cosh, "asin": lambda x: jnp.arcsin(jnp.tanh(x)), "acos": lambda x: jnp.arccos(jnp.tanh(x)),
+    "atan": jnp.arctan, "asinh": jnp.arcsinh, "acosh": lambda x: jnp.arccosh(jnp.abs(x) + 1), "atanh": lambda x: jnp.arctanh(jnp.tanh(x) * 0.9),
+    "gelu_exact": lambda x: jax.nn.gelu(x, approximate=False), "isinf": lambda x: (jnp.isinf(x / 0.0), jnp.isposinf(x / 0.0), jnp.isneginf(x / 0.0)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHLO))
+def test_chlo_unary(name: str) -> None:
+    check(CHLO[name], X)
+
+
+def test_complex_numbers() -> None:
+    check(lambda x, y: (jnp.real(jnp.exp(lax.complex(x, y))), jnp.imag(lax.complex(x, y) * lax.complex(y, x)), jnp.abs(lax.complex(x, y))), X, Y)
+
+
+def test_composite_runs_its_decomposition() -> None:
+    composite = lax.composite(lambda x: jnp.tanh(x) * 2 + 1, name="shardwise.test_op")
+    text = check(composite, X)
+    assert "stablehlo.composite" in text

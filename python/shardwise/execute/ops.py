@@ -1,6 +1,7 @@
 """Imports every op-family module so their implementations register with the interpreter."""
 
 from shardwise.execute import (  # noqa: F401
+    ops_chlo,
     ops_collective,
     ops_control,
     ops_elementwise,

@@ -39,14 +39,19 @@ def _if(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     return it.run_region(op.regions[0 if pred else 1], [], it.env())
 
 
-@register("func.call", "call")
-def _call(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
-    name = op.attributes.get("callee", "").strip().lstrip("@")
+def call_function(it: Interpreter, op: Op, symbol: str, args: list[Any]) -> list[Any]:
+    """Calls the module's function named by the symbol reference ``symbol`` (``@name``)."""
+    name = symbol.strip().lstrip("@")
     name = unquote(name) if name.startswith('"') else name
     f = it.funcs.get(name)
     if f is None:
         raise ProgramError(f"{op.where()}: call to unknown function @{name}; known: {sorted(it.funcs)}")
     return it.call(f, args)
+
+
+@register("func.call", "call")
+def _call(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
+    return call_function(it, op, op.attributes.get("callee", ""), args)
 
 
 @register("stablehlo.optimization_barrier")
