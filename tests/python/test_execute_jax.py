@@ -288,3 +288,25 @@ def test_composite_runs_its_decomposition() -> None:
     composite = lax.composite(lambda x: jnp.tanh(x) * 2 + 1, name="shardwise.test_op")
     text = check(composite, X)
     assert "stablehlo.composite" in text
+
+
+@pytest.mark.parametrize("dist", ["UNIFORM", "NORMAL"])
+def test_rng_is_deterministic_and_in_distribution(dist: str) -> None:
+    from shardwise import load_mlir
+    from shardwise.execute import run
+
+    module = load_mlir(
+        f"""func.func @main(%a: tensor<f32>, %b: tensor<f32>) -> tensor<64x64xf32> {{
+  %s = stablehlo.constant dense<[64, 64]> : tensor<2xi64>
+  %0 = stablehlo.rng %a, %b, %s, distribution = {dist} : (tensor<f32>, tensor<f32>, tensor<2xi64>) -> tensor<64x64xf32>
+  return %0 : tensor<64x64xf32>
+}}"""
+    )
+    lo, hi = np.float32(2.0), np.float32(3.0)
+    (x,) = run(module, [lo, hi])
+    (y,) = run(module, [lo, hi])
+    np.testing.assert_array_equal(x, y)
+    if dist == "UNIFORM":
+        assert x.min() >= 2.0 and x.max() < 3.0 and abs(x.mean() - 2.5) < 0.05
+    else:
+        assert abs(x.mean() - 2.0) < 0.1 and abs(x.std() - 3.0) < 0.2

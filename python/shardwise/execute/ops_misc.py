@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from shardwise.execute._util import astype, itemsize
+from shardwise.execute._util import astype, bitcast, itemsize
 from shardwise.errors import ProgramError
 from shardwise.execute.attrs import parse_dense, parse_enum
 from shardwise.execute.interpreter import Interpreter, register
@@ -72,28 +72,34 @@ def _replica_id(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     return [it.xp.asarray(0, dtype=it.result_dtype(op))]
 
 
-def _seeded(parts: list[int]) -> np.random.Generator:
-    return np.random.Generator(np.random.Philox(key=[p & 0xFFFFFFFFFFFFFFFF for p in parts[:2]] + [0] * (2 - len(parts[:2]))))
+def _generator(*parts: bytes) -> np.random.Generator:
+    """numpy's Philox generator keyed by CRC-32s of ``parts``: the same parts, the same stream."""
+    key = [zlib.crc32(p) for p in parts[:2]] + [0] * max(0, 2 - len(parts))
+    return np.random.Generator(np.random.Philox(key=key))
+
+
+def _host(x: Any) -> np.ndarray:
+    return np.asarray(x)
 
 
 @register("stablehlo.rng")
 def _rng(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
-    """UNIFORM in ``[a, b)`` or NORMAL(mean ``a``, std ``b``), drawn from numpy's Philox
-    generator keyed by the op's position-independent operands: deterministic across runs (the
-    same program and inputs give the same numbers), not bit-equal to XLA's generator."""
-    a, b = args[0], args[1]
+    """UNIFORM in ``[a, b)`` or NORMAL(mean ``a``, std ``b``) from numpy's Philox generator keyed
+    by the op's source location and the values of ``a`` and ``b``: the same program and inputs
+    give the same numbers on every run; they are not bit-equal to XLA's generator."""
+    a, b = _host(args[0]), _host(args[1])
     shape = op.results[0].shape
     dist = parse_enum(op.attributes["rng_distribution"])
-    gen = _seeded([zlib.crc32(str(op.location).encode()), 0x5EED])
+    gen = _generator(str(op.location).encode(), a.tobytes() + b.tobytes())
     dtype = it.result_dtype(op)
-    lo, hi = float(np.asarray(a).reshape(())), float(np.asarray(b).reshape(()))
+    lo, hi = a.reshape(()).item(), b.reshape(()).item()
     if dist == "UNIFORM":
         if it.xp.isdtype(dtype, "integral"):
             vals: Any = gen.integers(int(lo), int(hi), size=shape)
         else:
-            vals = gen.uniform(lo, hi, size=shape)
+            vals = gen.uniform(float(lo), float(hi), size=shape)
     elif dist == "NORMAL":
-        vals = gen.normal(lo, hi, size=shape)
+        vals = gen.normal(float(lo), float(hi), size=shape)
     else:
         raise ProgramError(f"{op.where()}: unknown rng_distribution {dist!r}")
     return [it.xp.asarray(np.asarray(vals), dtype=dtype)]
@@ -101,26 +107,22 @@ def _rng(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
 
 @register("stablehlo.rng_bit_generator")
 def _rng_bit_generator(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
-    """Deterministic random bits from numpy's Philox generator keyed by the initial state: the
-    same state gives the same bits and the returned state is a deterministic successor; the
-    bits are not XLA's (its DEFAULT algorithm is backend-specific)."""
+    """Uniform random bits from numpy's Philox generator keyed by the initial state (the same
+    state gives the same bits); the new state is the old one with its last word incremented.
+    The bits are not XLA's: its DEFAULT algorithm is backend-specific."""
     xp = it.xp
-    state = np.asarray(args[0]).astype(np.uint64).reshape(-1).tolist()
-    key = [0, 0]
-    for i, s in enumerate(state):
-        key[i % 2] = (key[i % 2] * 0x9E3779B97F4A7C15 + int(s) + 1) & 0xFFFFFFFFFFFFFFFF
-    gen = np.random.Generator(np.random.Philox(key=key))
+    state = _host(args[0])
+    gen = _generator(state.tobytes(), b"rng_bit_generator")
     out_t = op.results[1]
     dtype = it.result_dtype(op, 1)
-    size = int(np.prod(out_t.shape, dtype=np.int64))
+    count = int(np.prod(out_t.shape, dtype=np.int64))
     size_of = itemsize(xp, dtype)
-    raw = gen.integers(0, 1 << 63, size=size * size_of // 8 + 1, dtype=np.uint64).view(np.uint8)[: size * size_of]
-    bits = np.frombuffer(raw.tobytes(), dtype=np.dtype(f"u{size_of}")).reshape(out_t.shape)
-    new_state = np.asarray(args[0]).copy()
-    flat = new_state.reshape(-1)
-    flat[-1] = flat[-1] + np.asarray(1, dtype=flat.dtype)
+    words = gen.bit_generator.random_raw((count * size_of + 7) // 8)
+    raw = np.asarray(words, dtype=np.uint64).view(np.uint8)[: count * size_of]
+    bits = raw.view(np.dtype(f"u{size_of}")).reshape(out_t.shape)
+    new_state = state.copy().reshape(-1)
+    new_state[-1] = new_state[-1] + np.asarray(1, dtype=new_state.dtype)
     out = xp.asarray(bits)
-    from shardwise.execute._util import bitcast
-
-    out = bitcast(out, dtype) if out.dtype != dtype else out
-    return [xp.asarray(new_state), out]
+    if out.dtype != dtype:
+        out = bitcast(out, dtype)
+    return [xp.asarray(new_state.reshape(state.shape)), out]
