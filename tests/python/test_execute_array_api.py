@@ -47,3 +47,23 @@ def test_bf16_outside_numpy_is_a_clear_error() -> None:
     m = load_mlir("func.func @main(%arg0: tensor<2xf32>) -> tensor<2xbf16> {\n  %0 = stablehlo.convert %arg0 : (tensor<2xf32>) -> tensor<2xbf16>\n  return %0 : tensor<2xbf16>\n}")
     with pytest.raises(ProgramError, match="bf16 is not an array-API dtype"):
         run(m, [xs.asarray(np.ones(2, np.float32))], xp=xs)
+
+
+def test_strict_float_sort_uses_the_total_order_comparator() -> None:
+    """No bit view under array_api_strict: TOTALORDER compares by value and sign bit, and the
+    float sort runs through the comparator (bitonic network) with the same result as XLA."""
+    xs = pytest.importorskip("array_api_strict")
+    import jax
+    import jax.numpy as jnp
+
+    from shardwise import load_mlir
+    from shardwise.execute import run
+
+    x = np.random.default_rng(0).standard_normal((2, 300)).astype(np.float32)
+    x[0, ::3] = np.nan
+    x[1, ::4] = -0.0
+    fn = jax.jit(lambda x: jnp.sort(x, axis=1))
+    got = np.asarray(run(load_mlir(fn.lower(x).as_text()), [xs.asarray(x)], xp=xs)[0])
+    want = np.asarray(fn(x))
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))

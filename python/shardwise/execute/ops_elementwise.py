@@ -265,6 +265,20 @@ def total_order_key(xp: Any, x: Any) -> Any:
     return xp.where(i < 0, i ^ xp.full_like(i, hi), i)
 
 
+def _total_order_compare(xp: Any, direction: str, a: Any, b: Any) -> Any:
+    """IEEE-754 totalOrder comparison from values and sign bits (-NaN < -inf < ... < -0 < +0 <
+    ... < +inf < +NaN); NaNs of one sign compare equal (payloads are not ordered)."""
+    sa, sb = xp.signbit(a), xp.signbit(b)
+    zero, one, two = (xp.asarray(v, dtype=xp.int8) for v in (0, 1, 2))
+    ca = xp.where(xp.isnan(a), xp.where(sa, zero, two), one)
+    cb = xp.where(xp.isnan(b), xp.where(sb, zero, two), one)
+    regular = (ca == 1) & (cb == 1)
+    lt = (ca < cb) | (regular & ((a < b) | ((a == b) & sa & ~sb)))
+    gt = (ca > cb) | (regular & ((a > b) | ((a == b) & ~sa & sb)))
+    eq = ~lt & ~gt
+    return {"LT": lt, "GT": gt, "LE": lt | eq, "GE": gt | eq, "EQ": eq, "NE": ~eq}[direction]
+
+
 @register("stablehlo.compare", elementwise=True)
 def _compare(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     xp = it.xp
@@ -273,7 +287,7 @@ def _compare(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     ctype = parse_enum(op.attributes["compare_type"]) if "compare_type" in op.attributes else None
     if is_float(xp, a):
         if ctype == "TOTALORDER":
-            a, b = total_order_key(xp, a), total_order_key(xp, b)
+            return [_total_order_compare(xp, direction, upcast(xp, a), upcast(xp, b))]
         else:
             a, b = upcast(xp, a), upcast(xp, b)
     fn = {"EQ": xp.equal, "NE": xp.not_equal, "GE": xp.greater_equal, "GT": xp.greater, "LE": xp.less_equal, "LT": xp.less}.get(direction)

@@ -1,9 +1,14 @@
 """sort with a comparator body, multi-operand, stable (StableHLO spec), and ``chlo.top_k``.
 
 A comparator that is one ``compare LT/GT`` of the first operand's pair uses the namespace's
-stable ``argsort``. Any other (elementwise) comparator is evaluated on all pairs of a row at once:
-element ``i`` lands at ``#{j : cmp(x_j, x_i)} + #{j < i : x_j, x_i equivalent}``, which is the
-stable sorted position under a strict weak order."""
+stable ``argsort``. Any other (elementwise) comparator, made a strict total order by breaking
+ties with the original index (which makes the sort stable), drives either
+
+- for short rows, all pairs at once: element ``i`` lands at
+  ``#{j : cmp(x_j, x_i)} + #{j < i : x_j, x_i equivalent}``;
+- for long rows, Batcher's bitonic sorting network (K. E. Batcher, "Sorting networks and their
+  applications", AFIPS 1968): ``O(log^2 n)`` stages, each one comparator evaluation on whole
+  arrays, ``O(n)`` memory per row."""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from shardwise.execute.regions import apply_body
 from shardwise.ir.core import Op, Region
 
 _PAIR_BUDGET = 1 << 22  # elements of one pairwise-comparison chunk
+_PAIRWISE_MAX = 64  # longest row sorted by comparing all pairs
 
 
 def _simple_comparator(region: Region) -> tuple[str, str | None] | None:
@@ -40,6 +46,8 @@ def sort_permutation(it: Interpreter, op: Op, region: Region, rows: list[Any]) -
     ``(R, n)``) under the comparator ``region``."""
     xp = it.xp
     simple = _simple_comparator(region)
+    if simple is not None and simple[1] == "TOTALORDER" and not hasattr(rows[0], "view"):
+        simple = None  # no bit view in this namespace: sort with the comparator itself
     if simple is not None:
         direction, ctype = simple
         key = rows[0]
@@ -47,6 +55,8 @@ def sort_permutation(it: Interpreter, op: Op, region: Region, rows: list[Any]) -
             key = total_order_key(xp, key) if ctype == "TOTALORDER" else astype(xp, key, xp.float64) + 0.0
         return xp.argsort(key, axis=1, descending=direction == "GT", stable=True)
     R, n = rows[0].shape
+    if n > _PAIRWISE_MAX:
+        return _bitonic(it, op, region, rows)
     chunk = max(1, _PAIR_BUDGET // max(1, n * n))
     perms = []
     for r0 in range(0, R, chunk):
@@ -62,6 +72,49 @@ def sort_permutation(it: Interpreter, op: Op, region: Region, rows: list[Any]) -
         pos = xp.sum(astype(xp, less_ji, xp.int64), axis=2) + xp.sum(astype(xp, equiv & (j_idx < i_idx), xp.int64), axis=2)
         perms.append(xp.argsort(pos, axis=1, stable=True))
     return xp.concat(perms, axis=0)
+
+
+def _bitonic(it: Interpreter, op: Op, region: Region, rows: list[Any]) -> Any:
+    """Stable sorting permutation of ``(R, n)`` rows with the bitonic network over ``n`` padded
+    to a power of two (padding elements sort last)."""
+    xp = it.xp
+    R, n = rows[0].shape
+    m = 1 << (n - 1).bit_length()
+    base = xp.reshape(xp.arange(R, dtype=xp.int64) * n, (R, 1))
+    flat_rows = [xp.reshape(x, (-1,)) for x in rows]
+
+    def before(a: Any, b: Any) -> Any:
+        """Whether original element ``a`` sorts before ``b`` (index arrays of shape (R, k))."""
+        va, vb = a < n, b < n
+        ia = xp.reshape(xp.clip(a, 0, n - 1) + base, (-1,))
+        ib = xp.reshape(xp.clip(b, 0, n - 1) + base, (-1,))
+        args_ab, args_ba = [], []
+        for x in flat_rows:
+            xa, xb = xp.take(x, ia), xp.take(x, ib)
+            args_ab += [xa, xb]
+            args_ba += [xb, xa]
+        ab = xp.reshape(apply_body(it, op, region, args_ab)[0], a.shape)
+        ba = xp.reshape(apply_body(it, op, region, args_ba)[0], a.shape)
+        first = ab | (~ab & ~ba & (a < b))
+        return xp.where(va & vb, first, xp.where(va | vb, va, a < b))
+
+    perm = xp.broadcast_to(xp.reshape(xp.arange(m, dtype=xp.int64), (1, m)), (R, m))
+    idx = xp.arange(m, dtype=xp.int64)
+    k = 2
+    while k <= m:
+        j = k // 2
+        while j > 0:
+            partner = idx ^ j
+            lo = idx[partner > idx]
+            hi = lo ^ j
+            ascending = (lo & k) == 0
+            a, b = xp.take(perm, lo, axis=1), xp.take(perm, hi, axis=1)
+            swap = xp.where(ascending, ~before(a, b), before(a, b))
+            merged = xp.concat([xp.where(swap, b, a), xp.where(swap, a, b)], axis=1)
+            perm = xp.take(merged, xp.argsort(xp.concat([lo, hi])), axis=1)
+            j //= 2
+        k *= 2
+    return perm[:, :n]
 
 
 @register("stablehlo.sort")
