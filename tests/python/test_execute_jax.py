@@ -310,3 +310,16 @@ def test_rng_is_deterministic_and_in_distribution(dist: str) -> None:
         assert x.min() >= 2.0 and x.max() < 3.0 and abs(x.mean() - 2.5) < 0.05
     else:
         assert abs(x.mean() - 2.0) < 0.1 and abs(x.std() - 3.0) < 0.2
+
+
+def test_long_sorts_with_general_comparators() -> None:
+    """Rows longer than the all-pairs limit go through the bitonic network (any length)."""
+    x = f32(3, 1000)
+    x[0, ::7] = np.nan
+    x[1, ::5] = -0.0
+    x[1, ::11] = 0.0
+    x[2] = np.round(x[2])  # many ties
+    check(lambda x: jnp.sort(x, axis=1), x)
+    keys = i32(0, 4, 2, 333)
+    check(lambda k, v: lax.sort((k, v), dimension=1, num_keys=2), keys, f32(2, 333))
+    check(lambda k, v: lax.sort((k, v), dimension=1, num_keys=1, is_stable=True), keys, f32(2, 333))
