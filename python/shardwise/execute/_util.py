@@ -1,0 +1,106 @@
+"""Small array helpers shared by the op families (array-API only, plus ``.view`` for bit
+reinterpretation, which numpy and cupy arrays both have)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shardwise.errors import ProgramError
+
+__all__ = ["is_float", "is_int", "is_bool", "is_complex", "is_low_float", "upcast", "bitcast", "uint_of", "to_int", "int_info"]
+
+
+def is_bool(xp: Any, x: Any) -> bool:
+    return bool(x.dtype == xp.bool)
+
+
+def is_complex(xp: Any, x: Any) -> bool:
+    return x.dtype in (xp.complex64, xp.complex128)
+
+
+def is_int(xp: Any, x: Any) -> bool:
+    return not is_bool(xp, x) and not is_float(xp, x) and bool(xp.isdtype(x.dtype, "integral"))
+
+
+def is_float(xp: Any, x: Any) -> bool:
+    """Real floating point, including ``bfloat16`` (not an array-API dtype)."""
+    if x.dtype in (xp.float16, xp.float32, xp.float64):
+        return True
+    return getattr(x.dtype, "name", "") in ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
+def is_low_float(xp: Any, x: Any) -> bool:
+    """A float narrower than 32 bits: computed in float32 and rounded back, as XLA's CPU backend does."""
+    return is_float(xp, x) and x.dtype.itemsize < 4
+
+
+def upcast(xp: Any, x: Any) -> Any:
+    return astype(xp, x, xp.float32) if is_low_float(xp, x) else x
+
+
+def uint_of(xp: Any, itemsize: int) -> Any:
+    return {1: xp.uint8, 2: xp.uint16, 4: xp.uint32, 8: xp.uint64}[itemsize]
+
+
+def int_of(xp: Any, itemsize: int) -> Any:
+    return {1: xp.int8, 2: xp.int16, 4: xp.int32, 8: xp.int64}[itemsize]
+
+
+def bitcast(x: Any, dtype: Any) -> Any:
+    """Reinterprets the bits of ``x`` as ``dtype`` (same element size)."""
+    view = getattr(x, "view", None)
+    if view is None:
+        raise ProgramError(f"bit reinterpretation needs arrays with .view (numpy, cupy); got {type(x).__name__}")
+    return view(dtype)
+
+
+def to_int(x: Any) -> int:
+    """A 0-d (or one-element) integer array as a Python int."""
+    return int(x.reshape(()) if hasattr(x, "reshape") else x)
+
+
+def int_info(xp: Any, dtype: Any) -> tuple[int, int]:
+    info = xp.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+
+def astype(xp: Any, x: Any, dtype: Any) -> Any:
+    """``xp.astype``, falling back to the array's own ``astype`` for dtypes outside the array
+    API (``bfloat16`` with numpy)."""
+    if x.dtype == dtype:
+        return x
+    try:
+        return xp.astype(x, dtype)
+    except TypeError:
+        return x.astype(dtype)
+
+
+def scalar_of(xp: Any, dtype: Any) -> Any:
+    """A 0-d zero of ``dtype`` (to query its kind and size), also for ``bfloat16``."""
+    try:
+        return xp.zeros((), dtype=dtype)
+    except TypeError:
+        import numpy as np
+
+        return np.zeros((), dtype=dtype)
+
+
+def zeros(xp: Any, shape: tuple[int, ...], dtype: Any) -> Any:
+    """``xp.zeros``, also for ``bfloat16`` (numpy namespace)."""
+    try:
+        return xp.zeros(shape, dtype=dtype)
+    except TypeError:
+        import numpy as np
+
+        return np.zeros(shape, dtype=dtype)
+
+
+def accumulate(xp: Any, x: Any) -> Any:
+    """``x`` widened for accumulation: real floats of up to 32 bits to float64 (sums and dot
+    products are then rounded once, to the result type: a reference result at least as
+    accurate as XLA's float32 accumulation)."""
+    if is_float(xp, x) and x.dtype.itemsize <= 4:
+        return astype(xp, x, xp.float64)
+    if is_complex(xp, x) and x.dtype == xp.complex64:
+        return astype(xp, x, xp.complex128)
+    return x
