@@ -97,8 +97,9 @@ def _compare(i: int, ref: np.ndarray, blocks: list[tuple[np.ndarray, np.ndarray]
             continue
         if ref.dtype.kind in "fc":
             a, b = got.astype(np.complex128 if ref.dtype.kind == "c" else np.float64), want.astype(np.complex128 if ref.dtype.kind == "c" else np.float64)
-            same_nan = np.isnan(a) & np.isnan(b)
-            diff = np.where(same_nan, 0.0, np.abs(a - b))
+            same = (np.isnan(a) & np.isnan(b)) | (a == b)
+            with np.errstate(invalid="ignore"):
+                diff = np.where(same, 0.0, np.abs(a - b))
             diff = np.where(np.isnan(diff), np.inf, diff)
             worst = max(worst, float(diff.max()))
         else:

@@ -169,11 +169,10 @@ def _reduction_kind(op: Op) -> str:
     return "add"
 
 
-def lower_collective(em: Emitter, mesh: Mesh, rank: int, op: Op, x: Value, src: TensorSharding) -> Value:
+def lower_collective(em: Emitter, mesh: Mesh, rank: int, op: Op, x: Value, t: TensorType, src: TensorSharding) -> Value:
     """The rank's lowering of the ``sdy`` collective ``op`` applied to local value ``x`` (whose
-    global tensor has ``op.operands[0]``'s type and sharding ``src``); returns the local result.
+    global tensor has type ``t`` and sharding ``src``); returns the local result.
     New ops go before ``em.anchor``. ``ProgramError`` naming the op for what cannot be lowered."""
-    t = op.operands[0].type
     out = op.results[0].sharding
     if not isinstance(t, TensorType) or out is None:
         raise ProgramError(f"{op.where()}: a collective needs a ranked tensor and an out_sharding")

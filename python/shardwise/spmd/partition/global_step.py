@@ -49,12 +49,35 @@ class Collective:
 
 
 def single_mesh(module: Module) -> tuple[str, Mesh]:
-    """The module's one mesh (name, mesh); ``ProgramError`` when it has none or several."""
-    meshes = module.meshes
+    """The module's one mesh with axes (name, mesh; meshes without axes, such as JAX's
+    ``@empty_mesh``, mean replicated and are ignored); ``ProgramError`` when it has none or
+    several."""
+    meshes = {k: m for k, m in module.meshes.items() if m.axes}
     if len(meshes) != 1:
-        raise ProgramError(f"partitioning needs exactly one sdy.mesh in the module, got {len(meshes)} ({list(meshes)})")
-    (name, mesh), = meshes.items()
+        raise ProgramError(f"partitioning needs exactly one sdy.mesh with axes in the module, got {len(meshes)} ({list(meshes)})")
+    ((name, mesh),) = meshes.items()
     return name, mesh
+
+
+def drop_empty_meshes(module: Module) -> None:
+    """Rewrites every sharding on a mesh without axes as replicated on the module's mesh."""
+    name, mesh = single_mesh(module)
+    empty = {k for k, m in module.meshes.items() if not m.axes}
+    if not empty:
+        return
+
+    def fix(s: TensorSharding | None) -> TensorSharding | None:
+        if s is None or s.mesh_name not in empty:
+            return s
+        return TensorSharding(mesh, [[] for _ in s.dims], mesh_name=name)
+
+    for v in module.values():
+        v.sharding = fix(v.sharding)
+    for op in module.walk():
+        if op.operand_shardings is not None:
+            op.operand_shardings = tuple(fix(s) or s for s in op.operand_shardings)
+    for f in module.funcs:
+        f.result_shardings = [fix(s) for s in f.result_shardings]
 
 
 def _sharded_on(s: TensorSharding | None, dims: set[int]) -> bool:

@@ -107,7 +107,9 @@ class _Local:
         self.orig_operands = orig_operands
         self.em.anchor = op
         if op.name in _SDY_COLLECTIVES:
-            y = lower_collective(self.em, self.mesh, self.rank, op, op.operands[0], self.orig_sharding(self.orig_operands[0]))
+            gt = self.orig[orig_operands[0]][0]
+            assert isinstance(gt, TensorType)
+            y = lower_collective(self.em, self.mesh, self.rank, op, op.operands[0], gt, self.orig_sharding(orig_operands[0]))
             if y.type != locals_[0]:
                 raise ProgramError(f"{op.where()}: rank {self.rank} lowering gives {y.type}, expected {locals_[0]}")
             self.subst[op.results[0]] = y
@@ -235,6 +237,7 @@ class _Local:
         assert op.parent is not None
         for inner in list(body.ops[:-1]):
             body.ops.remove(inner)
+            inner.parent = None
             insert_before(op, inner)
         for r, v in zip(op.results, ret.operands):
             self.subst[r] = self.subst.get(v, v)
