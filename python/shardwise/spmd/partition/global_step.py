@@ -228,6 +228,13 @@ def _all_reduce_bytes(op: Op, mesh: Mesh, model: CostModel) -> float:
     return model.cost("all_reduce", mesh, axes, n * dtype_bytes(t.element_type))[0]
 
 
+def _all_reduce_text(op: Op) -> str:
+    text = op.attributes["reduction_axes"]
+    axes = text[text.index("{") : text.rindex("}") + 1]
+    out = op.results[0].sharding
+    return f"sdy.all_reduce {axes}" + ("" if out is None else f" out_sharding={out.body()}")
+
+
 def _count(mesh: Mesh, axes: tuple[AxisRef, ...]) -> int:
     n = 1
     for a in axes:
@@ -249,7 +256,7 @@ def lower_to_collectives(module: Module, func: Func, model: CostModel | None = N
         elif op.name == "sdy.all_reduce":
             t = op.operands[0].type
             assert isinstance(t, TensorType)
-            out.append(Collective("sdy.all_reduce", op.where(), t.shape, t.element_type, _all_reduce_bytes(op, mesh, model), "sdy.all_reduce " + op.attributes["reduction_axes"]))
+            out.append(Collective("sdy.all_reduce", op.where(), t.shape, t.element_type, _all_reduce_bytes(op, mesh, model), _all_reduce_text(op)))
         elif op.name in ("sdy.sharded_to_unreduced", "sdy.replicated_to_unreduced"):
             raise ProgramError(f"{op.where()}: unreduced shardings are not supported by the partitioner yet")
     return out
