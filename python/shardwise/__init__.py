@@ -25,6 +25,9 @@ from shardwise.errors import (
 from shardwise.importers import from_jax, load_mlir
 from shardwise.ir import Block, Builder, Func, Module, Op, Region, TensorType, Value
 from shardwise.mesh import Mesh, MeshAxis
+from shardwise.spmd.load import load_partition
+from shardwise.spmd.partition import Partition, partition
+from shardwise.spmd.partition.check import check_partition
 from shardwise.rules import (
     BlockInfo,
     FactorKind,
@@ -61,6 +64,10 @@ __all__ = [
     "propagate",
     "propagate_many",
     "CandidateResults",
+    "partition",
+    "Partition",
+    "load_partition",
+    "check_partition",
     "register_op_rule",
     "register_rule",
     "rule_for",

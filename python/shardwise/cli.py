@@ -6,7 +6,10 @@ sharding (device grid and the same layout in other frameworks' formats);
 ``shardwise rules IN.mlir -o OUT.mlir [--conservative]`` writes the module with
 ``sdy.sharding_rule`` on every op, like Shardy's ``sdy-populate-op-sharding-rules``;
 ``shardwise propagate IN.mlir -o OUT.mlir [--pipeline P] [--conservative]`` runs Shardy's
-propagation pipeline (``shardwise.api.propagate``) and writes the sharded module.
+propagation pipeline (``shardwise.api.propagate``) and writes the sharded module;
+``shardwise partition IN.mlir -o OUTDIR [--mesh x=2,y=4]`` writes the SPMD-partitioned program
+(``partitioned.mlir``, ``rank{r}.mlir``, ``meta.json``); ``shardwise run OUTDIR --check
+[--seed S]`` simulates every rank and compares with the unpartitioned program.
 Errors in the input end the command with exit status 2 and a one-line message.
 """
 
@@ -268,6 +271,45 @@ def demo_propagation(console: Console) -> None:
     console.print(explain(module, "result3"))
 
 
+def partition_file(console: Console, path: str, outdir: str, mesh: str | None) -> None:
+    """``shardwise partition``: partitions the module in ``path`` into ``outdir`` and prints
+    its collectives (bytes per device from the planner's cost model)."""
+    from shardwise.importers.mlir import load_mlir
+    from shardwise.spmd.partition import partition
+
+    part = partition(load_mlir(Path(path)), outdir, mesh=mesh)
+    table = Table(title=f"collectives of {path} on mesh {part.mesh} ({part.mesh.size} ranks)", header_style="bold")
+    for col in ("collective", "global shape", "bytes / device", "from"):
+        table.add_column(col, overflow="fold")
+    for c in part.collectives:
+        table.add_row(Text(c.text), f"{list(c.shape)} {c.dtype}", f"{c.bytes:.0f}", Text(c.source))
+    console.print(table)
+    console.print(f"wrote {outdir}: partitioned.mlir, rank0..{part.mesh.size - 1}.mlir, meta.json; {part.bytes_per_device:.0f} bytes per device", highlight=False)
+
+
+def run_check(console: Console, outdir: str, seed: int) -> bool:
+    """``shardwise run OUTDIR --check``: simulates every rank on random inputs and prints the
+    comparison with the unpartitioned program; returns whether every result passed."""
+    from shardwise.spmd.load import check_outdir
+
+    res = check_outdir(outdir, seed=seed)
+    table = Table(title=f"{outdir}: simulated ranks vs the unpartitioned program (seed {seed})", header_style="bold")
+    for col in ("result", "shape", "dtype", "max abs err", "max rel err", "tolerance", "status"):
+        table.add_column(col)
+    for o in res.outputs:
+        table.add_row(str(o.index), str(list(o.shape)), o.dtype, f"{o.max_abs:.3g}", f"{o.max_rel:.3g}", "exact" if o.rtol == 0 else f"{o.rtol:g}", Text("pass", "green") if o.passed else Text("FAIL", "bold red"))
+    console.print(table)
+    coll = Table(title="collectives on rank 0 (simulated)", header_style="bold")
+    for col in ("kind", "group", "local shape", "bytes sent", "bytes received"):
+        coll.add_column(col)
+    for c in res.collectives:
+        coll.add_row(c.kind, str(list(c.group)), f"{list(c.shape)} {c.dtype}", str(c.bytes_sent), str(c.bytes_received))
+    console.print(coll)
+    console.print(f"bytes sent per device: max {max(res.bytes_sent, default=0)}; peak live bytes per device: max {max(res.peak_bytes, default=0)}", highlight=False)
+    console.print(Text("PASS", "bold green") if res.passed else Text("FAIL", "bold red"))
+    return bool(res.passed)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="shardwise", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"shardwise {__version__}")
@@ -300,6 +342,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("input", help="StableHLO + sdy MLIR file")
     r.add_argument("-o", "--output", required=True, help="where to write the annotated module")
     r.add_argument("--conservative", action="store_true", help="Shardy's conservative-propagation rule variants")
+    pa = sub.add_parser("partition", help="partition a sharded MLIR module into per-rank programs (SPMD)")
+    pa.add_argument("input", help="StableHLO + sdy MLIR file (propagated first when it has undecided shardings)")
+    pa.add_argument("-o", "--output", required=True, help="output directory (written atomically)")
+    pa.add_argument("--mesh", help="x=2,y=4; must agree with the module's mesh (required when it has none)")
+    ru = sub.add_parser("run", help="run a partition directory in the in-process SPMD simulator")
+    ru.add_argument("outdir", help="a directory written by `shardwise partition`")
+    ru.add_argument("--check", action="store_true", required=True, help="compare with the unpartitioned program")
+    ru.add_argument("--seed", type=int, default=0, help="seed of the random global inputs (default 0)")
     args = parser.parse_args(argv)
     console = Console()
     try:
@@ -311,6 +361,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             propagate_file(
                 console, args.input, args.output, pipeline=args.pipeline, conservative=args.conservative, explain=args.explain, as_json=args.json
             )
+        elif args.command == "partition":
+            partition_file(console, args.input, args.output, args.mesh)
+        elif args.command == "run":
+            return 0 if run_check(console, args.outdir, args.seed) else 1
         elif args.command == "rules":
             rules(console, args.input, args.output, conservative=args.conservative)
         else:

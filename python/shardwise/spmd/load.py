@@ -1,0 +1,80 @@
+"""Reading a partition directory written by ``shardwise.partition`` (the hidet RFC's
+``load_partition``): ``partitioned.mlir``, ``rank{r}.mlir``, ``meta.json``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from shardwise.errors import ShardwiseError
+from shardwise.ir.core import Module
+from shardwise.ir.rewrite import Uses, erase_op
+
+__all__ = ["load_partition", "load_meta", "load_global", "unpartitioned", "check_outdir"]
+
+_SDY_COLLECTIVES = ("sdy.all_gather", "sdy.all_slice", "sdy.all_to_all", "sdy.collective_permute", "sdy.all_reduce", "sdy.reduce_scatter")
+
+
+def _file(outdir: str | os.PathLike[str], name: str) -> Path:
+    path = Path(outdir) / name
+    if not path.is_file():
+        raise ShardwiseError(f"{outdir} is not a partition directory: {name} is missing (write one with `shardwise partition IN.mlir -o OUTDIR`)")
+    return path
+
+
+def load_meta(outdir: str | os.PathLike[str]) -> dict[str, Any]:
+    """``meta.json`` of ``outdir`` as a dictionary (format in ``spmd.partition.meta``).
+    ``ShardwiseError`` if it is missing or not a format-1 partition description."""
+    path = _file(outdir, "meta.json")
+    try:
+        meta = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ShardwiseError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(meta, dict) or meta.get("format") != 1 or not isinstance(meta.get("num_ranks"), int):
+        raise ShardwiseError(f"{path}: expected a format-1 partition description with num_ranks, got {str(meta)[:80]!r}")
+    return meta
+
+
+def load_partition(outdir: str | os.PathLike[str], rank: int) -> tuple[Module, dict[str, Any]]:
+    """Rank ``rank``'s StableHLO program (``rank{rank}.mlir``) and the partition's meta.
+    ``ShardwiseError`` for a rank outside ``0..num_ranks-1`` or a missing file."""
+    from shardwise.importers.mlir import load_mlir
+
+    meta = load_meta(outdir)
+    n = meta["num_ranks"]
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < n:
+        raise ShardwiseError(f"rank must be an int in [0, {n}) for {outdir}, got {rank!r}")
+    return load_mlir(_file(outdir, f"rank{rank}.mlir")), meta
+
+
+def load_global(outdir: str | os.PathLike[str]) -> Module:
+    """The global program with explicit sdy collectives (``partitioned.mlir``)."""
+    from shardwise.importers.mlir import load_mlir
+
+    return load_mlir(_file(outdir, "partitioned.mlir"))
+
+
+def unpartitioned(global_module: Module) -> Module:
+    """A copy of the global program with every sdy collective removed: on the global view a
+    collective leaves the tensor's value unchanged (it only moves or reduces the pieces each
+    device holds), so this is the program before partitioning."""
+    m = global_module.copy()
+    uses = Uses(m.op)
+    for op in list(m.walk()):
+        if op.name in _SDY_COLLECTIVES and op.parent is not None:
+            uses.replace_all_uses(op.results[0], op.operands[0])
+            erase_op(op, uses)
+    return m
+
+
+def check_outdir(outdir: str | os.PathLike[str], *, seed: int = 0) -> Any:
+    """``check_partition`` on a partition directory: the rank programs in the simulator against
+    ``unpartitioned(partitioned.mlir)``; returns a ``CheckResult``."""
+    from shardwise.spmd.partition.check import check_partition
+
+    meta = load_meta(outdir)
+    g = load_global(outdir)
+    ranks = [load_partition(outdir, r)[0] for r in range(meta["num_ranks"])]
+    return check_partition(unpartitioned(g), g, ranks, seed=seed, func=meta.get("func", "main"))

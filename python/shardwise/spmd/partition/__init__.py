@@ -1,0 +1,167 @@
+"""The SPMD partitioner (issue 6, "Partitioner"; the Shardonnay RFC's "SPMD Partitioner"; the
+hidet RFC's ``partition`` / ``load_partition``): a propagated module becomes
+
+* the global program with Shardy's explicit collectives (``partitioned.mlir``, ``global_step``),
+* one StableHLO program per rank on local shapes (``rank{r}.mlir``, ``local_step``),
+* ``meta.json`` (``meta``): mesh, device ids, communicator groups, global/local shapes and
+  shardings of arguments and results, per-collective bytes per device.
+
+Rank ``r`` runs on device id ``r`` of the mesh.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from shardwise.errors import MeshError, ProgramError
+from shardwise.ir.core import Module
+from shardwise.mesh import Mesh
+from shardwise.spmd.partition.global_step import Collective, drop_empty_meshes, lower_to_collectives, replicate_unsupported, single_mesh
+from shardwise.spmd.partition.groups import check_device_ids
+from shardwise.spmd.partition.local_step import localize
+from shardwise.spmd.partition.meta import build_meta, write_outdir
+from shardwise.spmd.redistribute import CostModel
+
+__all__ = ["Collective", "Partition", "partition", "needs_propagation"]
+
+
+@dataclass
+class Partition:
+    """A partitioned program. ``global_module``: the program with explicit sdy collectives;
+    ``ranks[r]``: rank ``r``'s StableHLO program; ``collectives``: every collective of the global
+    program with its bytes per device; ``meta``: the ``meta.json`` dictionary; ``added_reshards``:
+    reshards the partitioner added around ops it cannot compute on sharded dimensions."""
+
+    global_module: Module
+    ranks: list[Module]
+    mesh_name: str
+    mesh: Mesh
+    collectives: list[Collective]
+    meta: dict[str, Any] = field(default_factory=dict)
+    added_reshards: int = 0
+
+    @property
+    def bytes_per_device(self) -> float:
+        """Total bytes each device sends over all collectives (planner cost model)."""
+        return float(sum(c.bytes for c in self.collectives))
+
+    def write(self, outdir: str | os.PathLike[str]) -> None:
+        """Writes ``partitioned.mlir``, ``rank{r}.mlir`` and ``meta.json`` to ``outdir``
+        through a temporary directory renamed into place (nothing half-written)."""
+        write_outdir(self, outdir)
+
+
+def _parse_mesh(mesh: Mesh | Mapping[str, int] | str) -> Mesh:
+    if isinstance(mesh, Mesh):
+        return mesh
+    if isinstance(mesh, Mapping):
+        return Mesh(dict(mesh))
+    if isinstance(mesh, str):
+        text = mesh.strip()
+        if text.startswith("<") or text.startswith("#sdy.mesh"):
+            return Mesh.parse(text)
+        axes: dict[str, int] = {}
+        for part in text.split(","):
+            name, eq, size = part.partition("=")
+            if not eq or not name.strip() or not size.strip().isdigit():
+                raise MeshError(f"--mesh must look like x=2,y=4, got {mesh!r} (bad part {part!r})")
+            axes[name.strip()] = int(size)
+        return Mesh(axes)
+    raise TypeError(f"mesh must be a Mesh, a mapping or text like 'x=2,y=4', got {type(mesh).__name__}")
+
+
+def needs_propagation(module: Module) -> bool:
+    """Whether ``module`` still has undecided shardings: an open dimension, a sharding
+    constraint or group, or an op result without a sharding beside sharded values."""
+    sharded = False
+    unsharded_result = False
+    for op in module.walk():
+        if op.name in ("sdy.sharding_constraint", "sdy.sharding_group"):
+            return True
+        for v in op.results:
+            s = v.sharding
+            if s is None:
+                if op.name not in ("sdy.constant", "stablehlo.constant") and v.type.rank > 0 and op.parent is not None and _in_main_flow(op):
+                    unsharded_result = True
+                continue
+            if any(d.is_open for d in s.dims):
+                return True
+            sharded = sharded or any(d.axes for d in s.dims)
+    for f in module.funcs:
+        for a in f.args:
+            if a.sharding is not None and any(d.is_open for d in a.sharding.dims):
+                return True
+            sharded = sharded or (a.sharding is not None and any(d.axes for d in a.sharding.dims))
+    return sharded and unsharded_result
+
+
+def _in_main_flow(op: Any) -> bool:
+    from shardwise.ir.rewrite import parent_op
+
+    p = parent_op(op)
+    while p is not None:
+        if p.name in ("stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.sort", "stablehlo.scatter", "stablehlo.select_and_scatter", "stablehlo.all_reduce", "stablehlo.reduce_scatter"):
+            return False
+        if p.name == "func.func":
+            return True
+        p = parent_op(p)
+    return True
+
+
+def partition(
+    module: Module,
+    outdir: str | os.PathLike[str] | None = None,
+    *,
+    mesh: Mesh | Mapping[str, int] | str | None = None,
+    propagate: bool | None = None,
+    cost_model: CostModel | None = None,
+) -> Partition:
+    """Partitions ``module`` (left unchanged) for its mesh and returns a ``Partition``; writes
+    ``outdir`` when given (see ``Partition.write``).
+
+    ``mesh``: must equal the module's mesh when the module has one (``MeshError`` naming both
+    otherwise); a module without a mesh gets it as ``@mesh`` (everything replicated).
+    ``propagate``: run ``shardwise.propagate`` first (default: when ``needs_propagation``).
+    ``cost_model``: the planner's cost model (default ``CostModel()``).
+
+    Raises ``ProgramError`` naming the op for what cannot be partitioned (several meshes,
+    dynamic shapes, unreduced shardings, a collective whose blocks do not nest), ``MeshError``
+    for a mesh mismatch or device ids that are not ``0..N-1``."""
+    from shardwise.api import propagate as run_propagation
+    from shardwise.passes import run_pipeline
+
+    work = module.copy()
+    if mesh is not None:
+        want = _parse_mesh(mesh)
+        meshes = work.meshes
+        if not meshes:
+            work.add_mesh("mesh", want)
+        else:
+            name, have = single_mesh(work)
+            if have.shape != want.shape or have.devices != want.devices:
+                raise MeshError(f"--mesh {want} disagrees with the module's mesh @{name} = {have}")
+    if not work.meshes:
+        raise ProgramError("the module has no sdy.mesh; pass mesh= (e.g. --mesh x=2,y=4)")
+    mesh_name, the_mesh = single_mesh(work)
+    check_device_ids(the_mesh)
+    if propagate or (propagate is None and needs_propagation(work)):
+        work = run_propagation(work)
+    drop_empty_meshes(work)
+    added = 0
+    for f in work.funcs:
+        if f.regions[0].blocks:
+            added += replicate_unsupported(work, f)
+    run_pipeline(work, "builtin.module(func.func(sdy-insert-explicit-reshards{enable-full-version=true}))")
+    collectives: list[Collective] = []
+    for f in work.funcs:
+        if f.regions[0].blocks:
+            collectives += lower_to_collectives(work, f, cost_model)
+    ranks = [localize(work, r) for r in range(the_mesh.size)]
+    part = Partition(work, ranks, mesh_name, the_mesh, collectives, added_reshards=added)
+    part.meta = build_meta(part)
+    if outdir is not None:
+        part.write(outdir)
+    return part

@@ -1,0 +1,122 @@
+"""Which dimensions of an op the local rewrite computes exactly when they are sharded.
+
+After ``sdy-insert-explicit-reshards`` every op's operands and results agree with one factor
+sharding of the op (Shardy's ``OpShardingRule``), so an op whose factors are all
+*pass-through*, *reduction* (followed by an all-reduce) or *size-preserving* computes its local
+block by running on local blocks with only its types changed. Ops that read positions or sizes
+along a dimension (slice, pad, concatenate, dynamic_slice, reverse, reduce_window, sort along
+its dimension, convolution windows, gather, scatter, ...) and ops Shardy gives no rule (custom
+calls, unknown ops) are not: ``replicated_dims`` names, per operand and per result, the
+dimensions that must be replicated around such an op (the partitioner reshards them to
+replicated before and back after it, the fallback the issue's "Partitioner" section asks for).
+"""
+
+from __future__ import annotations
+
+from shardwise.execute.attrs import parse_array, parse_int
+from shardwise.execute.regions import body_kind
+from shardwise.ir.core import Op
+from shardwise.ir.types import TensorType
+
+__all__ = ["LOCAL_OPS", "replicated_dims"]
+
+_ELEMENTWISE = {
+    "abs", "add", "and", "atan2", "bitcast_convert", "cbrt", "ceil", "clamp", "compare", "complex", "convert",
+    "cosine", "count_leading_zeros", "divide", "exponential", "exponential_minus_one", "floor", "imag",
+    "is_finite", "log", "log_plus_one", "logistic", "maximum", "minimum", "multiply", "negate", "not", "or",
+    "popcnt", "power", "real", "reduce_precision", "remainder", "round_nearest_afz", "round_nearest_even",
+    "rsqrt", "select", "shift_left", "shift_right_arithmetic", "shift_right_logical", "sign", "sine", "sqrt",
+    "subtract", "tan", "tanh", "xor", "erf_inv",
+}  # fmt: skip
+
+LOCAL_OPS = frozenset(
+    {f"stablehlo.{n}" for n in _ELEMENTWISE}
+    | {
+        "stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.transpose", "stablehlo.dot",
+        "stablehlo.dot_general", "stablehlo.iota", "stablehlo.constant", "stablehlo.while", "stablehlo.case",
+        "stablehlo.if", "stablehlo.optimization_barrier", "stablehlo.return", "stablehlo.partition_id",
+        "stablehlo.replica_id", "stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.reduce_scatter",
+        "stablehlo.all_to_all", "stablehlo.collective_permute", "func.return", "sdy.constant", "sdy.reshard",
+        "sdy.sharding_constraint", "sdy.manual_computation", "sdy.return", "sdy.all_gather", "sdy.all_slice",
+        "sdy.all_to_all", "sdy.collective_permute", "sdy.all_reduce", "sdy.reduce_scatter", "sdy.sharding_group",
+    }
+)  # fmt: skip
+"""Ops rewritten exactly on any sharding their factor rule allows (types and shape attributes
+change; iota and splat constants are specialised to the rank's block)."""
+
+
+def _rank(v: object) -> int:
+    t = getattr(v, "type", None)
+    return t.rank if isinstance(t, TensorType) else 0
+
+
+def _all(op: Op) -> tuple[list[set[int]], list[set[int]]]:
+    return [set(range(_rank(v))) for v in op.operands], [set(range(_rank(v))) for v in op.results]
+
+
+def _same_dims(op: Op, dims: set[int], operands: int = 1) -> tuple[list[set[int]], list[set[int]]]:
+    """``dims`` of the first ``operands`` operands and of every result (ops whose operand and
+    result dimensions correspond one to one); other operands (scalars) untouched."""
+    return [set(dims) if i < operands else set() for i in range(len(op.operands))], [set(dims) for _ in op.results]
+
+
+def replicated_dims(op: Op) -> tuple[list[set[int]], list[set[int]]] | None:
+    """Per operand and per result, the dimensions that must not be sharded for the local
+    rewrite of ``op`` to be exact, or ``None`` when any sharding its rule allows is fine.
+    Ops not known here (custom calls, gather, scatter, convolution, sort's dimension, ...)
+    need everything replicated."""
+    name = op.name
+    if name in LOCAL_OPS:
+        return None
+    if name == "stablehlo.reduce":
+        n = len(op.operands) // 2
+        if n == 1 and body_kind(op.regions[0]) is not None:
+            return None
+        dims = set(parse_array(op.attributes["dimensions"]))
+        return [dims if i < n else set() for i in range(len(op.operands))], [set() for _ in op.results]
+    if name == "stablehlo.slice":
+        shape = op.operands[0].type.shape
+        start, limit = parse_array(op.attributes["start_indices"]), parse_array(op.attributes["limit_indices"])
+        strides = parse_array(op.attributes["strides"]) if "strides" in op.attributes else (1,) * len(shape)
+        dims = {i for i in range(len(shape)) if (start[i], limit[i], strides[i]) != (0, shape[i], 1)}
+        return _same_dims(op, dims)
+    if name == "stablehlo.pad":
+        lo, hi = parse_array(op.attributes["edge_padding_low"]), parse_array(op.attributes["edge_padding_high"])
+        inner = parse_array(op.attributes["interior_padding"])
+        return _same_dims(op, {i for i in range(len(lo)) if (lo[i], hi[i], inner[i]) != (0, 0, 0)})
+    if name == "stablehlo.concatenate":
+        return _same_dims(op, {parse_int(op.attributes["dimension"])}, len(op.operands))
+    if name == "stablehlo.reverse":
+        return _same_dims(op, set(parse_array(op.attributes["dimensions"])))
+    if name == "stablehlo.dynamic_slice":
+        shape, sizes = op.operands[0].type.shape, parse_array(op.attributes["slice_sizes"])
+        return _same_dims(op, {i for i in range(len(shape)) if sizes[i] != shape[i]})
+    if name == "stablehlo.dynamic_update_slice":
+        shape, upd = op.operands[0].type.shape, op.operands[1].type.shape
+        dims = {i for i in range(len(shape)) if upd[i] != shape[i]}
+        return [dims, dims] + [set() for _ in op.operands[2:]], [dims]
+    if name == "stablehlo.sort":
+        return _same_dims(op, {parse_int(op.attributes.get("dimension", "-1 : i64")) % max(_rank(op.operands[0]), 1)}, len(op.operands))
+    if name == "stablehlo.reduce_window" and len(op.operands) == 2 and body_kind(op.regions[0]) is not None:
+        rank = _rank(op.operands[0])
+        ones = (1,) * rank
+        window = parse_array(op.attributes["window_dimensions"])
+        strides = parse_array(op.attributes["window_strides"]) if "window_strides" in op.attributes else ones
+        base = parse_array(op.attributes["base_dilations"]) if "base_dilations" in op.attributes else ones
+        wdil = parse_array(op.attributes["window_dilations"]) if "window_dilations" in op.attributes else ones
+        padded = _padding_rows(op.attributes.get("padding"), rank)
+        dims = {i for i in range(rank) if (window[i], strides[i], base[i], wdil[i], padded[i]) != (1, 1, 1, 1, False)}
+        return [dims, set()], [dims]
+    return _all(op)
+
+
+def _padding_rows(text: str | None, rank: int) -> list[bool]:
+    """Per dimension, whether a ``padding`` attribute (``dense<[[lo, hi], ...]>``) pads it."""
+    if text is None:
+        return [False] * rank
+    from shardwise.execute.attrs import parse_dense
+
+    arr = parse_dense(text).reshape(-1, 2) if "dense<0>" not in text.replace(" ", "") else None
+    if arr is None or arr.size == 0:
+        return [False] * rank
+    return [bool(arr[i].any()) for i in range(rank)]

@@ -1,0 +1,263 @@
+"""The local step of the SPMD partitioner: the global program with explicit collectives
+becomes one StableHLO program per rank on local shapes (issue 6, "Partitioner").
+
+Every value's type becomes its rank-local (padded) shape ``TensorSharding.local_shape``; sdy
+collectives become StableHLO collectives (``collectives.py``); ``sdy.manual_computation``
+bodies, already local along their manual axes, are inlined on the operands' local blocks;
+``iota`` along a sharded dimension is offset by the rank's block start; splat constants change
+type; ``slice`` / ``dynamic_slice`` keep sharded dimensions whole; reductions and dot
+contractions over a padded dimension first replace the padding with the reduction's identity
+(the reduce's init value, or zero for a dot). ``while`` / ``case`` / ``if`` bodies are
+converted the same way. Programs are specialised to their rank (offsets are constants).
+"""
+
+from __future__ import annotations
+
+import re
+
+from shardwise.errors import ProgramError
+from shardwise.execute.attrs import parse_array, parse_int
+from shardwise.ir.core import Block, Func, Module, Op, Value
+from shardwise.ir.rewrite import erase_op, insert_before
+from shardwise.ir.types import TensorType, Type
+from shardwise.mesh import Mesh
+from shardwise.passes._sdy import get_sharding
+from shardwise.sharding import AxisRef, TensorSharding
+from shardwise.spmd.partition.collectives import lower_collective
+from shardwise.spmd.partition.emit import Emitter, _i64s, zero_text
+from shardwise.spmd.partition.global_step import single_mesh
+from shardwise.spmd.partition.groups import ceil_div, index_over
+
+__all__ = ["localize"]
+
+_SDY_COLLECTIVES = {"sdy.all_gather", "sdy.all_slice", "sdy.all_to_all", "sdy.collective_permute", "sdy.all_reduce", "sdy.reduce_scatter"}
+_DROPPED_ATTRS = ("xla_shape", "mhlo.sharding", "mhlo.frontend_attributes")
+
+
+class _Local:
+    def __init__(self, mesh_name: str, mesh: Mesh, rank: int) -> None:
+        self.mesh_name, self.mesh, self.rank = mesh_name, mesh, rank
+        self.subst: dict[Value, Value] = {}
+        self.em = Emitter()
+        self.orig: dict[Value, tuple[Type, TensorSharding | None]] = {}
+        self.orig_operands: list[Value] = []
+
+    # ------------------------------------------------------------------ types
+    def replicated(self, rank: int) -> TensorSharding:
+        return TensorSharding(self.mesh, [[] for _ in range(rank)], mesh_name=self.mesh_name)
+
+    def sharding(self, v: Value) -> TensorSharding | None:
+        return get_sharding(v) if isinstance(v.type, TensorType) else None
+
+    def local_type(self, t: Type, s: TensorSharding | None) -> Type:
+        if not isinstance(t, TensorType) or s is None or s.rank == 0:
+            return t
+        if any(d < 0 for d in t.shape):
+            raise ProgramError(f"dynamic shape {t} cannot be partitioned")
+        return TensorType(s.local_shape(t.shape, meshes=self.mesh), t.element_type, t.encoding)
+
+    def dim_info(self, t: TensorType, s: TensorSharding | None, k: int) -> tuple[int, int, int]:
+        """(global size, local size, valid elements of the rank's block) of dimension ``k``."""
+        d = t.shape[k]
+        if s is None or k >= s.rank or not s.dims[k].axes:
+            return d, d, d
+        axes = list(s.dims[k].axes)
+        n = 1
+        for a in axes:
+            n *= a.full_size(self.mesh) if a.size is None else a.size
+        size = ceil_div(d, n)
+        start = index_over(self.mesh, self.rank, axes) * size
+        return d, size, max(0, min(d - start, size))
+
+    # ------------------------------------------------------------------ walk
+    def func(self, f: Func) -> None:
+        for i, a in enumerate(f.args):
+            a.type = self.local_type(a.type, a.sharding)
+            a.sharding = None
+            f.arg_attrs[i] = {k: v for k, v in f.arg_attrs[i].items() if k not in _DROPPED_ATTRS}
+        for i, t in enumerate(f.result_types):
+            f.result_types[i] = self.local_type(t, f.result_shardings[i])
+            f.result_shardings[i] = None
+            f.result_attrs[i] = {k: v for k, v in f.result_attrs[i].items() if k not in _DROPPED_ATTRS}
+        self.block(f.body)
+
+    def block(self, b: Block) -> None:
+        for op in list(b.ops):
+            self.op(op)
+
+    def op(self, op: Op) -> None:
+        orig_operands = list(op.operands)
+        self.orig_operands = orig_operands
+        op.operands = [self.subst.get(v, v) for v in op.operands]
+        for k in _DROPPED_ATTRS:
+            op.attributes.pop(k, None)
+        if op.name == "sdy.manual_computation":
+            self.manual(op)
+            return
+        shardings = [self.sharding(r) for r in op.results]
+        globals_ = [r.type for r in op.results]
+        locals_ = [self.local_type(t, s) for t, s in zip(globals_, shardings)]
+        for region in op.regions:
+            for blk in region.blocks:
+                for a in blk.args:
+                    a.type = self.local_type(a.type, self.sharding(a))
+                for a in blk.args:
+                    a.sharding = None
+                self.block(blk)
+        self.orig_operands = orig_operands
+        self.em.anchor = op
+        if op.name in _SDY_COLLECTIVES:
+            gt = self.orig[orig_operands[0]][0]
+            assert isinstance(gt, TensorType)
+            y = lower_collective(self.em, self.mesh, self.rank, op, op.operands[0], gt, self.orig_sharding(orig_operands[0]))
+            if y.type != locals_[0]:
+                raise ProgramError(f"{op.where()}: rank {self.rank} lowering gives {y.type}, expected {locals_[0]}")
+            self.subst[op.results[0]] = y
+            erase_op(op)
+            return
+        if op.name in ("sdy.reshard", "sdy.sharding_constraint"):
+            raise ProgramError(f"{op.where()}: reshards must be lowered to collectives before the local step")
+        if op.name == "sdy.sharding_group":
+            erase_op(op)
+            return
+        if op.name in ("sdy.constant", "stablehlo.constant"):
+            self.constant(op, globals_[0], locals_[0])
+        elif op.name == "stablehlo.slice":
+            self.whole_dims(op, globals_[0], locals_[0], "limit_indices")
+        elif op.name == "stablehlo.dynamic_slice":
+            self.whole_dims(op, globals_[0], locals_[0], "slice_sizes")
+        elif op.name == "stablehlo.reduce":
+            self.mask_reduce(op)
+        elif op.name in ("stablehlo.dot_general", "stablehlo.dot"):
+            self.mask_dot(op)
+        for r, t in zip(op.results, locals_):
+            r.type = t
+            r.sharding = None
+        if op.name == "stablehlo.iota":
+            self.iota(op, shardings[0], globals_[0])
+
+    def orig_sharding(self, v: Value) -> TensorSharding:
+        """The global sharding of ``v`` (replicated when it has none)."""
+        t, s = self.orig[v]
+        return s if s is not None else self.replicated(t.rank if isinstance(t, TensorType) else 0)
+
+    # ------------------------------------------------------------------ ops
+    def constant(self, op: Op, g: Type, loc: Type) -> None:
+        op.name = "stablehlo.constant"
+        if g == loc:
+            return
+        text = op.attributes["value"]
+        m = re.fullmatch(r"(dense<[^\[\]]*>)\s*:\s*tensor<.*>", text)
+        if m is None:
+            raise ProgramError(f"{op.where()}: a sharded non-splat constant must be replicated first")
+        op.attributes["value"] = f"{m.group(1)} : {loc}"
+
+    def whole_dims(self, op: Op, g: Type, loc: Type, attr: str) -> None:
+        assert isinstance(g, TensorType) and isinstance(loc, TensorType)
+        if g == loc:
+            return
+        values = list(parse_array(op.attributes[attr]))
+        for k, (a, b) in enumerate(zip(g.shape, loc.shape)):
+            if a != b:
+                if values[k] != a:
+                    raise ProgramError(f"{op.where()}: dimension {k} is sharded but not taken whole")
+                values[k] = b
+        op.attributes[attr] = _i64s(values)
+
+    def iota(self, op: Op, s: TensorSharding | None, g: Type) -> None:
+        if s is None:
+            return
+        k = parse_int(op.attributes["iota_dimension"])
+        axes = list(s.dims[k].axes)
+        if not axes:
+            return
+        assert isinstance(g, TensorType)
+        start = self.dim_info_start(g.shape[k], axes)
+        if start == 0:
+            return
+        t = op.results[0].type
+        assert isinstance(t, TensorType)
+        nxt = op.parent.ops[op.parent.ops.index(op) + 1] if op.parent is not None else None
+        assert nxt is not None
+        self.em.anchor = nxt
+        offset = self.em.constant(str(start), t)
+        y = self.em.add(op.results[0], offset)
+        self.subst[op.results[0]] = y
+
+    def dim_info_start(self, d: int, axes: list[AxisRef]) -> int:
+        n = 1
+        for a in axes:
+            n *= a.full_size(self.mesh) if a.size is None else a.size
+        return index_over(self.mesh, self.rank, axes) * ceil_div(d, n)
+
+    def _mask(self, op: Op, i: int, dims: list[int], fill: Value | None) -> None:
+        gt, s = self.orig[self.orig_operands[i]]
+        if not isinstance(gt, TensorType):
+            return
+        for k in dims:
+            d, size, valid = self.dim_info(gt, s, k)
+            if valid >= size:
+                continue
+            t = op.operands[i].type
+            assert isinstance(t, TensorType)
+            if fill is None:
+                fill = self.em.constant(zero_text(t.element_type), TensorType((), t.element_type))
+            x = self.em.slice(op.operands[i], k, 0, valid)
+            op.operands[i] = self.em.pad_high(x, k, size - valid, fill)
+
+    def mask_reduce(self, op: Op) -> None:
+        n = len(op.operands) // 2
+        dims = list(parse_array(op.attributes["dimensions"]))
+        for i in range(n):
+            self._mask(op, i, dims, op.operands[n + i])
+
+    def mask_dot(self, op: Op) -> None:
+        if op.name == "stablehlo.dot":
+            lhs, rhs = [op.operands[0].type.rank - 1], [0]
+        else:
+            text = op.attributes["dot_dimension_numbers"]
+            lm = re.search(r"lhs_contracting_dimensions = \[([^\]]*)\]", text)
+            rm = re.search(r"rhs_contracting_dimensions = \[([^\]]*)\]", text)
+            lhs = [int(x) for x in lm.group(1).split(",") if x.strip()] if lm else []
+            rhs = [int(x) for x in rm.group(1).split(",") if x.strip()] if rm else []
+        self._mask(op, 0, lhs, None)
+        self._mask(op, 1, rhs, None)
+
+    def manual(self, op: Op) -> None:
+        assert op.operand_shardings is not None
+        body = op.regions[0].entry
+        for a, v, s, g in zip(body.args, op.operands, op.operand_shardings, [self.orig[v][0] for v in self.orig_operands]):
+            a.type = self.local_type(g, s)
+            a.sharding = None
+            if a.type != v.type:
+                raise ProgramError(f"{op.where()}: operand of type {v.type} does not fit the body argument {a.type}")
+            self.subst[a] = v
+        self.block(body)
+        ret = body.ops[-1]
+        assert op.parent is not None
+        for inner in list(body.ops[:-1]):
+            body.ops.remove(inner)
+            inner.parent = None
+            insert_before(op, inner)
+        for r, v in zip(op.results, ret.operands):
+            self.subst[r] = self.subst.get(v, v)
+        erase_op(op)
+
+
+def localize(module: Module, rank: int) -> Module:
+    """Rank ``rank``'s program: a copy of the global ``module`` (explicit sdy collectives, no
+    ``sdy.reshard`` left; ``global_step``) on local shapes, with StableHLO collectives whose
+    ``replica_groups`` are device ids and no shardings or meshes left. ``ProgramError`` naming
+    the op for anything the rewrite cannot express."""
+    m = module.copy()
+    mesh_name, mesh = single_mesh(m)
+    ctx = _Local(mesh_name, mesh, rank)
+    # Global types and shardings, recorded before any type changes.
+    ctx.orig = {v: (v.type, ctx.sharding(v)) for v in m.values()}
+    for f in m.funcs:
+        if f.regions[0].blocks:
+            ctx.func(f)
+    for op in list(m.ops):
+        if op.name == "sdy.mesh":
+            m.ops.remove(op)
+    return m
