@@ -271,6 +271,24 @@ def demo_propagation(console: Console) -> None:
     console.print(explain(module, "result3"))
 
 
+def demo_partition(console: Console) -> None:
+    """The bundled training step, propagated, partitioned for its 8 devices, every rank run in
+    the in-process SPMD simulator, and the result compared with the unpartitioned program."""
+    import tempfile
+    from importlib.resources import files
+
+    console.rule("partition and simulate: 8 devices")
+    path = files("shardwise.examples").joinpath("transformer_step.mlir")
+    with tempfile.TemporaryDirectory(prefix="shardwise-demo-") as tmp:
+        outdir = str(Path(tmp) / "partition")
+        try:
+            partition_file(console, str(path), outdir, None)
+        except ImportError as e:
+            console.print(Text(f"skipped: {e}", style="yellow"))
+            return
+        run_check(console, outdir, seed=0)
+
+
 def partition_file(console: Console, path: str, outdir: str, mesh: str | None) -> None:
     """``shardwise partition``: partitions the module in ``path`` into ``outdir`` and prints
     its collectives (bytes per device from the planner's cost model)."""
@@ -357,6 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             demo(console)
             demo_program(console)
             demo_propagation(console)
+            demo_partition(console)
         elif args.command == "propagate":
             propagate_file(
                 console, args.input, args.output, pipeline=args.pipeline, conservative=args.conservative, explain=args.explain, as_json=args.json
