@@ -13,12 +13,12 @@ replicated before and back after it, the fallback the issue's "Partitioner" sect
 
 from __future__ import annotations
 
-from shardwise.execute.attrs import parse_array, parse_int
+from shardwise.execute.attrs import parse_array, parse_conv_dims, parse_int
 from shardwise.execute.regions import body_kind
 from shardwise.ir.core import Op
 from shardwise.ir.types import TensorType
 
-__all__ = ["LOCAL_OPS", "replicated_dims"]
+__all__ = ["LOCAL_OPS", "contracted_dims", "replicated_dims"]
 
 _ELEMENTWISE = {
     "abs", "add", "and", "atan2", "bitcast_convert", "cbrt", "ceil", "clamp", "compare", "complex", "convert",
@@ -63,8 +63,8 @@ def _same_dims(op: Op, dims: set[int], operands: int = 1) -> tuple[list[set[int]
 def replicated_dims(op: Op) -> tuple[list[set[int]], list[set[int]]] | None:
     """Per operand and per result, the dimensions that must not be sharded for the local
     rewrite of ``op`` to be exact, or ``None`` when any sharding its rule allows is fine.
-    Ops not known here (custom calls, gather, scatter, convolution, sort's dimension, ...)
-    need everything replicated."""
+    Ops not known here (custom calls, gather, scatter, grouped convolutions, ...) need
+    everything replicated."""
     name = op.name
     if name in LOCAL_OPS:
         return None
@@ -107,7 +107,30 @@ def replicated_dims(op: Op) -> tuple[list[set[int]], list[set[int]]] | None:
         padded = _padding_rows(op.attributes.get("padding"), rank)
         dims = {i for i in range(rank) if (window[i], strides[i], base[i], wdil[i], padded[i]) != (1, 1, 1, 1, False)}
         return [dims, set()], [dims]
+    if name == "stablehlo.convolution" and len(op.operands) == 2:
+        groups = (parse_int(op.attributes.get(k, "1")) for k in ("feature_group_count", "batch_group_count"))
+        if all(g == 1 for g in groups):
+            # Batch and output-feature dimensions are computed on local blocks as they are;
+            # windows (spatial dims) stay whole. The contracted input feature is listed too:
+            # the partitioner lets it stay sharded (a partial sum, all-reduced after the op as
+            # the rule's reduction factor) unless its shards are padded (``CONTRACTED``).
+            d = parse_conv_dims(op.attributes["dimension_numbers"])
+            return (
+                [{*d.lhs_spatial, d.lhs_feature}, {*d.rhs_spatial, d.rhs_in}],
+                [set(d.out_spatial)],
+            )
     return _all(op)
+
+
+def contracted_dims(op: Op) -> tuple[int, int] | None:
+    """For an ungrouped convolution, its contracted (input feature) dimension of the input and
+    of the kernel, which may stay sharded when not padded; else ``None``."""
+    if op.name != "stablehlo.convolution" or len(op.operands) != 2:
+        return None
+    if any(parse_int(op.attributes.get(k, "1")) != 1 for k in ("feature_group_count", "batch_group_count")):
+        return None
+    d = parse_conv_dims(op.attributes["dimension_numbers"])
+    return d.lhs_feature, d.rhs_in
 
 
 def _padding_rows(text: str | None, rank: int) -> list[bool]:

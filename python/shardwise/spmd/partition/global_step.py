@@ -25,7 +25,7 @@ from shardwise.ir.types import TensorType
 from shardwise.mesh import Mesh
 from shardwise.passes._sdy import get_sharding, with_parts
 from shardwise.sharding import AxisRef, DimSharding, TensorSharding
-from shardwise.spmd.partition.coverage import replicated_dims
+from shardwise.spmd.partition.coverage import contracted_dims, replicated_dims
 from shardwise.spmd.partition.groups import ceil_div
 from shardwise.spmd.redistribute import CostModel, plan_reshard
 
@@ -109,7 +109,15 @@ def _needs(mesh: Mesh, op: Op, uses: Uses) -> tuple[list[set[int]], list[set[int
         text = op.attributes.get("value", "")
         splat = text.startswith("dense<") and not text.startswith("dense<[") and not text.startswith('dense<"0x')
         return None if splat else ([], [set(range(op.results[0].type.rank))])
-    return replicated_dims(op)
+    need = replicated_dims(op)
+    contracted = contracted_dims(op)
+    if need is not None and contracted is not None:
+        lhs, rhs = op.operands
+        if not _padded(mesh, lhs, get_sharding(lhs, uses)) and not _padded(mesh, rhs, get_sharding(rhs, uses)):
+            operand_dims, result_dims = need
+            operand_dims = [operand_dims[0] - {contracted[0]}, operand_dims[1] - {contracted[1]}]
+            return operand_dims, result_dims
+    return need
 
 
 def replicate_unsupported(module: Module, func: Func) -> int:
