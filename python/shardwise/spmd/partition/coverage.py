@@ -13,7 +13,7 @@ replicated before and back after it, the fallback the issue's "Partitioner" sect
 
 from __future__ import annotations
 
-from shardwise.execute.attrs import parse_array, parse_conv_dims, parse_int
+from shardwise.execute.attrs import parse_array, parse_conv_dims, parse_int, parse_struct
 from shardwise.execute.regions import body_kind
 from shardwise.ir.core import Op
 from shardwise.ir.types import TensorType
@@ -63,8 +63,8 @@ def _same_dims(op: Op, dims: set[int], operands: int = 1) -> tuple[list[set[int]
 def replicated_dims(op: Op) -> tuple[list[set[int]], list[set[int]]] | None:
     """Per operand and per result, the dimensions that must not be sharded for the local
     rewrite of ``op`` to be exact, or ``None`` when any sharding its rule allows is fine.
-    Ops not known here (custom calls, gather, scatter, grouped convolutions, ...) need
-    everything replicated."""
+    Ops not known here (custom calls, scatter, grouped convolutions, ...) need everything
+    replicated."""
     name = op.name
     if name in LOCAL_OPS:
         return None
@@ -107,6 +107,18 @@ def replicated_dims(op: Op) -> tuple[list[set[int]], list[set[int]]] | None:
         padded = _padding_rows(op.attributes.get("padding"), rank)
         dims = {i for i in range(rank) if (window[i], strides[i], base[i], wdil[i], padded[i]) != (1, 1, 1, 1, False)}
         return [dims, set()], [dims]
+    if name == "stablehlo.gather" and len(op.operands) == 2:
+        # Batch dimensions (the operand's batching dims, the indices' dims but the index
+        # vector, the result's non-offset dims) are computed on local blocks; the gathered
+        # operand dimensions, the index vector and the result's offset dims stay whole.
+        dn = parse_struct(op.attributes["dimension_numbers"], "gather")
+        rank = _rank(op.operands[0])
+        batching = set(dn.get("operand_batching_dims", []))
+        ivd = dn.get("index_vector_dim", _rank(op.operands[1]))
+        return (
+            [set(range(rank)) - batching, {ivd} if ivd < _rank(op.operands[1]) else set()],
+            [set(dn.get("offset_dims", []))],
+        )
     if name == "stablehlo.convolution" and len(op.operands) == 2:
         groups = (parse_int(op.attributes.get(k, "1")) for k in ("feature_group_count", "batch_group_count"))
         if all(g == 1 for g in groups):
