@@ -16,6 +16,7 @@ Shardy's explicit collectives (``partitioned.mlir``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from shardwise.errors import ProgramError
@@ -27,7 +28,7 @@ from shardwise.passes._sdy import get_sharding, with_parts
 from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 from shardwise.spmd.partition.coverage import contracted_dims, replicated_dims
 from shardwise.spmd.partition.groups import ceil_div
-from shardwise.spmd.redistribute import CostModel, plan_reshard
+from shardwise.spmd.redistribute import CostModel, dtype_bytes, plan_reshard
 
 __all__ = ["Collective", "lower_to_collectives", "single_mesh"]
 
@@ -200,7 +201,7 @@ def _attrs(step_kind: str, dim_axes: tuple[tuple[AxisRef, ...], ...], axes: tupl
     return out
 
 
-def _lower_reshard(op: Op, uses: Uses, mesh_name: str, mesh: Mesh, model: CostModel, out: list[Collective]) -> None:
+def _lower_reshard(op: Op, uses: Uses, mesh_name: str, mesh: Mesh, model: CostModel, out: dict[int, Collective]) -> None:
     v = op.operands[0]
     tgt = op.results[0].sharding
     t = v.type
@@ -214,7 +215,7 @@ def _lower_reshard(op: Op, uses: Uses, mesh_name: str, mesh: Mesh, model: CostMo
         new = _step_op(step.kind, current, step.out.bind(mesh, mesh_name=mesh_name) if step.out.mesh is None else step.out, attrs, op.location)
         insert_before(op, new)
         uses.add(new)
-        out.append(Collective(f"sdy.{step.kind}", op.where(), t.shape, t.element_type, step.bytes, step.text))
+        out[id(new)] = Collective(f"sdy.{step.kind}", op.where(), t.shape, t.element_type, step.bytes, step.text)
         current = new.results[0]
     uses.replace_all_uses(op.results[0], current)
     erase_op(op, uses)
@@ -222,7 +223,6 @@ def _lower_reshard(op: Op, uses: Uses, mesh_name: str, mesh: Mesh, model: CostMo
 
 def _all_reduce_bytes(op: Op, mesh: Mesh, model: CostModel) -> float:
     """Bytes per device of an ``sdy.all_reduce`` inserted by the explicit-reshards pass."""
-    from shardwise.spmd.redistribute import dtype_bytes
 
     t = op.operands[0].type
     s = op.results[0].sharding
@@ -252,19 +252,45 @@ def _count(mesh: Mesh, axes: tuple[AxisRef, ...]) -> int:
 
 def lower_to_collectives(module: Module, func: Func, model: CostModel | None = None) -> list[Collective]:
     """Step 3 on ``func``: lowers every ``sdy.reshard`` / ``sdy.sharding_constraint`` into
-    Shardy's collectives (a reshard between equal shardings disappears). Returns every
-    collective of the function, in program order of lowering, with its bytes per device."""
+    Shardy's collectives (a reshard between equal shardings disappears), then runs Shardy's
+    collective canonicalisation (``canonicalize{enable-patterns={sdy-collective}}``: an
+    ``all_reduce`` followed by an ``all_slice`` of the reduced axes becomes one
+    ``reduce_scatter``, half the bytes). Returns every collective of the function in program
+    order, with its bytes per device."""
+    from shardwise.passes import run_pipeline
+
     mesh_name, mesh = single_mesh(module)
     model = CostModel() if model is None else model
     uses = Uses(func)
-    out: list[Collective] = []
+    planned: dict[int, Collective] = {}
     for op in list(func.walk_nested()):
         if op.name in _LOWERED and op.parent is not None:
-            _lower_reshard(op, uses, mesh_name, mesh, model, out)
-        elif op.name == "sdy.all_reduce":
-            t = op.operands[0].type
-            assert isinstance(t, TensorType)
-            out.append(Collective("sdy.all_reduce", op.where(), t.shape, t.element_type, _all_reduce_bytes(op, mesh, model), _all_reduce_text(op)))
+            _lower_reshard(op, uses, mesh_name, mesh, model, planned)
         elif op.name in ("sdy.sharded_to_unreduced", "sdy.replicated_to_unreduced"):
             raise ProgramError(f"{op.where()}: unreduced shardings are not supported by the partitioner yet")
+    run_pipeline(module, "builtin.module(canonicalize{enable-patterns={sdy-collective}})")
+    uses = Uses(func)
+    out: list[Collective] = []
+    for op in func.walk_nested():
+        if id(op) in planned and op.parent is not None:
+            out.append(planned[id(op)])
+            continue
+        t = op.operands[0].type if op.operands else None
+        if not isinstance(t, TensorType):
+            continue
+        if op.name == "sdy.all_reduce":
+            out.append(Collective("sdy.all_reduce", op.where(), t.shape, t.element_type, _all_reduce_bytes(op, mesh, model), _all_reduce_text(op)))
+        elif op.name in ("sdy.reduce_scatter", "sdy.all_slice"):
+            key = "reduce_scatter_axes" if op.name == "sdy.reduce_scatter" else "slicing_axes"
+            per_dim = [[AxisRef.parse(a.strip()) for a in d.split(",") if a.strip()] for d in re.findall(r"\{([^}]*)\}", op.attributes[key])]
+            src = _source_sharding(op.operands[0], uses, mesh_name, mesh)
+            local = 1
+            for d, dim in zip(t.shape, src.dims):
+                local *= ceil_div(d, _count(mesh, dim.axes))
+            n_bytes = 0.0
+            if op.name == "sdy.reduce_scatter":
+                n_bytes = model.cost("reduce_scatter", mesh, [a for d in per_dim for a in d], local * dtype_bytes(t.element_type))[0]
+            out_s = op.results[0].sharding
+            text = f"{op.name} {op.attributes[key].removeprefix('#sdy<list_of_axis_ref_lists').removesuffix('>')}" + ("" if out_s is None else f" out_sharding={out_s.body()}")
+            out.append(Collective(op.name, op.where(), t.shape, t.element_type, n_bytes, text))
     return out
