@@ -107,6 +107,16 @@ def replicated_dims(op: Op) -> tuple[list[set[int]], list[set[int]]] | None:
         padded = _padding_rows(op.attributes.get("padding"), rank)
         dims = {i for i in range(rank) if (window[i], strides[i], base[i], wdil[i], padded[i]) != (1, 1, 1, 1, False)}
         return [dims, set()], [dims]
+    if name == "stablehlo.select_and_scatter" and len(op.operands) == 3:
+        # Dimensions without a window (size 1, stride 1, no padding) are batch dimensions of
+        # the operand, the source and the result alike.
+        rank = _rank(op.operands[0])
+        ones = (1,) * rank
+        window = parse_array(op.attributes["window_dimensions"]) if "window_dimensions" in op.attributes else ones
+        strides = parse_array(op.attributes["window_strides"]) if "window_strides" in op.attributes else ones
+        padded = _padding_rows(op.attributes.get("padding"), rank)
+        dims = {i for i in range(rank) if (window[i], strides[i], padded[i]) != (1, 1, False)}
+        return [dims, dims, set()], [dims]
     if name == "stablehlo.gather" and len(op.operands) == 2:
         # Batch dimensions (the operand's batching dims, the indices' dims but the index
         # vector, the result's non-offset dims) are computed on local blocks; the gathered
