@@ -13,7 +13,7 @@ use shardwise::propagation::transforms::{
 };
 use shardwise::propagation::debug::{origins_dict_text, propagation_edges_text, shardy_axis_order, AxisMap};
 use shardwise::propagation::{
-    propagate, DebugOptions, Origin, OriginKind, Pass, PassOptions, ProgramFacts, PropagationDirection as Dir,
+    propagate, propagate_candidates, Candidate, DebugOptions, Origin, OriginKind, Pass, PassOptions, ProgramFacts, PropagationDirection as Dir,
     PropagationEdge, ShardingDebug, SolverInput, SolverOutput, StrategyKind,
 };
 use shardwise::AxisRef;
@@ -117,12 +117,17 @@ impl Builder {
         self.shardings[v as usize] = Some(sharding(text));
     }
 
-    fn run(self, meshes: &[(&str, &str)], options: PassOptions) -> (Graph, SolverOutput) {
+    fn build(self, meshes: &[(&str, &str)]) -> (Graph, SolverInput) {
         let graph = Graph::new(self.g).unwrap();
         let meshes: HashMap<String, Mesh> =
             meshes.iter().map(|(n, m)| (n.to_string(), parse_mesh(m).unwrap())).collect();
         let input =
             SolverInput { meshes, value_shardings: self.shardings, func_results: self.func_results, facts: self.facts, debug: self.debug };
+        (graph, input)
+    }
+
+    fn run(self, meshes: &[(&str, &str)], options: PassOptions) -> (Graph, SolverOutput) {
+        let (graph, input) = self.build(meshes);
         let out = propagate(&graph, input, &options).unwrap();
         (graph, out)
     }
@@ -655,4 +660,60 @@ fn debug_attribute_text() {
     axes.sort_by(shardy_axis_order);
     assert_eq!(axes, vec![AxisRef::full("a"), AxisRef::sub("c", 1, 2), AxisRef::full("c"), AxisRef::sub("c", 2, 2)]);
     assert_eq!(propagation_edges_text(&[]), None);
+}
+
+// ------------------------------------------------------------------ many candidates
+
+/// `propagate_candidates` gives, for each candidate, what `propagate` gives on the input with
+/// that candidate's overrides, on one thread or several; a bad index is an error, not a panic.
+#[test]
+fn candidates_equal_single_propagations_on_any_number_of_threads() {
+    let mut b = Builder::new();
+    let (f, args) = b.func(&[&[8, 8], &[8, 8]]);
+    let (_, add) = b.op("stablehlo.add", Some(f), &[args[0], args[1]], &[&[8, 8]], Some(POINTWISE_8X8));
+    let (_, abs) = b.op("stablehlo.abs", Some(f), &[add[0]], &[&[8, 8]], Some(UNARY_8X8));
+    b.ret(f, &[abs[0]], vec![None]);
+    let (graph, base) = b.build(&[MESH_AB]);
+    let options = pass(Pass::UserPriority);
+    let candidates: Vec<Candidate> = [
+        (Some(r#"<@mesh, [{"a"}, {"b"}]>"#), None),
+        (Some(r#"<@mesh, [{"b"}, {}]>"#), Some(r#"<@mesh, [{}, {"a"}]>"#)),
+        (None, Some(r#"<@mesh, [{"a", "b"}, {}]>"#)),
+        (Some(r#"<@mesh, [{"a"}p1, {}]>"#), Some(r#"<@mesh, [{"b"}p0, {}]>"#)),
+    ]
+    .into_iter()
+    .map(|(arg, result)| Candidate {
+        values: vec![(args[0], arg.map(sharding))],
+        func_results: result.map(|r| vec![(f, 0, Some(sharding(r)))]).unwrap_or_default(),
+    })
+    .collect();
+    let expected: Vec<Vec<Option<String>>> = candidates
+        .iter()
+        .map(|c| {
+            let mut input = base.clone();
+            input.value_shardings[args[0] as usize] = c.values[0].1.clone();
+            for (_, k, s) in &c.func_results {
+                input.func_results[0].1[*k] = s.clone();
+            }
+            let out = propagate(&graph, input, &options).unwrap();
+            let mut texts: Vec<Option<String>> = out.value_shardings.iter().map(|s| s.as_ref().map(print_sharding)).collect();
+            texts.push(out.func_results[0].1[0].as_ref().map(print_sharding));
+            texts
+        })
+        .collect();
+    for threads in [1, 3] {
+        let outs = propagate_candidates(&graph, &base, &options, &candidates, threads);
+        assert_eq!(outs.len(), candidates.len());
+        for (out, want) in outs.into_iter().zip(&expected) {
+            let out = out.unwrap();
+            let mut texts: Vec<Option<String>> = out.value_shardings.iter().map(|s| s.as_ref().map(print_sharding)).collect();
+            texts.push(out.func_results[0].1[0].as_ref().map(print_sharding));
+            assert_eq!(&texts, want, "{threads} threads");
+        }
+    }
+    assert_ne!(expected[0], expected[1], "the candidates lead to different results");
+    let bad = Candidate { values: vec![(999, None)], func_results: vec![] };
+    let outs = propagate_candidates(&graph, &base, &options, &[bad], 2);
+    assert!(matches!(outs[0].as_ref().unwrap_err().kind, ErrorKind::Invariant { rule: "candidate-value" }));
+    assert!(propagate_candidates(&graph, &base, &options, &[], 4).is_empty());
 }
