@@ -16,6 +16,19 @@ def _t(x: object) -> Text:
     return Text("" if x is None else str(x))
 
 
+def _short_op(name: object) -> object:
+    """``stablehlo.dot_general`` -> ``dot_general`` (other dialects keep their prefix)."""
+    return name.removeprefix("stablehlo.") if isinstance(name, str) else name
+
+
+def _short_loc(loc: object) -> object:
+    """``loc("f.py":97:11)`` -> ``"f.py":97:11`` (``-`` for stdin dropped)."""
+    if not isinstance(loc, str):
+        return loc
+    inner = loc.removeprefix("loc(").removesuffix(")")
+    return inner.removeprefix('"-":')
+
+
 def render(e: Explanation) -> RenderableType:
     """The tables of ``e``."""
     summary = Table(title=Text(f"why {e.value} is sharded {e.sharding or '(no sharding)'}"), show_header=True)
@@ -33,14 +46,18 @@ def render(e: Explanation) -> RenderableType:
     for a in e.axes:
         if not a.chain:
             continue
-        t = Table(title=Text(f"axis {a.axis}: path from {a.origin.name if a.origin else 'unknown origin'}"))
-        for col in ("step", "op", "location", "factor", "from", "to", "axis", "layer"):
-            t.add_column(col)
+        layers = {str(c.layer) for c in a.chain}
+        one_layer = len(layers) == 1
+        title = f"axis {a.axis}: path from {a.origin.name if a.origin else 'unknown origin'}"
+        t = Table(title=Text(title + (f" (all in {layers.pop()})" if one_layer else "")))
+        for col in ("step", "op", "location", "factor", "from", "to", *(() if one_layer else ("layer",))):
+            t.add_column(col, overflow="fold")
         for c in a.chain:
-            t.add_row(
-                _t(c.step), _t(c.op), _t(c.location), _t(c.factor_name),
-                _t(f"{c.source} {c.source_value or ''}".strip()), _t(f"{c.target} {c.target_value or ''}".strip()), _t(c.axis), _t(c.layer),
-            )
+            row = [
+                _t(c.step), _t(_short_op(c.op)), _t(_short_loc(c.location)), _t(c.factor_name),
+                _t(f"{c.source} {c.source_value or ''}".strip()), _t(f"{c.target} {c.target_value or ''}".strip()),
+            ]
+            t.add_row(*row, *(() if one_layer else (_t(c.layer),)))
         parts.append(t)
     if e.dropped:
         t = Table(title=Text(f"axes {e.value} did not take"))
