@@ -736,21 +736,23 @@ impl<'g> Solver<'g> {
     /// unless it is the empty mesh, which any other replaces; `None` when two non-empty meshes
     /// differ or no sharding is given. Errors when a sharding names an unknown mesh.
     fn common_mesh(&self, shardings: &[&Option<TensorSharding>]) -> Result<Option<(MeshRef, Mesh)>> {
-        let mut chosen: Option<(MeshRef, Mesh)> = None;
+        // The first non-empty mesh is kept by reference (shardings naming the same mesh resolve
+        // to the same entry, so most comparisons are pointer comparisons) and cloned once.
+        let mut chosen: Option<(&MeshRef, &Mesh)> = None;
         for s in shardings.iter().filter_map(|s| s.as_ref()) {
             let m = s.resolve_mesh(&self.meshes)?;
-            match &chosen {
-                None => chosen = Some((s.mesh.clone(), m.clone())),
-                Some((_, cm)) if cm.is_empty() => chosen = Some((s.mesh.clone(), m.clone())),
+            match chosen {
+                None => chosen = Some((&s.mesh, m)),
+                Some((_, cm)) if cm.is_empty() => chosen = Some((&s.mesh, m)),
                 Some(_) if m.is_empty() => {}
                 Some((_, cm)) => {
-                    if cm != m {
+                    if !std::ptr::eq(cm, m) && cm != m {
                         return Ok(None);
                     }
                 }
             }
         }
-        Ok(chosen)
+        Ok(chosen.map(|(r, m)| (r.clone(), m.clone())))
     }
 
     /// Shardy `propagateTensorShardings`: projects the shardings of `operands` and `results`
