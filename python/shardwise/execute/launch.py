@@ -250,8 +250,9 @@ def launch(
     ``backend``: ``"mpi"`` (``MpiCommunicator``, numpy) or ``"nccl"`` (``NcclCommunicator``,
     CuPy on GPUs). ``check``: rank 0 compares every result with the unpartitioned program
     (criterion of ``check_partition``). ``seed``: the random global inputs' seed.
-    ``timeout``: seconds before the job is killed. ``reductions``: the MPI backend's reduction
-    order (``MpiCommunicator``). ``repeat``: runs of the program on each rank (the first pays
+    ``timeout``: seconds before the job is killed. ``reductions``: ``"ordered"`` (the simulator's
+    fold in group order: results bit-equal to ``shardwise run``) or ``"native"`` (MPI's or
+    NCCL's own reduction operations; see ``MpiCommunicator`` and ``NcclCommunicator``). ``repeat``: runs of the program on each rank (the first pays
     one-time costs such as sub-communicator creation); ``seconds`` keeps each rank's fastest
     and ``collectives`` the last run's. ``keep_outputs``: also return every rank's results.
 
@@ -267,8 +268,8 @@ def launch(
         raise ShardwiseError(f"launch -n {n!r}: the partition in {outdir} has {ranks} ranks (mesh {mesh.get('text', '?') if isinstance(mesh, dict) else mesh}); pass -n {ranks}")
     if backend not in BACKENDS:
         raise ShardwiseError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
-    if reductions not in ("ordered", "mpi"):
-        raise ShardwiseError(f"reductions must be 'ordered' or 'mpi', got {reductions!r}")
+    if reductions not in ("ordered", "native"):
+        raise ShardwiseError(f"reductions must be 'ordered' or 'native', got {reductions!r}")
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise ShardwiseError(f"repeat must be a positive int, got {repeat!r}")
     with tempfile.TemporaryDirectory(prefix="shardwise-launch-") as tmp:
@@ -333,13 +334,13 @@ def _rank_run(args: argparse.Namespace, mpi: Any) -> None:
     if args.backend == "nccl":
         from shardwise.execute.nccl import NcclCommunicator, cupy_namespace
 
-        comm = NcclCommunicator(world)
+        comm = NcclCommunicator(world, reductions="nccl" if args.reductions == "native" else "ordered")
         xp = cupy_namespace()
         local = [xp.asarray(x) for x in local]
     else:
         from shardwise.execute.mpi import MpiCommunicator
 
-        comm = MpiCommunicator(world, reductions=args.reductions)
+        comm = MpiCommunicator(world, reductions="mpi" if args.reductions == "native" else "ordered")
     seconds = float("inf")
     for _ in range(args.repeat):
         comm.records.clear()
@@ -373,7 +374,7 @@ def rank_main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--summary", help="where rank 0 writes the JSON summary")
-    parser.add_argument("--reductions", choices=("ordered", "mpi"), default="ordered")
+    parser.add_argument("--reductions", choices=("ordered", "native"), default="ordered")
     parser.add_argument("--repeat", type=int, default=1, help="runs of the program; the fastest is reported")
     parser.add_argument("--outputs", action="store_true", help="rank 0 also pickles every rank's results beside the summary")
     args = parser.parse_args(argv)
