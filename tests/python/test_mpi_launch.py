@@ -139,3 +139,12 @@ def test_raising_rank_in_a_plain_job(tmp_path: Path) -> None:
         run_job(2, ["-c", code], timeout=60)
     assert not isinstance(info.value, LaunchTimeout)
     assert not _leftovers(marker)
+
+
+def test_ranks_refuse_a_job_of_the_wrong_size(tmp_path: Path) -> None:
+    """mpiexec started by hand with the wrong -n: every rank reports the mismatch."""
+    partition(_mlp({"x": 2, "y": 2}), tmp_path / "p")
+    with pytest.raises(LaunchError, match=r"has 4 ranks but the MPI job has 2; run with -n 4") as info:
+        run_job(2, ["-m", "shardwise.execute.launch", str(tmp_path / "p")], timeout=60)
+    assert info.value.rank in (0, 1)
+    assert not _leftovers(str(tmp_path))

@@ -112,7 +112,9 @@ def _job_pids(job_id: str) -> list[int]:
     environment: mpiexec, its proxies and the ranks (hydra starts proxies and ranks in sessions
     of their own, so the process group of mpiexec does not hold them)."""
     needle = f"{_JOB_ENV}={job_id}".encode() + b"\0"
-    pids = []
+    pids: list[int] = []
+    if not Path("/proc").is_dir():  # pragma: no cover - not Linux: only mpiexec's group is killed
+        return pids
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
@@ -315,14 +317,15 @@ def _rank_run(args: argparse.Namespace, mpi: Any) -> None:
 
     from shardwise.execute.inputs import random_inputs
     from shardwise.execute.interpreter import run
-    from shardwise.spmd.load import load_global, load_partition, unpartitioned
+    from shardwise.spmd.load import load_global, load_meta, load_partition, unpartitioned
     from shardwise.spmd.partition.check import compare_outputs, shard_inputs
 
     world = mpi.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
+    expected = load_meta(args.outdir)["num_ranks"]
+    if size != expected:
+        raise ShardwiseError(f"{args.outdir} has {expected} ranks but the MPI job has {size}; run with -n {expected}")
     module, meta = load_partition(args.outdir, rank)
-    if size != meta["num_ranks"]:
-        raise ShardwiseError(f"{args.outdir} has {meta['num_ranks']} ranks but the MPI job has {size}; run with -n {meta['num_ranks']}")
     func = meta.get("func", "main")
     g = load_global(args.outdir)
     inputs = [np.asarray(x) for x in random_inputs(g.func(func), args.seed)]
