@@ -9,7 +9,9 @@ sharding (device grid and the same layout in other frameworks' formats);
 propagation pipeline (``shardwise.api.propagate``) and writes the sharded module;
 ``shardwise partition IN.mlir -o OUTDIR [--mesh x=2,y=4]`` writes the SPMD-partitioned program
 (``partitioned.mlir``, ``rank{r}.mlir``, ``meta.json``); ``shardwise run OUTDIR --check
-[--seed S]`` simulates every rank and compares with the unpartitioned program.
+[--seed S]`` simulates every rank and compares with the unpartitioned program;
+``shardwise launch -n N OUTDIR [--backend mpi|nccl] [--check] [--timeout S]`` runs the ranks
+as MPI processes (``mpiexec``) and compares likewise.
 Errors in the input end the command with exit status 2 and a one-line message.
 """
 
@@ -305,18 +307,44 @@ def partition_file(console: Console, path: str, outdir: str, mesh: str | None) -
     console.print(f"wrote {outdir}: partitioned.mlir, rank0..{part.mesh.size - 1}.mlir, meta.json; {part.bytes_per_device:.0f} bytes per device", highlight=False)
 
 
+def check_table(title: str, outputs: Sequence[Any]) -> Table:
+    """The per-result table of a partition check (``OutputCheck`` rows)."""
+    table = Table(title=title, header_style="bold")
+    for col in ("result", "shape", "dtype", "max abs err", "max rel err", "tolerance", "status"):
+        table.add_column(col)
+    for o in outputs:
+        table.add_row(str(o.index), str(list(o.shape)), o.dtype, f"{o.max_abs:.3g}", f"{o.max_rel:.3g}", "exact" if o.rtol == 0 else f"{o.rtol:g}", Text("pass", "green") if o.passed else Text("FAIL", "bold red"))
+    return table
+
+
+def launch_outdir(console: Console, outdir: str, n: int, *, backend: str, check: bool, seed: int, timeout: float | None) -> bool:
+    """``shardwise launch -n N OUTDIR``: runs the partition on ``n`` MPI ranks
+    (``shardwise.execute.launch.launch``), prints the check table (with ``check``) and each
+    rank's run time; returns whether the check passed (``True`` without one)."""
+    from shardwise.execute.launch import launch
+
+    res = launch(outdir, n, backend=backend, check=check, seed=seed, timeout=timeout)
+    if res.checks is not None:
+        console.print(check_table(f"{outdir}: {n} {backend.upper()} ranks vs the unpartitioned program (seed {seed})", res.checks))
+    sent = max((res.bytes_sent(r) for r in range(n)), default=0)
+    console.print(
+        f"{n} ranks ({backend}): run time max {max(res.seconds, default=0.0) * 1000:.1f} ms (between barriers), job {res.wall_seconds:.2f} s; "
+        f"{len(res.collectives[0]) if res.collectives else 0} collectives on rank 0; bytes sent per device: max {sent}",
+        highlight=False,
+    )
+    if res.checks is None:
+        return True
+    console.print(Text("PASS", "bold green") if res.passed else Text("FAIL", "bold red"))
+    return res.passed
+
+
 def run_check(console: Console, outdir: str, seed: int) -> bool:
     """``shardwise run OUTDIR --check``: simulates every rank on random inputs and prints the
     comparison with the unpartitioned program; returns whether every result passed."""
     from shardwise.spmd.load import check_outdir
 
     res = check_outdir(outdir, seed=seed)
-    table = Table(title=f"{outdir}: simulated ranks vs the unpartitioned program (seed {seed})", header_style="bold")
-    for col in ("result", "shape", "dtype", "max abs err", "max rel err", "tolerance", "status"):
-        table.add_column(col)
-    for o in res.outputs:
-        table.add_row(str(o.index), str(list(o.shape)), o.dtype, f"{o.max_abs:.3g}", f"{o.max_rel:.3g}", "exact" if o.rtol == 0 else f"{o.rtol:g}", Text("pass", "green") if o.passed else Text("FAIL", "bold red"))
-    console.print(table)
+    console.print(check_table(f"{outdir}: simulated ranks vs the unpartitioned program (seed {seed})", res.outputs))
     coll = Table(title="collectives on rank 0 (simulated)", header_style="bold")
     for col in ("kind", "group", "local shape", "bytes sent", "bytes received"):
         coll.add_column(col)
@@ -368,6 +396,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ru.add_argument("outdir", help="a directory written by `shardwise partition`")
     ru.add_argument("--check", action="store_true", required=True, help="compare with the unpartitioned program")
     ru.add_argument("--seed", type=int, default=0, help="seed of the random global inputs (default 0)")
+    la = sub.add_parser("launch", help="run a partition directory on MPI ranks (mpiexec; pip install 'shardwise[mpi]')")
+    la.add_argument("outdir", help="a directory written by `shardwise partition`")
+    la.add_argument("-n", type=int, required=True, help="number of ranks: the partition's device count")
+    la.add_argument("--backend", choices=("mpi", "nccl"), default="mpi", help="mpi: numpy on CPU ranks; nccl: CuPy + NCCL, one GPU per rank (default: mpi)")
+    la.add_argument("--check", action="store_true", help="rank 0 compares every result with the unpartitioned program")
+    la.add_argument("--seed", type=int, default=0, help="seed of the random global inputs (default 0)")
+    la.add_argument("--timeout", type=float, default=600.0, help="seconds before the whole job is killed (default 600)")
     args = parser.parse_args(argv)
     console = Console()
     try:
@@ -384,6 +419,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             partition_file(console, args.input, args.output, args.mesh)
         elif args.command == "run":
             return 0 if run_check(console, args.outdir, args.seed) else 1
+        elif args.command == "launch":
+            return 0 if launch_outdir(console, args.outdir, args.n, backend=args.backend, check=args.check, seed=args.seed, timeout=args.timeout) else 1
         elif args.command == "rules":
             rules(console, args.input, args.output, conservative=args.conservative)
         else:

@@ -9,6 +9,7 @@ filled with NaN (floats) so that padding leaking into real data fails the check.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,7 @@ from shardwise.ir.core import Module
 from shardwise.ir.types import TensorType
 from shardwise.sharding import TensorSharding
 
-__all__ = ["CheckResult", "OutputCheck", "check_partition", "shard_inputs"]
+__all__ = ["CheckResult", "OutputCheck", "check_partition", "compare_outputs", "shard_inputs"]
 
 
 @dataclass(frozen=True)
@@ -57,13 +58,14 @@ def _fill(dtype: np.dtype[Any]) -> Any:
     return np.nan if dtype.kind in "fc" else 0
 
 
-def shard_inputs(global_module: Module, inputs: list[Any], num_ranks: int, func: str = "main") -> list[list[Any]]:
-    """Per rank, the padded local block of each global input (by the argument shardings of
-    ``global_module``'s ``func``; padding filled with NaN for floats, 0 otherwise)."""
+def shard_inputs(global_module: Module, inputs: list[Any], num_ranks: int, func: str = "main", *, ranks: Sequence[int] | None = None) -> list[list[Any]]:
+    """Per rank (of ``ranks``, all ``num_ranks`` when ``None``), the padded local block of each
+    global input (by the argument shardings of ``global_module``'s ``func``; padding filled with
+    NaN for floats, 0 otherwise)."""
     f = global_module.func(func)
     meshes = global_module.meshes
     out: list[list[Any]] = []
-    for r in range(num_ranks):
+    for r in range(num_ranks) if ranks is None else ranks:
         row = []
         for a, x in zip(f.args, inputs):
             s = a.sharding
@@ -119,14 +121,22 @@ def check_partition(original: Module, global_module: Module, ranks: list[Module]
     inputs = [np.asarray(x) for x in random_inputs(f, seed)]
     ref = [np.asarray(x) for x in run(original, inputs, func=func)]
     sim = simulate(ranks, shard_inputs(global_module, inputs, len(ranks), func), func=func)
+    checks = compare_outputs(global_module, ref, sim.outputs, func)
+    return CheckResult(checks, list(sim.collectives[0]) if sim.collectives else [], list(sim.peak_bytes), [sim.bytes_sent(r) for r in range(len(ranks))])
+
+
+def compare_outputs(global_module: Module, ref: Sequence[Any], outputs: Sequence[Sequence[Any]], func: str = "main") -> list[OutputCheck]:
+    """Compares ``outputs[r][i]`` (rank ``r``'s local result ``i``, padded) with rank ``r``'s
+    block of the global result ``ref[i]`` (by ``global_module``'s result shardings), for every
+    rank; one ``OutputCheck`` per result (criterion in the module docstring)."""
     g = global_module.func(func)
     meshes = global_module.meshes
     checks = []
-    for i, want in enumerate(ref):
+    for i, want in enumerate(np.asarray(x) for x in ref):
         s: TensorSharding | None = g.result_shardings[i] if i < len(g.result_shardings) else None
         blocks = []
-        for r in range(len(ranks)):
-            got = np.asarray(sim.outputs[r][i])
+        for r in range(len(outputs)):
+            got = np.asarray(outputs[r][i])
             if s is None or want.ndim == 0:
                 blocks.append((got, want))
                 continue
@@ -134,4 +144,4 @@ def check_partition(original: Module, global_module: Module, ranks: list[Module]
             block = want[sl]
             blocks.append((got[tuple(slice(0, n) for n in block.shape)], block))
         checks.append(_compare(i, want, blocks))
-    return CheckResult(checks, list(sim.collectives[0]) if sim.collectives else [], list(sim.peak_bytes), [sim.bytes_sent(r) for r in range(len(ranks))])
+    return checks
