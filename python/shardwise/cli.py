@@ -9,7 +9,10 @@ sharding (device grid and the same layout in other frameworks' formats);
 propagation pipeline (``shardwise.api.propagate``) and writes the sharded module;
 ``shardwise partition IN.mlir -o OUTDIR [--mesh x=2,y=4]`` writes the SPMD-partitioned program
 (``partitioned.mlir``, ``rank{r}.mlir``, ``meta.json``); ``shardwise run OUTDIR --check
-[--seed S]`` simulates every rank and compares with the unpartitioned program.
+[--seed S]`` simulates every rank and compares with the unpartitioned program;
+``shardwise iopddl FILE.json[.gz] --time-limit S [--method auto|ilp|local]`` solves an IOPDDL
+contest instance and prints the strategy list and, last, ``cost: N`` (``cost: inf`` if over the
+usage limit).
 Errors in the input end the command with exit status 2 and a one-line message.
 """
 
@@ -350,6 +353,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ru.add_argument("outdir", help="a directory written by `shardwise partition`")
     ru.add_argument("--check", action="store_true", required=True, help="compare with the unpartitioned program")
     ru.add_argument("--seed", type=int, default=0, help="seed of the random global inputs (default 0)")
+    io = sub.add_parser("iopddl", help="solve an IOPDDL contest instance (ASPLOS 2025) and print its strategies and cost")
+    io.add_argument("input", help="instance .json or .json.gz")
+    io.add_argument("--time-limit", type=float, required=True, help="seconds (wall clock, the whole run)")
+    io.add_argument("--method", choices=["auto", "ilp", "local"], default="auto", help="solver (default auto)")
+    io.add_argument("--seed", type=int, default=0, help="local-search seed (default 0)")
     args = parser.parse_args(argv)
     console = Console()
     try:
@@ -365,6 +373,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             partition_file(console, args.input, args.output, args.mesh)
         elif args.command == "run":
             return 0 if run_check(console, args.outdir, args.seed) else 1
+        elif args.command == "iopddl":
+            from shardwise.search.iopddl import solve_file
+
+            for line in solve_file(args.input, args.time_limit, args.method, seed=args.seed):
+                print(line)
         elif args.command == "rules":
             rules(console, args.input, args.output, conservative=args.conservative)
         else:

@@ -10,7 +10,9 @@
 //! 3. Edge moves: both ends of an edge re-chosen jointly (exact over `k(a) × k(b)` pairs, with a
 //!    conservative memory check), which escapes the optima of single-node moves where two
 //!    neighbours must change together.
-//! 4. Iterated local search (Lourenço, Martin & Stützle, "Iterated Local Search", 2003): a
+//! 4. Tree moves (every other round): a BFS tree of up to 64 nodes re-chosen exactly by min-sum
+//!    dynamic programming with the rest fixed, kept if it fits and is no worse.
+//! 5. Iterated local search (Lourenço, Martin & Stützle, "Iterated Local Search", 2003): a
 //!    random connected ball of nodes gets random feasible strategies, descent repairs it, and the
 //!    result is kept when it is no worse (plateau moves allowed) and, one round in 64, even when
 //!    worse (a random-walk step); otherwise it is undone from a change log. The best assignment
@@ -357,6 +359,105 @@ impl<'g> State<'g> {
         }
     }
 
+    /// Tree move: a BFS tree of up to `size` nodes from `root` is re-chosen exactly by dynamic
+    /// programming over the tree (Felzenszwalb & Huttenlocher-style min-sum message passing),
+    /// the nodes outside it fixed; an edge between two tree nodes that is not a tree edge is
+    /// priced with its far end's current strategy. The result is kept when it fits in memory
+    /// and is no worse (its exact delta is recomputed), else undone. Returns the changed nodes.
+    fn tree_move(&mut self, root: usize, size: usize) -> Vec<usize> {
+        let g = self.g;
+        let mut order = vec![root];
+        let mut parent: Vec<(usize, usize)> = vec![(usize::MAX, usize::MAX)];
+        let mut pos = std::collections::HashMap::new();
+        pos.insert(root, 0usize);
+        let mut i = 0;
+        while i < order.len() && order.len() < size {
+            let u = order[i];
+            for &(e, w, _) in &self.adj[u] {
+                if order.len() >= size {
+                    break;
+                }
+                if pos.contains_key(&w) || w == u || g.k(u) * g.k(w) > (1 << 15) {
+                    continue;
+                }
+                pos.insert(w, order.len());
+                order.push(w);
+                parent.push((i, e));
+            }
+            i += 1;
+        }
+        if order.len() < 2 {
+            return Vec::new();
+        }
+        // unary[i][s]: node cost + edges to fixed nodes + non-tree edges to earlier tree nodes.
+        let mut f: Vec<Vec<i128>> = Vec::with_capacity(order.len());
+        for (i, &u) in order.iter().enumerate() {
+            let k = g.k(u);
+            let mut un: Vec<i128> = (0..k).map(|s| g.node_cost(u, s) as i128).collect();
+            for &(e, w, first) in &self.adj[u] {
+                let inside = pos.get(&w).copied();
+                let tree_edge = parent[i].1 == e || inside.is_some_and(|j| parent[j].1 == e);
+                if tree_edge || inside.is_some_and(|j| j > i) {
+                    continue;
+                }
+                let sw = self.assign[w];
+                for (s, x) in un.iter_mut().enumerate() {
+                    *x += if first { g.edge_entry(e, s, sw) } else { g.edge_entry(e, sw, s) } as i128;
+                }
+            }
+            f.push(un);
+        }
+        // Upward pass: children (later in BFS order) send min-sum messages to their parent.
+        let mut best_child: Vec<Vec<usize>> = vec![Vec::new(); order.len()];
+        for i in (1..order.len()).rev() {
+            let (pi, e) = parent[i];
+            let (u, c) = (order[pi], order[i]);
+            let (ku, kc) = (g.k(u), g.k(c));
+            let u_first = g.edges[e].0 == u;
+            let mut arg = vec![0usize; ku];
+            for (su, slot) in arg.iter_mut().enumerate() {
+                let mut best = (i128::MAX, 0usize);
+                for sc in 0..kc {
+                    let ec = if u_first { g.edge_entry(e, su, sc) } else { g.edge_entry(e, sc, su) } as i128;
+                    let v = f[i][sc] + ec;
+                    if v < best.0 {
+                        best = (v, sc);
+                    }
+                }
+                f[pi][su] += best.0;
+                *slot = best.1;
+            }
+            best_child[i] = arg;
+        }
+        let mut choice = vec![0usize; order.len()];
+        choice[0] = (0..g.k(root)).min_by_key(|&s| f[0][s]).unwrap_or(0);
+        for i in 1..order.len() {
+            choice[i] = best_child[i][choice[parent[i].0]];
+        }
+        let before = self.total;
+        let mark = self.log.len();
+        let mut buf = std::mem::take(&mut self.buf);
+        let mut changed = Vec::new();
+        for (i, &u) in order.iter().enumerate() {
+            if choice[i] != self.assign[u] {
+                self.local_costs(u, None, &mut buf);
+                let delta = buf[choice[i]] - buf[self.assign[u]];
+                self.set(u, choice[i], delta);
+                changed.push(u);
+            }
+        }
+        self.buf = buf;
+        let fits = changed.iter().all(|&u| {
+            let (lo, hi) = self.range[u];
+            lo >= hi || self.tree.max(lo, hi) <= self.limit
+        });
+        if !fits || self.total > before {
+            self.undo_to(mark);
+            return Vec::new();
+        }
+        changed
+    }
+
     /// One perturbation: a random ball of up to `size` nodes, either connected by edges or (every
     /// other round) live at one common time point, so that nodes coupled only through the
     /// memory limit can trade usage; the ball first takes its least-usage strategies, then
@@ -458,8 +559,22 @@ pub fn solve_local(g: &StrategyGraph, options: &LocalOptions) -> Result<LocalRes
     while Instant::now() < deadline && n > 0 && options.max_rounds.is_none_or(|m| rounds < m) {
         rounds += 1;
         let before = st.total;
-        let size = 1 + rng.below(if rounds % 2 == 0 { 4 } else { 12 });
-        let ball = st.perturb(&mut rng, size, rounds % 4 == 1);
+        if rounds % 2 == 0 {
+            // A tree move never makes things worse; descent spreads its effect.
+            let root = rng.below(n);
+            let changed = st.tree_move(root, 4 + rng.below(60));
+            if !changed.is_empty() {
+                st.descend(Some(&changed), deadline);
+            }
+            st.log.clear();
+            if st.total < best.0 {
+                improvements += 1;
+                best = (st.total, st.assign.clone());
+            }
+            continue;
+        }
+        let size = 1 + rng.below(if rounds % 4 == 1 { 4 } else { 12 });
+        let ball = st.perturb(&mut rng, size, rounds % 8 == 3);
         st.descend(Some(&ball), deadline);
         // Keep the result when no worse; a worse one is kept now and then (a random walk step,
         // one round in 64) so that the search can leave a basin; the best is remembered.
