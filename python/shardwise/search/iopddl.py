@@ -31,7 +31,7 @@ CONTEST_TIME_LIMITS: dict[str, float] = {
 
 def _field(d: Any, key: str, where: str) -> Any:
     if not isinstance(d, dict) or key not in d:
-        raise SearchError(f"IOPDDL instance: expected key "{where}{key}", got {sorted(d) if isinstance(d, dict) else type(d).__name__}")
+        raise SearchError(f"IOPDDL instance: expected key \"{where}{key}\", got {sorted(d) if isinstance(d, dict) else type(d).__name__}")
     return d[key]
 
 

@@ -14,7 +14,7 @@ from shardwise.search.local import Solution, check_time_limit, solve_local
 
 METHODS = ("auto", "ilp", "local")
 #: Model size (strategies + edge-matrix entries) up to which ``auto`` uses the ILP.
-AUTO_ILP_MAX_TERMS = 200_000
+AUTO_ILP_MAX_TERMS = 500_000
 
 
 def solve(graph: StrategyGraph, time_limit: float = 10.0, method: str = "auto", *, seed: int = 0) -> Solution:
