@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use shardwise::search::{solve_local, LocalOptions, StrategyGraph};
 
+type NodeSpec = (Vec<i64>, Vec<i64>, (i64, i64));
+
 /// Builds a graph from per-node (costs, usages, interval) and per-edge (a, b, matrix).
-fn graph(nodes: &[(Vec<i64>, Vec<i64>, (i64, i64))], edges: &[(usize, usize, Vec<i64>)], limit: Option<i64>) -> StrategyGraph {
+fn graph(nodes: &[NodeSpec], edges: &[(usize, usize, Vec<i64>)], limit: Option<i64>) -> StrategyGraph {
     let mut offsets = vec![0];
     let (mut cost, mut usage, mut intervals) = (vec![], vec![], vec![]);
     for (c, u, iv) in nodes {
@@ -108,7 +110,7 @@ fn random_graph(rng: &mut Lcg, n: usize) -> StrategyGraph {
             let b = a + rng.next(6) as i64;
             ((0..k).map(|_| rng.next(100) as i64).collect(), (0..k).map(|_| rng.next(20) as i64).collect(), (a, b))
         })
-        .collect::<Vec<(Vec<i64>, Vec<i64>, (i64, i64))>>();
+        .collect::<Vec<NodeSpec>>();
     let mut edges = vec![];
     for b in 1..n {
         for a in 0..b {

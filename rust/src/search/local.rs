@@ -236,14 +236,14 @@ impl<'g> State<'g> {
         let overlap = ra.0.max(rb.0) < ra.1.min(rb.1);
         let (ua0, ub0) = (g.node_usage(a, sa0) as i128, g.node_usage(b, sb0) as i128);
         let mut best = (cur, sa0, sb0);
-        for sa in 0..ka {
+        for (sa, &ca_sa) in ca.iter().enumerate().take(ka) {
             let dua = g.node_usage(a, sa) as i128 - ua0;
             if !self.fits(a, dua) && !overlap {
                 continue;
             }
             let row = &g.edge_cost[base + sa * kb..base + (sa + 1) * kb];
             for sb in 0..kb {
-                let c = ca[sa] + cb[sb] + row[sb] as i128;
+                let c = ca_sa + cb[sb] + row[sb] as i128;
                 if c >= best.0 {
                     continue;
                 }
@@ -417,9 +417,9 @@ impl<'g> State<'g> {
             let mut arg = vec![0usize; ku];
             for (su, slot) in arg.iter_mut().enumerate() {
                 let mut best = (i128::MAX, 0usize);
-                for sc in 0..kc {
+                for (sc, &fc) in f[i].iter().enumerate().take(kc) {
                     let ec = if u_first { g.edge_entry(e, su, sc) } else { g.edge_entry(e, sc, su) } as i128;
-                    let v = f[i][sc] + ec;
+                    let v = fc + ec;
                     if v < best.0 {
                         best = (v, sc);
                     }
@@ -554,7 +554,7 @@ pub fn solve_local(g: &StrategyGraph, options: &LocalOptions) -> Result<LocalRes
     st.descend(None, deadline);
     st.log.clear();
     let mut best = (st.total, st.assign.clone());
-    let mut rng = Rng(options.seed ^ 0x5EED_0F_5EA7_C4);
+    let mut rng = Rng(options.seed ^ 0x5EED_0F5E_A7C4);
     let (mut rounds, mut improvements) = (0u64, 0u64);
     while Instant::now() < deadline && n > 0 && options.max_rounds.is_none_or(|m| rounds < m) {
         rounds += 1;
