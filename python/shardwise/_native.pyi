@@ -53,6 +53,7 @@ __all__ = [
     "sharding_origins_text",
     "propagation_edges_text",
     "redistribution_plan",
+    "search_local",
     "collective_cost",
 ]
 
@@ -278,3 +279,19 @@ def redistribution_plan(
     mesh: _MeshW, shape: list[int], dtype_bytes: int, src: _ShardingW, tgt: _ShardingW, model: _CostModelW
 ) -> tuple[list[_ReshardStepW], float, float, float, float]: ...
 def collective_cost(kind: str, mesh: _MeshW, axes: list[_AxisW], local_bytes: float, model: _CostModelW) -> tuple[float, float]: ...
+
+# search (rust/src/py/search.rs): int64 arrays as little-endian bytes
+def search_local(
+    offsets: list[int],
+    cost: bytes,
+    usage: bytes,
+    intervals: list[tuple[int, int]],
+    edges: list[tuple[int, int]],
+    edge_offsets: list[int],
+    edge_cost: bytes,
+    usage_limit: int | None,
+    time_limit: float,
+    seed: int = 0,
+    initial: list[int] | None = None,
+    max_rounds: int | None = None,
+) -> tuple[list[int], int, int, bool, int, int]: ...

@@ -12,6 +12,9 @@ propagation pipeline (``shardwise.api.propagate``) and writes the sharded module
 [--seed S]`` simulates every rank and compares with the unpartitioned program;
 ``shardwise launch -n N OUTDIR [--backend mpi|nccl] [--check] [--timeout S]`` runs the ranks
 as MPI processes (``mpiexec``) and compares likewise.
+``shardwise iopddl FILE.json[.gz] --time-limit S [--method auto|ilp|local]`` solves an IOPDDL
+contest instance and prints the strategy list and, last, ``cost: N`` (``cost: inf`` if over the
+usage limit).
 Errors in the input end the command with exit status 2 and a one-line message.
 """
 
@@ -403,6 +406,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     la.add_argument("--check", action="store_true", help="rank 0 compares every result with the unpartitioned program")
     la.add_argument("--seed", type=int, default=0, help="seed of the random global inputs (default 0)")
     la.add_argument("--timeout", type=float, default=600.0, help="seconds before the whole job is killed (default 600)")
+    io = sub.add_parser("iopddl", help="solve an IOPDDL contest instance (ASPLOS 2025) and print its strategies and cost")
+    io.add_argument("input", help="instance .json or .json.gz")
+    io.add_argument("--time-limit", type=float, required=True, help="seconds (wall clock, the whole run)")
+    io.add_argument("--method", choices=["auto", "ilp", "local"], default="auto", help="solver (default auto)")
+    io.add_argument("--seed", type=int, default=0, help="local-search seed (default 0)")
     args = parser.parse_args(argv)
     console = Console()
     try:
@@ -421,6 +429,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0 if run_check(console, args.outdir, args.seed) else 1
         elif args.command == "launch":
             return 0 if launch_outdir(console, args.outdir, args.n, backend=args.backend, check=args.check, seed=args.seed, timeout=args.timeout) else 1
+        elif args.command == "iopddl":
+            from shardwise.search.iopddl import solve_file
+
+            for line in solve_file(args.input, args.time_limit, args.method, seed=args.seed):
+                print(line)
         elif args.command == "rules":
             rules(console, args.input, args.output, conservative=args.conservative)
         else:

@@ -12,8 +12,10 @@
   │    └─ ``ConversionError``: another format cannot express the value
   ├─ ``ProgramError``: a program (MLIR text or IR) is malformed or unsupported; the message
   │    names the op and its source location
-  └─ ``OpInfoError``: an op cannot be read by the rule registry (a missing or malformed
-       attribute, shapes that do not fit the op)
+  ├─ ``OpInfoError``: an op cannot be read by the rule registry (a missing or malformed
+  │    attribute, shapes that do not fit the op)
+  └─ ``SearchError``: a strategy graph or search input (IOPDDL instance, memory budget,
+       method, assignment) is malformed or out of range
 """
 
 from shardwise._native import (
@@ -38,6 +40,10 @@ class OpInfoError(ShardwiseError):
     what was got."""
 
 
+class SearchError(ShardwiseError):
+    """A sharding-search input is malformed: a strategy graph or IOPDDL instance (the message
+    names the node or edge), an assignment, a memory budget, a method or a time limit."""
+
 
 __all__ = [
     "ConversionError",
@@ -46,6 +52,7 @@ __all__ = [
     "MeshError",
     "OpInfoError",
     "ProgramError",
+    "SearchError",
     "ShardingError",
     "ShardingParseError",
     "ShardwiseError",

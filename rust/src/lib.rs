@@ -13,6 +13,7 @@ pub mod mesh;
 pub mod propagation;
 pub mod redistribution;
 pub mod rule;
+pub mod search;
 pub mod sharding;
 pub mod text;
 

@@ -6,6 +6,7 @@ mod graph;
 mod propagation;
 mod redistribution;
 mod rule;
+mod search;
 mod wire;
 
 use std::collections::HashMap;
@@ -249,6 +250,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     graph::register(m)?;
     propagation::register(m)?;
     redistribution::register(m)?;
+    search::register(m)?;
     m.add_function(wrap_pyfunction!(mesh_new, m)?)?;
     m.add_function(wrap_pyfunction!(mesh_parse, m)?)?;
     m.add_function(wrap_pyfunction!(mesh_op_parse, m)?)?;

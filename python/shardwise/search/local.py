@@ -1,0 +1,83 @@
+"""Local search on a strategy graph, in Rust (``rust/src/search/local.rs``): least-usage start
+(feasible iff the instance is), coordinate descent over nodes and edges with exact cost deltas
+and a segment-tree memory check, then iterated local search (Lourenço, Martin & Stützle 2003)
+until the time limit. The GIL is released while it runs."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from shardwise import _native
+from shardwise.errors import SearchError
+from shardwise.search.graph import StrategyGraph
+
+
+@dataclass(frozen=True)
+class Solution:
+    """A solver's answer: ``assignment`` (strategy index per node), its exact ``cost``,
+    ``peak_usage``, ``feasible``, the ``method`` that found it, whether it is proven
+    ``optimal`` (ILP only) and the ``seconds`` the solver ran."""
+
+    assignment: tuple[int, ...]
+    cost: int
+    peak_usage: int
+    feasible: bool
+    method: str
+    optimal: bool = False
+    seconds: float = 0.0
+
+
+def check_time_limit(time_limit: float) -> float:
+    """Seconds as a float; raises :class:`SearchError` unless finite and >= 0."""
+    t = float(time_limit)
+    if not (math.isfinite(t) and t >= 0):
+        raise SearchError(f"time_limit: expected a finite number of seconds >= 0, got {time_limit!r}")
+    return t
+
+
+def solve_local(
+    graph: StrategyGraph,
+    time_limit: float = 10.0,
+    *,
+    seed: int = 0,
+    initial: Sequence[int] | None = None,
+    max_rounds: int | None = None,
+) -> Solution:
+    """Best assignment local search finds within ``time_limit`` seconds (wall clock).
+
+    ``initial``: a warm start, used if it fits in memory. ``max_rounds`` caps the perturbation
+    rounds (the result then depends only on ``seed``). Raises :class:`SearchError` for a bad
+    time limit or a warm start of the wrong length / out-of-range index.
+    """
+    import time
+
+    t = check_time_limit(time_limit)
+    if initial is not None and len(initial) != graph.num_nodes:
+        raise SearchError(f"initial: expected {graph.num_nodes} strategy indices, got {len(initial)}")
+    start = time.perf_counter()
+    le = np.dtype("<i8")
+    try:
+        assign, cost, peak, feasible, _rounds, _impr = _native.search_local(
+            [int(x) for x in graph.offsets],
+            graph.cost.astype(le).tobytes(),
+            graph.usage.astype(le).tobytes(),
+            [(int(a), int(b)) for a, b in graph.intervals],
+            [(int(a), int(b)) for a, b in graph.edges],
+            [int(x) for x in graph.edge_offsets],
+            graph.edge_cost.astype(le).tobytes(),
+            graph.usage_limit,
+            t,
+            seed,
+            None if initial is None else [int(x) for x in initial],
+            max_rounds,
+        )
+    except _native.InvalidShardingError as e:
+        raise SearchError(str(e)) from None
+    except OverflowError:
+        raise SearchError("initial: strategy indices must be >= 0") from None
+    return Solution(tuple(assign), int(cost), int(peak), bool(feasible), "local",
+                    seconds=time.perf_counter() - start)

@@ -1,0 +1,85 @@
+"""IOPDDL contest format: reader (json / json.gz), exact scoring, the example's optimum, the CLI."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+
+from shardwise.cli import main
+from shardwise.errors import SearchError
+from shardwise.search import evaluate, read_instance, score, solve
+from shardwise.search.iopddl import contest_time_limit
+
+IOPDDL = Path(__file__).resolve().parents[3] / "shared" / "iopddl"
+EXAMPLE = {
+    "problem": {
+        "name": "example",
+        "nodes": {
+            "intervals": [[30, 70], [40, 70], [50, 120], [110, 140], [110, 150]],
+            "costs": [[15], [55, 65], [25, 45, 35], [85, 75], [95]],
+            "usages": [[10], [25, 25], [15, 20, 15], [10, 10], [15]],
+        },
+        "edges": {
+            "nodes": [[0, 1], [0, 2], [1, 3], [2, 4], [3, 4]],
+            "costs": [[30, 40], [50, 10, 40], [90, 10, 20, 80], [60, 20, 30], [70, 60]],
+        },
+        "usage_limit": 50,
+    }
+}
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Path:
+    p = tmp_path / "example.json.gz"
+    p.write_bytes(gzip.compress(json.dumps(EXAMPLE).encode()))
+    return p
+
+
+def test_example_optimum_equals_exhaustive_search(example: Path) -> None:
+    g = read_instance(example)
+    assert g.name == "example" and g.num_nodes == 5 and g.num_edges == 5
+    feasible = [(evaluate(g, a).cost, a) for a in itertools.product(*(range(g.k(v)) for v in range(5)))
+                if evaluate(g, a).feasible]
+    best = min(feasible)
+    assert best == (445, (0, 0, 2, 1, 0))
+    for method in ("ilp", "local", "auto"):
+        sol = solve(g, 5.0, method)
+        assert (sol.cost, sol.assignment) == best
+    # The contest's comments: [0, 0, 2, 0, 0] costs 545; over the limit there is no score.
+    assert score(g, [0, 0, 2, 0, 0]) == 545
+    assert score(g, [0, 1, 1, 0, 0]) is None
+
+
+def test_cli_prints_assignment_then_cost(example: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["iopddl", str(example), "--time-limit", "5", "--method", "local"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == ["[0, 0, 2, 1, 0]", "cost: 445"]
+
+
+def test_cli_and_reader_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"problem": {"nodes": {}}}')
+    with pytest.raises(SearchError, match="expected key \"problem.edges\""):
+        read_instance(bad)
+    assert main(["iopddl", str(bad), "--time-limit", "1"]) == 2
+    assert "expected key" in capsys.readouterr().err
+    junk = tmp_path / "junk.json"
+    junk.write_text("{nope")
+    with pytest.raises(SearchError, match="not a JSON IOPDDL instance"):
+        read_instance(junk)
+    assert contest_time_limit("asplos-2025-iopddl-S") == 240
+
+
+@pytest.mark.skipif(not (IOPDDL / "best_known.csv").exists(), reason="needs ../shared/iopddl")
+def test_shared_instance_reads_and_scores_least_usage_start() -> None:
+    import numpy as np
+
+    g = read_instance(IOPDDL / "asplos-2025-iopddl-G.json.gz")
+    assert (g.num_nodes, g.num_edges) == (816, 1023)
+    least = [int(np.argmin(g.node_usages(v))) for v in range(g.num_nodes)]
+    s = evaluate(g, least)
+    assert s.feasible and s.peak_usage <= 14392528

@@ -1,0 +1,111 @@
+"""Strategy-graph search: exact scoring on hand cases, ILP and local search against exhaustive
+search on random graphs of up to 12 nodes, reductions, and input errors."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from shardwise.errors import SearchError, ShardwiseError
+from shardwise.search import StrategyGraph, evaluate, solve, solve_ilp, solve_local
+from shardwise.search.reduce import reduce_graph
+
+
+def exhaustive(g: StrategyGraph) -> tuple[int, tuple[int, ...]] | None:
+    best: tuple[int, tuple[int, ...]] | None = None
+    for a in itertools.product(*(range(g.k(v)) for v in range(g.num_nodes))):
+        s = evaluate(g, a)
+        if s.feasible and (best is None or s.cost < best[0]):
+            best = (s.cost, a)
+    return best
+
+
+def random_graph(rng: random.Random, n: int, kmax: int) -> StrategyGraph:
+    ks = [rng.randint(1, kmax) for _ in range(n)]
+    starts = [rng.randint(0, 8) for _ in range(n)]
+    intervals = [[s, s + rng.randint(0, 5)] for s in starts]
+    edges = [[a, b] for b in range(n) for a in range(b) if rng.random() < 0.3]
+    edges += [[b, a] for a, b in edges[:1]]  # a parallel edge in reverse orientation
+    return StrategyGraph.build(
+        [[rng.randint(0, 99) for _ in range(k)] for k in ks],
+        [[rng.randint(0, 19) for _ in range(k)] for k in ks],
+        intervals,
+        edges,
+        [[rng.randint(0, 59) for _ in range(ks[a] * ks[b])] for a, b in edges],
+        usage_limit=rng.randint(15, 55),
+    )
+
+
+def test_scorer_hand_cases() -> None:
+    # Two nodes, one edge; intervals [0, 2) and [2, 4) touch but never overlap (half-open).
+    g = StrategyGraph.build([[1, 5], [2, 3]], [[10, 1], [10, 1]], [[0, 2], [2, 4]], [[0, 1]], [[100, 0, 7, 8]], usage_limit=10)
+    assert evaluate(g, [0, 0]).cost == 1 + 2 + 100
+    assert evaluate(g, [1, 0]).cost == 5 + 2 + 7
+    assert evaluate(g, [0, 1]).cost == 1 + 3 + 0
+    assert evaluate(g, [0, 0]).peak_usage == 10 and evaluate(g, [0, 0]).feasible
+    # Overlapping intervals add up; an empty interval uses no memory.
+    g2 = StrategyGraph.build([[0], [0], [0]], [[6], [5], [100]], [[0, 3], [2, 5], [4, 4]], [], [], usage_limit=10)
+    s = evaluate(g2, [0, 0, 0])
+    assert (s.cost, s.peak_usage, s.feasible) == (0, 11, False)
+    # Costs beyond int64 sums stay exact.
+    big = 2**62
+    g3 = StrategyGraph.build([[big], [big]], [[0], [0]], [[0, 0], [0, 0]], [[0, 1]], [[big]])
+    assert evaluate(g3, [0, 0]).cost == 3 * big
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_ilp_and_local_match_exhaustive_search(seed: int) -> None:
+    rng = random.Random(seed)
+    n = 12 if seed % 3 == 0 else rng.randint(3, 8)
+    g = random_graph(rng, n, 2 if n == 12 else 3)
+    best = exhaustive(g)
+    local = solve_local(g, 5.0, max_rounds=500)
+    if best is None:
+        assert not local.feasible
+        with pytest.raises(SearchError, match="no feasible solution"):
+            solve_ilp(g, 5.0)
+        return
+    ilp = solve_ilp(g, 20.0)
+    assert ilp.optimal and ilp.feasible
+    assert ilp.cost == best[0] == evaluate(g, ilp.assignment).cost
+    assert local.feasible and local.cost >= best[0]
+    assert solve(g, 20.0, "auto").cost == best[0]
+
+
+def test_ilp_warm_start_and_reductions() -> None:
+    rng = random.Random(99)
+    while (best := exhaustive(g := random_graph(rng, 8, 3))) is None:
+        pass
+    sol = solve_ilp(g, 20.0, initial=best[1])
+    assert sol.cost == best[0]
+    red = reduce_graph(g)
+    # Every node keeps at least one strategy, the fixed ones are folded into the constant.
+    assert all(red.keep) and red.constant >= 0
+    # Dominated strategy: strategy 1 costs more, uses more and has larger edge costs.
+    d = StrategyGraph.build([[1, 2], [0, 0]], [[1, 2], [1, 1]], [[0, 1], [0, 1]], [[0, 1]], [[0, 1, 5, 6]], usage_limit=10)
+    r = reduce_graph(d)
+    assert r.keep[0] == [0] and r.removed_strategies >= 1
+    assert solve_ilp(d, 5.0).assignment[0] == 0
+
+
+def test_bad_inputs_raise_search_errors() -> None:
+    with pytest.raises(SearchError, match="node 1: expected at least one strategy"):
+        StrategyGraph.build([[1], []], [[1], []], [[0, 1], [0, 1]], [], [])
+    with pytest.raises(SearchError, match=r"edge 0 \(0, 1\): expected 4 costs \(2 x 2\), got 3"):
+        StrategyGraph.build([[1, 2], [1, 2]], [[1, 1], [1, 1]], [[0, 1], [0, 1]], [[0, 1]], [[1, 2, 3]])
+    with pytest.raises(SearchError, match=r"node 0: expected an interval"):
+        StrategyGraph.build([[1]], [[1]], [[3, 1]], [], [])
+    with pytest.raises(SearchError, match="out of range for 1 nodes"):
+        StrategyGraph.build([[1]], [[1]], [[0, 1]], [[0, 4]], [[1]])
+    g = StrategyGraph.build([[1, 2]], [[1, 1]], [[0, 1]], [], [])
+    with pytest.raises(SearchError, match="node 0: strategy 2 out of range"):
+        evaluate(g, [2])
+    with pytest.raises(SearchError, match="expected 1 strategy indices"):
+        evaluate(g, [0, 0])
+    with pytest.raises(SearchError, match="time_limit"):
+        solve_local(g, float("nan"))
+    with pytest.raises(SearchError, match="method: expected one of"):
+        solve(g, 1.0, "magic")
+    assert issubclass(SearchError, ShardwiseError) and issubclass(SearchError, ValueError)

@@ -1,0 +1,186 @@
+//! Local search on strategy graphs: the contest example's optimum, exhaustive search on small
+//! random graphs, memory feasibility, warm starts and validation errors.
+
+use std::time::Duration;
+
+use shardwise::search::{solve_local, LocalOptions, StrategyGraph};
+
+type NodeSpec = (Vec<i64>, Vec<i64>, (i64, i64));
+
+/// Builds a graph from per-node (costs, usages, interval) and per-edge (a, b, matrix).
+fn graph(nodes: &[NodeSpec], edges: &[(usize, usize, Vec<i64>)], limit: Option<i64>) -> StrategyGraph {
+    let mut offsets = vec![0];
+    let (mut cost, mut usage, mut intervals) = (vec![], vec![], vec![]);
+    for (c, u, iv) in nodes {
+        cost.extend(c);
+        usage.extend(u);
+        intervals.push(*iv);
+        offsets.push(cost.len());
+    }
+    let mut edge_offsets = vec![0];
+    let mut edge_cost = vec![];
+    let mut es = vec![];
+    for (a, b, m) in edges {
+        es.push((*a, *b));
+        edge_cost.extend(m);
+        edge_offsets.push(edge_cost.len());
+    }
+    StrategyGraph { offsets, cost, usage, intervals, edges: es, edge_offsets, edge_cost, usage_limit: limit }
+}
+
+/// The contest's example.json (google/iopddl).
+fn example() -> StrategyGraph {
+    graph(
+        &[
+            (vec![15], vec![10], (30, 70)),
+            (vec![55, 65], vec![25, 25], (40, 70)),
+            (vec![25, 45, 35], vec![15, 20, 15], (50, 120)),
+            (vec![85, 75], vec![10, 10], (110, 140)),
+            (vec![95], vec![15], (110, 150)),
+        ],
+        &[
+            (0, 1, vec![30, 40]),
+            (0, 2, vec![50, 10, 40]),
+            (1, 3, vec![90, 10, 20, 80]),
+            (2, 4, vec![60, 20, 30]),
+            (3, 4, vec![70, 60]),
+        ],
+        Some(50),
+    )
+}
+
+fn exhaustive(g: &StrategyGraph) -> Option<i128> {
+    let n = g.num_nodes();
+    let mut a = vec![0usize; n];
+    let mut best: Option<i128> = None;
+    loop {
+        let (c, peak) = g.evaluate(&a).unwrap();
+        if g.usage_limit.is_none_or(|l| peak <= l as i128) {
+            best = Some(best.map_or(c, |b: i128| b.min(c)));
+        }
+        let mut i = 0;
+        loop {
+            if i == n {
+                return best;
+            }
+            a[i] += 1;
+            if a[i] < g.k(i) {
+                break;
+            }
+            a[i] = 0;
+            i += 1;
+        }
+    }
+}
+
+fn opts(rounds: u64) -> LocalOptions {
+    LocalOptions { time_limit: Duration::from_secs(20), seed: 7, initial: None, max_rounds: Some(rounds) }
+}
+
+#[test]
+fn example_optimum_and_memory() {
+    let g = example();
+    assert_eq!(exhaustive(&g), Some(445));
+    let r = solve_local(&g, &opts(200)).unwrap();
+    assert!(r.feasible);
+    assert_eq!(r.cost, 445);
+    assert_eq!(r.assignment, vec![0, 0, 2, 1, 0]);
+    // Without the limit the optimum is cheaper and over 50.
+    let mut free = g.clone();
+    free.usage_limit = None;
+    let r = solve_local(&free, &opts(200)).unwrap();
+    assert_eq!(Some(r.cost), exhaustive(&free));
+    assert!(r.cost < 445 && r.peak_usage > 50);
+}
+
+/// A small deterministic pseudo-random generator for the test graphs.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+fn random_graph(rng: &mut Lcg, n: usize) -> StrategyGraph {
+    let nodes: Vec<_> = (0..n)
+        .map(|_| {
+            let k = 1 + rng.next(3) as usize;
+            let a = rng.next(10) as i64;
+            let b = a + rng.next(6) as i64;
+            ((0..k).map(|_| rng.next(100) as i64).collect(), (0..k).map(|_| rng.next(20) as i64).collect(), (a, b))
+        })
+        .collect::<Vec<NodeSpec>>();
+    let mut edges = vec![];
+    for b in 1..n {
+        for a in 0..b {
+            if rng.next(3) == 0 {
+                let m = (0..nodes[a].0.len() * nodes[b].0.len()).map(|_| rng.next(60) as i64).collect();
+                edges.push((a, b, m));
+            }
+        }
+    }
+    let limit = 15 + rng.next(40) as i64;
+    graph(&nodes, &edges, Some(limit))
+}
+
+#[test]
+fn random_small_graphs_match_exhaustive_search() {
+    let mut rng = Lcg(42);
+    let mut solved = 0;
+    for case in 0..60 {
+        let g = random_graph(&mut rng, 3 + case % 6);
+        let best = exhaustive(&g);
+        let r = solve_local(&g, &opts(400)).unwrap();
+        assert_eq!(r.cost, g.evaluate(&r.assignment).unwrap().0);
+        match best {
+            None => assert!(!r.feasible, "case {case}: no feasible assignment exists"),
+            Some(b) => {
+                assert!(r.feasible, "case {case}: a feasible assignment exists");
+                assert!(r.cost >= b);
+                assert_eq!(r.cost, b, "case {case}");
+                solved += 1;
+            }
+        }
+    }
+    assert!(solved > 20);
+}
+
+#[test]
+fn warm_start_is_kept_when_optimal_and_ignored_when_infeasible() {
+    let g = example();
+    let r = solve_local(&g, &LocalOptions { initial: Some(vec![0, 0, 2, 1, 0]), max_rounds: Some(0), ..opts(0) }).unwrap();
+    assert_eq!(r.assignment, vec![0, 0, 2, 1, 0]);
+    // [0, 1, 1, 0, 0] peaks at 60 > 50: the least-usage start is used instead.
+    let r = solve_local(&g, &LocalOptions { initial: Some(vec![0, 1, 1, 0, 0]), ..opts(100) }).unwrap();
+    assert!(r.feasible);
+    assert_eq!(r.cost, 445);
+}
+
+#[test]
+fn infeasible_instance_reported() {
+    let mut g = example();
+    g.usage_limit = Some(49);
+    let r = solve_local(&g, &opts(10)).unwrap();
+    assert!(!r.feasible);
+    assert_eq!(r.peak_usage, 50);
+}
+
+#[test]
+fn validation_names_the_problem() {
+    let mut g = example();
+    g.edge_cost.pop();
+    let e = solve_local(&g, &opts(1)).unwrap_err();
+    assert!(e.message.contains("edge costs: expected 14 entries, got 13"), "{}", e.message);
+    let mut g = example();
+    g.edge_offsets[5] = 15;
+    g.edge_cost.push(0);
+    let e = solve_local(&g, &opts(1)).unwrap_err();
+    assert!(e.message.contains("edge 4 (3, 4): expected 2 costs (2 x 1), got 3"), "{}", e.message);
+    let mut g = example();
+    g.intervals[2] = (5, 3);
+    let e = solve_local(&g, &opts(1)).unwrap_err();
+    assert!(e.message.contains("node 2: interval [5, 3)"), "{}", e.message);
+    let e = example().evaluate(&[0, 0, 3, 0, 0]).unwrap_err();
+    assert!(e.message.contains("node 2: strategy 3 out of range"), "{}", e.message);
+}
