@@ -248,12 +248,18 @@ def erase_op(op: Op, uses: Uses | None = None) -> None:
     uses made by the erased ops. Raises ``ValueError`` if ``uses`` shows that a result of
     ``op`` is still used outside it (MLIR asserts the same)."""
     if uses is not None:
-        inner = {id(o) for o in op.walk()}
-        for r in op.results:
-            if any(id(u) not in inner for u, _ in uses.of(r)):
-                raise ValueError(f"cannot erase {op.where()}: result {r.index} still has uses")
-        uses.drop(op)
+        _drop_uses(op, uses)
     _detach(op)
+
+
+def _drop_uses(op: Op, uses: Uses) -> None:
+    """Drops the uses made by ``op`` and the ops nested in it; ``ValueError`` if a result of
+    ``op`` is still used outside it."""
+    inner = {id(o) for o in op.walk()}
+    for r in op.results:
+        if any(id(u) not in inner for u, _ in uses.of(r)):
+            raise ValueError(f"cannot erase {op.where()}: result {r.index} still has uses")
+    uses.drop(op)
 
 
 def erase_ops(ops: Iterable[Op], uses: Uses | None = None) -> None:
@@ -262,11 +268,7 @@ def erase_ops(ops: Iterable[Op], uses: Uses | None = None) -> None:
     by_block: dict[int, tuple[Block, set[int]]] = {}
     for op in ops:
         if uses is not None:
-            inner = {id(o) for o in op.walk()}
-            for r in op.results:
-                if any(id(u) not in inner for u, _ in uses.of(r)):
-                    raise ValueError(f"cannot erase {op.where()}: result {r.index} still has uses")
-            uses.drop(op)
+            _drop_uses(op, uses)
         block = op.parent
         if block is not None:
             by_block.setdefault(id(block), (block, set()))[1].add(id(op))

@@ -162,13 +162,12 @@ class CandidateResults(Sequence[CandidateResult]):
 
 
 def _main(module: Module) -> Func:
-    funcs = module.funcs
-    if len(funcs) == 1:
-        return funcs[0]
-    for f in funcs:
-        if f.sym_name == "main":
-            return f
-    raise ProgramError(f"the module has {len(funcs)} functions and none is @main")
+    from shardwise.propagation import _main_func
+
+    f = _main_func(module)
+    if f is None:
+        raise ProgramError("the module has no function to propagate")
+    return f
 
 
 def _key(module: Module, key: str | Value) -> tuple[str, int]:
