@@ -238,8 +238,12 @@ def import_func_calls(module: Module, options: Options | None = None) -> None:
     # The callee's argument shardings, read before its body moves away.
     arg_shardings: dict[str, list[TensorSharding] | None] = {}
     warned = False
+    calls = walk_calls(module, symbols)
+    edges = opts.get("add-data-flow-edges-on-named-computations", True)
+    if not calls and not (edges and any(op.name == NAMED_COMPUTATION for op in module.walk())):
+        return  # nothing to inline, no named computation to give edges: no use lists needed
     uses = Uses(module)
-    for call in walk_calls(module, symbols):
+    for call in calls:
         func = _callee(call, symbols)
         name = func.sym_name
         attrs = {k: v for k, v in call.attributes.items() if k not in _CALL_INHERENT and k != SHARDING}

@@ -84,6 +84,8 @@ def add_data_flow_edges(module: Module, options: Options | None = None) -> None:
     and results of named and manual computations, the results of ``while``, ``case`` and
     ``optimization_barrier``), taking the owner's sharding. Mirrors Shardy's
     ``add_data_flow_edges.cc``."""
+    if not any(is_data_flow_op(op) for op in module.walk()):
+        return
     uses = Uses(module)
     for top in list(module.ops):
         for op in post_order(top):
@@ -211,6 +213,8 @@ def sink_data_flow_edges(module: Module, func: Func, options: Options) -> None:
     ``sink_data_flow_edges.cc``."""
     origins = bool(options.get("sink-debug-sharding-origins", False))
     debug_edges = bool(options.get("sink-debug-propagation-edge-sharding", False))
+    if not any(op.name == DATA_FLOW_EDGE or is_data_flow_op(op) for op in func.walk_nested()):
+        return
     uses = Uses(func)
 
     def walk(ops: list[Op]) -> None:

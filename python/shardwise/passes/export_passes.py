@@ -97,6 +97,8 @@ def export_named_computations(module: Module, options: Options | None = None) ->
     ``sdy.original_func_name``); shardings come from its data flow edges (then removed) or its
     in/out shardings: the inputs' on the function arguments, the outputs' on the call. Mirrors
     Shardy's ``export_named_computations.cc``."""
+    if not any(op.name == NAMED_COMPUTATION for op in module.walk()):
+        return
     symbols = SymbolTable(module)
     uses = Uses(module)
     call_results: list[Value] = []
@@ -226,6 +228,8 @@ def insert_func_call_reshards(module: Module, options: Options | None = None) ->
     call take the callee's sharding and adds an ``sdy.reshard`` to the call's former sharding
     (fully closed when it had none) for the other uses. Mirrors Shardy's
     ``insert_func_call_reshards.cc`` (``insertReshardsOnFuncResults``)."""
+    if not any(op.name == CALL for op in module.walk()):
+        return
     symbols = SymbolTable(module)
     meshes = module.meshes
     uses = Uses(module)
