@@ -165,6 +165,8 @@ def propagate_to_func_results(module: Module, options: Options | None = None) ->
     ``propagate_to_func_results.cc``. Raises ``ProgramError`` when there are several functions
     and none is ``@main``."""
     main = main_func(module)
+    if all(f is main or not f.regions[0].blocks for f in module.funcs):
+        return
     uses = Uses(module)
     for f in module.funcs:
         if f is main or not f.regions[0].blocks:
