@@ -207,7 +207,10 @@ def apply_sharding_constraints(module: Module, options: Options | None = None) -
     (``sdy.sharding_origins``, ``sdy.sharding_origin_name``) and the edges that moved it
     (``sdy.propagation_edges``), as Shardy's ``SourceShardingHandler`` does."""
     opts = options or {}
-    _Constraints(module, bool(opts.get("debug-sharding-origins", False)), bool(opts.get("debug-propagation-edge-sharding", False))).run()
+    origins, edges = bool(opts.get("debug-sharding-origins", False)), bool(opts.get("debug-propagation-edge-sharding", False))
+    if not origins and not edges and not any(op.name in (SHARDING_CONSTRAINT, MANUAL_COMPUTATION) for op in module.walk()):
+        return  # nothing to apply and nothing to record
+    _Constraints(module, origins, edges).run()
 
 
 # ---------------------------------------------------------------------------------- sharding groups
