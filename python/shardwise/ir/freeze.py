@@ -15,17 +15,22 @@ from shardwise.errors import ProgramError
 from shardwise.ir.core import Module, Op, Value
 
 _NONE = 2**32 - 1
+#: ``Frozen.op_rule`` of an op without a rule.
+NO_RULE = _NONE
 
 
 class Frozen:
     """A frozen module: ``graph`` (the Rust arrays) and the ``ops`` / ``values`` behind each index."""
 
-    __slots__ = ("graph", "ops", "values", "_op_index", "_value_index")
+    __slots__ = ("graph", "ops", "values", "op_rule", "_op_index", "_value_index")
 
-    def __init__(self, graph: _native.FrozenGraph, ops: list[Op], values: list[Value]) -> None:
+    def __init__(self, graph: _native.FrozenGraph, ops: list[Op], values: list[Value], op_rule: list[int] | None = None) -> None:
         self.graph = graph
         self.ops = ops
         self.values = values
+        #: Per op, the index of its rule among the graph's distinct rules (``NO_RULE``: none);
+        #: empty when frozen without rules.
+        self.op_rule = op_rule or []
         self._op_index = {id(op): i for i, op in enumerate(ops)}
         self._value_index = {id(v): i for i, v in enumerate(values)}
 
@@ -112,4 +117,4 @@ def freeze(module: Module, *, rules: bool = True, conservative: bool = False) ->
     graph = _native.FrozenGraph(
         list(names), op_name, op_parent, operand_counts, operands, result_counts, results, ranks, dims, block_owner, rule_wires, op_rule
     )
-    return Frozen(graph, ops, values)
+    return Frozen(graph, ops, values, op_rule)

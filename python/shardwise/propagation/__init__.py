@@ -571,11 +571,15 @@ def _write_back(module: Module, frozen: Frozen, result: _native.PropagationResul
         if block is not None:
             block.ops = [op for op in block.ops if id(op) not in erased]
     rule_ops = set(result.rule_ops)
+    texts: dict[int, str | None] = {}  # by distinct rule: each printed once
     for i, op in enumerate(frozen.ops):
         existing = op.attributes.get("sdy.sharding_rule")
         if keep_rules:
             if existing is None and i in rule_ops:
-                text = frozen.graph.rule(i)
+                key = frozen.op_rule[i] if i < len(frozen.op_rule) else -1 - i
+                if key not in texts:
+                    texts[key] = frozen.graph.rule(i)
+                text = texts[key]
                 if text is not None:
                     op.attributes["sdy.sharding_rule"] = text
         elif existing is not None and not _is_custom_rule(existing):

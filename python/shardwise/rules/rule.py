@@ -62,6 +62,9 @@ def _mapping(m: Iterable[Iterable[int]], what: str) -> TensorMapping:
     return tuple(_ints(d, f"{what} factor indices") for d in m)
 
 
+#: Rules parsed so far, by their text (``OpShardingRule.parse``), at most 4096.
+_PARSED: dict[str, OpShardingRule] = {}
+
 class OpShardingRule:
     """A sharding rule: ``factor_sizes[f]`` is the size of factor ``f``; each operand and
     result has a mapping, one tuple of factor indices per dimension (several factors make a
@@ -160,7 +163,13 @@ class OpShardingRule:
         for a rule that breaks an invariant (e.g. an unused factor)."""
         if not isinstance(text, str):
             raise TypeError(f"rule text must be a str, got {type(text).__name__}")
-        return cls._from_wire(_native.rule_parse(text))
+        # Rules are immutable and programs repeat a few rule texts on thousands of ops.
+        rule = _PARSED.get(text)
+        if rule is None:
+            if len(_PARSED) >= 4096:
+                _PARSED.clear()
+            rule = _PARSED[text] = cls._from_wire(_native.rule_parse(text))
+        return rule
 
     @classmethod
     def from_einsum(
