@@ -178,3 +178,28 @@ def test_report_dict_and_table() -> None:
     console.print(rep.table())
     text = console.export_text()
     assert "stablehlo.dot_general" in text and "all_reduce" in text and "[-, model]" in text
+
+
+def test_cli_auto_writes_the_module_and_reports(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    from pathlib import Path
+
+    from shardwise.cli import main
+    from shardwise.importers.mlir import load_mlir
+
+    d = Path(str(tmp_path))
+    src, dst = d / "mlp.mlir", d / "out.mlir"
+    mlp().save(str(src))  # no mesh: --mesh adds it
+    rc = main(["auto", str(src), "-o", str(dst), "--mesh", "data=2,model=4", "--memory-budget", "60KiB", "--time-limit", "2", "--json"])
+    assert rc == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["feasible"] and report["peak_memory"] <= 60 * 1024 and len(report["nodes"]) == 6
+    out = load_mlir(dst)
+    assert out.meshes["mesh"] == Mesh(MESH)
+    assert all(a.sharding is not None for a in out.func().args)
+    _check(out)
+    rc = main(["auto", str(src), "-o", str(dst), "--mesh", "data=2,model=4", "--memory-budget", "0", "--method", "bfs"])
+    assert rc == 1  # infeasible: nothing fits in 0 bytes
+    assert "EXCEEDED" in capsys.readouterr().out
+    assert main(["auto", str(src), "-o", str(dst), "--mesh", "data=2,model=4", "--memory-budget", "lots"]) == 2
+    assert "memory budget" in capsys.readouterr().err
