@@ -45,8 +45,14 @@ from shardwise.rules import (
 )
 from shardwise.rules.from_ir import populate_rules
 from shardwise.sharding import AxisRef, DimSharding, TensorSharding
+from shardwise.search.auto import auto_shard
+from shardwise.search.cost_model import DeviceModel
+from shardwise.search.report import Report
 
 __all__ = [
+    "auto_shard",
+    "DeviceModel",
+    "Report",
     "AxisRef",
     "Block",
     "Explanation",

@@ -359,6 +359,41 @@ def run_check(console: Console, outdir: str, seed: int) -> bool:
     return bool(res.passed)
 
 
+def auto_file(
+    console: Console, path: str, output: str, mesh: str | None, *, memory_budget: str | None, method: str, time_limit: float, as_json: bool = False
+) -> bool:
+    """``shardwise auto IN -o OUT``: ``auto_shard`` with a progress bar (building strategies and
+    edges, solving), the written module (atomically) and the report (a table, or with
+    ``as_json`` ``Report.to_dict()`` as JSON on stdout). ``mesh`` (``data=2,model=4``) replaces
+    the module's only mesh or adds ``@mesh``. Returns whether the plan fits the budget."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from shardwise.importers.mlir import load_mlir
+    from shardwise.search.auto import auto_shard
+
+    err = Console(stderr=True)
+    module = load_mlir(Path(path))
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err, transient=True) as progress:
+        task = progress.add_task("building strategies", total=1)
+
+        def step(stage: str, done: int, total: int) -> None:
+            label = {"strategies": "building strategies", "edges": "pricing reshards", "solving": f"solving ({method}, <= {time_limit:g} s)"}[stage]
+            progress.update(task, description=label, completed=done, total=max(total, 1))
+
+        out, report = auto_shard(
+            module, parse_mesh_arg(mesh) if mesh else None, memory_budget=memory_budget, method=method, time_limit=time_limit, progress=step
+        )
+    out.save(output)
+    if as_json:
+        import json
+
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        console.print(report.table())
+        console.print(f"wrote {output}", highlight=False)
+    return report.feasible
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="shardwise", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"shardwise {__version__}")
@@ -411,6 +446,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     io.add_argument("--time-limit", type=float, required=True, help="seconds (wall clock, the whole run)")
     io.add_argument("--method", choices=["auto", "ilp", "local"], default="auto", help="solver (default auto)")
     io.add_argument("--seed", type=int, default=0, help="local-search seed (default 0)")
+    au = sub.add_parser("auto", help="choose every value's sharding by cost (ILP, local search or BFS) within a memory budget")
+    au.add_argument("input", help="StableHLO MLIR file (values already sharded are kept)")
+    au.add_argument("-o", "--output", required=True, help="where to write the sharded module (atomically)")
+    au.add_argument("--mesh", help="data=2,model=4: replaces the module's only mesh or adds @mesh (required when it has none)")
+    au.add_argument("--memory-budget", help="bytes per device, e.g. 16GiB, 512MB (default: no limit)")
+    au.add_argument("--method", choices=["ilp", "local", "bfs", "auto"], default="ilp", help="search (default ilp)")
+    au.add_argument("--time-limit", type=float, default=10.0, help="solver seconds (default 10)")
+    au.add_argument("--json", action="store_true", help="print the report as JSON (Report.to_dict) on stdout")
     args = parser.parse_args(argv)
     console = Console()
     try:
@@ -434,6 +477,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             for line in solve_file(args.input, args.time_limit, args.method, seed=args.seed):
                 print(line)
+        elif args.command == "auto":
+            ok = auto_file(
+                console, args.input, args.output, args.mesh, memory_budget=args.memory_budget, method=args.method, time_limit=args.time_limit, as_json=args.json
+            )
+            return 0 if ok else 1
         elif args.command == "rules":
             rules(console, args.input, args.output, conservative=args.conservative)
         else:

@@ -1,0 +1,361 @@
+"""``auto_shard``: cost-based sharding of a whole program (issue 8; Alpa's intra-operator ILP as
+the hidet RFC describes it, ``shared/references/hidet-auto-parallel-rfc.md``, and MindSpore's
+sharding propagation, ``bfs.py``).
+
+1. Each function argument and each top-level op of the function is a node; its strategies come
+   from its factor rule (``strategies.py``), its costs from ``cost_model.py``. Values the user
+   already sharded are configured: an argument with a sharding has that one strategy, an op
+   whose result has a sharding keeps only strategies giving that sharding (when none does, one
+   strategy with the user's result shardings and replicated operands stands for it). Ops
+   without a rule have one strategy: replicated operands and results.
+2. Each producer -> consumer value is an edge whose matrix is the resharding seconds from the
+   producer's result sharding to the consumer's operand sharding (``plan_reshard``); several
+   values between the same two nodes add up. A function result with a user sharding adds
+   the reshard to it to its producer's own cost.
+3. Liveness: the program order gives arguments step 0 and the ``j``-th op step ``j + 1``; a
+   node lives over ``[its step, last use + 1)`` (results returned by the function live to the
+   end) and uses its results' bytes per device; ``memory_budget`` bounds the total at every step.
+4. ``solve`` (``ilp``, ``local``, ``auto``) or ``solve_bfs`` picks one strategy per node.
+5. The chosen sharding of every decided value is written as a closed sharding (function
+   argument shardings, op result shardings) on a copy of the module; ``shardwise.propagate``
+   completes the rest (nested regions, ops without a rule), as Shardy's auto-partitioner hook
+   runs after user-priority propagation.
+
+Followers are not merged into their operands here: the solvers' own reductions
+(``search/reduce.py``) fold single-strategy nodes and the ILP handles the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from shardwise.errors import ProgramError, SearchError
+from shardwise.ir.core import Func, Module, Op, Value
+from shardwise.ir.types import TensorType
+from shardwise.mesh import Mesh
+from shardwise.rules.from_ir import RuleCache
+from shardwise.rules.rule import OpShardingRule
+from shardwise.search.cost_model import PS, DeviceModel, OpCost, ReshardCache, local_bytes, op_cost
+from shardwise.search.graph import StrategyGraph
+from shardwise.search.strategies import DEFAULT_MAX_STRATEGIES, Strategy, enumerate_strategies, replicated, value_strategies
+from shardwise.sharding import TensorSharding
+
+if TYPE_CHECKING:
+    from shardwise.search.report import Report
+
+__all__ = ["AUTO_METHODS", "AutoProblem", "Edge", "Node", "apply_solution", "auto_shard", "build_problem", "parse_bytes", "resolve_mesh"]
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class Node:
+    """A node of the search: a function argument (``op`` is ``None``, ``values`` its one value)
+    or an op (``values`` its results). ``strategies`` / ``costs`` align; ``configured``: the
+    user sharded it (its strategies are restricted, and the result never overrides the user);
+    ``step``: its program-order step; ``label``: ``%argN`` or ``op.name`` with its location."""
+
+    label: str
+    op: Op | None
+    values: tuple[Value, ...]
+    rule: OpShardingRule | None
+    strategies: list[Strategy]
+    costs: list[OpCost]
+    step: int
+    configured: bool = False
+    extra_seconds: list[float] = field(default_factory=list)
+    extra_bytes: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """Value ``value`` from result ``result`` of node ``src`` to operand ``operand`` of node ``dst``."""
+
+    src: int
+    result: int
+    dst: int
+    operand: int
+    value: Value
+
+
+@dataclass
+class AutoProblem:
+    """The search problem of one function: ``nodes``, value ``edges``, the strategy ``graph``
+    (one graph edge per node pair; node ``i`` of the graph is ``nodes[i]``), the mesh it is
+    on and the reshard plans computed (``reshards``)."""
+
+    module: Module
+    func: Func
+    mesh: Mesh
+    mesh_name: str
+    device: DeviceModel
+    nodes: list[Node]
+    edges: list[Edge]
+    graph: StrategyGraph
+    reshards: ReshardCache
+
+
+def resolve_mesh(module: Module, mesh: Mesh | Mapping[str, int] | str | None) -> tuple[str, Mesh]:
+    """Puts ``mesh`` on ``module`` (in place) and returns ``(name, mesh)``: it redefines the
+    module's only mesh (same name) or adds ``@mesh``; ``None`` keeps the module's only mesh.
+    ``mesh`` is a ``Mesh``, a mapping axis -> size or text ``data=2,model=4``. Raises
+    :class:`ProgramError` when the module has several meshes, or none and ``mesh`` is None."""
+    meshes = module.meshes
+    if len(meshes) > 1:
+        raise ProgramError(f"auto_shard: expected a module with at most one sdy.mesh, got {sorted(meshes)}")
+    if mesh is None:
+        if not meshes:
+            raise ProgramError("auto_shard: the module has no sdy.mesh; pass mesh= (e.g. {'data': 2, 'model': 4})")
+        return next(iter(meshes.items()))
+    from shardwise.spmd.partition import _parse_mesh
+
+    m = _parse_mesh(mesh)
+    name = next(iter(meshes)) if meshes else "mesh"
+    module.add_mesh(name, m)
+    return name, m
+
+
+def _main_func(module: Module) -> Func:
+    funcs = [f for f in module.funcs if f.regions[0].blocks]
+    for f in funcs:
+        if f.sym_name == "main":
+            return f
+    if len(funcs) == 1:
+        return funcs[0]
+    raise ProgramError(f"auto_shard: expected a function @main (or exactly one function), got {[f.sym_name for f in funcs]}")
+
+
+def _dims(s: TensorSharding) -> tuple[tuple[str, ...], ...]:
+    return tuple(tuple(str(a) for a in d.axes) for d in s.dims)
+
+
+def _rank(v: Value) -> int:
+    return len(v.type.shape) if isinstance(v.type, TensorType) else 0
+
+
+def _op_strategies(op: Op, rule: OpShardingRule | None, mesh: Mesh, name: str, cap: int) -> tuple[list[Strategy], bool]:
+    rep_ops = tuple(replicated(mesh, name, _rank(v)) for v in op.operands)
+    rep_res = tuple(replicated(mesh, name, _rank(v)) for v in op.results)
+    if rule is None or not op.results:
+        base = [Strategy((), rep_ops, rep_res, (), 1)]
+    else:
+        base = enumerate_strategies(rule, mesh, mesh_name=name, max_strategies=cap)
+    user = [v.sharding for v in op.results]
+    if all(u is None for u in user):
+        return base, False
+    want = [None if u is None else _dims(u) for u in user]
+    keep = [s for s in base if all(w is None or _dims(r) == w for r, w in zip(s.results, want))]
+    if keep:
+        return keep, True
+    res = tuple(u if u is not None else r for u, r in zip(user, rep_res))
+    return [Strategy((), rep_ops, res, (), 1)], True
+
+
+def build_problem(
+    module: Module,
+    mesh_name: str,
+    mesh: Mesh,
+    device: DeviceModel,
+    memory_budget: int | None,
+    *,
+    max_strategies: int = DEFAULT_MAX_STRATEGIES,
+    progress: Progress | None = None,
+) -> AutoProblem:
+    """The strategy graph of ``module``'s main function (steps 1-3 of the module docstring).
+    ``progress(stage, done, total)`` is called as nodes and edges are built. Raises
+    :class:`ProgramError` for a module without a function body, what ``rule_for`` raises."""
+    func = _main_func(module)
+    rules = RuleCache(module)
+    nodes: list[Node] = []
+    where: dict[int, tuple[int, int]] = {}
+    for i, a in enumerate(func.args):
+        if not isinstance(a.type, TensorType):
+            continue
+        if a.sharding is not None:
+            strats, conf = [Strategy((), (), (a.sharding,), (), 1)], True
+        else:
+            strats, conf = value_strategies(a.type.shape, mesh, mesh_name=mesh_name, max_strategies=max_strategies), False
+        where[id(a)] = (len(nodes), 0)
+        nodes.append(Node(f"%arg{i}", None, (a,), None, strats, [], 0, conf))
+    body = [op for op in func.body.ops if op.name != "func.return"]
+    for j, op in enumerate(body):
+        rule = rules.rule(op)
+        strats, conf = _op_strategies(op, rule, mesh, mesh_name, max_strategies)
+        for r, v in enumerate(op.results):
+            where[id(v)] = (len(nodes), r)
+        nodes.append(Node(op.where(), op, tuple(op.results), rule, strats, [], j + 1, conf))
+        if progress:
+            progress("strategies", j + 1, len(body))
+    for nd in nodes:
+        nd.costs = [_arg_cost(nd, s, mesh) if nd.op is None else op_cost(nd.op, nd.rule, s, mesh, device) for s in nd.strategies]
+        nd.extra_seconds = [0.0] * len(nd.strategies)
+        nd.extra_bytes = [0.0] * len(nd.strategies)
+    reshards = ReshardCache(mesh, device.cost_model)
+    last = {id(v): nd.step for nd in nodes for v in nd.values}
+    end = len(body) + 1
+    edges: list[Edge] = []
+    for nd_i, nd in enumerate(nodes):
+        if nd.op is None:
+            continue
+        for k, v in enumerate(nd.op.operands):
+            src = where.get(id(v))
+            if src is not None and isinstance(v.type, TensorType):
+                edges.append(Edge(src[0], src[1], nd_i, k, v))
+                last[id(v)] = max(last[id(v)], nd.step)
+    ret = func.return_op
+    for k, v in enumerate(ret.operands):
+        src = where.get(id(v))
+        if src is None:
+            continue
+        last[id(v)] = end
+        want = func.result_shardings[k] if k < len(func.result_shardings) else None
+        if want is not None and isinstance(v.type, TensorType):
+            prod = nodes[src[0]]
+            for si, s in enumerate(prod.strategies):
+                plan = reshards.plan(v.type.shape, v.type.element_type, s.results[src[1]], want)
+                prod.extra_seconds[si] += plan.seconds
+                prod.extra_bytes[si] += plan.bytes
+    pair: dict[tuple[int, int], list[list[float]]] = {}
+    for n_done, e in enumerate(edges):
+        na, nb = nodes[e.src], nodes[e.dst]
+        t = e.value.type
+        assert isinstance(t, TensorType)
+        m = pair.setdefault((e.src, e.dst), [[0.0] * len(nb.strategies) for _ in na.strategies])
+        for x, sa in enumerate(na.strategies):
+            row = m[x]
+            for y, sb in enumerate(nb.strategies):
+                row[y] += reshards.plan(t.shape, t.element_type, sa.results[e.result], sb.operands[e.operand]).seconds
+        if progress:
+            progress("edges", n_done + 1, len(edges))
+    intervals = [[nd.step, max(last[id(v)] for v in nd.values) + 1 if nd.values else nd.step + 1] for nd in nodes]
+    graph = StrategyGraph.build(
+        [[_ps(c.seconds + x) for c, x in zip(nd.costs, nd.extra_seconds)] for nd in nodes],
+        [[c.memory for c in nd.costs] for nd in nodes],
+        intervals,
+        [list(k) for k in pair],
+        [[_ps(c) for row in m for c in row] for m in pair.values()],
+        usage_limit=memory_budget,
+        name=func.sym_name,
+    )
+    return AutoProblem(module, func, mesh, mesh_name, device, nodes, edges, graph, reshards)
+
+
+def _ps(seconds: float) -> int:
+    return int(round(seconds * PS))
+
+
+def _arg_cost(nd: Node, s: Strategy, mesh: Mesh) -> OpCost:
+    return OpCost(0.0, 0.0, 0.0, 0.0, local_bytes(nd.values[0], s.results[0], mesh))
+
+
+def apply_solution(problem: AutoProblem, assignment: tuple[int, ...]) -> None:
+    """Writes the chosen shardings on ``problem.module`` (in place): every argument and every op
+    result with a rule gets its strategy's closed sharding; configured values and ops without a
+    rule are left as they are. Where a consumer's strategy wants an operand sharded otherwise
+    than its producer gives it, an ``sdy.reshard`` to the wanted sharding is inserted before the
+    consumer, so the partitioner moves exactly the planned bytes (``plan_reshard`` lowers it). Raises :class:`SearchError` for an assignment of the wrong length."""
+    if len(assignment) != len(problem.nodes):
+        raise SearchError(f"assignment: expected {len(problem.nodes)} strategy indices, got {len(assignment)}")
+    from shardwise.ir.rewrite import insert_before
+
+    for nd, x in zip(problem.nodes, assignment):
+        if nd.configured or (nd.op is not None and nd.rule is None):
+            continue
+        s = nd.strategies[x]
+        for v, sh in zip(nd.values, s.results):
+            if isinstance(v.type, TensorType):
+                v.sharding = sh
+    for e in problem.edges:
+        src = problem.nodes[e.src].strategies[assignment[e.src]].results[e.result]
+        dst = problem.nodes[e.dst]
+        tgt = dst.strategies[assignment[e.dst]].operands[e.operand]
+        if dst.rule is None or _dims(src) == _dims(tgt) or dst.op is None:
+            continue
+        reshard = Op("sdy.reshard", [e.value], [e.value.type], location=dst.op.location)
+        reshard.results[0].sharding = tgt
+        insert_before(dst.op, reshard)
+        dst.op.operands[e.operand] = reshard.results[0]
+
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_bytes(value: int | str) -> int:
+    """Bytes from an int or text such as ``16GiB``, ``512MB``, ``1e9`` (units B, kB, MB, GB,
+    TB: powers of 1000; KiB, MiB, GiB, TiB: powers of 1024; case-insensitive). Raises
+    :class:`SearchError` naming the value for anything else or a negative size."""
+    if isinstance(value, bool):
+        raise SearchError(f"memory budget: expected bytes (an int or text like 16GiB), got {value!r}")
+    if isinstance(value, int):
+        n = value
+    elif isinstance(value, str):
+        text = value.strip().lower().replace(" ", "")
+        num = text.rstrip("kmgtib")
+        unit = text[len(num):]
+        try:
+            n = int(round(float(num) * _UNITS[unit]))
+        except (KeyError, ValueError, OverflowError):
+            raise SearchError(f"memory budget: expected bytes like 16GiB, 512MB or 1000000, got {value!r}") from None
+    else:
+        raise SearchError(f"memory budget: expected bytes (an int or text like 16GiB), got {type(value).__name__} {value!r}")
+    if n < 0:
+        raise SearchError(f"memory budget: expected bytes >= 0, got {value!r}")
+    return n
+
+
+#: The search methods of ``auto_shard``: ``solve``'s (``ilp``, ``local``, ``auto``) and ``bfs``.
+AUTO_METHODS = ("ilp", "bfs", "local", "auto")
+
+
+def auto_shard(
+    module: Module,
+    mesh: Mesh | Mapping[str, int] | str | None = None,
+    memory_budget: int | str | None = None,
+    method: str = "ilp",
+    time_limit: float = 10.0,
+    device: DeviceModel | None = None,
+    *,
+    max_strategies: int = DEFAULT_MAX_STRATEGIES,
+    progress: Progress | None = None,
+) -> tuple[Module, Report]:
+    """The cheapest sharding of ``module``'s main function found on ``mesh`` within
+    ``memory_budget`` bytes per device (steps in the module docstring); ``module`` is left
+    unchanged.
+
+    ``mesh``: redefines the module's only mesh or adds ``@mesh`` (``None``: the module's own).
+    ``memory_budget``: bytes (int or ``"16GiB"``), default ``device.memory`` (no limit).
+    ``method``: ``ilp`` (HiGHS, optimal within ``time_limit`` seconds), ``local`` (Rust local
+    search), ``auto`` (``solve``'s choice) or ``bfs`` (MindSpore propagation from the values
+    the user sharded). ``device``: FLOP rate, link costs (default ``DeviceModel()``).
+    ``progress(stage, done, total)``: called while building (``strategies``, ``edges``) and
+    before ``solving``.
+
+    Returns the propagated module (every value sharded) and a :class:`Report`. Raises
+    :class:`SearchError` for an unknown method, a bad budget or time limit;
+    :class:`ProgramError` for a module without a usable function or mesh; what
+    ``shardwise.propagate`` raises."""
+    from shardwise.api import propagate
+    from shardwise.search.bfs import solve_bfs
+    from shardwise.search.report import make_report
+    from shardwise.search.solve import solve
+
+    if method not in AUTO_METHODS:
+        raise SearchError(f"method: expected one of {', '.join(AUTO_METHODS)}, got {method!r}")
+    dev = device if device is not None else DeviceModel()
+    budget = parse_bytes(memory_budget) if memory_budget is not None else dev.memory
+    work = module.copy()
+    name, m = resolve_mesh(work, mesh)
+    problem = build_problem(work, name, m, dev, budget, max_strategies=max_strategies, progress=progress)
+    if progress:
+        progress("solving", 0, 1)
+    if method == "bfs":
+        conf = {i: int(problem.graph.node_costs(i).argmin()) for i, nd in enumerate(problem.nodes) if nd.configured}
+        sol = solve_bfs(problem.graph, conf)
+    else:
+        sol = solve(problem.graph, time_limit, method)
+    if progress:
+        progress("solving", 1, 1)
+    apply_solution(problem, sol.assignment)
+    return propagate(work), make_report(problem, sol)

@@ -1,0 +1,160 @@
+"""Sharding strategies of one op, enumerated from its factor rule (Shardonnay RFC "Operation
+sharding rule"; MindSpore "Sharding Strategy": how many ways each dimension is split).
+
+A strategy assigns every mesh axis either to one factor of the op's rule or to none; several
+axes on one factor shard it by their product (in mesh order, major to minor). The operand and
+result shardings follow from the rule's mappings: a dimension's axes are those of its factors,
+major factor first. A strategy is kept when it is a valid sharding:
+
+* every factor's size is divisible by the product of its axes' sizes (no padding);
+* need-replication factors and factors whose propagation is blocked stay unsharded, and so
+  do permutation factors unless ``allow_permutation`` (their sharding needs a
+  collective-permute the op's cost does not model);
+* in a compound dimension (several factors), a factor is sharded only when every factor major
+  to it is fully sharded (product of axes == factor size), as a dimension sharding is one
+  major-to-minor axis list;
+* reduction factors may be sharded: the op then ends with an all-reduce over their axes
+  (Shardy ``reduction`` factors; ``cost_model.op_cost``).
+
+The count per op is capped (``max_strategies``): the replicated strategy always stays; the
+others are ranked by how many devices share the work (product of all sharding axes, larger
+first), then by fewer sharded reduction factors (no all-reduce first), then in enumeration
+order, and the first ``max_strategies - 1`` are kept.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from shardwise.errors import SearchError
+from shardwise.mesh import Mesh
+from shardwise.rules.rule import OpShardingRule
+from shardwise.sharding import TensorSharding
+
+__all__ = ["DEFAULT_MAX_STRATEGIES", "Strategy", "enumerate_strategies", "replicated", "value_strategies"]
+
+#: Default cap on strategies per op (the replicated one included).
+DEFAULT_MAX_STRATEGIES = 32
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One way to shard an op (or a function argument).
+
+    ``factor_axes[f]``: the mesh axes (names, mesh order) sharding factor ``f`` of the rule
+    (empty for an argument's pseudo-rule-less strategy). ``operands`` / ``results``: the
+    sharding each operand must have and each result gets (closed dimensions, ``@mesh_name``).
+    ``reduction_axes``: the axes of sharded reduction factors (the op's all-reduce group).
+    ``shards``: product of all sharding axes' sizes (devices sharing the op's work)."""
+
+    factor_axes: tuple[tuple[str, ...], ...]
+    operands: tuple[TensorSharding, ...]
+    results: tuple[TensorSharding, ...]
+    reduction_axes: tuple[str, ...]
+    shards: int
+
+    @property
+    def is_replicated(self) -> bool:
+        return self.shards == 1
+
+    def describe(self, names: str = "ijklmnopqrstuvwxyzabcdefgh") -> str:
+        """Short text: sharded factors as ``i:data,k:model`` (factor letters as in Shardy's
+        rule text) or, without factors, the result's dimension shardings; ``replicated``."""
+        if self.factor_axes:
+            parts = [f"{_factor_name(f, names)}:{'*'.join(a)}" for f, a in enumerate(self.factor_axes) if a]
+            return ",".join(parts) if parts else "replicated"
+        dims = self.results[0].dims if self.results else ()
+        if not any(d.axes for d in dims):
+            return "replicated"
+        return "[" + ", ".join("*".join(a.name for a in d.axes) or "-" for d in dims) + "]"
+
+
+def _factor_name(f: int, names: str) -> str:
+    return names[f] if f < len(names) else f"z_{f - len(names) + 1}"
+
+
+def _sharding(mesh: Mesh, mesh_name: str, mapping: Sequence[Sequence[int]], axes: Sequence[Sequence[str]]) -> TensorSharding:
+    dims = [[a for f in dim for a in axes[f]] for dim in mapping]
+    return TensorSharding(mesh, dims, mesh_name=mesh_name)
+
+
+def _size(mesh: Mesh, axes: Sequence[str]) -> int:
+    n = 1
+    for a in axes:
+        n *= mesh.axis_size(a)
+    return n
+
+
+def _valid(rule: OpShardingRule, mesh: Mesh, axes: Sequence[Sequence[str]], forbidden: frozenset[int]) -> bool:
+    for f, fa in enumerate(axes):
+        if not fa:
+            continue
+        size = rule.factor_sizes[f]
+        if f in forbidden or size <= 0 or size % _size(mesh, fa):
+            return False
+    for mapping in (*rule.operand_mappings, *rule.result_mappings):
+        for dim in mapping:
+            for i, f in enumerate(dim[1:], start=1):
+                if axes[f] and any(_size(mesh, axes[g]) != rule.factor_sizes[g] for g in dim[:i]):
+                    return False
+    return True
+
+
+def enumerate_strategies(
+    rule: OpShardingRule,
+    mesh: Mesh,
+    *,
+    mesh_name: str = "mesh",
+    max_strategies: int = DEFAULT_MAX_STRATEGIES,
+    allow_permutation: bool = False,
+) -> list[Strategy]:
+    """Every valid strategy of an op with ``rule`` on ``mesh`` (see the module docstring),
+    the replicated one first, at most ``max_strategies`` (>= 1).
+
+    Work: ``(F + 1) ** A`` assignments for ``F`` factors and ``A`` mesh axes. Raises
+    :class:`SearchError` for ``max_strategies < 1``."""
+    if max_strategies < 1:
+        raise SearchError(f"max_strategies: expected at least 1, got {max_strategies}")
+    nf = len(rule.factor_sizes)
+    forbidden = frozenset(rule.need_replication_factors) | frozenset(rule.blocked_propagation_factors)
+    if not allow_permutation:
+        forbidden |= frozenset(rule.permutation_factors)
+    names = [a.name for a in mesh.axes if a.size > 1]
+    found: list[tuple[tuple[int, int, int], Strategy]] = []
+    for n, choice in enumerate(itertools.product(range(nf + 1), repeat=len(names))):
+        axes: list[list[str]] = [[] for _ in range(nf)]
+        for name, f in zip(names, choice):
+            if f < nf:
+                axes[f].append(name)
+        if not _valid(rule, mesh, axes, forbidden):
+            continue
+        red = tuple(a for f in rule.reduction_factors for a in axes[f])
+        s = Strategy(
+            factor_axes=tuple(tuple(a) for a in axes),
+            operands=tuple(_sharding(mesh, mesh_name, m, axes) for m in rule.operand_mappings),
+            results=tuple(_sharding(mesh, mesh_name, m, axes) for m in rule.result_mappings),
+            reduction_axes=tuple(a for a in names if a in red),
+            shards=_size(mesh, [name for fa in axes for name in fa]),
+        )
+        found.append(((-s.shards, sum(1 for f in rule.reduction_factors if axes[f]), n), s))
+    rep = [s for _, s in found if s.is_replicated][:1]
+    rest = [s for _, s in sorted(((k, s) for k, s in found if not s.is_replicated), key=lambda t: t[0])]
+    return (rep + rest)[:max_strategies]
+
+
+def replicated(mesh: Mesh, mesh_name: str, rank: int) -> TensorSharding:
+    """The fully replicated closed sharding of a rank-``rank`` tensor."""
+    return TensorSharding(mesh, [[] for _ in range(rank)], mesh_name=mesh_name)
+
+
+def value_strategies(
+    shape: Sequence[int], mesh: Mesh, *, mesh_name: str = "mesh", max_strategies: int = DEFAULT_MAX_STRATEGIES
+) -> list[Strategy]:
+    """Strategies of a function argument of ``shape``: each mesh axis on one dimension or
+    none, dimensions divisible by their axes' product (the identity rule of the value), with
+    the same ranking and cap as :func:`enumerate_strategies`."""
+    rule = OpShardingRule([int(d) for d in shape], [], [[[i] for i in range(len(shape))]])
+    out = enumerate_strategies(rule, mesh, mesh_name=mesh_name, max_strategies=max_strategies)
+    return [Strategy((), s.operands, s.results, (), s.shards) for s in out]

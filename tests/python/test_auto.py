@@ -1,0 +1,205 @@
+"""auto_shard: cost-based sharding of whole programs (issue 8)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from auto_programs import mlp, transformer_block
+from shardwise import Builder, Mesh, auto_shard, check_partition, partition
+from shardwise.errors import ProgramError, SearchError
+from shardwise.ir.core import Module
+from shardwise.rules.rule import OpShardingRule
+from shardwise.search import DeviceModel, StrategyGraph, evaluate, solve, solve_bfs
+from shardwise.search.auto import build_problem, parse_bytes, resolve_mesh
+from shardwise.search.strategies import enumerate_strategies
+from shardwise.spmd.redistribute import CostModel, Link
+
+MESH = {"data": 2, "model": 4}
+#: No latency: the plans are decided by bytes (the programs are small enough for latency to hide them).
+FLAT = DeviceModel(cost_model=CostModel(Link(latency=0.0)))
+#: The data axis across hosts (4x slower links), the model axis inside a host.
+HOSTS = DeviceModel(cost_model=CostModel(Link(latency=0.0), {"data": Link(25e9, 0.0)}))
+
+
+def _arg_dims(module: Module) -> list[list[list[str]]]:
+    return [[[a.name for a in d.axes] for d in a.sharding.dims] for a in module.func().args]  # type: ignore[union-attr]
+
+
+def _check(module: Module) -> float:
+    part = partition(module)
+    res = check_partition(module, part.global_module, part.ranks, seed=2)
+    assert res.passed, [(o.max_abs, o.max_rel) for o in res.outputs]
+    return part.bytes_per_device
+
+
+def test_mlp_is_data_parallel_plus_megatron_and_moves_the_predicted_bytes() -> None:
+    # Replicated w1 and w2 take 64 KiB each: a 44 KB budget forces both to be split 4 ways.
+    out, rep = auto_shard(mlp(), MESH, memory_budget=44_000, method="ilp", time_limit=5, device=FLAT)
+    x, w1, w2 = _arg_dims(out)
+    assert w1 == [[], ["model"]]  # column parallel: output features
+    assert w2 == [["model"], []]  # row parallel: input features
+    dot1 = next(op for op in out.func().body.ops if op.name == "stablehlo.dot_general")
+    assert [[a.name for a in d.axes] for d in dot1.results[0].sharding.dims] == [["data"], ["model"]]
+    assert rep.feasible and rep.peak_memory <= 44_000 and rep.optimal
+    # One all-reduce of the (8, 64) f32 local result over model: 2 * 3/4 * 2048 bytes.
+    assert rep.comm_bytes == 3072
+    assert _check(out) == rep.comm_bytes
+
+
+def test_transformer_block_megatron_on_a_two_level_mesh() -> None:
+    m = transformer_block(batch=4, seq=8, d=128, heads=4, ffn=512)
+    out, rep = auto_shard(m, MESH, memory_budget=215_000, method="ilp", time_limit=5, device=HOSTS)
+    x, wq, wk, wv, wo, w1, w2 = _arg_dims(out)
+    assert x == [["data"], [], []]
+    assert wq == wk == wv == [[], ["model"]]  # heads split by model (column parallel)
+    assert w1 == [[], ["model"]] and w2 == [["model"], []]  # MLP: column then row
+    # wo is a tie in bytes: row parallel (all-reduce of the (2, 8, 128) output, 12288 B) costs
+    # what column parallel does (all-gather of the heads' output + of the residual, 2 x 6144 B).
+    assert wo in ([[], ["model"]], [["model"], []])
+    assert rep.feasible and rep.peak_memory <= 215_000
+    moved = _check(out)
+    # The partitioner fuses an all-reduce whose result is then sliced (the last residual add
+    # wants its operand split by model) into a reduce-scatter: half the all-reduce's bytes.
+    # So the partition moves at most the predicted bytes and at least the prediction less half
+    # of its all-reduce bytes.
+    reduced = sum(n.comm_bytes for n in rep.nodes if "all_reduce" in n.collectives)
+    assert rep.comm_bytes - reduced / 2 <= moved <= rep.comm_bytes
+
+
+def test_no_budget_no_sharding_of_weights_needed_and_replicated_budget_zero_is_infeasible() -> None:
+    out, rep = auto_shard(mlp(), MESH, method="ilp", time_limit=2, device=FLAT)
+    assert rep.feasible and rep.comm_bytes == 0  # batch parallel alone costs no communication
+    _check(out)
+    _, rep0 = auto_shard(mlp(), MESH, memory_budget=0, method="local", time_limit=0.5, device=FLAT)
+    assert not rep0.feasible
+
+
+def test_bfs_keeps_configured_shardings() -> None:
+    b = Builder(Mesh(MESH))
+    x = b.arg((16, 64))
+    w1 = b.arg((64, 256), sharding=b.sharding([["model"], None]))
+    w2 = b.arg((256, 64))
+    h = b.tanh(b.dot_general(x, w1, contracting=((1,), (0,))))
+    module = b.ret(b.dot_general(h, w2, contracting=((1,), (0,))))
+    for method in ("bfs", "ilp"):
+        out, rep = auto_shard(module, None, method=method, time_limit=2, device=FLAT)
+        assert _arg_dims(out)[1] == [["model"], []]
+        assert rep.nodes[1].configured and rep.nodes[1].strategy == "[model, -]"
+        _check(out)
+    # From the configured row-split w1, BFS reaches the dot first: its contracting factor k on model
+    # with x split the same way (no reshard of x, an argument), so the dot's all-reduce
+    # over model is the cheapest choice for it.
+    out, rep = auto_shard(module, None, method="bfs", device=FLAT)
+    dot1 = rep.nodes[3]
+    assert "k:model" in dot1.strategy and "all_reduce" in dot1.collectives
+
+
+def test_bfs_without_configuration_starts_from_the_heaviest_op() -> None:
+    out, rep = auto_shard(mlp(), MESH, method="bfs", device=FLAT)
+    assert rep.method == "bfs" and rep.feasible
+    _check(out)
+
+
+def _exhaustive(g: StrategyGraph) -> int:
+    best = None
+    for x in itertools.product(*(range(g.k(v)) for v in range(g.num_nodes))):
+        s = evaluate(g, x)
+        if s.feasible and (best is None or s.cost < best):
+            best = s.cost
+    assert best is not None
+    return best
+
+
+@pytest.mark.parametrize("budget", [None, 30_000])
+def test_ilp_equals_exhaustive_search_on_a_small_program(budget: int | None) -> None:
+    module = mlp(batch=8, d=16, hidden=32)
+    name, mesh = resolve_mesh(module, {"a": 2, "b": 2})
+    problem = build_problem(module, name, mesh, FLAT, budget, max_strategies=4)
+    g = problem.graph
+    assert g.num_nodes == 6
+    sol = solve(g, 5.0, "ilp")
+    assert sol.feasible and sol.cost == _exhaustive(g)
+
+
+def test_strategies_respect_divisibility_reduction_and_the_cap() -> None:
+    mesh = Mesh(MESH)
+    rule = OpShardingRule([6, 8, 4], [[[0], [1]], [[1], [2]]], [[[0], [2]]], reduction_factors=[1])
+    all_ = enumerate_strategies(rule, mesh)
+    assert all_[0].is_replicated
+    for s in all_:
+        for f, axes in enumerate(s.factor_axes):
+            n = 1
+            for a in axes:
+                n *= mesh.axis_size(a)
+            assert rule.factor_sizes[f] % n == 0
+    # 6 is not divisible by 4: model never shards factor i.
+    assert all("model" not in s.factor_axes[0] for s in all_)
+    red = [s for s in all_ if s.factor_axes[1]]
+    assert red and all(s.reduction_axes == tuple(a for a in ("data", "model") if a in s.factor_axes[1]) for s in red)
+    assert len(enumerate_strategies(rule, mesh, max_strategies=3)) == 3
+    with pytest.raises(SearchError, match="max_strategies"):
+        enumerate_strategies(rule, mesh, max_strategies=0)
+    blocked = OpShardingRule([8, 8], [[[0, 1]]], [[[0, 1]]], need_replication_factors=[0])
+    assert all(not s.factor_axes[0] and not s.factor_axes[1] for s in enumerate_strategies(blocked, mesh))
+
+
+def test_compound_dimension_shards_a_minor_factor_only_under_a_fully_sharded_major() -> None:
+    mesh = Mesh({"x": 2, "y": 4})
+    rule = OpShardingRule([2, 8], [[[0, 1]]], [[[0], [1]]])  # reshape (16,) -> (2, 8)
+    for s in enumerate_strategies(rule, mesh):
+        if s.factor_axes[1]:
+            assert s.factor_axes[0] == ("x",)
+
+
+def test_errors_name_the_bad_value() -> None:
+    with pytest.raises(SearchError, match="method"):
+        auto_shard(mlp(), MESH, method="greedy")
+    with pytest.raises(SearchError, match="memory budget.*12 parsecs"):
+        auto_shard(mlp(), MESH, memory_budget="12 parsecs")
+    with pytest.raises(ProgramError, match="no sdy.mesh"):
+        auto_shard(mlp(), None)
+    with pytest.raises(SearchError, match="flop_rate"):
+        DeviceModel(flop_rate=0)
+    with pytest.raises(SearchError, match="configured node 9"):
+        solve_bfs(StrategyGraph.build([[1]], [[0]], [[0, 1]], [], []), {9: 0})
+    assert parse_bytes("16GiB") == 16 * 2**30 and parse_bytes("1.5kB") == 1500 and parse_bytes(7) == 7
+
+
+def test_report_dict_and_table() -> None:
+    from rich.console import Console
+
+    out, rep = auto_shard(mlp(), MESH, memory_budget="44KB", method="ilp", time_limit=3, device=FLAT)
+    d = rep.to_dict()
+    assert d["comm_bytes"] == rep.comm_bytes and len(d["nodes"]) == 6 and d["seconds"] == rep.seconds
+    assert rep.compute_seconds == pytest.approx(sum(n.flops for n in rep.nodes) / FLAT.flop_rate)
+    console = Console(record=True, width=200)
+    console.print(rep.table())
+    text = console.export_text()
+    assert "stablehlo.dot_general" in text and "all_reduce" in text and "[-, model]" in text
+
+
+def test_cli_auto_writes_the_module_and_reports(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    from pathlib import Path
+
+    from shardwise.cli import main
+    from shardwise.importers.mlir import load_mlir
+
+    d = Path(str(tmp_path))
+    src, dst = d / "mlp.mlir", d / "out.mlir"
+    mlp().save(str(src))  # no mesh: --mesh adds it
+    rc = main(["auto", str(src), "-o", str(dst), "--mesh", "data=2,model=4", "--memory-budget", "60KiB", "--time-limit", "2", "--json"])
+    assert rc == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["feasible"] and report["peak_memory"] <= 60 * 1024 and len(report["nodes"]) == 6
+    out = load_mlir(dst)
+    assert out.meshes["mesh"] == Mesh(MESH)
+    assert all(a.sharding is not None for a in out.func().args)
+    _check(out)
+    rc = main(["auto", str(src), "-o", str(dst), "--mesh", "data=2,model=4", "--memory-budget", "0", "--method", "bfs"])
+    assert rc == 1  # infeasible: nothing fits in 0 bytes
+    assert "EXCEEDED" in capsys.readouterr().out
+    assert main(["auto", str(src), "-o", str(dst), "--mesh", "data=2,model=4", "--memory-budget", "lots"]) == 2
+    assert "memory budget" in capsys.readouterr().err
