@@ -39,6 +39,7 @@
 
 #![warn(missing_docs)]
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::debug::{step_edges, DebugOptions, EdgeNode, EdgeNodeKind, Origin, OriginKind, ShardingDebug};
@@ -138,6 +139,12 @@ pub struct SolverOutput {
     /// What was recorded of where shardings came from, when [`SolverInput::debug`] asked for
     /// it (records of erased ops and their values dropped).
     pub debug: Option<ShardingDebug>,
+}
+
+/// Shardy `updateTensorSharding`'s test: `new` is stored unless it equals `old` or is empty
+/// where there was nothing.
+fn changed(old: Option<&TensorSharding>, new: &TensorSharding) -> bool {
+    !((old.is_none() && empty_axes(new)) || old == Some(new))
 }
 
 /// One tensor of a propagation step: where its sharding is read and written.
@@ -711,6 +718,22 @@ impl<'g> Solver<'g> {
         }
     }
 
+    /// `tensor_get` without a copy where the stored sharding is the tensor's sharding (no
+    /// manual axes to erase or add).
+    fn tensor_cow(&self, t: Tensor) -> Option<Cow<'_, TensorSharding>> {
+        match t {
+            Tensor::Value(v) => {
+                let slot = self.shardable(v)?;
+                let raw = self.raw[slot as usize].as_ref()?;
+                match self.manual_arg_axes(slot) {
+                    Some(manual) => Some(Cow::Owned(erase_manual_axes(raw, manual))),
+                    None => Some(Cow::Borrowed(raw)),
+                }
+            }
+            _ => self.tensor_get(t).map(Cow::Owned),
+        }
+    }
+
     fn tensor_set(&mut self, t: Tensor, s: TensorSharding) {
         match t {
             Tensor::Value(v) => self.set_sharding(v, s),
@@ -735,11 +758,11 @@ impl<'g> Solver<'g> {
     /// The mesh the shardings share (Shardy `getCommonMeshName`): the first sharding's,
     /// unless it is the empty mesh, which any other replaces; `None` when two non-empty meshes
     /// differ or no sharding is given. Errors when a sharding names an unknown mesh.
-    fn common_mesh(&self, shardings: &[&Option<TensorSharding>]) -> Result<Option<(MeshRef, Mesh)>> {
+    fn common_mesh(&self, shardings: &[Option<&TensorSharding>]) -> Result<Option<(MeshRef, Mesh)>> {
         // The first non-empty mesh is kept by reference (shardings naming the same mesh resolve
         // to the same entry, so most comparisons are pointer comparisons) and cloned once.
         let mut chosen: Option<(&MeshRef, &Mesh)> = None;
-        for s in shardings.iter().filter_map(|s| s.as_ref()) {
+        for s in shardings.iter().filter_map(|s| *s) {
             let m = s.resolve_mesh(&self.meshes)?;
             match chosen {
                 None => chosen = Some((&s.mesh, m)),
@@ -770,17 +793,6 @@ impl<'g> Solver<'g> {
         conservative: bool,
         elementwise: bool,
     ) -> Result<bool> {
-        let op_sh: Vec<Option<TensorSharding>> = operands.iter().map(|&t| self.tensor_get(t)).collect();
-        let res_sh: Vec<Option<TensorSharding>> = results.iter().map(|&t| self.tensor_get(t)).collect();
-        let all: Vec<&Option<TensorSharding>> = op_sh.iter().chain(&res_sh).collect();
-        let Some((mesh_ref, mesh)) = self.common_mesh(&all)? else { return Ok(false) };
-        if mesh.is_maximal() {
-            return Ok(false);
-        }
-        let op_refs: Vec<Option<&TensorSharding>> = op_sh.iter().map(Option::as_ref).collect();
-        let res_refs: Vec<Option<&TensorSharding>> = res_sh.iter().map(Option::as_ref).collect();
-        let mut projection = ShardingProjection::build_on_mesh(&op_refs, &res_refs, rule, &mesh, false)?;
-        let before = self.debug.is_some().then(|| projection.clone());
         let direction = |f: usize| {
             if i64::try_from(f).is_ok_and(|f| rule.is_blocked(f)) {
                 Dir::None
@@ -788,28 +800,46 @@ impl<'g> Solver<'g> {
                 dirs.get(f).copied().unwrap_or(Dir::None)
             }
         };
-        let updated = strategy.propagate_factor_shardings(
-            &mut projection,
-            &direction,
-            &rule.factor_sizes,
-            Some(&mesh),
-            conservative,
-            OpInfo { elementwise },
-        )?;
-        let mut any = false;
-        for i in updated.operands.ones() {
-            any |= self.update_tensor(
-                operands[i],
-                &op_sh[i],
-                projection.operands[i].to_tensor_sharding(&rule.operand_mappings[i], &rule.factor_sizes, &mesh_ref, &mesh)?,
-            );
-        }
-        for i in updated.results.ones() {
-            any |= self.update_tensor(
-                results[i],
-                &res_sh[i],
-                projection.results[i].to_tensor_sharding(&rule.result_mappings[i], &rule.factor_sizes, &mesh_ref, &mesh)?,
-            );
+        // The current shardings are read in place; the changed ones are collected first and
+        // stored after (each compared with the sharding read before any store, as Shardy does).
+        let (mesh, projection, before, updates) = {
+            let op_sh: Vec<Option<Cow<'_, TensorSharding>>> = operands.iter().map(|&t| self.tensor_cow(t)).collect();
+            let res_sh: Vec<Option<Cow<'_, TensorSharding>>> = results.iter().map(|&t| self.tensor_cow(t)).collect();
+            let op_refs: Vec<Option<&TensorSharding>> = op_sh.iter().map(|s| s.as_deref()).collect();
+            let res_refs: Vec<Option<&TensorSharding>> = res_sh.iter().map(|s| s.as_deref()).collect();
+            let all: Vec<Option<&TensorSharding>> = op_refs.iter().chain(&res_refs).copied().collect();
+            let Some((mesh_ref, mesh)) = self.common_mesh(&all)? else { return Ok(false) };
+            if mesh.is_maximal() {
+                return Ok(false);
+            }
+            let mut projection = ShardingProjection::build_on_mesh(&op_refs, &res_refs, rule, &mesh, false)?;
+            let before = self.debug.is_some().then(|| projection.clone());
+            let updated = strategy.propagate_factor_shardings(
+                &mut projection,
+                &direction,
+                &rule.factor_sizes,
+                Some(&mesh),
+                conservative,
+                OpInfo { elementwise },
+            )?;
+            let mut updates: Vec<(Tensor, TensorSharding)> = Vec::new();
+            for i in updated.operands.ones() {
+                let new = projection.operands[i].to_tensor_sharding(&rule.operand_mappings[i], &rule.factor_sizes, &mesh_ref, &mesh)?;
+                if changed(op_refs[i], &new) {
+                    updates.push((operands[i], new));
+                }
+            }
+            for i in updated.results.ones() {
+                let new = projection.results[i].to_tensor_sharding(&rule.result_mappings[i], &rule.factor_sizes, &mesh_ref, &mesh)?;
+                if changed(res_refs[i], &new) {
+                    updates.push((results[i], new));
+                }
+            }
+            (mesh, projection, before, updates)
+        };
+        let any = !updates.is_empty();
+        for (t, new) in updates {
+            self.store_update(t, new);
         }
         if let Some(before) = before {
             let step = self.debug.as_ref().map_or(0, |d| d.next_step);
@@ -830,15 +860,12 @@ impl<'g> Solver<'g> {
         Ok(any)
     }
 
-    /// Shardy `updateTensorSharding`: stores `new` unless it equals `old` (or is empty where
-    /// there was nothing), announces it and gives it to the value's sharding group.
-    fn update_tensor(&mut self, t: Tensor, old: &Option<TensorSharding>, new: TensorSharding) -> bool {
-        if (old.is_none() && empty_axes(&new)) || old.as_ref() == Some(&new) {
-            return false;
-        }
+    /// Shardy `updateTensorSharding`, once `changed` said `new` differs: stores it, announces
+    /// it and gives it to the value's sharding group.
+    fn store_update(&mut self, t: Tensor, new: TensorSharding) {
         self.stats.updates += 1;
         self.tensor_set(t, new.clone());
-        let Some(modified) = self.modified_value(t) else { return true };
+        let Some(modified) = self.modified_value(t) else { return };
         self.notify_sharding_modified(modified);
         if let Some(&g) = self.prog.group_of.get(&modified) {
             let members = self.prog.groups[g].1.clone();
@@ -851,7 +878,6 @@ impl<'g> Solver<'g> {
                 self.notify_sharding_modified(m);
             }
         }
-        true
     }
 
     fn directions(&self, policy: &dyn DirectionPolicy, op: u32, num_factors: usize) -> Vec<Dir> {
