@@ -1,13 +1,17 @@
-"""shardwise: decides how every tensor of an ML program is split across a device mesh.
+"""shardwise: decides how every tensor of an ML program is split across a device mesh, and runs
+the split program.
 
-This release holds the sharding representation of the Shardonnay RFC (meshes, axis references
-and sub-axes, dimension and tensor shardings with their invariants, Shardy's exact text form,
-the per-device view, conversions to XLA HLO shardings, JAX PartitionSpecs, MindSpore layouts,
-hidet specs and DTensor placements), the program IR with MLIR import/export and a builder, the
-operation sharding rule of every op (Shardy's registry), and Shardy-exact sharding propagation
-(``propagate``), and why each value got its sharding (``explain``).
+The sharding representation of the Shardonnay RFC (meshes, axis references and sub-axes,
+dimension and tensor shardings with their invariants, Shardy's exact text form, the per-device
+view, conversions to XLA HLO shardings, JAX PartitionSpecs, MindSpore layouts, hidet specs and
+DTensor placements); the program IR with MLIR import/export and a builder; the operation
+sharding rule of every op (Shardy's registry); Shardy-exact sharding propagation
+(``propagate``, ``propagate_many``) and why each value got its sharding (``explain``); the
+cost-based search (``auto_shard``, ``shardwise.search``); the SPMD partitioner with tensor
+redistribution (``partition``, ``load_partition``, ``shardwise.spmd``); and the executors
+that check the split program against the original (``check_partition``,
+``shardwise.execute``: interpreter, in-process simulator, MPI, NCCL).
 """
-
 from shardwise._native import __version__
 from shardwise.api import propagate
 from shardwise.propagation.batch import CandidateResults, propagate_many
