@@ -343,10 +343,11 @@ class Uses:
         lst = self._uses.get(value)
         if lst is None:
             return
-        for k, (o, i) in enumerate(lst):
-            if o is op and i == index:
-                del lst[k]
-                return
+        try:
+            # Ops compare by identity: the search runs in C (values used by thousands of ops).
+            del lst[lst.index((op, index))]
+        except ValueError:
+            return
 
     def _add(self, value: Value, op: Op, index: int) -> None:
         self._uses.setdefault(value, []).insert(0, (op, index))
