@@ -8,7 +8,7 @@ from __future__ import annotations
 from shardwise.ir.attrs import quote
 from shardwise.ir.core import Func, Module, Op, Value
 from shardwise.ir.rewrite import DeferredInserts, Mapping, SymbolTable, Uses, clone_func, clone_op, enclosing, erase_ops
-from shardwise.ir.types import TensorType
+from shardwise.ir.types import DYNAMIC, TensorType
 from shardwise.passes._sdy import (
     CALL,
     NAMED_COMPUTATION,
@@ -52,7 +52,8 @@ _NO_MEMORY_EFFECT_OPS = ELEMENTWISE_OPS | frozenset(
 
 
 def _static(v: Value) -> bool:
-    return not isinstance(v.type, TensorType) or all(d >= 0 for d in v.type.shape)
+    t = v.type
+    return not isinstance(t, TensorType) or DYNAMIC not in t.shape
 
 
 def is_pure(op: Op) -> bool:
