@@ -74,7 +74,7 @@ fn exhaustive(g: &StrategyGraph) -> Option<i128> {
 }
 
 fn opts(rounds: u64) -> LocalOptions {
-    LocalOptions { time_limit: Duration::from_secs(20), seed: 7, initial: None, max_rounds: Some(rounds) }
+    LocalOptions { time_limit: Duration::from_secs(20), seed: 7, initial: None, max_rounds: Some(rounds), ..LocalOptions::default() }
 }
 
 #[test]

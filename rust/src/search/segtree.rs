@@ -29,6 +29,22 @@ impl MaxAddTree {
         self.max_rec(1, 0, self.n, lo, hi)
     }
 
+    /// The maximum over all points and the leftmost point where it occurs.
+    pub(crate) fn argmax(&self) -> (i128, usize) {
+        let (mut node, mut l, mut r) = (1usize, 0usize, self.n);
+        while r - l > 1 {
+            let m = (l + r) / 2;
+            if self.max[2 * node] >= self.max[2 * node + 1] {
+                node *= 2;
+                r = m;
+            } else {
+                node = 2 * node + 1;
+                l = m;
+            }
+        }
+        (self.max[1], l)
+    }
+
     fn add_rec(&mut self, node: usize, l: usize, r: usize, lo: usize, hi: usize, d: i128) {
         if hi <= l || r <= lo {
             return;
