@@ -288,10 +288,12 @@ pub(super) fn lagrange_phase(
     let mut cycles = 0u64;
     while Instant::now() < deadline && max_cycles.is_none_or(|m| cycles < m) {
         cycles += 1;
-        // Feasible image of the priced optimum.
+        // Feasible image of the priced optimum; skipped (a long, poor repair) while the priced
+        // optimum is far over the limit and some feasible assignment is already known.
         let mut fs = State::new(g, st.assign.clone(), least_usage.to_vec());
         fs.limit = limit;
-        if repair(&mut fs, &mut buf) {
+        let far = fs.peak() > limit + limit * 3 / 10;
+        if !(far && best.is_some()) && repair(&mut fs, &mut buf) {
             fs.descend(None, deadline);
             if best.as_ref().is_none_or(|b| fs.total < b.0) {
                 best = Some((fs.total, fs.assign.clone()));

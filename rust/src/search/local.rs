@@ -48,7 +48,7 @@ pub struct LocalOptions {
 
 impl Default for LocalOptions {
     fn default() -> Self {
-        LocalOptions { time_limit: Duration::from_secs(10), seed: 0, initial: None, max_rounds: None, lagrange_share: 0.5 }
+        LocalOptions { time_limit: Duration::from_secs(10), seed: 0, initial: None, max_rounds: None, lagrange_share: 0.8 }
     }
 }
 
