@@ -118,13 +118,13 @@ fn set_prices(st: &mut State<'_>, lambda: &[f64], old: &mut [f64]) -> Vec<usize>
         st.extra = vec![0; g.cost.len()];
     }
     let mut changed = Vec::new();
-    for v in 0..g.num_nodes() {
+    for (v, old_v) in old.iter_mut().enumerate() {
         let (lo, hi) = st.range[v];
         let price = if lo < hi { pre[hi] - pre[lo] } else { 0.0 };
-        if price == old[v] {
+        if price == *old_v {
             continue;
         }
-        old[v] = price;
+        *old_v = price;
         changed.push(v);
         let off = g.offsets[v];
         for s in 0..g.k(v) {
@@ -233,8 +233,8 @@ pub(super) fn forest_move(st: &mut State<'_>, weights: &[(bool, f64)], next: &mu
         while i < order.len() {
             let u = order[i];
             for &(w, e) in &tadj[u] {
-                if !pos.contains_key(&w) {
-                    pos.insert(w, order.len());
+                if let std::collections::hash_map::Entry::Vacant(slot) = pos.entry(w) {
+                    slot.insert(order.len());
                     order.push(w);
                     parent.push((i, e));
                 }

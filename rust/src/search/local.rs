@@ -1,8 +1,13 @@
 //! Local search for the strategy-graph problem (see `search/mod.rs`).
 //!
-//! 1. Start: the strategy of least memory usage on every node (ties: least node cost). This
-//!    assignment minimises the usage at every time point at once, so it is feasible if and only
-//!    if the instance is; or a caller's warm start.
+//! 0. Lagrangian phase (`lagrange.rs`, `LocalOptions::lagrange_share` of the time, 80% by
+//!    default, when there is a usage limit and the instance is feasible): memory priced per time
+//!    point instead of constrained, a greedy start, spanning-forest dynamic programming over the
+//!    edges holding forbidden (>= 10^18) entries first, and a repair to a feasible assignment
+//!    each cycle; the best feasible one (or a better warm start) starts the steps below.
+//! 1. Start otherwise: the strategy of least memory usage on every node (ties: least node cost).
+//!    This assignment minimises the usage at every time point at once, so it is feasible if and
+//!    only if the instance is; or a caller's warm start.
 //! 2. Coordinate descent: a worklist of nodes; each node takes the strategy that lowers
 //!    `node cost + Σ incident edge costs` the most among those that keep the peak usage over its
 //!    liveness range within the limit (a range-add / range-max segment tree over the distinct

@@ -72,3 +72,20 @@ impl MaxAddTree {
         best + self.add[node]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::MaxAddTree;
+
+    #[test]
+    fn argmax_is_the_leftmost_peak() {
+        let mut t = MaxAddTree::new(10);
+        t.add(2, 7, 5);
+        t.add(4, 9, 3);
+        t.add(0, 10, -1);
+        assert_eq!(t.argmax(), (7, 4));
+        t.add(4, 7, -3);
+        assert_eq!(t.argmax(), (4, 2));
+        assert_eq!(t.max(7, 10), 2);
+    }
+}
