@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from shardwise.search import read_instance, score, solve
-from shardwise.search.iopddl import contest_time_limit
+from shardwise.search.iopddl import contest_time_limit, output_reserve
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "iopddl"
 
@@ -39,7 +39,7 @@ def main() -> None:
         limit = (contest_time_limit(letter) or 60.0) * args.time_scale
         start = time.perf_counter()
         g = read_instance(path)
-        sol = solve(g, max(limit - (time.perf_counter() - start) - 0.5, 0.0), args.method)
+        sol = solve(g, max(limit - (time.perf_counter() - start) - output_reserve(limit), 0.0), args.method)
         secs = time.perf_counter() - start
         cost = score(g, sol.assignment)
         bk = best.get(letter)

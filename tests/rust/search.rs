@@ -74,7 +74,7 @@ fn exhaustive(g: &StrategyGraph) -> Option<i128> {
 }
 
 fn opts(rounds: u64) -> LocalOptions {
-    LocalOptions { time_limit: Duration::from_secs(20), seed: 7, initial: None, max_rounds: Some(rounds) }
+    LocalOptions { time_limit: Duration::from_secs(20), seed: 7, initial: None, max_rounds: Some(rounds), ..LocalOptions::default() }
 }
 
 #[test]
@@ -183,4 +183,29 @@ fn validation_names_the_problem() {
     assert!(e.message.contains("node 2: interval [5, 3)"), "{}", e.message);
     let e = example().evaluate(&[0, 0, 3, 0, 0]).unwrap_err();
     assert!(e.message.contains("node 2: strategy 3 out of range"), "{}", e.message);
+}
+
+/// A chain whose edges forbid (cost 10^18) any change of strategy between neighbours, so that
+/// one-node and one-edge moves from an inconsistent start are stuck; the strategies' node costs
+/// disagree from node to node and the usage limit rules out strategy 0 (the cheapest in sum).
+/// The optimum is the consistent strategy of least total node cost among those that fit.
+#[test]
+fn forbidden_chain_is_solved_consistently() {
+    const F: i64 = 1_000_000_000_000_000_000;
+    let n = 24;
+    let mut rng = Lcg(7);
+    let nodes: Vec<NodeSpec> = (0..n)
+        .map(|v| {
+            let costs: Vec<i64> = (0..4).map(|s| if s == 0 { 1 } else { 10 + rng.next(50) as i64 }).collect();
+            (costs, vec![9, 3, 2, 1], (v as i64, v as i64 + 4))
+        })
+        .collect();
+    let identity: Vec<i64> = (0..16).map(|i| if i / 4 == i % 4 { 0 } else { F }).collect();
+    let edges: Vec<_> = (1..n).map(|b| (b - 1, b, identity.clone())).collect();
+    let g = graph(&nodes, &edges, Some(16));
+    let best = (1..4).map(|s| nodes.iter().map(|x| x.0[s] as i128).sum::<i128>()).min().unwrap();
+    let r = solve_local(&g, &opts(50)).unwrap();
+    assert!(r.feasible);
+    assert_eq!(r.cost, best);
+    assert!(r.assignment.iter().all(|&s| s == r.assignment[0] && s != 0));
 }

@@ -1,7 +1,12 @@
-"""Local search on a strategy graph, in Rust (``rust/src/search/local.rs``): least-usage start
-(feasible iff the instance is), coordinate descent over nodes and edges with exact cost deltas
-and a segment-tree memory check, then iterated local search (Lourenço, Martin & Stützle 2003)
-until the time limit. The GIL is released while it runs."""
+"""Local search on a strategy graph, in Rust (``rust/src/search/local.rs``). With a usage limit,
+the first 80% of the time is a Lagrangian phase (``rust/src/search/lagrange.rs``; Fisher,
+Mgmt. Sci. 1981): memory priced per time point (projected subgradient steps), the priced problem
+solved by descent and exact dynamic programming over spanning forests that take the edges with
+forbidden (>= 10**18) entries first, each result repaired to fit the limit (cheapest cost per
+byte freed at the peak) and improved by feasible descent. The best feasible assignment (or the
+least-usage one, feasible iff the instance is) then goes through coordinate descent over nodes
+and edges with exact cost deltas and a segment-tree memory check, and iterated local search
+(Lourenço, Martin & Stützle 2003) until the time limit. The GIL is released while it runs."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ fn search_local(
     let usage = int64s("usage", usage)?;
     let edge_cost = int64s("edge_cost", edge_cost)?;
     let g = StrategyGraph { offsets, cost, usage, intervals, edges, edge_offsets, edge_cost, usage_limit };
-    let options = LocalOptions { time_limit: Duration::from_secs_f64(time_limit), seed, initial, max_rounds };
+    let options = LocalOptions { time_limit: Duration::from_secs_f64(time_limit), seed, initial, max_rounds, ..LocalOptions::default() };
     let r = py.detach(|| solve_local(&g, &options)).py(py)?;
     Ok((r.assignment, r.cost, r.peak_usage, r.feasible, r.rounds, r.improvements))
 }

@@ -1,8 +1,13 @@
 //! Local search for the strategy-graph problem (see `search/mod.rs`).
 //!
-//! 1. Start: the strategy of least memory usage on every node (ties: least node cost). This
-//!    assignment minimises the usage at every time point at once, so it is feasible if and only
-//!    if the instance is; or a caller's warm start.
+//! 0. Lagrangian phase (`lagrange.rs`, `LocalOptions::lagrange_share` of the time, 80% by
+//!    default, when there is a usage limit and the instance is feasible): memory priced per time
+//!    point instead of constrained, a greedy start, spanning-forest dynamic programming over the
+//!    edges holding forbidden (>= 10^18) entries first, and a repair to a feasible assignment
+//!    each cycle; the best feasible one (or a better warm start) starts the steps below.
+//! 1. Start otherwise: the strategy of least memory usage on every node (ties: least node cost).
+//!    This assignment minimises the usage at every time point at once, so it is feasible if and
+//!    only if the instance is; or a caller's warm start.
 //! 2. Coordinate descent: a worklist of nodes; each node takes the strategy that lowers
 //!    `node cost + Σ incident edge costs` the most among those that keep the peak usage over its
 //!    liveness range within the limit (a range-add / range-max segment tree over the distinct
@@ -24,6 +29,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use super::lagrange::lagrange_phase;
 use super::segtree::MaxAddTree;
 use super::StrategyGraph;
 use crate::error::Result;
@@ -37,13 +43,17 @@ pub struct LocalOptions {
     pub seed: u64,
     /// A starting assignment (strategy index per node); used when it is feasible.
     pub initial: Option<Vec<usize>>,
-    /// Stop perturbing after this many rounds (`None`: only the time limit stops it).
+    /// Stop perturbing after this many rounds (`None`: only the time limit stops it); also caps
+    /// the Lagrangian cycles.
     pub max_rounds: Option<u64>,
+    /// Share of the time limit (0 to 1) spent in the Lagrangian phase (`lagrange.rs`) before
+    /// the feasible local search; used only when there is a usage limit.
+    pub lagrange_share: f64,
 }
 
 impl Default for LocalOptions {
     fn default() -> Self {
-        LocalOptions { time_limit: Duration::from_secs(10), seed: 0, initial: None, max_rounds: None }
+        LocalOptions { time_limit: Duration::from_secs(10), seed: 0, initial: None, max_rounds: None, lagrange_share: 0.8 }
     }
 }
 
@@ -78,26 +88,29 @@ impl Rng {
     }
 }
 
-struct State<'g> {
-    g: &'g StrategyGraph,
+pub(super) struct State<'g> {
+    pub(super) g: &'g StrategyGraph,
     /// Per node: (edge, the other node, whether this node is the edge's first node).
-    adj: Vec<Vec<(usize, usize, bool)>>,
-    assign: Vec<usize>,
-    range: Vec<(usize, usize)>,
-    tree: MaxAddTree,
-    limit: i128,
-    total: i128,
-    log: Vec<(usize, usize)>,
+    pub(super) adj: Vec<Vec<(usize, usize, bool)>>,
+    pub(super) assign: Vec<usize>,
+    pub(super) range: Vec<(usize, usize)>,
+    pub(super) tree: MaxAddTree,
+    pub(super) limit: i128,
+    pub(super) total: i128,
+    pub(super) log: Vec<(usize, usize)>,
     buf: Vec<i128>,
     buf2: Vec<i128>,
+    /// Extra cost per flat strategy index added to the node costs (the Lagrangian memory
+    /// price of `lagrange.rs`); empty: none. `total` then includes it.
+    pub(super) extra: Vec<i128>,
     queued: Vec<bool>,
-    least_usage: Vec<usize>,
+    pub(super) least_usage: Vec<usize>,
     /// Nodes with a non-empty liveness range, by range start.
-    by_start: Vec<usize>,
+    pub(super) by_start: Vec<usize>,
 }
 
 impl<'g> State<'g> {
-    fn new(g: &'g StrategyGraph, assign: Vec<usize>, least_usage: Vec<usize>) -> Self {
+    pub(super) fn new(g: &'g StrategyGraph, assign: Vec<usize>, least_usage: Vec<usize>) -> Self {
         let n = g.num_nodes();
         let mut adj = vec![Vec::new(); n];
         for (e, &(a, b)) in g.edges.iter().enumerate() {
@@ -133,23 +146,40 @@ impl<'g> State<'g> {
             log: Vec::new(),
             buf: Vec::new(),
             buf2: Vec::new(),
+            extra: Vec::new(),
             queued: vec![false; n],
             least_usage,
             by_start,
         }
     }
 
-    fn peak(&self) -> i128 {
+    /// Node cost of strategy `s` of `v` plus its extra (memory price), if any.
+    pub(super) fn ncost(&self, v: usize, s: usize) -> i128 {
+        let i = self.g.offsets[v] + s;
+        self.g.cost[i] as i128 + self.extra.get(i).copied().unwrap_or(0)
+    }
+
+    /// Recomputes `total` from scratch (after `extra` changed).
+    pub(super) fn recompute_total(&mut self) {
+        let g = self.g;
+        let mut total: i128 = (0..g.num_nodes()).map(|v| self.ncost(v, self.assign[v])).sum();
+        for (e, &(a, b)) in g.edges.iter().enumerate() {
+            total += g.edge_entry(e, self.assign[a], self.assign[b]) as i128;
+        }
+        self.total = total;
+    }
+
+    pub(super) fn peak(&self) -> i128 {
         self.tree.max(0, usize::MAX >> 1).max(0)
     }
 
     /// `out[s]` = node cost of `s` + Σ incident edge costs with `s`, the neighbours fixed;
     /// edge `skip` left out.
-    fn local_costs(&self, v: usize, skip: Option<usize>, out: &mut Vec<i128>) {
+    pub(super) fn local_costs(&self, v: usize, skip: Option<usize>, out: &mut Vec<i128>) {
         let g = self.g;
         let k = g.k(v);
         out.clear();
-        out.extend((0..k).map(|s| g.node_cost(v, s) as i128));
+        out.extend((0..k).map(|s| self.ncost(v, s)));
         for &(e, w, first) in &self.adj[v] {
             if Some(e) == skip {
                 continue;
@@ -171,12 +201,12 @@ impl<'g> State<'g> {
     }
 
     /// Extra usage that changing `v` by `du` may add, against the limit: true when it fits.
-    fn fits(&self, v: usize, du: i128) -> bool {
+    pub(super) fn fits(&self, v: usize, du: i128) -> bool {
         let (lo, hi) = self.range[v];
         du <= 0 || lo >= hi || self.tree.max(lo, hi) + du <= self.limit
     }
 
-    fn set(&mut self, v: usize, s: usize, delta: i128) {
+    pub(super) fn set(&mut self, v: usize, s: usize, delta: i128) {
         let old = self.assign[v];
         if old != s {
             self.apply(v, s, delta);
@@ -185,7 +215,7 @@ impl<'g> State<'g> {
     }
 
     /// Changes `v` to `s` (cost change `delta`) without logging.
-    fn apply(&mut self, v: usize, s: usize, delta: i128) {
+    pub(super) fn apply(&mut self, v: usize, s: usize, delta: i128) {
         let old = self.assign[v];
         let du = self.g.node_usage(v, s) as i128 - self.g.node_usage(v, old) as i128;
         let (lo, hi) = self.range[v];
@@ -281,7 +311,7 @@ impl<'g> State<'g> {
 
     /// Node moves until no node improves, then edge moves on the edges touching `seeds` (all
     /// edges when `seeds` is `None`), repeated while anything improves or time remains.
-    fn descend(&mut self, seeds: Option<&[usize]>, deadline: Instant) {
+    pub(super) fn descend(&mut self, seeds: Option<&[usize]>, deadline: Instant) {
         let mut q = VecDeque::new();
         match seeds {
             Some(s) => {
@@ -348,7 +378,7 @@ impl<'g> State<'g> {
         }
     }
 
-    fn undo_to(&mut self, mark: usize) {
+    pub(super) fn undo_to(&mut self, mark: usize) {
         while self.log.len() > mark {
             let (v, old) = self.log.pop().expect("log longer than mark");
             let mut buf = std::mem::take(&mut self.buf);
@@ -364,7 +394,13 @@ impl<'g> State<'g> {
     /// the nodes outside it fixed; an edge between two tree nodes that is not a tree edge is
     /// priced with its far end's current strategy. The result is kept when it fits in memory
     /// and is no worse (its exact delta is recomputed), else undone. Returns the changed nodes.
-    fn tree_move(&mut self, root: usize, size: usize) -> Vec<usize> {
+    pub(super) fn tree_move(&mut self, root: usize, size: usize) -> Vec<usize> {
+        self.tree_move_rot(root, size, 0)
+    }
+
+    /// [`State::tree_move`] with each node's neighbours visited from position `rot` (mod its
+    /// degree) on, so that different `rot` give different BFS trees.
+    pub(super) fn tree_move_rot(&mut self, root: usize, size: usize, rot: usize) -> Vec<usize> {
         let g = self.g;
         let mut order = vec![root];
         let mut parent: Vec<(usize, usize)> = vec![(usize::MAX, usize::MAX)];
@@ -373,7 +409,9 @@ impl<'g> State<'g> {
         let mut i = 0;
         while i < order.len() && order.len() < size {
             let u = order[i];
-            for &(e, w, _) in &self.adj[u] {
+            let deg = self.adj[u].len();
+            for j in 0..deg {
+                let (e, w, _) = self.adj[u][(j + rot) % deg];
                 if order.len() >= size {
                     break;
                 }
@@ -389,11 +427,27 @@ impl<'g> State<'g> {
         if order.len() < 2 {
             return Vec::new();
         }
+        self.dp_move(&order, &parent, &pos)
+    }
+
+    /// Exact min-sum dynamic programming over a forest of tree nodes: `order` lists them with
+    /// every parent before its children, `parent[i]` is (index in `order`, edge) or
+    /// `(usize::MAX, usize::MAX)` for a root, `pos` maps a node to its index. Nodes outside stay
+    /// fixed; a non-tree edge between two tree nodes is priced with the far end's current
+    /// strategy upwards and its new one downwards. The result is kept when it fits in memory and
+    /// is no worse (exact delta), else undone. Returns the changed nodes.
+    pub(super) fn dp_move(
+        &mut self,
+        order: &[usize],
+        parent: &[(usize, usize)],
+        pos: &std::collections::HashMap<usize, usize>,
+    ) -> Vec<usize> {
+        let g = self.g;
         // unary[i][s]: node cost + edges to fixed nodes + non-tree edges to earlier tree nodes.
         let mut f: Vec<Vec<i128>> = Vec::with_capacity(order.len());
         for (i, &u) in order.iter().enumerate() {
             let k = g.k(u);
-            let mut un: Vec<i128> = (0..k).map(|s| g.node_cost(u, s) as i128).collect();
+            let mut un: Vec<i128> = (0..k).map(|s| self.ncost(u, s)).collect();
             for &(e, w, first) in &self.adj[u] {
                 let inside = pos.get(&w).copied();
                 let tree_edge = parent[i].1 == e || inside.is_some_and(|j| parent[j].1 == e);
@@ -409,8 +463,11 @@ impl<'g> State<'g> {
         }
         // Upward pass: children (later in BFS order) send min-sum messages to their parent.
         let mut best_child: Vec<Vec<usize>> = vec![Vec::new(); order.len()];
-        for i in (1..order.len()).rev() {
+        for i in (0..order.len()).rev() {
             let (pi, e) = parent[i];
+            if pi == usize::MAX {
+                continue;
+            }
             let (u, c) = (order[pi], order[i]);
             let (ku, kc) = (g.k(u), g.k(c));
             let u_first = g.edges[e].0 == u;
@@ -430,9 +487,49 @@ impl<'g> State<'g> {
             best_child[i] = arg;
         }
         let mut choice = vec![0usize; order.len()];
-        choice[0] = (0..g.k(root)).min_by_key(|&s| f[0][s]).unwrap_or(0);
-        for i in 1..order.len() {
-            choice[i] = best_child[i][choice[parent[i].0]];
+        // Downward pass: each node takes its best strategy given its parent's choice and, for
+        // the non-tree edges to earlier tree nodes (priced at their old strategy upwards), the
+        // new choices of those nodes, so that such edges see the strategies actually chosen.
+        let mut vals: Vec<i128> = Vec::new();
+        for i in 0..order.len() {
+            let u = order[i];
+            let (pi, pe) = parent[i];
+            if pi == usize::MAX {
+                choice[i] = (0..g.k(u)).min_by_key(|&s| f[i][s]).unwrap_or(0);
+                continue;
+            }
+            let sp = choice[pi];
+            let mut extra_edges = false;
+            vals.clear();
+            vals.extend_from_slice(&f[i]);
+            for &(e, w, first) in &self.adj[u] {
+                let Some(j) = pos.get(&w).copied() else { continue };
+                if j >= i || e == pe || parent[j].1 == e {
+                    continue;
+                }
+                let (sw_old, sw_new) = (self.assign[w], choice[j]);
+                if sw_old == sw_new {
+                    continue;
+                }
+                extra_edges = true;
+                for (s, x) in vals.iter_mut().enumerate() {
+                    *x += if first {
+                        g.edge_entry(e, s, sw_new) as i128 - g.edge_entry(e, s, sw_old) as i128
+                    } else {
+                        g.edge_entry(e, sw_new, s) as i128 - g.edge_entry(e, sw_old, s) as i128
+                    };
+                }
+            }
+            choice[i] = if extra_edges {
+                let p_first = g.edges[pe].0 == order[pi];
+                (0..vals.len())
+                    .min_by_key(|&s| {
+                        vals[s] + if p_first { g.edge_entry(pe, sp, s) } else { g.edge_entry(pe, s, sp) } as i128
+                    })
+                    .unwrap_or(0)
+            } else {
+                best_child[i][sp]
+            };
         }
         let before = self.total;
         let mark = self.log.len();
@@ -540,10 +637,22 @@ pub fn solve_local(g: &StrategyGraph, options: &LocalOptions) -> Result<LocalRes
         .collect();
     let limit = g.usage_limit.map_or(i128::MAX, |l| l as i128);
     let mut initial = least_usage.clone();
+    let mut initial_cost: Option<i128> = None;
     if let Some(w) = &options.initial {
-        let (_, peak) = g.evaluate(w)?;
+        let (cost, peak) = g.evaluate(w)?;
         if peak <= limit {
             initial = w.clone();
+            initial_cost = Some(cost);
+        }
+    }
+    let least_peak = g.evaluate(&least_usage)?.1;
+    if g.usage_limit.is_some() && least_peak <= limit && options.lagrange_share > 0.0 {
+        let phase_end = start_time + options.time_limit.mul_f64(options.lagrange_share.min(1.0));
+        let cycles = options.max_rounds.map(|m| m.min(16));
+        if let Some((c, a)) = lagrange_phase(g, &initial, &least_usage, phase_end, cycles) {
+            if initial_cost.is_none_or(|ic| c < ic) {
+                initial = a;
+            }
         }
     }
     let mut st = State::new(g, initial, least_usage);

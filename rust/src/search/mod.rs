@@ -9,6 +9,7 @@
 //! that it crosses the FFI without per-element objects. `local` holds the local-search solver;
 //! the ILP lives in Python (`shardwise.search.ilp`, HiGHS).
 
+mod lagrange;
 pub mod local;
 mod segtree;
 

@@ -29,6 +29,22 @@ impl MaxAddTree {
         self.max_rec(1, 0, self.n, lo, hi)
     }
 
+    /// The maximum over all points and the leftmost point where it occurs.
+    pub(crate) fn argmax(&self) -> (i128, usize) {
+        let (mut node, mut l, mut r) = (1usize, 0usize, self.n);
+        while r - l > 1 {
+            let m = (l + r) / 2;
+            if self.max[2 * node] >= self.max[2 * node + 1] {
+                node *= 2;
+                r = m;
+            } else {
+                node = 2 * node + 1;
+                l = m;
+            }
+        }
+        (self.max[1], l)
+    }
+
     fn add_rec(&mut self, node: usize, l: usize, r: usize, lo: usize, hi: usize, d: i128) {
         if hi <= l || r <= lo {
             return;
@@ -54,5 +70,22 @@ impl MaxAddTree {
         let m = (l + r) / 2;
         let best = self.max_rec(2 * node, l, m, lo, hi).max(self.max_rec(2 * node + 1, m, r, lo, hi));
         best + self.add[node]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MaxAddTree;
+
+    #[test]
+    fn argmax_is_the_leftmost_peak() {
+        let mut t = MaxAddTree::new(10);
+        t.add(2, 7, 5);
+        t.add(4, 9, 3);
+        t.add(0, 10, -1);
+        assert_eq!(t.argmax(), (7, 4));
+        t.add(4, 7, -3);
+        assert_eq!(t.argmax(), (4, 2));
+        assert_eq!(t.max(7, 10), 2);
     }
 }

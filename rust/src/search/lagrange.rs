@@ -1,0 +1,325 @@
+//! Lagrangian phase of the local search (see `local.rs`): the memory constraint is moved into
+//! the objective with a price `λ_t >= 0` per time point (Lagrangian relaxation; Fisher, "The
+//! Lagrangian relaxation method for solving integer programming problems", Mgmt. Sci. 1981).
+//! Strategy `s` of node `v` then costs `c_vs + u_vs · Σ_{t live in v} λ_t`, an unconstrained
+//! labelling problem that plain descent handles without getting stuck at the memory limit.
+//!
+//! Each cycle: descent on the priced costs; the result is *repaired* into a feasible assignment
+//! (while some time point is over the limit, the node live there whose lower-usage strategy
+//! costs least per byte freed, up to the overflow, moves to it) and improved by feasible descent
+//! on the true costs; the best feasible one is kept. The prices then follow a projected
+//! subgradient step (`λ_t ← max(0, λ_t + η · (use_t − limit) / limit)`), with the step `η`
+//! growing while the priced optimum still overflows and shrinking once it fits.
+
+use std::time::Instant;
+
+use super::local::State;
+use super::StrategyGraph;
+
+/// Cost per usage unit at which a typical node is indifferent between its cheapest and its
+/// least-usage strategy (median over nodes; forbidden costs >= 10^18 left out); at least 1e-9.
+fn exchange_rate(g: &StrategyGraph, least_usage: &[usize]) -> f64 {
+    let mut rates: Vec<f64> = Vec::new();
+    for (v, &l) in least_usage.iter().enumerate() {
+        let (a, b) = g.intervals[v];
+        if a >= b || g.k(v) < 2 {
+            continue;
+        }
+        let cheapest = (0..g.k(v)).min_by_key(|&s| (g.node_cost(v, s), g.node_usage(v, s))).unwrap_or(0);
+        let du = g.node_usage(v, cheapest) - g.node_usage(v, l);
+        let dc = g.node_cost(v, l) as f64 - g.node_cost(v, cheapest) as f64;
+        if du > 0 && dc > 0.0 && g.node_cost(v, l) < FORBIDDEN {
+            rates.push(dc / du as f64);
+        }
+    }
+    if rates.is_empty() {
+        return 1.0;
+    }
+    let mid = rates.len() / 2;
+    let (_, m, _) = rates.select_nth_unstable_by(mid, |a, b| a.total_cmp(b));
+    m.max(1e-9)
+}
+
+/// Costs at or above this mark impossible combinations in the contest instances.
+const FORBIDDEN: i64 = 1_000_000_000_000_000_000;
+
+/// Usage at every compressed time point of `st`'s current assignment (`npoints` entries).
+fn profile(st: &State<'_>, npoints: usize) -> Vec<i128> {
+    let mut d = vec![0i128; npoints + 1];
+    for v in 0..st.g.num_nodes() {
+        let (lo, hi) = st.range[v];
+        if lo < hi {
+            let u = st.g.node_usage(v, st.assign[v]) as i128;
+            d[lo] += u;
+            d[hi] -= u;
+        }
+    }
+    let mut cur = 0i128;
+    d.truncate(npoints);
+    for x in d.iter_mut() {
+        cur += *x;
+        *x = cur;
+    }
+    d
+}
+
+/// Makes `st` feasible by usage-lowering moves at the first peak point, cheapest per byte
+/// freed first (exact cost deltas with the neighbours fixed). False if some peak cannot be
+/// lowered any more (the instance is infeasible from here).
+pub(super) fn repair(st: &mut State<'_>, buf: &mut Vec<i128>) -> bool {
+    let g = st.g;
+    loop {
+        let (peak, p) = st.tree.argmax();
+        if peak <= st.limit {
+            return true;
+        }
+        let over = peak - st.limit;
+        let end = st.by_start.partition_point(|&v| st.range[v].0 <= p);
+        let mut best: Option<(f64, usize, usize, i128)> = None;
+        for i in 0..end {
+            let v = st.by_start[i];
+            if st.range[v].1 <= p {
+                continue;
+            }
+            let cur = st.assign[v];
+            let cu = g.node_usage(v, cur);
+            if g.node_usage(v, st.least_usage[v]) >= cu {
+                continue;
+            }
+            st.local_costs(v, None, buf);
+            for (s, &c) in buf.iter().enumerate() {
+                let du = cu - g.node_usage(v, s);
+                if du <= 0 {
+                    continue;
+                }
+                let dc = c - buf[cur];
+                let ratio = dc as f64 / (du as i128).min(over) as f64;
+                if best.is_none_or(|b| ratio < b.0) {
+                    best = Some((ratio, v, s, dc));
+                }
+            }
+        }
+        match best {
+            Some((_, v, s, dc)) => st.set(v, s, dc),
+            None => return false,
+        }
+    }
+}
+
+/// Sets the priced node costs `extra` of `st` from the prices `lambda` (one per compressed
+/// time point); returns the nodes whose price changed.
+fn set_prices(st: &mut State<'_>, lambda: &[f64], old: &mut [f64]) -> Vec<usize> {
+    let g = st.g;
+    let mut pre = vec![0.0f64; lambda.len() + 1];
+    for (i, &l) in lambda.iter().enumerate() {
+        pre[i + 1] = pre[i] + l;
+    }
+    if st.extra.len() != g.cost.len() {
+        st.extra = vec![0; g.cost.len()];
+    }
+    let mut changed = Vec::new();
+    for (v, old_v) in old.iter_mut().enumerate() {
+        let (lo, hi) = st.range[v];
+        let price = if lo < hi { pre[hi] - pre[lo] } else { 0.0 };
+        if price == *old_v {
+            continue;
+        }
+        *old_v = price;
+        changed.push(v);
+        let off = g.offsets[v];
+        for s in 0..g.k(v) {
+            st.extra[off + s] = (g.node_usage(v, s) as f64 * price).round() as i128;
+        }
+    }
+    st.recompute_total();
+    changed
+}
+
+/// Greedy start ignoring memory: nodes in index order (forwards or backwards), each taking the
+/// strategy of least node cost plus edge costs to the nodes already chosen (ties: least usage).
+pub(super) fn greedy_start(g: &StrategyGraph, backwards: bool) -> Vec<usize> {
+    let n = g.num_nodes();
+    let mut adj: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (e, &(a, b)) in g.edges.iter().enumerate() {
+        adj[a].push(e);
+        if a != b {
+            adj[b].push(e);
+        }
+    }
+    let mut assign = vec![usize::MAX; n];
+    let mut c: Vec<i128> = Vec::new();
+    for i in 0..n {
+        let v = if backwards { n - 1 - i } else { i };
+        c.clear();
+        c.extend((0..g.k(v)).map(|s| g.node_cost(v, s) as i128));
+        for &e in &adj[v] {
+            let (a, b) = g.edges[e];
+            if a == b {
+                for (s, x) in c.iter_mut().enumerate() {
+                    *x += g.edge_entry(e, s, s) as i128;
+                }
+            } else if a == v && assign[b] != usize::MAX {
+                for (s, x) in c.iter_mut().enumerate() {
+                    *x += g.edge_entry(e, s, assign[b]) as i128;
+                }
+            } else if b == v && assign[a] != usize::MAX {
+                for (s, x) in c.iter_mut().enumerate() {
+                    *x += g.edge_entry(e, assign[a], s) as i128;
+                }
+            }
+        }
+        assign[v] = (0..g.k(v)).min_by_key(|&s| (c[s], g.node_usage(v, s))).unwrap_or(0);
+    }
+    assign
+}
+
+/// Per edge: whether its matrix holds a forbidden entry (>= 10^18), and the spread (largest
+/// finite entry minus the least) of its other entries.
+pub(super) fn edge_weights(g: &StrategyGraph) -> Vec<(bool, f64)> {
+    (0..g.edges.len())
+        .map(|e| {
+            let m = &g.edge_cost[g.edge_offsets[e]..g.edge_offsets[e + 1]];
+            let hi = m.iter().copied().filter(|&c| c < FORBIDDEN).max().unwrap_or(0);
+            let lo = m.iter().copied().min().unwrap_or(0).min(hi);
+            (m.iter().any(|&c| c >= FORBIDDEN), (hi - lo) as f64)
+        })
+        .collect()
+}
+
+/// Forest move: a spanning forest whose edges are chosen forbidden-bearing first (Kruskal
+/// order: those edges in random order, then the others in random order), so that the
+/// contest's "impossible" combinations, which form a forest in the shared instances, are all
+/// priced exactly; then [`State::dp_move`] over it. Returns the changed nodes.
+pub(super) fn forest_move(st: &mut State<'_>, weights: &[(bool, f64)], next: &mut impl FnMut() -> usize) -> Vec<usize> {
+    let g = st.g;
+    let n = g.num_nodes();
+    let mut edges: Vec<(bool, f64, usize)> = (0..g.edges.len())
+        .map(|e| (!weights[e].0, -weights[e].1 * (0.25 + (next() % 1024) as f64 / 512.0), e))
+        .collect();
+    edges.sort_unstable_by(|x, y| x.0.cmp(&y.0).then(x.1.total_cmp(&y.1)));
+    let mut uf: Vec<usize> = (0..n).collect();
+    fn find(uf: &mut [usize], mut x: usize) -> usize {
+        while uf[x] != x {
+            uf[x] = uf[uf[x]];
+            x = uf[x];
+        }
+        x
+    }
+    let mut tadj: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];
+    for &(_, _, e) in &edges {
+        let (a, b) = g.edges[e];
+        if a == b || g.k(a) * g.k(b) > (1 << 16) {
+            continue;
+        }
+        let (ra, rb) = (find(&mut uf, a), find(&mut uf, b));
+        if ra != rb {
+            uf[ra] = rb;
+            tadj[a].push((b, e));
+            tadj[b].push((a, e));
+        }
+    }
+    let mut order = Vec::with_capacity(n);
+    let mut parent = Vec::with_capacity(n);
+    let mut pos = std::collections::HashMap::with_capacity(n);
+    let first = next() % n.max(1);
+    for r in (0..n).map(|i| (i + first) % n) {
+        if pos.contains_key(&r) || tadj[r].is_empty() {
+            continue;
+        }
+        pos.insert(r, order.len());
+        order.push(r);
+        parent.push((usize::MAX, usize::MAX));
+        let mut i = order.len() - 1;
+        while i < order.len() {
+            let u = order[i];
+            for &(w, e) in &tadj[u] {
+                if let std::collections::hash_map::Entry::Vacant(slot) = pos.entry(w) {
+                    slot.insert(order.len());
+                    order.push(w);
+                    parent.push((i, e));
+                }
+            }
+            i += 1;
+        }
+    }
+    if order.len() < 2 {
+        return Vec::new();
+    }
+    st.dp_move(&order, &parent, &pos)
+}
+
+/// Runs Lagrangian cycles from `start` (a strategy per node) until `deadline` or `max_cycles`;
+/// returns the best feasible assignment found and its exact cost, or `None` (no usage limit, or
+/// no cycle could be repaired).
+pub(super) fn lagrange_phase(
+    g: &StrategyGraph,
+    start: &[usize],
+    least_usage: &[usize],
+    deadline: Instant,
+    max_cycles: Option<u64>,
+) -> Option<(i128, Vec<usize>)> {
+    let limit = g.usage_limit? as i128;
+    let _ = start;
+    let mut st = State::new(g, greedy_start(g, false), least_usage.to_vec());
+    let npoints = st.range.iter().map(|r| r.1).max().unwrap_or(0);
+    st.limit = i128::MAX;
+    let mut rng = 0x243F_6A88_85A3_08D3u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng as usize
+    };
+    st.descend(None, deadline);
+    let weights = edge_weights(g);
+    for _ in 0..4 {
+        let changed = forest_move(&mut st, &weights, &mut next);
+        st.descend(Some(&changed), deadline);
+    }
+    st.log.clear();
+    let mut lambda = vec![0.0f64; npoints];
+    let mut old = vec![0.0f64; g.num_nodes()];
+    // A price per point: spread over the points of a typical liveness range.
+    let live: Vec<usize> = st.range.iter().filter(|r| r.0 < r.1).map(|r| r.1 - r.0).collect();
+    let mean_len = live.iter().sum::<usize>() as f64 / live.len().max(1) as f64;
+    let mut eta = exchange_rate(g, least_usage) / mean_len.max(1.0);
+    let mut best: Option<(i128, Vec<usize>)> = None;
+    let mut buf = Vec::new();
+    let mut cycles = 0u64;
+    while Instant::now() < deadline && max_cycles.is_none_or(|m| cycles < m) {
+        cycles += 1;
+        // Feasible image of the priced optimum; skipped (a long, poor repair) while the priced
+        // optimum is far over the limit and some feasible assignment is already known.
+        let mut fs = State::new(g, st.assign.clone(), least_usage.to_vec());
+        fs.limit = limit;
+        let far = fs.peak() > limit + limit * 3 / 10;
+        if !(far && best.is_some()) && repair(&mut fs, &mut buf) {
+            fs.descend(None, deadline);
+            if best.as_ref().is_none_or(|b| fs.total < b.0) {
+                best = Some((fs.total, fs.assign.clone()));
+            }
+        }
+        // Subgradient step on the prices.
+        let use_t = profile(&st, npoints);
+        let mut over = 0.0f64;
+        for (l, &u) in lambda.iter_mut().zip(&use_t) {
+            let gt = (u - limit) as f64 / limit as f64;
+            if gt > 0.0 {
+                over = over.max(gt);
+                *l = *l * 1.1 + eta * gt.min(1.0);
+            } else {
+                *l *= 0.85;
+            }
+        }
+        // Far over: raise prices faster; nearly fitting: hold the step; fitting: lower it.
+        eta *= if over > 0.05 { 1.5 } else if over > 0.0 { 1.0 } else { 0.7 };
+        let changed = set_prices(&mut st, &lambda, &mut old);
+        if !changed.is_empty() {
+            st.descend(Some(&changed), deadline);
+        }
+        let changed = forest_move(&mut st, &weights, &mut next);
+        st.descend(Some(&changed), deadline);
+        st.log.clear();
+    }
+    best
+}
