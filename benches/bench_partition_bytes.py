@@ -119,6 +119,7 @@ _LOCAL_KINDS = {
 def local_bytes(rank_module: Any) -> tuple[float, int]:
     """Bytes one rank's program sends over all its collectives (the partitioner's and those the
     program already had, e.g. in shard_map bodies), counted statically like ``xla_bytes``."""
+    from shardwise.spmd.redistribute import dtype_bytes
     total, count = 0.0, 0
     for op in rank_module.walk():
         kind = _LOCAL_KINDS.get(op.name)
@@ -129,7 +130,7 @@ def local_bytes(rank_module: Any) -> tuple[float, int]:
         n_el = 1
         for d in t.shape:
             n_el *= d
-        s_out = n_el * _DTYPE_BYTES.get({"f32": "f32", "i32": "s32", "i64": "s64", "f64": "f64", "bf16": "bf16", "f16": "f16", "i1": "pred"}.get(t.element_type, "f32"), 4)
+        s_out = n_el * dtype_bytes(t.element_type)
         if kind == "collective-permute":
             total += s_out
             continue

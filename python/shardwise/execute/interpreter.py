@@ -15,7 +15,6 @@ The interpreter frees every value after its last use and records ``live_bytes`` 
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from shardwise.execute._util import astype, bitcast, itemsize
+from shardwise.execute._util import bitcast, itemsize
 from shardwise.errors import ProgramError
 from shardwise.execute.attrs import parse_dense, parse_enum
 from shardwise.execute.interpreter import Interpreter, register

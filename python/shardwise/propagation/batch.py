@@ -17,6 +17,7 @@ identical, just not faster); ``CandidateResults.batched`` says which path ran.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +48,7 @@ def _threads(threads: int | None) -> int:
     return threads
 
 
+@functools.lru_cache(maxsize=1)
 def _pipeline_halves() -> tuple[str, str]:
     """``sdy-propagation-pipeline``'s steps before and after its propagation step."""
     from shardwise.api import PIPELINES
@@ -194,9 +196,9 @@ def _check(module: Module, key: tuple[str, int], s: TensorSharding | None) -> Te
         raise TypeError(f"candidate sharding for {key[0]}{key[1]} must be a TensorSharding or None, got {type(s).__name__}")
     main = _main(module)
     meshes = module.meshes
-    if s.mesh is None or s.mesh_name not in meshes:
-        if s.mesh_name not in meshes:
-            raise ValueError(f"candidate sharding {s} for {key[0]}{key[1]} names mesh @{s.mesh_name}; the module defines {sorted(meshes)}")
+    if s.mesh_name not in meshes:
+        raise ValueError(f"candidate sharding {s} for {key[0]}{key[1]} names mesh @{s.mesh_name}; the module defines {sorted(meshes)}")
+    if s.mesh is None:
         s = s.bind(meshes[s.mesh_name])
     t = main.args[key[1]].type if key[0] == "arg" else main.result_types[key[1]]
     s.validate(t.shape)
