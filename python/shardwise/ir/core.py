@@ -10,6 +10,7 @@ which attribute holds them for which op is decided in ``ir/slots.py``.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import chain
 
 from shardwise.ir.types import TensorType, Type
 from shardwise.mesh import Mesh
@@ -303,10 +304,16 @@ class Module:
 
 
 def _nested(op: Op) -> Iterator[Op]:
-    """The ops directly in ``op``'s regions, block by block, read live."""
-    for r in op.regions:
-        for b in r.blocks:
-            yield from b.ops
+    """The ops directly in ``op``'s regions, block by block, read live: each block's op list is
+    iterated when the walk reaches it (a list iterator, which sees ops appended or erased behind
+    it as a recursive walk would). One region with one block, the common case, is its list's
+    own iterator; several are chained in C (``itertools.chain``)."""
+    regions = op.regions
+    if len(regions) == 1:
+        blocks = regions[0].blocks
+        if len(blocks) == 1:
+            return iter(blocks[0].ops)
+    return chain.from_iterable(b.ops for r in regions for b in r.blocks)
 
 
 def _quote(s: str) -> str:

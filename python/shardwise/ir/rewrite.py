@@ -361,13 +361,13 @@ class Uses:
     def add(self, op: Op, *, nested: bool = True) -> None:
         """Registers the operands of ``op`` and (``nested``) of the ops nested in it (a new
         op; ``nested=False`` when its regions were moved from ops already registered)."""
-        for o in op.walk() if nested else (op,):
+        for o in op.walk() if nested and op.regions else (op,):
             for i, v in enumerate(o.operands):
                 self._add(v, o, i)
 
     def drop(self, op: Op) -> None:
         """Forgets the operands of ``op`` and of the ops nested in it (an op being erased)."""
-        for o in op.walk():
+        for o in op.walk() if op.regions else (op,):
             for i, v in enumerate(o.operands):
                 self._remove(v, o, i)
 

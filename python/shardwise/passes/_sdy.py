@@ -301,6 +301,9 @@ def lookup_data_flow_edge(target: Value, uses: Uses) -> Op | None:
 def shardable_value(value: Value, uses: Uses | None) -> Value | None:
     """Shardy's ``getShardableValue``: where the sharding of ``value`` is held (its data flow
     edge, itself, or its edge owner); ``None`` for arguments of other region ops."""
+    owner = value.owner
+    if isinstance(owner, Op) and owner.name not in DATA_FLOW_OPS:
+        return value  # the result of an op without data flow edges: the common case
     if uses is not None:
         edge = lookup_data_flow_edge(value, uses)
         if edge is not None:
@@ -330,6 +333,9 @@ def _owner_block_arg_sharding(op: Op, value: Value) -> TensorSharding | None:
 
 def get_sharding(value: Value, uses: Uses | None = None) -> TensorSharding | None:
     """Shardy's ``getSharding(Value)``."""
+    owner = value.owner
+    if isinstance(owner, Op) and owner.name not in DATA_FLOW_OPS:
+        return value.sharding  # as ``shardable_value`` decides for such a result
     v = shardable_value(value, uses)
     if v is None:
         return None

@@ -347,7 +347,6 @@ def update_non_divisible_input_output_shardings(module: Module, options: Options
     prefix of axes (possibly ending in a sub-axis) that divides it. Mirrors Shardy's
     ``update_non_divisible_input_output_shardings.cc``."""
     meshes = module.meshes
-    uses = Uses(module)
 
     def even(s: TensorSharding, v_type: object) -> TensorSharding:
         assert isinstance(v_type, TensorType)
@@ -356,9 +355,10 @@ def update_non_divisible_input_output_shardings(module: Module, options: Options
     for f in module.funcs:
         if f.regions[0].blocks:
             for a in f.args:
-                s = get_sharding(a, uses)
+                # A function argument holds its own sharding (no data flow edge): no use lists.
+                s = get_sharding(a)
                 if s is not None and is_static_tensor(a):
-                    set_sharding(a, even(s, a.type), uses)
+                    set_sharding(a, even(s, a.type))
         for i, t in enumerate(f.result_types):
             s = f.result_shardings[i]
             if s is not None and isinstance(t, TensorType) and all(d >= 0 for d in t.shape):
@@ -395,7 +395,6 @@ def remove_sub_axes_in_input_output_shardings(module: Module, options: Options |
     ``remove_sub_axes_in_input_output_shardings.cc``. Raises ``ProgramError`` when there are
     several functions and none is ``@main``."""
     main = main_func(module)
-    uses = Uses(module)
 
     def cut(s: TensorSharding) -> TensorSharding:
         dims = []
@@ -413,9 +412,9 @@ def remove_sub_axes_in_input_output_shardings(module: Module, options: Options |
 
     if main.regions[0].blocks:
         for a in main.args:
-            s = get_sharding(a, uses)
+            s = get_sharding(a)  # its own sharding, as above
             if s is not None:
-                set_sharding(a, cut(s), uses)
+                set_sharding(a, cut(s))
     for i, s in enumerate(main.result_shardings):
         if s is not None:
             main.result_shardings[i] = cut(s)

@@ -83,12 +83,15 @@ def lift_inlined_meshes(module: Module, options: Options | None = None) -> None:
 
     transform_shardings(module, lift)
 
-    # Meshes inlined in the replica groups of StableHLO collectives (one walk per op kind).
+    # Meshes inlined in the replica groups of StableHLO collectives, op kind by op kind as
+    # Shardy's pattern walks (one walk collects them: the rewrites below touch no other op).
+    by_kind: dict[str, list[Op]] = {kind: [] for kind in _REPLICA_GROUP_OPS}
+    for op in module.walk():
+        if op.name in by_kind and "replica_groups" in op.attributes:
+            by_kind[op.name].append(op)
     shlo_names: dict[str, str] = {}
     for kind in _REPLICA_GROUP_OPS:
-        for op in list(module.walk()):
-            if op.name != kind or "replica_groups" not in op.attributes:
-                continue
+        for op in by_kind[kind]:
             m = _REPLICA_GROUPS.fullmatch(op.attributes["replica_groups"])
             if m is None:
                 continue
