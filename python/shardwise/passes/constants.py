@@ -51,17 +51,17 @@ _NO_MEMORY_EFFECT_OPS = ELEMENTWISE_OPS | frozenset(
 ) | frozenset({"sdy.constant", "sdy.reshard", "sdy.propagation_barrier", "sdy.return", "stablehlo.return", "func.return"})
 
 
-def _static(v: Value) -> bool:
-    t = v.type
-    return not isinstance(t, TensorType) or DYNAMIC not in t.shape
-
-
 def is_pure(op: Op) -> bool:
     """MLIR's ``isPure`` for the ops Shardy's passes ask about: no memory effects and
     speculatable (static shapes)."""
     if op.name not in _NO_MEMORY_EFFECT_OPS:
         return False
-    return all(_static(v) for v in op.operands) and all(_static(r) for r in op.results)
+    for values in (op.operands, op.results):
+        for v in values:
+            t = v.type
+            if isinstance(t, TensorType) and DYNAMIC in t.shape:
+                return False
+    return True
 
 
 def is_elementwise(op: Op) -> bool:
@@ -103,11 +103,6 @@ class _Splitter:
     def _callee_original_name(self, call: Op) -> str:
         return original_func_name(self.symbols.lookup_func(callee_name(call)))
 
-    def constant_expression(self, op: Op, constants: dict[int, Op]) -> bool:
-        if op.name in ("sdy.constant", "stablehlo.iota"):
-            return True
-        return self.constant_preserving(op) and all(v.defining_op is not None and id(v.defining_op) in constants for v in op.operands)
-
     def clone_sub_computation(self, result: Value) -> Value:
         if is_scalar(result):
             return result
@@ -144,17 +139,29 @@ class _Splitter:
             set_callee(call, self.symbols.insert(self._clone_func_recursively(callee)))
         return new
 
-    def process(self, op: Op, func: Func, constants: dict[int, Op], expansions: dict[int, Op]) -> None:
+    def process(self, op: Op, func_name: str, constants: dict[int, Op], expansions: dict[int, Op], named_of: dict[int, Op | None]) -> None:
+        """One op of the walk (``func_name``: the original name of the function walked;
+        ``named_of``: the enclosing named computation of each block met so far, by id)."""
         if isinstance(op, Func) or op.name == SHARDING_GROUP:
             return
-        if self.constant_expression(op, constants):
+        if op.name in ("sdy.constant", "stablehlo.iota"):
             constants[id(op)] = op
             return
-        if not self.constant_preserving(op) and op.name not in TERMINATORS:
-            named = enclosing(op, NAMED_COMPUTATION)
+        # A constant expression (constant-preserving, every operand a constant one), else a
+        # non-constant op; ``constant_preserving`` asked once.
+        preserving = self.constant_preserving(op)
+        if preserving and all(v.defining_op is not None and id(v.defining_op) in constants for v in op.operands):
+            constants[id(op)] = op
+            return
+        if not preserving and op.name not in TERMINATORS:
+            block = op.parent
+            if id(block) in named_of:
+                named = named_of[id(block)]
+            else:
+                named = named_of[id(block)] = enclosing(op, NAMED_COMPUTATION)
             if named is not None:
                 self.non_const_named.add(self._named(named))
-            self.non_const_funcs.add(original_func_name(func))
+            self.non_const_funcs.add(func_name)
         if op.name == "stablehlo.broadcast_in_dim" and is_scalar(op.operands[0]):
             expansions[id(op)] = op
             return
@@ -166,10 +173,12 @@ class _Splitter:
     def walk_region(self, ops: list[Op], func: Func) -> None:
         constants: dict[int, Op] = {}
         expansions: dict[int, Op] = {}
+        named_of: dict[int, Op | None] = {}
+        func_name = original_func_name(func)
 
         def walk(block_ops: list[Op]) -> None:
             for op in list(block_ops):
-                self.process(op, func, constants, expansions)
+                self.process(op, func_name, constants, expansions, named_of)
                 if op.name == NAMED_COMPUTATION:
                     continue
                 for r in op.regions:
