@@ -535,8 +535,8 @@ class _Reshards:
                 op.name,
                 full,
                 tuple(op.attributes.items()),
-                tuple((v.type, self.sharding(v), _bypass(self, v)) for v in op.operands),
-                tuple((v.type, self.sharding(v), _bypass(self, v)) for v in op.results),
+                tuple([_signature(self, v) for v in op.operands]),
+                tuple([_signature(self, v) for v in op.results]),
             )
             if key in self.unchanged:
                 return
@@ -598,6 +598,17 @@ def _attached(op: Op, root: Op) -> bool:
             return False
         op = block.parent.parent
     return True
+
+
+def _signature(r: _Reshards, v: Value) -> tuple[object, TensorSharding | None, TensorSharding | None]:
+    """``(type, sharding, sharding through propagation barriers)`` of ``v``: what ``op``'s
+    memo key reads of a value (``_bypass`` is the sharding itself unless a barrier defines
+    ``v``)."""
+    s = r.sharding(v)
+    d = v.owner
+    if isinstance(d, Op) and d.name == "sdy.propagation_barrier":
+        return (v.type, s, _bypass(r, v))
+    return (v.type, s, s)
 
 
 def _bypass(r: _Reshards, v: Value) -> TensorSharding | None:

@@ -347,10 +347,15 @@ def update_non_divisible_input_output_shardings(module: Module, options: Options
     prefix of axes (possibly ending in a sub-axis) that divides it. Mirrors Shardy's
     ``update_non_divisible_input_output_shardings.cc``."""
     meshes = module.meshes
+    done: dict[tuple[TensorSharding, tuple[int, ...]], TensorSharding] = {}  # few distinct pairs
 
     def even(s: TensorSharding, v_type: object) -> TensorSharding:
         assert isinstance(v_type, TensorType)
-        return _evenly_sharded(s, v_type.shape, _mesh(s, meshes))
+        key = (s, v_type.shape)
+        new = done.get(key)
+        if new is None:
+            new = done[key] = _evenly_sharded(s, v_type.shape, _mesh(s, meshes))
+        return new
 
     for f in module.funcs:
         if f.regions[0].blocks:
@@ -396,7 +401,15 @@ def remove_sub_axes_in_input_output_shardings(module: Module, options: Options |
     several functions and none is ``@main``."""
     main = main_func(module)
 
+    done: dict[TensorSharding, TensorSharding] = {}  # few distinct shardings, many arguments
+
     def cut(s: TensorSharding) -> TensorSharding:
+        new = done.get(s)
+        if new is None:
+            new = done[s] = _cut(s)
+        return new
+
+    def _cut(s: TensorSharding) -> TensorSharding:
         dims = []
         for d in s.dims:
             if d.closed:
