@@ -270,10 +270,12 @@ def constant_or_scalar_merger(module: Module, func: Func, options: Options | Non
     """Merges identical constants (same attributes and shardings, same region) and identical
     broadcasts of the same scalar, keeping the first. Mirrors Shardy's
     ``constant_or_scalar_merger.cc``."""
-    uses = Uses(func)
     constants: dict[tuple[object, ...], Op] = {}
     broadcasts: dict[tuple[object, ...], Op] = {}
     merged: list[Op] = []
+    # The uses of merged results are replaced after the walk, in one pass over the function
+    # (no use lists); the one operand the walk reads, a broadcast's scalar, is looked up here.
+    replaced: dict[int, Value] = {}  # id(result of a merged op) -> the kept op's result
     for op in post_order(func):
         if op.parent is None or op is func:
             continue
@@ -282,12 +284,20 @@ def constant_or_scalar_merger(module: Module, func: Func, options: Options | Non
         if op.name in ("sdy.constant", "stablehlo.constant"):
             cached = constants.setdefault((region, _key_text(op)), op)
         elif op.name == "stablehlo.broadcast_in_dim" and is_scalar(op.operands[0]):
-            cached = broadcasts.setdefault((region, _key_text(op), str(op.results[0].type), id(op.operands[0])), op)
+            scalar = replaced.get(id(op.operands[0]), op.operands[0])
+            cached = broadcasts.setdefault((region, _key_text(op), str(op.results[0].type), id(scalar)), op)
         if cached is not None and cached is not op:
             for r, cr in zip(op.results, cached.results):
-                uses.replace_all_uses(r, cr)
+                replaced[id(r)] = cr
             merged.append(op)
-    erase_ops(merged, uses)
+    if replaced:
+        for op in func.walk():
+            operands = op.operands
+            for i, v in enumerate(operands):
+                new = replaced.get(id(v))
+                if new is not None:
+                    operands[i] = new
+    erase_ops(merged)
 
 
 @register_pass("sdy-remove-sharding-groups")
