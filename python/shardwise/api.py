@@ -17,6 +17,7 @@ The passes are in ``shardwise.passes`` (import/export steps) and ``shardwise.pro
 from __future__ import annotations
 
 from shardwise.ir.core import Module
+from shardwise.ir.gc import no_cyclic_gc
 
 __all__ = ["PIPELINES", "pipeline_text", "propagate"]
 
@@ -80,6 +81,9 @@ def propagate(module: Module, pipeline: str = "full", *, conservative: bool = Fa
 
     register_passes()
     text = pipeline_text(pipeline, conservative=conservative)
-    target = module if in_place else module.copy()
-    run_pipeline(target, text)
+    # One pause of the cyclic collector over the copy and the pipeline (``shardwise.ir.gc``):
+    # the collector then runs once after both, not once after each.
+    with no_cyclic_gc():
+        target = module if in_place else module.copy()
+        run_pipeline(target, text)
     return target

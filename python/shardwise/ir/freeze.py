@@ -8,11 +8,14 @@ can be written back.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardwise import _native
 from shardwise.errors import ProgramError
 from shardwise.ir.core import Module, Op, Value
+
+if TYPE_CHECKING:
+    from shardwise.rules.rule import OpShardingRule
 
 _NONE = 2**32 - 1
 #: ``Frozen.op_rule`` of an op without a rule.
@@ -96,23 +99,27 @@ def freeze(module: Module, *, rules: bool = True, conservative: bool = False) ->
     rule_wires: list[Any] = []
     op_rule: list[int] = []
     if rules:
-        from shardwise.rules.from_ir import rules_for
+        from shardwise.rules.from_ir import RuleCache
 
         distinct: dict[Any, int] = {}
-        by_object: dict[int, int] = {}  # memoised rules are shared objects: one wire each
-        by_op = rules_for(module, conservative=conservative)
-        for op in ops:
-            rule = by_op[id(op)]
+        # Memoised rules are shared objects: one wire each. The rule is kept with its index
+        # so that its id is not reused by a later rule while the map lives.
+        by_object: dict[int, tuple[OpShardingRule, int]] = {}
+        cache = RuleCache(module, conservative=conservative)
+        for op in ops:  # pre-order, as ``rules_for`` asks them
+            rule = cache.rule(op)
             if rule is None:
                 op_rule.append(_NONE)
                 continue
-            known = by_object.get(id(rule))
-            if known is None:
+            seen = by_object.get(id(rule))
+            if seen is None:
                 w = rule._wire()
                 known = distinct.setdefault(repr(w), len(rule_wires))
                 if known == len(rule_wires):
                     rule_wires.append(w)
-                by_object[id(rule)] = known
+                by_object[id(rule)] = (rule, known)
+            else:
+                known = seen[1]
             op_rule.append(known)
     graph = _native.FrozenGraph(
         list(names), op_name, op_parent, operand_counts, operands, result_counts, results, ranks, dims, block_owner, rule_wires, op_rule

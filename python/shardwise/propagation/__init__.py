@@ -273,12 +273,8 @@ def propagate(
 
 def _copy(module: Module) -> Module:
     """A deep copy of ``module`` (ops, regions and values new; types and shardings, which are
-    immutable, shared)."""
-    from shardwise.ir.rewrite import clone_op
-
-    new = Module.__new__(Module)
-    new.op = clone_op(module.op)
-    return new
+    immutable, shared): ``Module.copy``."""
+    return module.copy()
 
 
 def _check_types(module: Module) -> None:

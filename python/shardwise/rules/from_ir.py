@@ -114,7 +114,7 @@ class RuleCache:
         """``op``'s rule (``None`` where Shardy has none); raises what ``rule_for`` raises."""
         name = op.name
         if name not in CONTEXT_OPS and not is_user_op(name):
-            key = (name, tuple(op.attributes.items()), tuple(v.type for v in op.operands), tuple(r.type for r in op.results))
+            key = (name, tuple(op.attributes.items()), tuple([v.type for v in op.operands]), tuple([r.type for r in op.results]))
             cached = self._memo.get(key)
             if cached is not None:
                 return cached
