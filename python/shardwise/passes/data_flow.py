@@ -49,8 +49,11 @@ def post_order(root: Op) -> list[Op]:
     def visit(o: Op) -> None:
         for r in o.regions:
             for b in r.blocks:
-                for inner in list(b.ops):
-                    visit(inner)
+                for inner in b.ops:
+                    if inner.regions:
+                        visit(inner)
+                    else:  # most ops: no call
+                        out.append(inner)
         out.append(o)
 
     visit(root)

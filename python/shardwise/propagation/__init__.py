@@ -50,7 +50,7 @@ from shardwise import _native
 from shardwise.errors import ProgramError
 from shardwise.ir.core import Block, Func, Module, Op, Value
 from shardwise.ir.freeze import Frozen, freeze
-from shardwise.ir.types import OpaqueType, TensorType
+from shardwise.ir.types import DYNAMIC, OpaqueType, TensorType
 from shardwise.explanation.records import Conflict, Hop, Layer, load_conflicts, load_hops, load_steps
 from shardwise.mesh import Mesh
 from shardwise.passes._debug import DebugInfo, Edge, Origin, max_step
@@ -283,9 +283,10 @@ def _check_types(module: Module) -> None:
     for op in module.walk():
         for r in op.results:
             t = r.type
-            bad = (isinstance(t, TensorType) and any(d < 0 for d in t.shape)) or (
-                isinstance(t, OpaqueType) and (t.text.startswith("tuple<") or t.text.startswith("tensor<"))
-            )
+            if isinstance(t, TensorType):
+                bad = DYNAMIC in t.shape  # the only negative size a TensorType allows
+            else:
+                bad = isinstance(t, OpaqueType) and (t.text.startswith("tuple<") or t.text.startswith("tensor<"))
             if bad:
                 what = "doesn't support tuples" if str(t).startswith("tuple<") else "only supports ranked tensors with a static shape"
                 raise ProgramError(f"{op.where()}: result {r.index} has type {t}; Shardy propagation {what}")
