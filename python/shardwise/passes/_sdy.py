@@ -474,18 +474,23 @@ def _results(op: Op, fn: TransformFn, transform: bool) -> None:
 # ---------------------------------------------------------------------------------- call graph
 
 
-def call_graph_rpo(module: Module, symbols: SymbolTable | None = None) -> list[Func]:
+def call_graph_rpo(module: Module, symbols: SymbolTable | None = None, *, calls: dict[int, list[Op]] | None = None) -> list[Func]:
     """The functions with bodies in reverse post-order of MLIR's ``CallGraph`` from its
     external node (Shardy's ``iterateFuncs(preOrder=true)``): callers before callees,
-    functions in module order otherwise."""
+    functions in module order otherwise. ``calls``, when given, receives the ``func.call``
+    ops of each function (by ``id``), in program order, from the same walk."""
     symbols = symbols or SymbolTable(module)
     funcs = [f for f in module.funcs if f.regions[0].blocks]
     edges: dict[int, list[Func]] = {}
     for f in funcs:
         out: list[Func] = []
         seen: set[int] = set()
+        in_f: list[Op] = []
+        if calls is not None:
+            calls[id(f)] = in_f
         for op in f.walk():
             if op.name == CALL:
+                in_f.append(op)
                 callee = symbols.lookup(callee_name(op))
                 if isinstance(callee, Func) and callee.regions[0].blocks and id(callee) not in seen:
                     seen.add(id(callee))

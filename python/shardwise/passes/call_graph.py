@@ -61,12 +61,13 @@ def walk_calls(module: Module, symbols: SymbolTable, *, pre_order: bool = False)
     """The ``func.call`` ops in the order of Shardy's ``walkCalls``: functions in post-order of
     the call graph (callees first; ``pre_order`` for callers first), calls of a function in
     program order. The list is taken before any edit."""
-    funcs = call_graph_rpo(module, symbols)
+    calls: dict[int, list[Op]] = {}
+    funcs = call_graph_rpo(module, symbols, calls=calls)
     if not pre_order:
         funcs = funcs[::-1]
     out: list[Op] = []
     for f in funcs:
-        out.extend(o for o in f.walk() if o.name == CALL)
+        out.extend(calls[id(f)])
     return out
 
 
