@@ -310,9 +310,9 @@ class Module:
 
 def _nested(op: Op) -> Iterator[Op]:
     """The ops directly in ``op``'s regions, block by block, read live: each block's op list is
-    iterated when the walk reaches it (a list iterator, which sees ops appended or erased behind
-    it as a recursive walk would). One region with one block, the common case, is its list's
-    own iterator; several are chained in C (``itertools.chain``)."""
+    iterated by a list iterator taken when the walk reaches the block, so ops appended to it
+    later are seen. One region with one block, the common case, is its list's own iterator;
+    several are chained in C (``itertools.chain``), with no Python generator in between."""
     regions = op.regions
     if len(regions) == 1:
         blocks = regions[0].blocks
