@@ -16,7 +16,9 @@ pub mod layers;
 pub mod program;
 pub mod projection;
 pub mod solver;
+pub mod step_memo;
 pub mod transforms;
+mod visit_cache;
 
 pub use factor_prop::{
     direction_with_blocked_factors, AggressiveFactorPropagation, BasicFactorPropagation, FactorPropagation, OpInfo,
