@@ -195,11 +195,19 @@ fn heuristic(s: &Solver<'_>, step: usize, op: u32, factor: usize) -> Dir {
 }
 
 impl DirectionPolicy for OpPriorityDirection<'_> {
+    /// The union of heuristics `0..=step`, computed without the heuristics that cannot add to
+    /// it: `union` is the join of the lattice None < Forward, Backward < Both; heuristic 0 is
+    /// never above heuristic 1 (the same pass-through test, with fewer uses allowed), and
+    /// heuristics 3 and 4 give Both (but 3 on a broadcast), above everything.
     fn direction(&self, solver: &Solver<'_>, op: u32, factor: usize) -> Dir {
-        let mut acc = Dir::None;
-        for step in 0..=self.step.min(OP_PRIORITY_STEPS - 1) {
-            acc = union(acc, heuristic(solver, step, op, factor));
-        }
+        let last = self.step.min(OP_PRIORITY_STEPS - 1);
+        let broadcast = solver.program().kind[op as usize] == OpKind::BroadcastInDim;
+        let acc = if last >= 4 || (last == 3 && !broadcast) {
+            Dir::Both
+        } else {
+            let first = usize::from(last >= 1);
+            (first..=last).fold(Dir::None, |acc, step| union(acc, heuristic(solver, step, op, factor)))
+        };
         intersection(acc, self.outer.direction(solver, op, factor))
     }
 }

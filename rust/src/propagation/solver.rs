@@ -240,6 +240,8 @@ pub struct Solver<'g> {
     layer: LayerTag,
     /// Visits that changed nothing, to skip their repeats (off while recording debug data).
     cache: VisitCache,
+    /// Identity rules by the value giving their shape and their number of operands.
+    identity_rules: HashMap<(u32, usize), Arc<OpShardingRule>>,
     /// Steps being recorded for other runs (see [`super::step_memo`]).
     memo_out: Option<StepMemo>,
     /// Steps of another run to replay.
@@ -329,6 +331,7 @@ impl<'g> Solver<'g> {
             debug: None,
             layer: LayerTag::default(),
             cache: VisitCache::new(n_values, n_ops, debug.is_none()),
+            identity_rules: HashMap::new(),
             memo_out: None,
             memo_in: None,
         };
@@ -1039,10 +1042,19 @@ impl<'g> Solver<'g> {
     /// it and gives it to the value's sharding group.
     fn store_update(&mut self, t: Tensor, new: TensorSharding) {
         self.stats.updates += 1;
+        let modified = self.modified_value(t);
+        let group = modified.and_then(|m| self.prog.group_of.get(&m).copied());
+        if group.is_none() {
+            self.tensor_set(t, new);
+            if let Some(modified) = modified {
+                self.notify_sharding_modified(modified);
+            }
+            return;
+        }
         self.tensor_set(t, new.clone());
-        let Some(modified) = self.modified_value(t) else { return };
+        let Some(modified) = modified else { return };
         self.notify_sharding_modified(modified);
-        if let Some(&g) = self.prog.group_of.get(&modified) {
+        if let Some(g) = group {
             let members = self.prog.groups[g].1.clone();
             for m in members {
                 if m == modified {
@@ -1053,6 +1065,16 @@ impl<'g> Solver<'g> {
                 self.notify_sharding_modified(m);
             }
         }
+    }
+
+    /// The identity rule of `num_operands` operands and one result of the shape of `v`
+    /// (`RuleBuilder::identity`), built once per solve.
+    fn identity_rule(&mut self, v: u32, num_operands: usize) -> Arc<OpShardingRule> {
+        let shape = self.prog.shape(v);
+        self.identity_rules
+            .entry((v, num_operands))
+            .or_insert_with(|| Arc::new(RuleBuilder::identity(shape, num_operands, 1)))
+            .clone()
     }
 
     fn directions(&self, policy: &dyn DirectionPolicy, op: u32, num_factors: usize) -> Vec<Dir> {
@@ -1080,7 +1102,7 @@ impl<'g> Solver<'g> {
             return Ok(false);
         }
         let sources = self.edge_sources(owner);
-        let rule = RuleBuilder::identity(self.prog.shape(result), sources.len(), 1);
+        let rule = self.identity_rule(result, sources.len());
         let operands: Vec<Tensor> = sources.iter().map(|&v| Tensor::Value(v)).collect();
         let dirs = self.directions(policy, edge, rule.num_factors());
         self.propagate_tensors(edge, &operands, &[Tensor::EdgeTarget(edge)], &rule, &dirs, strategy, false, false)
@@ -1115,7 +1137,7 @@ impl<'g> Solver<'g> {
                 _ => Vec::new(),
             }
         };
-        let rule = RuleBuilder::identity(self.prog.shape(result), sources.len(), 1);
+        let rule = self.identity_rule(result, sources.len());
         let operands: Vec<Tensor> = sources.iter().map(|&v| Tensor::Value(v)).collect();
         let dirs = self.directions(policy, edge, rule.num_factors());
         self.propagate_tensors(edge, &operands, &[Tensor::Value(result)], &rule, &dirs, strategy, false, false)
@@ -1127,7 +1149,7 @@ impl<'g> Solver<'g> {
             return Ok(false);
         };
         let dir = self.prog.barrier_direction.get(&op).copied().unwrap_or(Dir::None);
-        let rule = RuleBuilder::identity(self.prog.shape(result), 1, 1);
+        let rule = self.identity_rule(result, 1);
         let dirs = vec![dir; rule.num_factors()];
         self.propagate_tensors(op, &[Tensor::Value(input)], &[Tensor::Value(result)], &rule, &dirs, strategy, false, true)
     }
@@ -1197,7 +1219,7 @@ impl<'g> Solver<'g> {
             if !self.prog.is_static_tensor(v) {
                 continue;
             }
-            let rule = RuleBuilder::identity(self.prog.shape(v), 1, 1);
+            let rule = self.identity_rule(v, 1);
             let dirs = vec![Dir::Both; rule.num_factors()];
             self.propagate_tensors(
                 main,
