@@ -110,7 +110,7 @@ def test_batched_solves_equal_single_solves(captured: tuple[sw.Module, Captured]
     failed = [s for s in singles if isinstance(s, Exception)]
     if failed:
         with pytest.raises(type(failed[0]), match=re.escape(str(failed[0]))):
-            _native.propagate_candidates(*args[:4], candidates, threads, **kwargs)
+            _native.propagate_candidates(args[0], args[1], args[2], args[3], candidates, threads, **kwargs)
         return
-    outs = _native.propagate_candidates(*args[:4], candidates, threads, **kwargs)
+    outs = _native.propagate_candidates(args[0], args[1], args[2], args[3], candidates, threads, **kwargs)
     assert [_fields(out) for out in outs] == singles

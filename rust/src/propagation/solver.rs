@@ -785,6 +785,9 @@ impl<'g> Solver<'g> {
                 if let Some(slot) = self.func_results.get_mut(&f).and_then(|r| r.get_mut(k as usize)) {
                     *slot = Some(s);
                 }
+                if Some(f) == self.prog.main_func {
+                    self.cache.wrote_func_result(k);
+                }
             }
         }
     }
@@ -1219,6 +1222,14 @@ impl<'g> Solver<'g> {
             if !self.prog.is_static_tensor(v) {
                 continue;
             }
+            // The step reads the returned value's stored sharding and the result sharding only
+            // (its directions are fixed): skipped when it changed nothing before and neither
+            // was written since (see `visit_cache`).
+            let (id, slot) = (strategy.cache_id(), self.shardable(v));
+            if self.cache.func_result_fresh(k as u32, id, slot) {
+                continue;
+            }
+            let updates = self.stats.updates;
             let rule = self.identity_rule(v, 1);
             let dirs = vec![Dir::Both; rule.num_factors()];
             self.propagate_tensors(
@@ -1231,6 +1242,7 @@ impl<'g> Solver<'g> {
                 false,
                 false,
             )?;
+            self.cache.func_result_done(k as u32, id, slot, self.stats.updates != updates);
         }
         Ok(())
     }
@@ -1710,6 +1722,9 @@ impl<'g> Solver<'g> {
                         if let Some(slot) = self.func_results.get_mut(&op) {
                             slot[k] = Some(new);
                         }
+                        if Some(op) == self.prog.main_func {
+                            self.cache.wrote_func_result(k as u32);
+                        }
                     }
                 }
             }
@@ -1751,6 +1766,9 @@ impl<'g> Solver<'g> {
                     let new = updated_for_priority(&cur, original, priority);
                     if new != cur {
                         *slot = Some(new);
+                        if Some(f) == self.prog.main_func {
+                            self.cache.wrote_func_result(k);
+                        }
                     }
                 }
             }

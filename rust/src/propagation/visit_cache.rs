@@ -43,7 +43,20 @@ struct Entry {
     factor_counts: Vec<u32>,
 }
 
-/// The memo of one solve: a write clock per stored sharding and one entry per op.
+/// What a step between a result of the main function and its returned value that changed
+/// nothing read (Shardy `propagateFuncResults`, run at the start and end of every round).
+#[derive(Debug, Default, Clone, Copy)]
+struct FuncResultEntry {
+    valid: bool,
+    stamp: u64,
+    epoch: u32,
+    strategy: u8,
+    /// Where the returned value's sharding is stored.
+    slot: Option<u32>,
+}
+
+/// The memo of one solve: a write clock per stored sharding and one entry per op (and per
+/// result of the main function).
 #[derive(Debug, Default)]
 pub(crate) struct VisitCache {
     enabled: bool,
@@ -51,6 +64,9 @@ pub(crate) struct VisitCache {
     epoch: u32,
     versions: Vec<u64>,
     entries: Vec<Entry>,
+    /// Write clock of each result sharding of the main function.
+    func_versions: Vec<u64>,
+    func_entries: Vec<FuncResultEntry>,
     /// Whether the current visit is being recorded, and whether it still can be remembered.
     recording: bool,
     cacheable: bool,
@@ -78,11 +94,54 @@ impl VisitCache {
         }
     }
 
+    /// Result sharding `k` of the main function was written.
+    pub(crate) fn wrote_func_result(&mut self, k: u32) {
+        if self.enabled {
+            self.clock += 1;
+            let k = k as usize;
+            if self.func_versions.len() <= k {
+                self.func_versions.resize(k + 1, 0);
+            }
+            self.func_versions[k] = self.clock;
+        }
+    }
+
+    /// Whether a step between main's result `k` and its returned value, whose sharding is
+    /// stored at `slot`, with strategy `strategy`, is known to change nothing: one did before,
+    /// and neither sharding was written since.
+    pub(crate) fn func_result_fresh(&self, k: u32, strategy: Option<u8>, slot: Option<u32>) -> bool {
+        let Some(e) = self.func_entries.get(k as usize) else { return false };
+        let written = |v: u64| v > e.stamp;
+        e.valid
+            && e.epoch == self.epoch
+            && Some(e.strategy) == strategy
+            && e.slot == slot
+            && !slot.is_some_and(|s| written(self.versions[s as usize]))
+            && !written(self.func_versions.get(k as usize).copied().unwrap_or(0))
+    }
+
+    /// A step between main's result `k` and its returned value ended; remembered when it
+    /// changed nothing.
+    pub(crate) fn func_result_done(&mut self, k: u32, strategy: Option<u8>, slot: Option<u32>, changed: bool) {
+        if !self.enabled {
+            return;
+        }
+        let k = k as usize;
+        if self.func_entries.len() <= k {
+            self.func_entries.resize(k + 1, FuncResultEntry::default());
+        }
+        self.func_entries[k] = match (strategy, changed) {
+            (Some(strategy), false) => FuncResultEntry { valid: true, stamp: self.clock, epoch: self.epoch, strategy, slot },
+            _ => FuncResultEntry::default(),
+        };
+    }
+
     /// An op was erased: live uses changed, so every remembered visit is stale.
     pub(crate) fn structure_changed(&mut self) {
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
             self.entries.iter_mut().for_each(|e| e.valid = false);
+            self.func_entries.iter_mut().for_each(|e| e.valid = false);
         }
     }
 
