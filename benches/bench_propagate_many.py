@@ -1,7 +1,8 @@
-"""``shardwise.propagate_many``: candidate sets of in/out shardings per second on a ~1k-op
-transformer step (7 layers), on 1 and 2 threads (issue 5, Batch). Each candidate annotates
-three arguments with random shardings; results are checked against one-by-one propagation in
-tests/python/test_propagate_many.py.
+"""``shardwise.propagate_many``: candidate sets of in/out shardings per second, and annotations
+(annotated values) per second, on a ~1k-op transformer step (7 layers), on 1 and 2 threads
+(issue 5, Batch). Each candidate annotates three arguments with random shardings (one in ten
+removes the stored sharding instead); results are checked against one-by-one propagation
+in tests/python/test_propagate_many.py and tests/python/test_propagate_replay.py.
 
     pip install -e '.[bench]' && pytest benches/bench_propagate_many.py -p no:cacheprovider
 """
@@ -41,4 +42,12 @@ def test_candidates_per_second(benchmark: Any, threads: int) -> None:
     results = benchmark.pedantic(shardwise.propagate_many, args=(m, cands), kwargs={"threads": threads}, rounds=3, iterations=1)
     assert results.batched
     seconds = benchmark.stats.stats.min
-    CANDIDATES[threads] = {"ops": sum(1 for _ in m.walk()), "candidates": len(cands), "seconds": seconds, "per_second": len(cands) / seconds}
+    annotations = sum(len(c) for c in cands)
+    CANDIDATES[threads] = {
+        "ops": sum(1 for _ in m.walk()),
+        "candidates": len(cands),
+        "annotations": annotations,
+        "seconds": seconds,
+        "per_second": len(cands) / seconds,
+        "annotations_per_second": annotations / seconds,
+    }

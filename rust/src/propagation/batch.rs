@@ -3,17 +3,20 @@
 //! spread over scoped worker threads.
 //!
 //! Each candidate runs [`super::layers::propagate`] on its own copy of the input, so its
-//! result is exactly what a single propagation of that input gives. No thread outlives the call
+//! result is exactly what a single propagation of that input gives. To save work, the base
+//! input is propagated once first with its propagation steps recorded, and each candidate's
+//! solve replays a recorded step wherever its inputs recur instead of computing it, which
+//! changes nothing in the result (see [`super::step_memo`]). No thread outlives the call
 //! (`std::thread::scope`), so there is no pool to corrupt across `fork`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
 use crate::graph::Graph;
 use crate::sharding::TensorSharding;
 
-use super::layers::{propagate, PassOptions};
+use super::layers::{propagate_with_steps, PassOptions};
 use super::solver::{SolverInput, SolverOutput};
 
 /// The stored shardings one candidate replaces: `(value, sharding)` and `(func op, result
@@ -49,18 +52,28 @@ impl Candidate {
 
 /// Propagates `base` with each candidate's overrides, on `threads` worker threads (at least
 /// one, at most one per candidate); results in candidate order, each as
-/// [`propagate`] returns it for that input.
+/// [`super::layers::propagate`] returns it for that input.
 pub fn propagate_candidates(graph: &Graph, base: &SolverInput, options: &PassOptions, candidates: &[Candidate], threads: usize) -> Vec<Result<SolverOutput>> {
     let n = candidates.len();
     let slots: Vec<Mutex<Option<Result<SolverOutput>>>> = (0..n).map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
+    // The base solve's steps; a base input that fails to propagate only leaves none to replay
+    // (each candidate reports its own error).
+    let memo = if n > 1 {
+        propagate_with_steps(graph, base.clone(), options, None, true).ok().and_then(|(_, steps)| steps).map(Arc::new)
+    } else {
+        None
+    };
     let work = || loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
         if i >= n {
             break;
         }
         let mut input = base.clone();
-        let out = candidates[i].apply(&mut input).and_then(|()| propagate(graph, input, options));
+        let out = candidates[i]
+            .apply(&mut input)
+            .and_then(|()| propagate_with_steps(graph, input, options, memo.clone(), false))
+            .map(|(out, _)| out);
         *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
     };
     let workers = threads.clamp(1, n.max(1));

@@ -22,6 +22,8 @@ use super::explain::{LayerTag, StrategyTag};
 use super::factor_prop::{AggressiveFactorPropagation, BasicFactorPropagation, FactorPropagation, PropagationDirection};
 use super::program::OpKind;
 use super::solver::{AnyDirection, DirectionPolicy, Solver, SolverInput, SolverOutput};
+use super::step_memo::StepMemo;
+use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::rule::FactorKind;
@@ -193,11 +195,19 @@ fn heuristic(s: &Solver<'_>, step: usize, op: u32, factor: usize) -> Dir {
 }
 
 impl DirectionPolicy for OpPriorityDirection<'_> {
+    /// The union of heuristics `0..=step`, computed without the heuristics that cannot add to
+    /// it: `union` is the join of the lattice None < Forward, Backward < Both; heuristic 0 is
+    /// never above heuristic 1 (the same pass-through test, with fewer uses allowed), and
+    /// heuristics 3 and 4 give Both (but 3 on a broadcast), above everything.
     fn direction(&self, solver: &Solver<'_>, op: u32, factor: usize) -> Dir {
-        let mut acc = Dir::None;
-        for step in 0..=self.step.min(OP_PRIORITY_STEPS - 1) {
-            acc = union(acc, heuristic(solver, step, op, factor));
-        }
+        let last = self.step.min(OP_PRIORITY_STEPS - 1);
+        let broadcast = solver.program().kind[op as usize] == OpKind::BroadcastInDim;
+        let acc = if last >= 4 || (last == 3 && !broadcast) {
+            Dir::Both
+        } else {
+            let first = usize::from(last >= 1);
+            (first..=last).fold(Dir::None, |acc, step| union(acc, heuristic(solver, step, op, factor)))
+        };
         intersection(acc, self.outer.direction(solver, op, factor))
     }
 }
@@ -317,16 +327,39 @@ impl PassOptions {
 /// unknown to their mesh, unknown meshes); and, as Shardy's verifier after the pass, a manual
 /// computation left with a manual axis after a free one (rule `manual-axis-after-free-axis`).
 pub fn propagate(graph: &Graph, input: SolverInput, options: &PassOptions) -> Result<SolverOutput> {
+    propagate_with_steps(graph, input, options, None, false).map(|(out, _)| out)
+}
+
+/// [`propagate`], replaying the steps of `replay` where their inputs recur and, with `record`,
+/// recording this solve's steps (see [`super::step_memo`]): the output is what [`propagate`]
+/// gives, and the recorded steps come with it (`None` without `record`, or when debugging
+/// data is recorded). `replay` must come from a solve of the same graph with the same options
+/// and meshes. Errors as [`propagate`].
+pub fn propagate_with_steps(
+    graph: &Graph,
+    input: SolverInput,
+    options: &PassOptions,
+    replay: Option<Arc<StepMemo>>,
+    record: bool,
+) -> Result<(SolverOutput, Option<StepMemo>)> {
     let mut solver = Solver::new(graph, input, options.conservative)?;
+    if record {
+        solver.record_steps();
+    }
+    if let Some(memo) = replay {
+        solver.replay_steps(memo);
+    }
     let conflicts = solver.sync_sharding_groups();
     if !conflicts.is_empty() {
+        let steps = solver.take_steps();
         let mut out = solver.into_output();
         out.group_conflicts = conflicts;
-        return Ok(out);
+        return Ok((out, steps));
     }
     options.layer().propagate(&mut solver, &AnyDirection)?;
     solver.verify_manual_computations()?;
-    Ok(solver.into_output())
+    let steps = solver.take_steps();
+    Ok((solver.into_output(), steps))
 }
 
 /// The direction named `name` (`"NONE"`, `"FORWARD"`, `"BACKWARD"`, `"BOTH"`, as Shardy's

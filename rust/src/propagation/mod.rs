@@ -5,7 +5,9 @@
 //! program structure it derives in [`program`], the sharding rewrites of [`transforms`] and the
 //! pass layers basic < aggressive < op-priority < user-priority in [`layers`]), which can record
 //! where each propagated axis came from ([`debug`]) and, for `shardwise.explain`, which layer
-//! took each step and why axes were dropped ([`explain`]).
+//! took each step and why axes were dropped ([`explain`]). The solver skips op visits known to
+//! change nothing (`visit_cache`), and many solves of one program ([`batch`]) replay the steps
+//! of a base solve where their inputs recur ([`step_memo`]).
 
 pub mod axes;
 pub mod batch;
@@ -16,7 +18,9 @@ pub mod layers;
 pub mod program;
 pub mod projection;
 pub mod solver;
+pub mod step_memo;
 pub mod transforms;
+mod visit_cache;
 
 pub use factor_prop::{
     direction_with_blocked_factors, AggressiveFactorPropagation, BasicFactorPropagation, FactorPropagation, OpInfo,

@@ -41,12 +41,15 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::debug::{step_edges, DebugOptions, EdgeNode, EdgeNodeKind, Origin, OriginKind, ShardingDebug};
 use super::explain::{diagnose, Conflict, Hop, LayerTag, StepRecord, VisitInfo};
 use super::factor_prop::{FactorPropagation, OpInfo, PropagationDirection};
 use super::program::{Effects, OpKind, Program, ProgramFacts};
 use super::projection::ShardingProjection;
+use super::step_memo::{Step, StepMemo, Stored};
+use super::visit_cache::VisitCache;
 use super::transforms::{
     add_free_axes, empty_axes, erase_manual_axes, fully_open, initialized_for_priorities, is_fully_open,
     nonzero_priorities, updated_for_priority,
@@ -149,7 +152,7 @@ fn changed(old: Option<&TensorSharding>, new: &TensorSharding) -> bool {
 
 /// One tensor of a propagation step: where its sharding is read and written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Tensor {
+pub(crate) enum Tensor {
     /// A value, through its shardable value.
     Value(u32),
     /// The targets of a `sdy.data_flow_edge` (this op), seen from outside a manual computation.
@@ -235,6 +238,14 @@ pub struct Solver<'g> {
     seen_epoch: u32,
     debug: Option<ShardingDebug>,
     layer: LayerTag,
+    /// Visits that changed nothing, to skip their repeats (off while recording debug data).
+    cache: VisitCache,
+    /// Identity rules by the value giving their shape and their number of operands.
+    identity_rules: HashMap<(u32, usize), Arc<OpShardingRule>>,
+    /// Steps being recorded for other runs (see [`super::step_memo`]).
+    memo_out: Option<StepMemo>,
+    /// Steps of another run to replay.
+    memo_in: Option<Arc<StepMemo>>,
 }
 
 impl<'g> Solver<'g> {
@@ -319,11 +330,39 @@ impl<'g> Solver<'g> {
             seen_epoch: 0,
             debug: None,
             layer: LayerTag::default(),
+            cache: VisitCache::new(n_values, n_ops, debug.is_none()),
+            identity_rules: HashMap::new(),
+            memo_out: None,
+            memo_in: None,
         };
         if let Some(options) = debug {
             solver.prepare_debug(options);
         }
         Ok(solver)
+    }
+
+    /// Records the propagation steps of this solve, to replay in other solves of the same
+    /// graph with the same options (see [`super::step_memo`]); [`Solver::take_steps`] hands
+    /// them over. Nothing is recorded while recording debugging data.
+    pub fn record_steps(&mut self) {
+        if self.debug.is_none() {
+            self.memo_out = Some(StepMemo::new(self.alive.len()));
+        }
+    }
+
+    /// The steps recorded since [`Solver::record_steps`].
+    pub fn take_steps(&mut self) -> Option<StepMemo> {
+        self.memo_out.take()
+    }
+
+    /// Replays the steps of `memo`, recorded by a solve of the same graph with the same
+    /// options (`conservative`, meshes), where a step's inputs equal a remembered step's: the
+    /// solve's result is the same as without it (see [`super::step_memo`]). Ignored while
+    /// recording debugging data.
+    pub fn replay_steps(&mut self, memo: Arc<StepMemo>) {
+        if self.debug.is_none() {
+            self.memo_in = Some(memo);
+        }
     }
 
     /// The program the solver works on.
@@ -472,6 +511,7 @@ impl<'g> Solver<'g> {
                 None => s,
             };
             self.raw[slot as usize] = Some(new);
+            self.cache.wrote(slot);
             return;
         }
         let siblings: Vec<u32> = if let Some(d) = self.prog.def(slot) {
@@ -485,9 +525,11 @@ impl<'g> Solver<'g> {
             if sib != slot && self.raw[sib as usize].is_none() {
                 let rank = if self.prog.non_tensor[sib as usize] { 0 } else { self.prog.shape(sib).len() };
                 self.raw[sib as usize] = Some(fully_open(&s.mesh, rank));
+                self.cache.wrote(sib);
             }
         }
         self.raw[slot as usize] = Some(s);
+        self.cache.wrote(slot);
     }
 
     /// The owner of the targets of edge `edge` and, when the owner belongs to a manual
@@ -541,6 +583,7 @@ impl<'g> Solver<'g> {
         };
         let r = self.edge_result(edge);
         self.raw[r as usize] = Some(new);
+        self.cache.wrote(r);
     }
 
     /// The sources of the edge whose input is `owner` (Shardy `getEdgeSources`).
@@ -742,8 +785,86 @@ impl<'g> Solver<'g> {
                 if let Some(slot) = self.func_results.get_mut(&f).and_then(|r| r.get_mut(k as usize)) {
                     *slot = Some(s);
                 }
+                if Some(f) == self.prog.main_func {
+                    self.cache.wrote_func_result(k);
+                }
             }
         }
+    }
+
+    /// Calls `f` with each value whose stored sharding reading `t` reads; `false` when it
+    /// reads a function result sharding (not a value's).
+    fn for_each_read(&self, t: Tensor, mut f: impl FnMut(u32)) -> bool {
+        match t {
+            Tensor::Value(v) => {
+                if let Some(slot) = self.shardable(v) {
+                    f(slot);
+                }
+            }
+            Tensor::EdgeTarget(e) => {
+                f(self.edge_result(e));
+                if let Some((owner, _)) = self.edge_manual(e) {
+                    f(owner);
+                }
+            }
+            Tensor::FuncResult(..) => return false,
+        }
+        true
+    }
+
+    /// Calls `f` with each stored sharding reading `t` reads: where it is stored, and what.
+    fn for_each_stored(&self, t: Tensor, mut f: impl FnMut(Stored, Option<&TensorSharding>)) {
+        if let Tensor::FuncResult(func, k) = t {
+            let s = self.func_results.get(&func).and_then(|r| r.get(k as usize)).and_then(Option::as_ref);
+            f(Stored::FuncResult(func, k), s);
+        } else {
+            self.for_each_read(t, |slot| f(Stored::Value(slot), self.raw[slot as usize].as_ref()));
+        }
+    }
+
+    /// Tells the visit memo which stored shardings reading `t` reads.
+    fn record_read(&mut self, t: Tensor) {
+        let mut slots = [0u32; 2];
+        let mut n = 0;
+        let tracked = self.for_each_read(t, |s| {
+            slots[n] = s;
+            n += 1;
+        });
+        if !tracked {
+            self.cache.read_untracked();
+        }
+        for &s in &slots[..n] {
+            self.cache.read(s);
+        }
+    }
+
+    /// A remembered step of `action` with the same inputs as this one (see
+    /// [`super::step_memo`]).
+    fn find_step<'m>(&self, memo: &'m StepMemo, action: u32, id: u8, operands: &[Tensor], results: &[Tensor], dirs: &[Dir]) -> Option<&'m Step> {
+        memo.steps(action).iter().find(|step| {
+            let n = step.num_operands as usize;
+            if step.strategy != id
+                || n != operands.len()
+                || step.tensors[..n] != *operands
+                || step.tensors[n..] != *results
+                || step.dirs.len() != dirs.len()
+                || step.dirs.iter().zip(dirs).any(|(r, d)| r.is_some_and(|r| r != *d))
+            {
+                return false;
+            }
+            let mut i = 0;
+            let mut same = true;
+            for &t in operands.iter().chain(results) {
+                self.for_each_stored(t, |slot, now| {
+                    same &= step.reads.get(i).is_some_and(|(s, v)| *s == slot && v.as_ref() == now);
+                    i += 1;
+                });
+                if !same {
+                    return false;
+                }
+            }
+            i == step.reads.len()
+        })
     }
 
     /// The value whose change is announced (Shardy's `getShardableValue(tensor)`).
@@ -800,9 +921,42 @@ impl<'g> Solver<'g> {
                 dirs.get(f).copied().unwrap_or(Dir::None)
             }
         };
+        if self.cache.recording() {
+            for &t in operands.iter().chain(results) {
+                self.record_read(t);
+            }
+        }
+        let memo_id = strategy.cache_id().filter(|_| self.debug.is_none());
+        if let Some((id, memo)) = memo_id.and_then(|id| Some((id, self.memo_in.take()?))) {
+            let found = self.find_step(&memo, action, id, operands, results, dirs);
+            if let Some(step) = found {
+                if self.cache.recording() {
+                    let relevant: Vec<bool> = step.dirs.iter().map(Option::is_some).collect();
+                    self.cache.directions(dirs, &relevant);
+                }
+                for (t, new) in &step.updates {
+                    self.store_update(*t, new.clone());
+                }
+                let any = !step.updates.is_empty();
+                self.memo_in = Some(memo);
+                return Ok(any);
+            }
+            self.memo_in = Some(memo);
+        }
+        let memo_reads = match (memo_id, self.memo_out.is_some()) {
+            (Some(_), true) => {
+                let mut reads = Vec::new();
+                for &t in operands.iter().chain(results) {
+                    self.for_each_stored(t, |slot, s| reads.push((slot, s.cloned())));
+                }
+                Some(reads)
+            }
+            _ => None,
+        };
         // The current shardings are read in place; the changed ones are collected first and
         // stored after (each compared with the sharding read before any store, as Shardy does).
-        let (mesh, projection, before, updates) = {
+        let recording = self.cache.recording() || memo_reads.is_some();
+        let (mesh, projection, before, updates, relevant) = {
             let op_sh: Vec<Option<Cow<'_, TensorSharding>>> = operands.iter().map(|&t| self.tensor_cow(t)).collect();
             let res_sh: Vec<Option<Cow<'_, TensorSharding>>> = results.iter().map(|&t| self.tensor_cow(t)).collect();
             let op_refs: Vec<Option<&TensorSharding>> = op_sh.iter().map(|s| s.as_deref()).collect();
@@ -814,6 +968,19 @@ impl<'g> Solver<'g> {
             }
             let mut projection = ShardingProjection::build_on_mesh(&op_refs, &res_refs, rule, &mesh, false)?;
             let before = self.debug.is_some().then(|| projection.clone());
+            // The factors whose directions matter: those some tensor has axes for (the others
+            // propagate nothing in any direction). A barrier's directions are its own.
+            let mut relevant = Vec::new();
+            if recording && self.prog.kind[action as usize] != OpKind::PropagationBarrier {
+                relevant.resize(rule.factor_sizes.len(), false);
+                for t in projection.tensors() {
+                    for (f, s) in t.iter() {
+                        if !s.axes.is_empty() {
+                            relevant[f] = true;
+                        }
+                    }
+                }
+            }
             let updated = strategy.propagate_factor_shardings(
                 &mut projection,
                 &direction,
@@ -835,8 +1002,22 @@ impl<'g> Solver<'g> {
                     updates.push((results[i], new));
                 }
             }
-            (mesh, projection, before, updates)
+            (mesh, projection, before, updates, relevant)
         };
+        if self.cache.recording() {
+            self.cache.directions(dirs, &relevant);
+        }
+        if let (Some(id), Some(reads), Some(memo)) = (memo_id, memo_reads, self.memo_out.as_mut()) {
+            let step = Step {
+                strategy: id,
+                num_operands: operands.len() as u32,
+                tensors: operands.iter().chain(results).copied().collect(),
+                dirs: dirs.iter().enumerate().map(|(f, &d)| relevant.get(f).copied().unwrap_or(false).then_some(d)).collect(),
+                reads,
+                updates: updates.clone(),
+            };
+            memo.insert(action, step);
+        }
         let any = !updates.is_empty();
         for (t, new) in updates {
             self.store_update(t, new);
@@ -864,10 +1045,19 @@ impl<'g> Solver<'g> {
     /// it and gives it to the value's sharding group.
     fn store_update(&mut self, t: Tensor, new: TensorSharding) {
         self.stats.updates += 1;
+        let modified = self.modified_value(t);
+        let group = modified.and_then(|m| self.prog.group_of.get(&m).copied());
+        if group.is_none() {
+            self.tensor_set(t, new);
+            if let Some(modified) = modified {
+                self.notify_sharding_modified(modified);
+            }
+            return;
+        }
         self.tensor_set(t, new.clone());
-        let Some(modified) = self.modified_value(t) else { return };
+        let Some(modified) = modified else { return };
         self.notify_sharding_modified(modified);
-        if let Some(&g) = self.prog.group_of.get(&modified) {
+        if let Some(g) = group {
             let members = self.prog.groups[g].1.clone();
             for m in members {
                 if m == modified {
@@ -878,6 +1068,16 @@ impl<'g> Solver<'g> {
                 self.notify_sharding_modified(m);
             }
         }
+    }
+
+    /// The identity rule of `num_operands` operands and one result of the shape of `v`
+    /// (`RuleBuilder::identity`), built once per solve.
+    fn identity_rule(&mut self, v: u32, num_operands: usize) -> Arc<OpShardingRule> {
+        let shape = self.prog.shape(v);
+        self.identity_rules
+            .entry((v, num_operands))
+            .or_insert_with(|| Arc::new(RuleBuilder::identity(shape, num_operands, 1)))
+            .clone()
     }
 
     fn directions(&self, policy: &dyn DirectionPolicy, op: u32, num_factors: usize) -> Vec<Dir> {
@@ -905,7 +1105,7 @@ impl<'g> Solver<'g> {
             return Ok(false);
         }
         let sources = self.edge_sources(owner);
-        let rule = RuleBuilder::identity(self.prog.shape(result), sources.len(), 1);
+        let rule = self.identity_rule(result, sources.len());
         let operands: Vec<Tensor> = sources.iter().map(|&v| Tensor::Value(v)).collect();
         let dirs = self.directions(policy, edge, rule.num_factors());
         self.propagate_tensors(edge, &operands, &[Tensor::EdgeTarget(edge)], &rule, &dirs, strategy, false, false)
@@ -940,7 +1140,7 @@ impl<'g> Solver<'g> {
                 _ => Vec::new(),
             }
         };
-        let rule = RuleBuilder::identity(self.prog.shape(result), sources.len(), 1);
+        let rule = self.identity_rule(result, sources.len());
         let operands: Vec<Tensor> = sources.iter().map(|&v| Tensor::Value(v)).collect();
         let dirs = self.directions(policy, edge, rule.num_factors());
         self.propagate_tensors(edge, &operands, &[Tensor::Value(result)], &rule, &dirs, strategy, false, false)
@@ -952,13 +1152,50 @@ impl<'g> Solver<'g> {
             return Ok(false);
         };
         let dir = self.prog.barrier_direction.get(&op).copied().unwrap_or(Dir::None);
-        let rule = RuleBuilder::identity(self.prog.shape(result), 1, 1);
+        let rule = self.identity_rule(result, 1);
         let dirs = vec![dir; rule.num_factors()];
         self.propagate_tensors(op, &[Tensor::Value(input)], &[Tensor::Value(result)], &rule, &dirs, strategy, false, true)
     }
 
+    /// Visits `op`, or skips the visit when the memo knows it would change nothing (see
+    /// [`super::visit_cache`]).
     fn visit(&mut self, op: u32, strategy: &dyn FactorPropagation, policy: &dyn DirectionPolicy) -> Result<()> {
         self.stats.visits += 1;
+        let id = strategy.cache_id();
+        if self.same_as_remembered(op, id, policy) {
+            return Ok(());
+        }
+        let updates = self.stats.updates;
+        self.cache.begin(op);
+        match self.visit_op(op, strategy, policy) {
+            Ok(()) => {
+                self.cache.end(op, id, self.stats.updates != updates);
+                Ok(())
+            }
+            Err(e) => {
+                self.cache.abort();
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether the memo holds a visit of `op` with this strategy that read nothing written
+    /// since and had the directions `policy` gives now.
+    fn same_as_remembered(&self, op: u32, id: Option<u8>, policy: &dyn DirectionPolicy) -> bool {
+        let Some((counts, dirs)) = self.cache.lookup(op, id) else { return false };
+        let mut i = 0;
+        for &n in counts {
+            for f in 0..n as usize {
+                if dirs[i].is_some_and(|d| policy.direction(self, op, f) != d) {
+                    return false;
+                }
+                i += 1;
+            }
+        }
+        true
+    }
+
+    fn visit_op(&mut self, op: u32, strategy: &dyn FactorPropagation, policy: &dyn DirectionPolicy) -> Result<()> {
         let done = match self.prog.kind[op as usize] {
             OpKind::DataFlowEdge => self.visit_edge(op, strategy, policy)?,
             OpKind::FuncDataFlowEdge => self.visit_func_edge(op, strategy, policy)?,
@@ -985,7 +1222,15 @@ impl<'g> Solver<'g> {
             if !self.prog.is_static_tensor(v) {
                 continue;
             }
-            let rule = RuleBuilder::identity(self.prog.shape(v), 1, 1);
+            // The step reads the returned value's stored sharding and the result sharding only
+            // (its directions are fixed): skipped when it changed nothing before and neither
+            // was written since (see `visit_cache`).
+            let (id, slot) = (strategy.cache_id(), self.shardable(v));
+            if self.cache.func_result_fresh(k as u32, id, slot) {
+                continue;
+            }
+            let updates = self.stats.updates;
+            let rule = self.identity_rule(v, 1);
             let dirs = vec![Dir::Both; rule.num_factors()];
             self.propagate_tensors(
                 main,
@@ -997,6 +1242,7 @@ impl<'g> Solver<'g> {
                 false,
                 false,
             )?;
+            self.cache.func_result_done(k as u32, id, slot, self.stats.updates != updates);
         }
         Ok(())
     }
@@ -1051,6 +1297,7 @@ impl<'g> Solver<'g> {
         }
         self.worklist.remove(op);
         self.alive[op as usize] = false;
+        self.cache.structure_changed();
         for i in 0..self.prog.operands(op).len() {
             let v = self.prog.operands(op)[i];
             self.live_uses[v as usize] -= 1;
@@ -1463,6 +1710,7 @@ impl<'g> Solver<'g> {
                 let new = self.initialize_priority(PriorityTarget::Value(v), &s, &mut per_priority)?;
                 if new != s {
                     self.raw[v as usize] = Some(new);
+                    self.cache.wrote(v);
                 }
             }
             if kind == OpKind::Func {
@@ -1473,6 +1721,9 @@ impl<'g> Solver<'g> {
                     if new != s {
                         if let Some(slot) = self.func_results.get_mut(&op) {
                             slot[k] = Some(new);
+                        }
+                        if Some(op) == self.prog.main_func {
+                            self.cache.wrote_func_result(k as u32);
                         }
                     }
                 }
@@ -1515,6 +1766,9 @@ impl<'g> Solver<'g> {
                     let new = updated_for_priority(&cur, original, priority);
                     if new != cur {
                         *slot = Some(new);
+                        if Some(f) == self.prog.main_func {
+                            self.cache.wrote_func_result(k);
+                        }
                     }
                 }
             }

@@ -171,4 +171,8 @@ impl FactorPropagation for AggressiveFactorPropagation {
         }
         Ok(updated)
     }
+
+    fn cache_id(&self) -> Option<u8> {
+        Some(1)
+    }
 }

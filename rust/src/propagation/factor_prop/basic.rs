@@ -37,6 +37,10 @@ impl FactorPropagation for BasicFactorPropagation {
         }
         Ok(updated)
     }
+
+    fn cache_id(&self) -> Option<u8> {
+        Some(0)
+    }
 }
 
 /// Merges the axes `new_axes` of one more tensor into the compatible major axes `result`

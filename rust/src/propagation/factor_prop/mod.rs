@@ -73,6 +73,13 @@ pub trait FactorPropagation {
         conservative: bool,
         op: OpInfo,
     ) -> Result<UpdateTensorShardings>;
+
+    /// An id that is the same for two strategies exactly when they propagate alike, so that
+    /// the solver may reuse what it learnt of one visit with this strategy for another (see
+    /// `propagation::visit_cache`); `None` (the default) lets it reuse nothing.
+    fn cache_id(&self) -> Option<u8> {
+        None
+    }
 }
 
 /// `direction(f)`, except [`PropagationDirection::None`] for the factors `rule` blocks (what

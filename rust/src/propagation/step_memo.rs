@@ -1,0 +1,95 @@
+//! Propagation steps of one run, kept to replay in other runs of the same program (what
+//! [`super::batch::propagate_candidates`] does for candidate sets that differ from a base
+//! input in a few stored shardings).
+//!
+//! One step is Shardy's `propagateTensorShardings` through one op (see
+//! `Solver::propagate_tensors` in [`super::solver`]): it projects the shardings of the op's
+//! operands and results onto a rule, propagates along the factors, and stores the shardings
+//! that changed. Its outcome, which shardings it stores, is a function of
+//!
+//! * the op and the tensors it reads and writes (which include where each tensor's sharding is
+//!   stored: that depends on which ops are alive, so it is compared, not assumed),
+//! * the stored shardings it reads,
+//! * the direction of each factor that some tensor has axes for (a factor without axes
+//!   propagates nothing in any direction),
+//! * the factor propagation strategy,
+//!
+//! and of what is fixed for every run over one program with one set of options: the graph, its
+//! rules, the meshes, `conservative`. A step of another run with equal inputs therefore stores
+//! the same shardings, and the solver applies the remembered updates instead of computing them,
+//! with the same stores and announcements in the same order, so the run is identical to one
+//! without the memo.
+
+use super::factor_prop::PropagationDirection;
+use super::solver::Tensor;
+use crate::sharding::TensorSharding;
+
+/// Where a stored sharding a step reads lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stored {
+    /// The stored sharding of a value.
+    Value(u32),
+    /// Result `k` of function op `f`: `FuncResult(f, k)`.
+    FuncResult(u32, u32),
+}
+
+/// One remembered step (see the module documentation).
+#[derive(Debug, Clone)]
+pub(crate) struct Step {
+    /// The strategy's `cache_id`.
+    pub strategy: u8,
+    /// Number of operands among `tensors`.
+    pub num_operands: u32,
+    /// The operands, then the results.
+    pub tensors: Vec<Tensor>,
+    /// Per factor, its direction where it mattered.
+    pub dirs: Vec<Option<PropagationDirection>>,
+    /// The stored shardings read: where, and what.
+    pub reads: Vec<(Stored, Option<TensorSharding>)>,
+    /// The shardings stored, in order.
+    pub updates: Vec<(Tensor, TensorSharding)>,
+}
+
+/// The steps of one run by op (see the module documentation). Read-only once recorded, so one
+/// memo serves every worker thread.
+#[derive(Debug, Clone, Default)]
+pub struct StepMemo {
+    per_op: Vec<Vec<Step>>,
+}
+
+/// Distinct steps kept per op at most; later ones are dropped (a run visits most ops a few
+/// times).
+const MAX_STEPS_PER_OP: usize = 8;
+
+impl StepMemo {
+    /// An empty memo for a program of `num_ops` ops.
+    pub fn new(num_ops: usize) -> StepMemo {
+        StepMemo { per_op: vec![Vec::new(); num_ops] }
+    }
+
+    /// Number of steps kept.
+    pub fn len(&self) -> usize {
+        self.per_op.iter().map(Vec::len).sum()
+    }
+
+    /// Whether no step is kept.
+    pub fn is_empty(&self) -> bool {
+        self.per_op.iter().all(Vec::is_empty)
+    }
+
+    /// Keeps a step of op `op`, unless an equal one is kept already.
+    pub(crate) fn insert(&mut self, op: u32, step: Step) {
+        let Some(steps) = self.per_op.get_mut(op as usize) else { return };
+        let same = |s: &Step| {
+            s.strategy == step.strategy && s.tensors == step.tensors && s.dirs == step.dirs && s.reads == step.reads
+        };
+        if steps.len() < MAX_STEPS_PER_OP && !steps.iter().any(same) {
+            steps.push(step);
+        }
+    }
+
+    /// The steps kept for op `op`.
+    pub(crate) fn steps(&self, op: u32) -> &[Step] {
+        self.per_op.get(op as usize).map_or(&[], Vec::as_slice)
+    }
+}

@@ -1,0 +1,116 @@
+"""The Rust batch solver (``_native.propagate_candidates``) replays the steps of a base solve
+where their inputs recur (``rust/src/propagation/step_memo.rs``) and skips op visits known to
+change nothing (``visit_cache.rs``). Its output for each candidate must be the output of a
+single solve (``_native.propagate_shardings``) of that candidate's input, field by field,
+counters included: checked here on random candidate sets of a transformer step."""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import shardwise as sw
+from programs import transformer_step
+from shardwise import _native
+from shardwise.importers.mlir import load_mlir
+
+pytestmark = pytest.mark.jax
+
+Captured = tuple[tuple[Any, ...], dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def captured() -> tuple[sw.Module, Captured]:
+    """A two-layer step and the arguments ``propagate_many`` hands to the batch solver."""
+    m = load_mlir(transformer_step(2))
+    seen: list[Captured] = []
+    real = _native.propagate_candidates
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append((args, kwargs))
+        return real(*args, **kwargs)
+
+    _native.propagate_candidates = spy
+    try:
+        main = m.funcs[0]
+        mesh = m.meshes["mesh"]
+        sw.propagate_many(m, [{"arg0": sw.TensorSharding(mesh, [[] for _ in main.args[0].type.shape])}] * 2, threads=1)
+    finally:
+        _native.propagate_candidates = real
+    return m, seen[0]
+
+
+def _random_candidate(m: sw.Module, captured: Captured, rng: random.Random) -> tuple[list[Any], list[Any]]:
+    """Stored-sharding overrides, as wire tuples, for a few of the values that store one
+    (@main's arguments among them) and sometimes one of @main's results: random axes on random
+    dimensions, open or closed, some with a priority, some removed."""
+    args, _ = captured
+    base_wires, func_results = args[2], args[3]
+    main = m.funcs[0]
+    stored = [i for i, w in enumerate(base_wires) if w is not None]
+    mesh_name = base_wires[stored[0]][0]
+
+    def wire(rank: int) -> tuple[Any, ...]:
+        used: set[str] = set()
+        dims = []
+        for _ in range(rank):
+            axes = [a for a in rng.sample(["x", "y"], rng.randint(0, 2)) if a not in used]
+            used.update(axes)
+            closed = rng.random() < 0.5
+            priority = rng.choice([None, None, 0, 1, 2]) if axes or not closed else None
+            dims.append(([(a, None) for a in axes], closed, priority))
+        return (mesh_name, None, dims, [], [], "sum")
+
+    values: list[Any] = []
+    for v in rng.sample(stored, min(len(stored), rng.randint(1, 4))):
+        values.append((v, None if rng.random() < 0.1 else wire(len(base_wires[v][2]))))
+    results: list[Any] = []
+    main_index, shardings = func_results[0]
+    if shardings and rng.random() < 0.5:
+        k = rng.randrange(len(shardings))
+        results.append((main_index, k, wire(len(main.result_types[k].shape))))
+    return values, results
+
+
+def _single(captured: Captured, candidate: tuple[list[Any], list[Any]]) -> Any:
+    args, kwargs = captured
+    graph, meshes, shardings, func_results = args[0], args[1], list(args[2]), [(f, list(r)) for f, r in args[3]]
+    values, results = candidate
+    for v, w in values:
+        shardings[v] = w
+    for f, k, w in results:
+        for op, rs in func_results:
+            if op == f:
+                rs[k] = w
+    return _native.propagate_shardings(graph, meshes, shardings, func_results, **kwargs)
+
+
+def _fields(out: Any) -> tuple[Any, ...]:
+    return (out.shardings, out.func_results, out.erased_ops, out.rule_ops, out.group_conflicts, out.rounds, out.visits, out.updates)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), count=st.integers(2, 12), threads=st.sampled_from([1, 2, 3]))
+def test_batched_solves_equal_single_solves(captured: tuple[sw.Module, Captured], seed: int, count: int, threads: int) -> None:
+    m, cap = captured
+    rng = random.Random(seed)
+    candidates = [_random_candidate(m, cap, rng) for _ in range(count)]
+    args, kwargs = cap
+    singles: list[Any] = []
+    for candidate in candidates:
+        try:
+            singles.append(_fields(_single(cap, candidate)))
+        except sw.ShardwiseError as e:
+            singles.append(e)
+    failed = [s for s in singles if isinstance(s, Exception)]
+    if failed:
+        with pytest.raises(type(failed[0]), match=re.escape(str(failed[0]))):
+            _native.propagate_candidates(args[0], args[1], args[2], args[3], candidates, threads, **kwargs)
+        return
+    outs = _native.propagate_candidates(args[0], args[1], args[2], args[3], candidates, threads, **kwargs)
+    assert [_fields(out) for out in outs] == singles
