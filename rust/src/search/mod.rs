@@ -11,11 +11,13 @@
 
 mod lagrange;
 pub mod local;
+pub mod pbqp;
 mod segtree;
 
 use crate::error::{Error, Result};
 
 pub use local::{solve_local, LocalOptions, LocalResult};
+pub use pbqp::{Pbqp, PbqpSolution};
 
 /// A strategy graph in flat arrays. Strategy `s` of node `v` is at flat index
 /// `offsets[v] + s`; the matrix of edge `e = (a, b)` starts at `edge_offsets[e]` and holds
