@@ -227,7 +227,7 @@ fn random_pbqp_graph(rng: &mut Lcg, n: usize, kmax: u64, sparsity: u64, chain: b
             let wanted = if chain { a + 1 == b } else { rng.next(sparsity) == 0 };
             let copies = if wanted { 1 + usize::from(rng.next(5) == 0) } else { 0 };
             for _ in 0..copies {
-                let m = (0..nodes[a].0.len() * nodes[b].0.len()).map(|_| entry(rng)).collect();
+                let m: Vec<i64> = (0..nodes[a].0.len() * nodes[b].0.len()).map(|_| entry(rng)).collect();
                 if rng.next(2) == 0 {
                     edges.push((a, b, m));
                 } else {

@@ -77,7 +77,7 @@ fn exchange_rate(g: &StrategyGraph, least_usage: &[usize]) -> f64 {
 }
 
 /// Candidates per RN step of the PBQP moves' pilot look-ahead (`pbqp.rs`).
-const PILOT: usize = 16;
+const PILOT: usize = 32;
 
 /// Largest graph (nodes) on which PBQP moves always run (see `lagrange_phase`).
 const PBQP_MAX_NODES: usize = 4096;
@@ -117,7 +117,9 @@ pub(super) fn repair(st: &mut State<'_>, buf: &mut Vec<i128>) -> bool {
         }
         let over = peak - st.limit;
         let end = st.by_start.partition_point(|&v| st.range[v].0 <= p);
-        let mut best: Option<(f64, usize, usize, i128)> = None;
+        // Key: (lands on a forbidden entry, cost per byte freed); forbidden moves only when
+        // nothing else frees memory here.
+        let mut best: Option<((bool, f64), usize, usize, i128)> = None;
         for i in 0..end {
             let v = st.by_start[i];
             if st.range[v].1 <= p {
@@ -135,9 +137,9 @@ pub(super) fn repair(st: &mut State<'_>, buf: &mut Vec<i128>) -> bool {
                     continue;
                 }
                 let dc = c - buf[cur];
-                let ratio = dc as f64 / (du as i128).min(over) as f64;
-                if best.is_none_or(|b| ratio < b.0) {
-                    best = Some((ratio, v, s, dc));
+                let key = (c >= FORBIDDEN as i128, dc as f64 / (du as i128).min(over) as f64);
+                if best.is_none_or(|b| key.0 < b.0 .0 || (key.0 == b.0 .0 && key.1 < b.0 .1)) {
+                    best = Some((key, v, s, dc));
                 }
             }
         }
