@@ -138,7 +138,7 @@ pub(super) fn repair(st: &mut State<'_>, buf: &mut Vec<i128>) -> bool {
                 }
                 let dc = c - buf[cur];
                 let key = (c >= FORBIDDEN as i128, dc as f64 / (du as i128).min(over) as f64);
-                if best.is_none_or(|b| key.0 < b.0 .0 || (key.0 == b.0 .0 && key.1 < b.0 .1)) {
+                if best.is_none_or(|b| (!key.0 && b.0 .0) || (key.0 == b.0 .0 && key.1 < b.0 .1)) {
                     best = Some((key, v, s, dc));
                 }
             }
