@@ -6,7 +6,8 @@
 //! point `t` (intervals are half-open, `[start, end)`) staying within the usage limit.
 //!
 //! The graph is stored in flat arrays (strategy offsets per node, row-major edge matrices) so
-//! that it crosses the FFI without per-element objects. `local` holds the local-search solver;
+//! that it crosses the FFI without per-element objects. `local` holds the local-search solver,
+//! `pbqp` the reduction solver of the problem without its usage limit (used by `lagrange`);
 //! the ILP lives in Python (`shardwise.search.ilp`, HiGHS).
 
 mod lagrange;
