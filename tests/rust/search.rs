@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use shardwise::search::{solve_local, LocalOptions, StrategyGraph};
+use shardwise::search::{solve_local, LocalOptions, Pbqp, StrategyGraph};
 
 type NodeSpec = (Vec<i64>, Vec<i64>, (i64, i64));
 
@@ -208,4 +208,83 @@ fn forbidden_chain_is_solved_consistently() {
     assert!(r.feasible);
     assert_eq!(r.cost, best);
     assert!(r.assignment.iter().all(|&s| s == r.assignment[0] && s != 0));
+}
+
+/// A random graph without a usage limit: up to `kmax` strategies per node, edges with
+/// probability 1/`sparsity` (self-edges and parallel edges included), a forbidden (10^18)
+/// entry now and then.
+fn random_pbqp_graph(rng: &mut Lcg, n: usize, kmax: u64, sparsity: u64, chain: bool) -> StrategyGraph {
+    let nodes: Vec<NodeSpec> = (0..n)
+        .map(|_| {
+            let k = 1 + rng.next(kmax) as usize;
+            ((0..k).map(|_| rng.next(100) as i64).collect(), vec![0; k], (0, 1))
+        })
+        .collect();
+    let mut edges = vec![];
+    let entry = |rng: &mut Lcg| if rng.next(9) == 0 { 1_000_000_000_000_000_000 } else { rng.next(60) as i64 };
+    for b in 0..n {
+        for a in 0..=b {
+            let wanted = if chain { a + 1 == b } else { rng.next(sparsity) == 0 };
+            let copies = if wanted { 1 + usize::from(rng.next(5) == 0) } else { 0 };
+            for _ in 0..copies {
+                let m: Vec<i64> = (0..nodes[a].0.len() * nodes[b].0.len()).map(|_| entry(rng)).collect();
+                if rng.next(2) == 0 {
+                    edges.push((a, b, m));
+                } else {
+                    // The same coupling stored with the nodes the other way round.
+                    let (ka, kb) = (nodes[a].0.len(), nodes[b].0.len());
+                    let t = (0..kb * ka).map(|i| m[(i % ka) * kb + i / ka]).collect();
+                    edges.push((b, a, t));
+                }
+            }
+        }
+    }
+    graph(&nodes, &edges, None)
+}
+
+#[test]
+fn pbqp_cost_is_exact_and_reductions_are_optimal() {
+    let mut rng = Lcg(2002);
+    let mut exact_cases = 0;
+    for case in 0..300 {
+        let n = 2 + case % 7;
+        let g = random_pbqp_graph(&mut rng, n, 4, 2 + (case as u64 % 3), false);
+        let best = exhaustive(&g).expect("no usage limit");
+        for pilot in [0usize, 64] {
+            let sol = Pbqp::from_graph(&g, &[]).solve(pilot, None);
+            let (cost, _) = g.evaluate(&sol.assignment).unwrap();
+            assert_eq!(cost.min(i64::MAX as i128), sol.cost as i128, "case {case} pilot {pilot}: reported cost");
+            assert!(cost >= best, "case {case}: below the optimum");
+            if sol.heuristic_steps == 0 {
+                exact_cases += 1;
+                assert_eq!(cost, best, "case {case} pilot {pilot}: R0/R1/R2 only, must be optimal");
+            }
+        }
+    }
+    assert!(exact_cases > 200, "{exact_cases} cases solved by exact reductions only");
+}
+
+#[test]
+fn pbqp_chains_and_trees_need_no_heuristic_step() {
+    let mut rng = Lcg(7);
+    for case in 0..40 {
+        let g = random_pbqp_graph(&mut rng, 3 + case % 6, 5, 1, true);
+        let sol = Pbqp::from_graph(&g, &[]).solve(0, None);
+        assert_eq!(sol.heuristic_steps, 0, "case {case}");
+        assert_eq!(g.evaluate(&sol.assignment).unwrap().0, exhaustive(&g).unwrap(), "case {case}");
+    }
+}
+
+#[test]
+fn pbqp_avoids_forbidden_entries_when_possible() {
+    // A triangle (one heuristic RN step) whose only allowed combination is (1, 2, 0).
+    const F: i64 = 1_000_000_000_000_000_000;
+    let nodes: Vec<NodeSpec> = vec![(vec![0, 5], vec![0, 0], (0, 1)), (vec![0, 0, 0], vec![0; 3], (0, 1)), (vec![1, 9], vec![0; 2], (0, 1))];
+    let m01 = (0..6).map(|i| if i == 5 { 0 } else { F }).collect();
+    let m12 = (0..6).map(|i| if i == 4 { 3 } else { F }).collect();
+    let m02 = (0..4).map(|i| if i == 2 { 0 } else { F }).collect();
+    let g = graph(&nodes, &[(0, 1, m01), (1, 2, m12), (0, 2, m02)], None);
+    let sol = Pbqp::from_graph(&g, &[]).solve(8, None);
+    assert_eq!(sol.assignment, vec![1, 2, 0]);
+    assert_eq!(sol.cost, 5 + 3 + 1);
 }

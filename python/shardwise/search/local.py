@@ -1,8 +1,10 @@
 """Local search on a strategy graph, in Rust (``rust/src/search/local.rs``). With a usage limit,
 the first 80% of the time is a Lagrangian phase (``rust/src/search/lagrange.rs``; Fisher,
 Mgmt. Sci. 1981): memory priced per time point (projected subgradient steps), the priced problem
-solved by descent and exact dynamic programming over spanning forests that take the edges with
-forbidden (>= 10**18) entries first, each result repaired to fit the limit (cheapest cost per
+solved by descent, exact dynamic programming over spanning forests that take the edges with
+forbidden (>= 10**18) entries first, and (graphs of at most 4096 nodes, or without forbidden edge
+entries) PBQP by graph reduction (``rust/src/search/pbqp.rs``; Scholz & Eckstein 2002: exact
+R0/R1/R2 folds, heuristic RN with a pilot look-ahead), each result repaired to fit the limit (cheapest cost per
 byte freed at the peak) and improved by feasible descent. The best feasible assignment (or the
 least-usage one, feasible iff the instance is) then goes through coordinate descent over nodes
 and edges with exact cost deltas and a segment-tree memory check, and iterated local search

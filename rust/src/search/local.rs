@@ -3,7 +3,8 @@
 //! 0. Lagrangian phase (`lagrange.rs`, `LocalOptions::lagrange_share` of the time, 80% by
 //!    default, when there is a usage limit and the instance is feasible): memory priced per time
 //!    point instead of constrained, a greedy start, spanning-forest dynamic programming over the
-//!    edges holding forbidden (>= 10^18) entries first, and a repair to a feasible assignment
+//!    edges holding forbidden (>= 10^18) entries first, PBQP by graph reduction (`pbqp.rs`, on
+//!    small or forbidden-free graphs), and a repair to a feasible assignment
 //!    each cycle; the best feasible one (or a better warm start) starts the steps below.
 //! 1. Start otherwise: the strategy of least memory usage on every node (ties: least node cost).
 //!    This assignment minimises the usage at every time point at once, so it is feasible if and

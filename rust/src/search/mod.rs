@@ -6,16 +6,19 @@
 //! point `t` (intervals are half-open, `[start, end)`) staying within the usage limit.
 //!
 //! The graph is stored in flat arrays (strategy offsets per node, row-major edge matrices) so
-//! that it crosses the FFI without per-element objects. `local` holds the local-search solver;
+//! that it crosses the FFI without per-element objects. `local` holds the local-search solver,
+//! `pbqp` the reduction solver of the problem without its usage limit (used by `lagrange`);
 //! the ILP lives in Python (`shardwise.search.ilp`, HiGHS).
 
 mod lagrange;
 pub mod local;
+pub mod pbqp;
 mod segtree;
 
 use crate::error::{Error, Result};
 
 pub use local::{solve_local, LocalOptions, LocalResult};
+pub use pbqp::{Pbqp, PbqpSolution};
 
 /// A strategy graph in flat arrays. Strategy `s` of node `v` is at flat index
 /// `offsets[v] + s`; the matrix of edge `e = (a, b)` starts at `edge_offsets[e]` and holds
