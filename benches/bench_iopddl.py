@@ -3,7 +3,7 @@ iopddl``'s solver inside the contest's time limit (IOPDDL.md table; ``--time-sca
 and writes a Markdown table: instance, nodes, edges, our cost, best known, gap %, seconds
 (reading included), feasible.
 
-    python benches/bench_iopddl.py [--time-scale 1.0] [--method auto] [-o benches/iopddl.md]
+    python benches/bench_iopddl.py [--time-scale 1.0] [--method auto] [--threads 1] [-o benches/iopddl.md]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--time-scale", type=float, default=1.0, help="fraction of the contest time limit to use")
     ap.add_argument("--method", default="auto", choices=["auto", "ilp", "local"])
+    ap.add_argument("--threads", type=int, default=1, help="local-search portfolio size (solve's threads)")
     ap.add_argument("--only", default="", help="instance letters, e.g. BGV")
     ap.add_argument("-o", "--output", type=Path, default=Path(__file__).with_name("iopddl.md"))
     args = ap.parse_args()
@@ -39,7 +40,8 @@ def main() -> None:
         limit = (contest_time_limit(letter) or 60.0) * args.time_scale
         start = time.perf_counter()
         g = read_instance(path)
-        sol = solve(g, max(limit - (time.perf_counter() - start) - output_reserve(limit), 0.0), args.method)
+        sol = solve(g, max(limit - (time.perf_counter() - start) - output_reserve(limit), 0.0), args.method,
+                    threads=args.threads)
         secs = time.perf_counter() - start
         cost = score(g, sol.assignment)
         bk = best.get(letter)

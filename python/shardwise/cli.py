@@ -446,6 +446,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     io.add_argument("--time-limit", type=float, required=True, help="seconds (wall clock, the whole run)")
     io.add_argument("--method", choices=["auto", "ilp", "local"], default="auto", help="solver (default auto)")
     io.add_argument("--seed", type=int, default=0, help="local-search seed (default 0)")
+    io.add_argument("--threads", type=int, default=1, help="local-search runs in parallel, seeds seed.. (default 1)")
     au = sub.add_parser("auto", help="choose every value's sharding by cost (ILP, local search or BFS) within a memory budget")
     au.add_argument("input", help="StableHLO MLIR file (values already sharded are kept)")
     au.add_argument("-o", "--output", required=True, help="where to write the sharded module (atomically)")
@@ -475,7 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "iopddl":
             from shardwise.search.iopddl import solve_file
 
-            for line in solve_file(args.input, args.time_limit, args.method, seed=args.seed):
+            for line in solve_file(args.input, args.time_limit, args.method, seed=args.seed, threads=args.threads):
                 print(line)
         elif args.command == "auto":
             ok = auto_file(

@@ -74,6 +74,17 @@ def test_ilp_and_local_match_exhaustive_search(seed: int) -> None:
     assert solve(g, 20.0, "auto").cost == best[0]
 
 
+@pytest.mark.parametrize("seed", [1, 2, 4])
+def test_local_portfolio_on_two_threads(seed: int) -> None:
+    # Seeds seed and seed+1 run side by side; the answer is feasible, scored exactly, and on
+    # these small graphs both runs reach the exhaustive optimum.
+    rng = random.Random(seed)
+    while (best := exhaustive(g := random_graph(rng, 7, 3))) is None:
+        pass
+    sol = solve(g, 1.0, "local", seed=seed, threads=2)
+    assert sol.feasible and sol.cost == evaluate(g, sol.assignment).cost == best[0]
+
+
 def test_ilp_warm_start_and_reductions() -> None:
     rng = random.Random(99)
     while (best := exhaustive(g := random_graph(rng, 8, 3))) is None:
@@ -108,4 +119,7 @@ def test_bad_inputs_raise_search_errors() -> None:
         solve_local(g, float("nan"))
     with pytest.raises(SearchError, match="method: expected one of"):
         solve(g, 1.0, "magic")
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(SearchError, match="threads: expected an integer >= 1"):
+            solve(g, 1.0, "local", threads=bad)  # type: ignore[arg-type]
     assert issubclass(SearchError, ShardwiseError) and issubclass(SearchError, ValueError)

@@ -93,12 +93,15 @@ def contest_time_limit(name: str) -> float | None:
     return CONTEST_TIME_LIMITS.get(letter)
 
 
-def solve_file(path: str | Path, time_limit: float, method: str = "auto", *, seed: int = 0) -> list[str]:
+def solve_file(
+    path: str | Path, time_limit: float, method: str = "auto", *, seed: int = 0, threads: int = 1
+) -> list[str]:
     """Reads and solves an instance within ``time_limit`` seconds counted from the call (the
     reading included), and returns the output lines: the contest's answer line (the strategy
     index per node, ``[i0, i1, ...]``) and last ``cost: N``, scored by the contest's rules
-    (``cost: inf`` when the usage limit is exceeded). Raises :class:`SearchError` for a bad
-    instance, method or time limit."""
+    (``cost: inf`` when the usage limit is exceeded). ``threads``: local-search portfolio size
+    (see ``shardwise.search.solve``). Raises :class:`SearchError` for a bad instance, method,
+    time limit or thread count."""
     import time
 
     from shardwise.search.local import check_time_limit
@@ -108,6 +111,6 @@ def solve_file(path: str | Path, time_limit: float, method: str = "auto", *, see
     check_time_limit(time_limit)
     graph = read_instance(path)
     rest = max(float(time_limit) - (time.perf_counter() - start) - output_reserve(float(time_limit)), 0.0)
-    sol = solve(graph, rest, method, seed=seed)
+    sol = solve(graph, rest, method, seed=seed, threads=threads)
     cost = score(graph, sol.assignment)
     return ["[" + ", ".join(str(i) for i in sol.assignment) + "]", f"cost: {'inf' if cost is None else cost}"]

@@ -1,7 +1,12 @@
 """One entry point over the solvers: ``method="local"`` (Rust local search), ``"ilp"`` (HiGHS,
 warm-started by a short local search), or ``"auto"``: the ILP when the reduced model is small
 enough to solve in the time (at most :data:`AUTO_ILP_MAX_TERMS` edge-matrix entries plus
-strategies), else local search for the whole time limit."""
+strategies), else local search for the whole time limit.
+
+With ``threads=N > 1`` local search runs as a portfolio: ``N`` independent runs with seeds
+``seed, seed+1, ...`` on their own threads (the Rust search releases the GIL), and the best
+feasible answer wins (ties: the lowest seed), so the result is never worse than the
+single-thread run with ``seed`` given the same CPU time per thread."""
 
 from __future__ import annotations
 
@@ -17,20 +22,37 @@ METHODS = ("auto", "ilp", "local")
 AUTO_ILP_MAX_TERMS = 500_000
 
 
-def solve(graph: StrategyGraph, time_limit: float = 10.0, method: str = "auto", *, seed: int = 0) -> Solution:
-    """Best assignment of ``graph`` within ``time_limit`` seconds by ``method`` (see module).
-    Raises :class:`SearchError` for an unknown method or a bad time limit."""
+def solve(
+    graph: StrategyGraph, time_limit: float = 10.0, method: str = "auto", *, seed: int = 0, threads: int = 1
+) -> Solution:
+    """Best assignment of ``graph`` within ``time_limit`` seconds by ``method`` (see module),
+    local search on ``threads`` threads. Raises :class:`SearchError` for an unknown method, a
+    bad time limit or a thread count below 1."""
     if method not in METHODS:
         raise SearchError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise SearchError(f"threads: expected an integer >= 1, got {threads!r}")
     t = check_time_limit(time_limit)
     start = time.perf_counter()
     if method == "auto":
         terms = int(graph.cost.size + graph.edge_cost.size)
         method = "ilp" if terms <= AUTO_ILP_MAX_TERMS else "local"
     if method == "local":
-        return solve_local(graph, t, seed=seed)
-    warm = solve_local(graph, min(t * 0.2, 5.0), seed=seed)
+        return _portfolio(graph, t, seed, threads)
+    warm = _portfolio(graph, min(t * 0.2, 5.0), seed, threads)
     rest = max(t - (time.perf_counter() - start), 0.01)
     sol = solve_ilp(graph, rest, initial=warm.assignment if warm.feasible else None)
     return Solution(sol.assignment, sol.cost, sol.peak_usage, sol.feasible, "ilp", sol.optimal,
                     time.perf_counter() - start)
+
+
+def _portfolio(graph: StrategyGraph, time_limit: float, seed: int, threads: int) -> Solution:
+    """Local search with seeds ``seed .. seed+threads-1`` in parallel; the best answer (feasible
+    first, then least cost, then lowest seed)."""
+    if threads == 1:
+        return solve_local(graph, time_limit, seed=seed)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        runs = list(pool.map(lambda s: solve_local(graph, time_limit, seed=s), range(seed, seed + threads)))
+    return min(runs, key=lambda r: (not r.feasible, r.cost))

@@ -294,20 +294,26 @@ pub(super) fn forest_move(st: &mut State<'_>, weights: &[(bool, f64)], next: &mu
 
 /// Runs Lagrangian cycles from `start` (a strategy per node) until `deadline` or `max_cycles`;
 /// returns the best feasible assignment found and its exact cost, or `None` (no usage limit, or
-/// no cycle could be repaired).
+/// no cycle could be repaired). `seed` varies the random edge orders of the forest moves (seed 0
+/// gives the fixed order of earlier releases), so runs with different seeds explore differently.
 pub(super) fn lagrange_phase(
     g: &StrategyGraph,
     start: &[usize],
     least_usage: &[usize],
     deadline: Instant,
     max_cycles: Option<u64>,
+    seed: u64,
 ) -> Option<(i128, Vec<usize>)> {
     let limit = g.usage_limit? as i128;
     let _ = start;
     let mut st = State::new(g, greedy_start(g, false), least_usage.to_vec());
     let npoints = st.range.iter().map(|r| r.1).max().unwrap_or(0);
     st.limit = i128::MAX;
-    let mut rng = 0x243F_6A88_85A3_08D3u64;
+    // xorshift64 state; never 0 (the generator's fixed point), seed 0 keeps the old stream.
+    let mut rng = match 0x243F_6A88_85A3_08D3u64 ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) {
+        0 => 0x243F_6A88_85A3_08D3u64,
+        r => r,
+    };
     let mut next = move || {
         rng ^= rng << 13;
         rng ^= rng >> 7;

@@ -40,7 +40,8 @@ use crate::error::Result;
 pub struct LocalOptions {
     /// Wall-clock budget; the best assignment found so far is returned when it runs out.
     pub time_limit: Duration,
-    /// Seed of the perturbation's pseudo-random generator (splitmix64).
+    /// Seed of the perturbation's pseudo-random generator (splitmix64) and of the Lagrangian
+    /// phase's forest-move edge orders.
     pub seed: u64,
     /// A starting assignment (strategy index per node); used when it is feasible.
     pub initial: Option<Vec<usize>>,
@@ -650,7 +651,7 @@ pub fn solve_local(g: &StrategyGraph, options: &LocalOptions) -> Result<LocalRes
     if g.usage_limit.is_some() && least_peak <= limit && options.lagrange_share > 0.0 {
         let phase_end = start_time + options.time_limit.mul_f64(options.lagrange_share.min(1.0));
         let cycles = options.max_rounds.map(|m| m.min(16));
-        if let Some((c, a)) = lagrange_phase(g, &initial, &least_usage, phase_end, cycles) {
+        if let Some((c, a)) = lagrange_phase(g, &initial, &least_usage, phase_end, cycles, options.seed) {
             if initial_cost.is_none_or(|ic| c < ic) {
                 initial = a;
             }
