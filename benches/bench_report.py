@@ -54,11 +54,14 @@ def table() -> str:
             lines.append(f"Slowest passes at {RESULTS[layers].get('ops')} ops (s): " + ", ".join(f"{k} {v:.3f}" for k, v in passes.items()))
     if CANDIDATES:
         lines.append("")
-        lines.append("| propagate_many threads | ops | candidates | candidates/s |")
-        lines.append("|---:|---:|---:|---:|")
+        lines.append("| propagate_many threads | ops | candidates | annotations | candidates/s | annotations/s |")
+        lines.append("|---:|---:|---:|---:|---:|---:|")
         for t in sorted(CANDIDATES):
             c = CANDIDATES[t]
-            lines.append(f"| {t} | {c['ops']} | {c['candidates']} | {c['per_second']:.0f} |")
+            lines.append(
+                f"| {t} | {c['ops']} | {c['candidates']} | {c['annotations']} | {c['per_second']:.0f} | "
+                f"{c['annotations_per_second']:.0f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
