@@ -5,8 +5,9 @@ strategies), else local search for the whole time limit.
 
 With ``threads=N > 1`` local search runs as a portfolio: ``N`` independent runs with seeds
 ``seed, seed+1, ...`` on their own threads (the Rust search releases the GIL), and the best
-feasible answer wins (ties: the lowest seed), so the result is never worse than the
-single-thread run with ``seed`` given the same CPU time per thread."""
+feasible answer wins (ties: the lowest seed), so it is never worse than the portfolio's own
+``seed`` run. Runs stop at the time limit, so two threads sharing fewer than two free cores
+each get less search than one thread alone would."""
 
 from __future__ import annotations
 
