@@ -19,12 +19,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from shardwise.files import write_atomic
 
 MIB = 1 << 20
 SIZES = {"1MiB": MIB, "64MiB": 64 * MIB}
@@ -207,7 +208,4 @@ def test_zz_report() -> None:
     print("\n" + text)
     OUT.mkdir(parents=True, exist_ok=True)
     for name, data in (("collectives.md", text), ("collectives.json", json.dumps({"collectives": [{"backend": b, "kind": k, "size": s, **r} for (b, k, s), r in ROWS.items()], "end_to_end": E2E}, indent=1))):
-        fd, tmp = tempfile.mkstemp(dir=OUT, prefix=f".{name}.")
-        with os.fdopen(fd, "w") as f:
-            f.write(data)
-        os.replace(tmp, OUT / name)
+        write_atomic(OUT / name, data)

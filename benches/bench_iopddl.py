@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import argparse
 import csv
-import os
-import tempfile
 import time
 from pathlib import Path
 
+from shardwise.files import write_atomic
 from shardwise.search import read_instance, score, solve
 from shardwise.search.iopddl import contest_time_limit, output_reserve
 
@@ -50,10 +49,7 @@ def main() -> None:
                f"{secs:.1f} | {limit:.0f} | {'yes' if cost is not None else 'no'} |")
         print(row, sol.method, "optimal" if sol.optimal else "", flush=True)
         rows.append(row)
-    fd, tmp = tempfile.mkstemp(dir=args.output.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write("\n".join(rows) + "\n")
-    os.replace(tmp, args.output)
+    write_atomic(args.output, "\n".join(rows) + "\n")
 
 
 if __name__ == "__main__":

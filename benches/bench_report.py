@@ -10,20 +10,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from shardwise.files import write_atomic
+
 #: layers -> {"ops", "load_s", "shardwise_s", "shardy_s", "passes", "frozen_bytes_per_op", ...}
 RESULTS: dict[int, dict[str, Any]] = {}
 #: threads -> {"ops", "candidates", "seconds", "per_second"}
 CANDIDATES: dict[int, dict[str, Any]] = {}
 
 OUT = Path(os.environ.get("SHARDWISE_BENCH_OUT", Path(__file__).resolve().parent / "results"))
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
 
 
 def _us_per_op(e: dict[str, Any], key: str) -> float | None:
@@ -96,8 +90,8 @@ def write() -> Path | None:
     if not RESULTS and not CANDIDATES:
         return None
     OUT.mkdir(parents=True, exist_ok=True)
-    _atomic_write(OUT / "propagation.md", table().encode())
-    _atomic_write(OUT / "propagation.json", json.dumps({"programs": RESULTS, "candidates": CANDIDATES}, indent=1, default=str).encode())
+    write_atomic(OUT / "propagation.md", table())
+    write_atomic(OUT / "propagation.json", json.dumps({"programs": RESULTS, "candidates": CANDIDATES}, indent=1, default=str))
     if any(e.get("ops") for e in RESULTS.values()):
         plot(OUT / "propagation.png")
     return OUT

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from shardwise.errors import ProgramError, ShardwiseError
+from shardwise.files import write_atomic
 from shardwise.execute.simulator import CollectiveRecord
 from shardwise.spmd.partition.check import OutputCheck
 
@@ -297,21 +298,6 @@ def _record_dict(r: CollectiveRecord) -> dict[str, Any]:
     return {"kind": r.kind, "group": list(r.group), "shape": list(r.shape), "dtype": r.dtype, "bytes_sent": r.bytes_sent, "bytes_received": r.bytes_received}
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    _write_atomic_bytes(path, text.encode())
-
-
-def _write_atomic_bytes(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _rank_run(args: argparse.Namespace, mpi: Any) -> None:
     import numpy as np
 
@@ -362,10 +348,10 @@ def _rank_run(args: argparse.Namespace, mpi: Any) -> None:
         checks = [o.__dict__ | {"shape": list(o.shape)} for o in compare_outputs(g, ref, [row[0] for row in gathered], func)]
     summary = {"checks": checks, "collectives": [row[1] for row in gathered], "seconds": [row[2] for row in gathered]}
     if args.summary:
-        _write_atomic(Path(args.summary), json.dumps(summary))
+        write_atomic(args.summary, json.dumps(summary))
         if args.outputs:
             path = Path(args.summary).with_suffix(".outputs.pickle")
-            _write_atomic_bytes(path, pickle.dumps([row[0] for row in gathered]))
+            write_atomic(path, pickle.dumps([row[0] for row in gathered]))
 
 
 def rank_main(argv: Sequence[str] | None = None) -> None:

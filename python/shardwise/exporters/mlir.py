@@ -8,10 +8,9 @@ usual custom form; so shardings come out exactly as Shardy prints them.
 from __future__ import annotations
 
 import os
-import tempfile
-from pathlib import Path
 
 from shardwise.errors import ProgramError
+from shardwise.files import write_atomic
 from shardwise.ir.attrs import attr_name
 from shardwise.ir.core import Block, Func, Module, Op, Value
 from shardwise.ir.slots import OPERAND_SLOTS, Slot, result_slot
@@ -39,16 +38,7 @@ def to_mlir(module: Module, *, generic: bool = False) -> str:
 def save(module: Module, path: str | os.PathLike[str]) -> None:
     """Writes ``to_mlir(module)`` to ``path`` through a temporary file and a rename, so a failed
     export never leaves a half-written file."""
-    text = to_mlir(module)
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, to_mlir(module))
 
 
 class _Writer:
