@@ -234,7 +234,7 @@ def propagate(
     if propagation_strategy not in STRATEGIES:
         raise ValueError(f"unknown propagation strategy {propagation_strategy!r}; expected one of {list(STRATEGIES)}")
     if not in_place:
-        module = _copy(module)
+        module = module.copy()
     _check_types(module)
     counters = PropagationStats()
     forward: list[Value] = []
@@ -269,12 +269,6 @@ def propagate(
 
 
 # ---------------------------------------------------------------------------- checks and facts
-
-
-def _copy(module: Module) -> Module:
-    """A deep copy of ``module`` (ops, regions and values new; types and shardings, which are
-    immutable, shared): ``Module.copy``."""
-    return module.copy()
 
 
 def _check_types(module: Module) -> None:
