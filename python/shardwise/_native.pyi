@@ -294,4 +294,5 @@ def search_local(
     seed: int = 0,
     initial: list[int] | None = None,
     max_rounds: int | None = None,
+    lagrange_share: float = 0.8,
 ) -> tuple[list[int], int, int, bool, int, int]: ...

@@ -12,7 +12,7 @@ propagation pipeline (``shardwise.api.propagate``) and writes the sharded module
 [--seed S]`` simulates every rank and compares with the unpartitioned program;
 ``shardwise launch -n N OUTDIR [--backend mpi|nccl] [--check] [--timeout S]`` runs the ranks
 as MPI processes (``mpiexec``) and compares likewise.
-``shardwise iopddl FILE.json[.gz] --time-limit S [--method auto|ilp|local]`` solves an IOPDDL
+``shardwise iopddl FILE.json[.gz] --time-limit S [--method auto|ilp|local|penalty]`` solves an IOPDDL
 contest instance and prints the strategy list and, last, ``cost: N`` (``cost: inf`` if over the
 usage limit).
 Errors in the input end the command with exit status 2 and a one-line message.
@@ -444,15 +444,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     io = sub.add_parser("iopddl", help="solve an IOPDDL contest instance (ASPLOS 2025) and print its strategies and cost")
     io.add_argument("input", help="instance .json or .json.gz")
     io.add_argument("--time-limit", type=float, required=True, help="seconds (wall clock, the whole run)")
-    io.add_argument("--method", choices=["auto", "ilp", "local"], default="auto", help="solver (default auto)")
+    io.add_argument("--method", choices=["auto", "ilp", "local", "penalty"], default="auto", help="solver (default auto)")
     io.add_argument("--seed", type=int, default=0, help="local-search seed (default 0)")
-    io.add_argument("--threads", type=int, default=1, help="local-search runs in parallel, seeds seed.. (default 1)")
+    io.add_argument("--threads", type=int, default=1, help="solver threads (default 1): local-search runs with seeds seed.., and with --method auto the penalty search beside them")
     au = sub.add_parser("auto", help="choose every value's sharding by cost (ILP, local search or BFS) within a memory budget")
     au.add_argument("input", help="StableHLO MLIR file (values already sharded are kept)")
     au.add_argument("-o", "--output", required=True, help="where to write the sharded module (atomically)")
     au.add_argument("--mesh", help="data=2,model=4: replaces the module's only mesh or adds @mesh (required when it has none)")
     au.add_argument("--memory-budget", help="bytes per device, e.g. 16GiB, 512MB (default: no limit)")
-    au.add_argument("--method", choices=["ilp", "local", "bfs", "auto"], default="ilp", help="search (default ilp)")
+    au.add_argument("--method", choices=["ilp", "local", "penalty", "bfs", "auto"], default="ilp", help="search (default ilp)")
     au.add_argument("--time-limit", type=float, default=10.0, help="solver seconds (default 10)")
     au.add_argument("--json", action="store_true", help="print the report as JSON (Report.to_dict) on stdout")
     args = parser.parse_args(argv)

@@ -53,11 +53,15 @@ def solve_local(
     seed: int = 0,
     initial: Sequence[int] | None = None,
     max_rounds: int | None = None,
+    lagrange_share: float = 0.8,
 ) -> Solution:
     """Best assignment local search finds within ``time_limit`` seconds (wall clock).
 
-    ``initial``: a warm start, used if it fits in memory. ``max_rounds`` caps the perturbation
-    rounds (the result then depends only on ``seed``). Raises :class:`SearchError` for a bad
+    ``initial``: a warm start; one over the usage limit is first repaired (usage-lowering
+    moves, cheapest per byte freed) and used if that makes it fit. ``max_rounds`` caps the
+    perturbation rounds (the result then depends only on ``seed``). ``lagrange_share``: the
+    share of the time (0 to 1) for the Lagrangian memory-price phase before the feasible search
+    (0: polish ``initial`` only). Raises :class:`SearchError` for a bad
     time limit or a warm start of the wrong length / out-of-range index.
     """
     import time
@@ -81,6 +85,7 @@ def solve_local(
             seed,
             None if initial is None else [int(x) for x in initial],
             max_rounds,
+            lagrange_share,
         )
     except _native.InvalidShardingError as e:
         raise SearchError(str(e)) from None

@@ -1,7 +1,12 @@
 """One entry point over the solvers: ``method="local"`` (Rust local search), ``"ilp"`` (HiGHS,
-warm-started by a short local search), or ``"auto"``: the ILP when the reduced model is small
-enough to solve in the time (at most :data:`AUTO_ILP_MAX_TERMS` edge-matrix entries plus
-strategies), else local search for the whole time limit.
+warm-started by a short local search), ``"penalty"`` (memory as node penalties, each relaxed
+problem solved by toulbar2: :mod:`shardwise.search.penalty`), or ``"auto"``: the ILP when the
+reduced model is small enough to solve in the time (at most :data:`AUTO_ILP_MAX_TERMS`
+edge-matrix entries plus strategies); else, for a graph with a usage limit and ``pytoulbar2``
+installed, the penalty loop and local search side by side (``threads >= 2``: the penalty loop
+plus a local-search portfolio of ``threads - 1`` runs, all for the whole time; one thread: the
+penalty loop for half the time, then local search warm-started from its answer), the best
+feasible answer winning; else local search for the whole time limit.
 
 With ``threads=N > 1`` local search runs as a portfolio: ``N`` independent runs with seeds
 ``seed, seed+1, ...`` on their own threads (the Rust search releases the GIL), and the best
@@ -17,8 +22,10 @@ from shardwise.errors import SearchError
 from shardwise.search.graph import StrategyGraph
 from shardwise.search.ilp import solve_ilp
 from shardwise.search.local import Solution, check_time_limit, solve_local
+from shardwise.search.penalty import available as penalty_available
+from shardwise.search.penalty import solve_penalty
 
-METHODS = ("auto", "ilp", "local")
+METHODS = ("auto", "ilp", "local", "penalty")
 #: Model size (strategies + edge-matrix entries) up to which ``auto`` uses the ILP.
 AUTO_ILP_MAX_TERMS = 500_000
 
@@ -37,14 +44,43 @@ def solve(
     start = time.perf_counter()
     if method == "auto":
         terms = int(graph.cost.size + graph.edge_cost.size)
-        method = "ilp" if terms <= AUTO_ILP_MAX_TERMS else "local"
+        if terms <= AUTO_ILP_MAX_TERMS:
+            method = "ilp"
+        elif graph.usage_limit is not None and penalty_available():
+            return _hybrid(graph, t, seed, threads)
+        else:
+            method = "local"
     if method == "local":
         return _portfolio(graph, t, seed, threads)
+    if method == "penalty":
+        return solve_penalty(graph, t, seed=seed)
     warm = _portfolio(graph, min(t * 0.2, 5.0), seed, threads)
     rest = max(t - (time.perf_counter() - start), 0.01)
     sol = solve_ilp(graph, rest, initial=warm.assignment if warm.feasible else None)
     return Solution(sol.assignment, sol.cost, sol.peak_usage, sol.feasible, "ilp", sol.optimal,
                     time.perf_counter() - start)
+
+
+def _best(runs: list[Solution]) -> Solution:
+    """Feasible first, then least cost; ties: the earliest."""
+    return min(runs, key=lambda r: (not r.feasible, r.cost))
+
+
+def _hybrid(graph: StrategyGraph, time_limit: float, seed: int, threads: int) -> Solution:
+    """The penalty loop and local search (module docstring); the best answer."""
+    start = time.perf_counter()
+    if threads == 1:
+        pen = solve_penalty(graph, time_limit * 0.5, seed=seed)
+        rest = max(time_limit - (time.perf_counter() - start), 0.0)
+        loc = solve_local(graph, rest, seed=seed, initial=pen.assignment if pen.feasible else None)
+        return _best([loc, pen])
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=threads - 1) as pool:
+        futures = [pool.submit(solve_local, graph, time_limit, seed=s) for s in range(seed, seed + threads - 1)]
+        pen = solve_penalty(graph, max(time_limit - (time.perf_counter() - start), 0.0), seed=seed)
+        runs = [f.result() for f in futures]
+    return _best(runs + [pen])
 
 
 def _portfolio(graph: StrategyGraph, time_limit: float, seed: int, threads: int) -> Solution:
@@ -56,4 +92,4 @@ def _portfolio(graph: StrategyGraph, time_limit: float, seed: int, threads: int)
 
     with ThreadPoolExecutor(max_workers=threads) as pool:
         runs = list(pool.map(lambda s: solve_local(graph, time_limit, seed=s), range(seed, seed + threads)))
-    return min(runs, key=lambda r: (not r.feasible, r.cost))
+    return _best(runs)

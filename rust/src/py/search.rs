@@ -22,7 +22,7 @@ fn int64s(name: &str, b: &[u8]) -> PyResult<Vec<i64>> {
 /// Local search (`rust/src/search/local.rs`) with the GIL released. Arrays as in
 /// `StrategyGraph`, the int64 ones as little-endian bytes; `time_limit` in seconds.
 #[pyfunction]
-#[pyo3(signature = (offsets, cost, usage, intervals, edges, edge_offsets, edge_cost, usage_limit, time_limit, seed=0, initial=None, max_rounds=None))]
+#[pyo3(signature = (offsets, cost, usage, intervals, edges, edge_offsets, edge_cost, usage_limit, time_limit, seed=0, initial=None, max_rounds=None, lagrange_share=0.8))]
 #[allow(clippy::too_many_arguments)]
 fn search_local(
     py: Python<'_>,
@@ -38,15 +38,19 @@ fn search_local(
     seed: u64,
     initial: Option<Vec<usize>>,
     max_rounds: Option<u64>,
+    lagrange_share: f64,
 ) -> PyResult<LocalW> {
     if !(time_limit.is_finite() && time_limit >= 0.0) {
         return Err(PyValueError::new_err(format!("time_limit: expected a finite number of seconds >= 0, got {time_limit}")));
+    }
+    if !(0.0..=1.0).contains(&lagrange_share) {
+        return Err(PyValueError::new_err(format!("lagrange_share: expected a share of the time limit in [0, 1], got {lagrange_share}")));
     }
     let cost = int64s("cost", cost)?;
     let usage = int64s("usage", usage)?;
     let edge_cost = int64s("edge_cost", edge_cost)?;
     let g = StrategyGraph { offsets, cost, usage, intervals, edges, edge_offsets, edge_cost, usage_limit };
-    let options = LocalOptions { time_limit: Duration::from_secs_f64(time_limit), seed, initial, max_rounds, ..LocalOptions::default() };
+    let options = LocalOptions { time_limit: Duration::from_secs_f64(time_limit), seed, initial, max_rounds, lagrange_share };
     let r = py.detach(|| solve_local(&g, &options)).py(py)?;
     Ok((r.assignment, r.cost, r.peak_usage, r.feasible, r.rounds, r.improvements))
 }

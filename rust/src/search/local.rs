@@ -30,7 +30,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::lagrange::lagrange_phase;
+use super::lagrange::{lagrange_phase, repair};
 use super::segtree::MaxAddTree;
 use super::StrategyGraph;
 use crate::error::Result;
@@ -43,7 +43,9 @@ pub struct LocalOptions {
     /// Seed of the perturbation's pseudo-random generator (splitmix64) and of the Lagrangian
     /// phase's forest-move edge orders.
     pub seed: u64,
-    /// A starting assignment (strategy index per node); used when it is feasible.
+    /// A starting assignment (strategy index per node); one over the usage limit is first
+    /// repaired (`lagrange::repair`: usage-lowering moves, cheapest per byte freed) and used
+    /// when that makes it fit.
     pub initial: Option<Vec<usize>>,
     /// Stop perturbing after this many rounds (`None`: only the time limit stops it); also caps
     /// the Lagrangian cycles.
@@ -645,6 +647,13 @@ pub fn solve_local(g: &StrategyGraph, options: &LocalOptions) -> Result<LocalRes
         if peak <= limit {
             initial = w.clone();
             initial_cost = Some(cost);
+        } else {
+            let mut st = State::new(g, w.clone(), least_usage.clone());
+            if repair(&mut st, &mut Vec::new()) {
+                st.descend(None, deadline);
+                initial_cost = Some(st.total);
+                initial = st.assign;
+            }
         }
     }
     let least_peak = g.evaluate(&least_usage)?.1;

@@ -1,0 +1,145 @@
+"""Memory as a soft constraint: node-specific usage penalties, each relaxed problem solved
+exactly (or to a good bound) as a cost function network by toulbar2 (:mod:`.wcsp`).
+
+The approach of the IOPDDL 2025 winners (Staudt & Blacher, "Soft Constraints, Strong
+Solutions: Optimizing Intra-Operator Parallelism for Distributed Deep Learning"): drop the
+usage limit and charge each node ``v`` a penalty ``w_v`` per unit of usage instead, so that the
+problem is an unconstrained pairwise cost function network
+
+    minimise  Σ_v (c_vs + w_v · (u_vs − min_s u_vs)) + Σ_(a,b) C_ab[s_a, s_b].
+
+Only nodes live where the usage went over the limit are penalised, so the rest keep their
+cheapest strategies. After each solve (this module's rule, tuned on the shared IOPDDL
+instances):
+
+* over the limit: each node live at a time point over it gets ``w_v += η · λ₀ · min(o_v, 1)``
+  (``o_v``: the largest overflow along its liveness range, as a share of the limit); the other
+  penalties decay by :data:`DECAY`; the step ``η`` (from :data:`ETA0`) grows 1.5× while the
+  peak is more than 5% over and holds while it is over by less;
+* within the limit: all penalties decay, by ``DECAY ** (2 ** j)`` on the ``j``-th fitting solve
+  in a row (so that an overshoot is undone quickly), and ``η`` shrinks 0.7×.
+
+``λ₀`` is the median exchange rate (cost per usage unit between a node's cheapest and its
+least-usage strategy). Each relaxed optimum at most 30% over the limit (or any, while no feasible
+assignment is known) is repaired into the limit and polished by the feasible local search
+(:func:`shardwise.search.local.solve_local`, ``lagrange_share=0``); the best feasible assignment
+is returned.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import numpy.typing as npt
+
+from shardwise.search.graph import StrategyGraph, evaluate
+from shardwise.search.local import Solution, check_time_limit, solve_local
+from shardwise.search.wcsp import RelaxedSolver
+from shardwise.search.wcsp import available as available
+
+F64 = npt.NDArray[np.float64]
+
+#: First penalty step, as a share of the exchange rate ``λ₀``.
+ETA0 = 0.05
+#: Per-solve decay of penalties that are not raised.
+DECAY = 0.97
+#: A relaxed optimum is repaired and polished when at most this share over the limit.
+REPAIR_WITHIN = 0.3
+
+
+class _Profile:
+    """Usage over the distinct interval starts (where every peak occurs)."""
+
+    def __init__(self, graph: StrategyGraph) -> None:
+        iv = graph.intervals
+        times = np.unique(iv[iv[:, 0] < iv[:, 1], 0])
+        self.graph = graph
+        self.start = np.searchsorted(times, iv[:, 0])
+        self.end = np.searchsorted(times, iv[:, 1])
+        self.live = np.nonzero(self.start < self.end)[0]
+        self.npoints = len(times)
+
+    def overflow(self, assignment: list[int]) -> F64:
+        """(usage − limit) / limit at each time point; shape ``(npoints,)``."""
+        g = self.graph
+        assert g.usage_limit is not None
+        use = g.usage[g.offsets[:-1] + np.asarray(assignment, dtype=np.int64)].astype(np.float64)
+        delta = np.zeros(self.npoints + 1)
+        np.add.at(delta, self.start, use)
+        np.add.at(delta, self.end, -use)
+        return (np.cumsum(delta)[:-1] - g.usage_limit) / g.usage_limit
+
+    def node_overflow(self, over: F64) -> F64:
+        """Largest overflow along each node's liveness range (−1 for dead nodes)."""
+        worst = np.full(self.graph.num_nodes, -1.0)
+        for v in self.live:
+            worst[v] = over[self.start[v]:self.end[v]].max()
+        return worst
+
+
+def _unconstrained(graph: StrategyGraph, deadline: float, seed: int) -> Solution:
+    """Without a usage limit: one toulbar2 solve for most of the time (exact when it finishes),
+    then local search from its answer for the rest."""
+    begin = time.perf_counter()
+    with RelaxedSolver(graph) as solver:
+        build = time.perf_counter() - begin
+        x = solver.solve(np.zeros(graph.num_nodes), max(int((deadline - time.perf_counter() - build) * 0.9), 1), seed)
+    rest = max(deadline - time.perf_counter(), 0.0)
+    sol = solve_local(graph, rest, initial=x, seed=seed, lagrange_share=0.0)
+    return Solution(sol.assignment, sol.cost, sol.peak_usage, sol.feasible, "penalty",
+                    seconds=time.perf_counter() - begin)
+
+
+def solve_penalty(graph: StrategyGraph, time_limit: float = 10.0, *, seed: int = 0, slice_seconds: int = 8) -> Solution:
+    """Best feasible assignment the penalty loop of the module docstring finds within
+    ``time_limit`` seconds (wall clock). ``slice_seconds``: toulbar2's CPU-time limit per
+    relaxed problem. ``Solution.feasible`` is false when no repaired assignment fit (the
+    least-usage assignment is then returned). Without a usage limit: one toulbar2 solve (exact
+    when it finishes in time), polished by local search. Raises :class:`SearchError` when
+    ``pytoulbar2`` is missing or for a bad time limit."""
+    t = check_time_limit(time_limit)
+    begin = time.perf_counter()
+    deadline = begin + t
+    if graph.usage_limit is None:
+        return _unconstrained(graph, deadline, seed)
+    prof = _Profile(graph)
+    w = np.zeros(graph.num_nodes)
+    eta, fits, it = ETA0, 0, 0
+    best: Solution | None = None
+    with RelaxedSolver(graph) as solver:
+        lam0 = solver.exchange_rate
+        build = time.perf_counter() - begin  # a solve's set-up costs about as much again
+        while True:
+            left = deadline - time.perf_counter()
+            if left < build + 1.0:
+                break
+            it += 1
+            x = solver.solve(w, min(slice_seconds, int(left - build)), seed + it)
+            if x is None:
+                break
+            over = prof.overflow(x)
+            peak = float(over.max()) if over.size else -1.0
+            left = deadline - time.perf_counter()
+            if (peak <= REPAIR_WITHIN or best is None) and left > 0.05:
+                p = solve_local(graph, min(max(0.5, 0.3 * slice_seconds), left), initial=x,
+                                lagrange_share=0.0, seed=seed + it)
+                if p.feasible and (best is None or p.cost < best.cost):
+                    best = p
+            if peak > 0:
+                worst = prof.node_overflow(over)
+                hot = worst > 0
+                w[hot] += eta * lam0 * np.minimum(worst[hot], 1.0)
+                w[~hot] *= DECAY
+                eta *= 1.5 if peak > 0.05 else 1.0
+                fits = 0
+            else:
+                w *= DECAY ** (2 ** min(fits, 5))
+                fits += 1
+                eta *= 0.7
+    seconds = time.perf_counter() - begin
+    if best is None:
+        least = [int(np.argmin(graph.node_usages(v))) for v in range(graph.num_nodes)]
+        sc = evaluate(graph, least)
+        return Solution(tuple(least), sc.cost, sc.peak_usage, sc.feasible, "penalty", seconds=seconds)
+    return Solution(best.assignment, best.cost, best.peak_usage, True, "penalty", seconds=seconds)

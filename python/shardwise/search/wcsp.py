@@ -1,0 +1,184 @@
+"""The relaxed problem of :mod:`shardwise.search.penalty` as a cost function network (weighted
+CSP), solved by toulbar2 (``pytoulbar2``; Cooper, de Givry, Sanchez, Schiex, Zytnicki & Werner,
+"Soft arc consistency revisited", Artif. Intell. 174, 2010) in a worker process.
+
+The network is built on the exact reductions of :mod:`shardwise.search.reduce`: one variable per
+free node (domain: its kept strategies), a unary cost function
+``c_vs + w_v · (u_vs − min_s u_vs)`` (node cost plus the node's usage penalty ``w_v`` per unit of
+usage above its least usage) and a binary cost function per edge. Entries >= 10**18 (the
+contest's forbidden combinations) become :data:`HARD_COST`, which no optimum takes while a finite
+alternative exists.
+
+toulbar2 keeps its state in process globals, enforces its time limit with a signal and prints
+to standard output, so it runs in a child process (``python -m shardwise.search.wcsp_worker``, started
+with :mod:`subprocess`, hence safe beside threads and after fork): the parent sends the graph
+once and then one penalty vector per solve, over pickled length-prefixed messages on the child's
+standard input and a duplicate of its standard output; the child's own standard output goes to
+``/dev/null``.
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+import subprocess
+import sys
+from typing import IO, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from shardwise.errors import SearchError
+from shardwise.search.graph import StrategyGraph
+from shardwise.search.reduce import Reduced, reduce_graph
+
+F64 = npt.NDArray[np.float64]
+
+#: Cost given to forbidden entries (finite, far above any real cost, exact in float64).
+HARD_COST = 1e16
+#: Entries at or above this are forbidden (the contest's 10**18 marker).
+FORBIDDEN = 10**18
+
+
+def available() -> bool:
+    """True when ``pytoulbar2`` can be imported."""
+    try:
+        import pytoulbar2  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class Network:
+    """The reduced problem in toulbar2's terms, built once: free nodes, their base unary costs
+    and usage above their least usage, and the flat binary cost lists."""
+
+    def __init__(self, graph: StrategyGraph) -> None:
+        self.red: Reduced = reduce_graph(graph)
+        self.free = self.red.free_nodes()
+        pos = {v: i for i, v in enumerate(self.free)}
+        self.unary: list[F64] = []
+        self.extra_usage: list[F64] = []
+        live = graph.intervals[:, 0] < graph.intervals[:, 1]
+        for v in self.free:
+            c = self.red.node_cost[v].astype(np.float64)
+            c[self.red.node_cost[v] >= FORBIDDEN] = HARD_COST
+            self.unary.append(c)
+            u = self.red.node_usage[v].astype(np.float64)
+            self.extra_usage.append(u - u.min() if live[v] else np.zeros_like(u))
+        self.binary: list[tuple[int, int, list[float]]] = []
+        for (a, b), m in self.red.edges.items():
+            if m.any():
+                mf = m.astype(np.float64)
+                mf[m >= FORBIDDEN] = HARD_COST
+                self.binary.append((pos[a], pos[b], mf.reshape(-1).tolist()))
+
+    def exchange_rate(self) -> float:
+        """Median over free nodes of (cost of the least-usage strategy − least cost) / usage
+        saved: the price per usage unit at which a typical node is indifferent (at least 1e-9;
+        1.0 when no node trades cost for usage)."""
+        rates = []
+        for c, u in zip(self.unary, self.extra_usage, strict=True):
+            cheap, low = int(np.argmin(c)), int(np.argmin(u))
+            du, dc = u[cheap] - u[low], c[low] - c[cheap]
+            if du > 0 and dc > 0 and c[low] < HARD_COST:
+                rates.append(dc / du)
+        return max(float(np.median(rates)), 1e-9) if rates else 1.0
+
+    def solve(self, w: F64, seconds: int, seed: int) -> list[int] | None:
+        """Strategy per node of the penalised network's optimum, or toulbar2's best within
+        ``seconds`` CPU seconds (at least 1); ``None`` if it found none."""
+        import pytoulbar2
+
+        cfn = pytoulbar2.CFN(verbose=-1, seed=seed)
+        for i, v in enumerate(self.free):
+            cfn.AddVariable(f"x{v}", list(range(len(self.unary[i]))))
+        for i, v in enumerate(self.free):
+            c = self.unary[i] + w[v] * self.extra_usage[i] if w[v] > 0 else self.unary[i]
+            cfn.AddFunction([i], np.round(c).tolist())
+        for a, b, costs in self.binary:
+            cfn.AddFunction([a, b], costs)
+        res = cfn.Solve(timeLimit=max(int(seconds), 1))
+        if not res:
+            return None
+        return self.red.expand({v: int(res[0][i]) for i, v in enumerate(self.free)})
+
+
+def send(out: IO[bytes], obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    out.write(struct.pack("<Q", len(data)) + data)
+    out.flush()
+
+
+def recv(inp: IO[bytes]) -> Any:
+    head = inp.read(8)
+    if len(head) < 8:
+        raise EOFError("the other side closed the pipe")
+    (n,) = struct.unpack("<Q", head)
+    return pickle.loads(inp.read(n))
+
+
+class RelaxedSolver:
+    """A toulbar2 worker process holding one graph's network (module docstring). Use as a
+    context manager, or call :meth:`close`.
+
+    Raises :class:`SearchError` when ``pytoulbar2`` is missing or the worker fails."""
+
+    def __init__(self, graph: StrategyGraph) -> None:
+        if not available():
+            raise SearchError("method 'penalty' needs pytoulbar2 (pip install pytoulbar2)")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "shardwise.search.wcsp_worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._in, self._out = self._proc.stdout, self._proc.stdin
+        self._n = int(getattr(graph, "num_nodes", 0))
+        try:
+            self.exchange_rate: float = self._call(graph)
+        except SearchError:
+            self.close()
+            raise
+
+    def _call(self, msg: Any) -> Any:
+        try:
+            send(self._out, msg)
+            kind, value = recv(self._in)
+        except (OSError, EOFError, ValueError) as e:  # ValueError: the pipe is closed
+            self.close()
+            raise SearchError(f"toulbar2 worker: expected a reply, got {type(e).__name__}: {e}") from None
+        if kind == "error":
+            raise SearchError(f"toulbar2 worker: {value}")
+        return value
+
+    def solve(self, w: F64, seconds: int, seed: int) -> list[int] | None:
+        """Optimum (or best within ``seconds`` CPU seconds) of the network with usage penalties
+        ``w`` (shape ``(num_nodes,)``, cost per usage unit); ``None`` if none was found."""
+        w = np.asarray(w, dtype=np.float64)
+        if w.shape != (self._n,):
+            raise SearchError(f"w: expected one penalty per node, shape ({self._n},), got shape {w.shape}")
+        result: list[int] | None = self._call((w, int(seconds), int(seed)))
+        return result
+
+    def close(self) -> None:
+        """Stops the worker and closes its pipes (idempotent)."""
+        if self._proc.poll() is None:
+            try:
+                send(self._out, None)
+            except OSError:
+                pass
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        for pipe in (self._out, self._in):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+
+    def __enter__(self) -> RelaxedSolver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

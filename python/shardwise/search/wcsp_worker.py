@@ -1,0 +1,39 @@
+"""The toulbar2 worker process of :mod:`shardwise.search.wcsp` (``python -m
+shardwise.search.wcsp_worker``); kept apart so that the package never imports the module it runs."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from shardwise.search.wcsp import Network, recv, send
+
+
+def serve() -> None:
+    """Worker main loop: first message the graph (reply: the exchange rate), then
+    ``(w, seconds, seed)`` per solve (reply: the assignment or ``None``); ``None`` ends it."""
+    out = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # toulbar2 writes to standard output
+    inp = sys.stdin.buffer
+    net: Network | None = None
+    while True:
+        try:
+            msg = recv(inp)
+        except EOFError:
+            return
+        if msg is None:
+            return
+        try:
+            if net is None:
+                net = Network(msg)
+                send(out, ("ok", net.exchange_rate()))
+            else:
+                w, seconds, seed = msg
+                send(out, ("ok", net.solve(w, seconds, seed)))
+        except Exception as e:  # reported to the parent, which raises SearchError
+            send(out, ("error", f"{type(e).__name__}: {e}"))
+
+
+if __name__ == "__main__":
+    serve()
