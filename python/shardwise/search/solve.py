@@ -2,9 +2,9 @@
 warm-started by a short local search), ``"penalty"`` (memory as node penalties, each relaxed
 problem solved by toulbar2: :mod:`shardwise.search.penalty`), or ``"auto"``: the ILP when the
 reduced model is small enough to solve in the time (at most :data:`AUTO_ILP_MAX_TERMS`
-edge-matrix entries plus strategies); else, for a graph with a usage limit and ``pytoulbar2``
-installed, the penalty loop and local search side by side (``threads >= 2``: the penalty loop
-plus a local-search portfolio of ``threads - 1`` runs, all for the whole time; one thread: the
+edge-matrix entries plus strategies); else, for a graph with a usage limit, ``pytoulbar2``
+installed and time for about :data:`PENALTY_MIN_ROUNDS` penalty rounds, the penalty loop and
+local search side by side (``threads >= 2``: the penalty loop plus a local-search portfolio of ``threads - 1`` runs, all for the whole time; one thread: the
 penalty loop for half the time, then local search warm-started from its answer), the best
 feasible answer winning; else local search for the whole time limit.
 
@@ -26,6 +26,12 @@ from shardwise.search.penalty import available as penalty_available
 from shardwise.search.penalty import solve_penalty
 
 METHODS = ("auto", "ilp", "local", "penalty")
+#: ``auto`` runs the penalty search only with time for this many of its rounds (one relaxed
+#: solve, its set-up and a polish) ...
+PENALTY_MIN_ROUNDS = 5
+#: ... estimated at this many seconds per strategy + edge-matrix entry: measured on the shared
+#: IOPDDL instances on this 2-core machine kind (A: 6.2M strategies + entries, first round done at 19.7 s).
+PENALTY_ROUND_SECONDS_PER_TERM = 3.3e-6
 #: Model size (strategies + edge-matrix entries) up to which ``auto`` uses the ILP.
 AUTO_ILP_MAX_TERMS = 500_000
 
@@ -46,7 +52,8 @@ def solve(
         terms = int(graph.cost.size + graph.edge_cost.size)
         if terms <= AUTO_ILP_MAX_TERMS:
             method = "ilp"
-        elif graph.usage_limit is not None and penalty_available():
+        elif (graph.usage_limit is not None and penalty_available()
+              and t >= PENALTY_MIN_ROUNDS * PENALTY_ROUND_SECONDS_PER_TERM * terms):
             return _hybrid(graph, t, seed, threads)
         else:
             method = "local"

@@ -8,7 +8,8 @@
 //!    each cycle; the best feasible one (or a better warm start) starts the steps below.
 //! 1. Start otherwise: the strategy of least memory usage on every node (ties: least node cost).
 //!    This assignment minimises the usage at every time point at once, so it is feasible if and
-//!    only if the instance is; or a caller's warm start.
+//!    only if the instance is; or a caller's warm start (one over the limit is first repaired,
+//!    as after each Lagrangian cycle).
 //! 2. Coordinate descent: a worklist of nodes; each node takes the strategy that lowers
 //!    `node cost + Σ incident edge costs` the most among those that keep the peak usage over its
 //!    liveness range within the limit (a range-add / range-max segment tree over the distinct
