@@ -328,8 +328,9 @@ def auto_shard(
     ``mesh``: redefines the module's only mesh or adds ``@mesh`` (``None``: the module's own).
     ``memory_budget``: bytes (int or ``"16GiB"``), default ``device.memory`` (no limit).
     ``method``: ``ilp`` (HiGHS, optimal within ``time_limit`` seconds), ``local`` (Rust local
-    search), ``penalty`` (memory as node penalties, relaxed problems by toulbar2), ``auto`` (``solve``'s choice) or ``bfs`` (MindSpore propagation from the values
-    the user sharded). ``device``: FLOP rate, link costs (default ``DeviceModel()``).
+    search), ``penalty`` (memory as node penalties, relaxed problems by toulbar2), ``auto``
+    (``solve``'s choice) or ``bfs`` (MindSpore propagation from the values the user sharded).
+    ``device``: FLOP rate, link costs (default ``DeviceModel()``).
     ``progress(stage, done, total)``: called while building (``strategies``, ``edges``) and
     before ``solving``.
 

@@ -84,20 +84,24 @@ def _unconstrained(graph: StrategyGraph, deadline: float, seed: int) -> Solution
     begin = time.perf_counter()
     with RelaxedSolver(graph) as solver:
         build = time.perf_counter() - begin
-        x = solver.solve(np.zeros(graph.num_nodes), max(int((deadline - time.perf_counter() - build) * 0.9), 1), seed)
+        seconds = max(int((deadline - time.perf_counter() - build) * 0.9), 1)
+        x = solver.solve(np.zeros(graph.num_nodes), seconds, seed)
     rest = max(deadline - time.perf_counter(), 0.0)
     sol = solve_local(graph, rest, initial=x, seed=seed, lagrange_share=0.0)
     return Solution(sol.assignment, sol.cost, sol.peak_usage, sol.feasible, "penalty",
                     seconds=time.perf_counter() - begin)
 
 
-def solve_penalty(graph: StrategyGraph, time_limit: float = 10.0, *, seed: int = 0, slice_seconds: int = 8) -> Solution:
+def solve_penalty(
+    graph: StrategyGraph, time_limit: float = 10.0, *, seed: int = 0, slice_seconds: int = 8
+) -> Solution:
     """Best feasible assignment the penalty loop of the module docstring finds within
     ``time_limit`` seconds (wall clock). ``slice_seconds``: toulbar2's CPU-time limit per
     relaxed problem. ``Solution.feasible`` is false when no repaired assignment fit (the
     least-usage assignment is then returned). Without a usage limit: one toulbar2 solve (exact
     when it finishes in time), polished by local search. Raises :class:`SearchError` when
-    ``pytoulbar2`` is missing or for a bad time limit."""
+    ``pytoulbar2`` is missing or for a bad time limit. toulbar2's slices are whole CPU seconds,
+    so a limit of a few seconds may be overrun by about one."""
     t = check_time_limit(time_limit)
     begin = time.perf_counter()
     deadline = begin + t

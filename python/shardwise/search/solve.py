@@ -4,9 +4,10 @@ problem solved by toulbar2: :mod:`shardwise.search.penalty`), or ``"auto"``: the
 reduced model is small enough to solve in the time (at most :data:`AUTO_ILP_MAX_TERMS`
 edge-matrix entries plus strategies); else, for a graph with a usage limit, ``pytoulbar2``
 installed and time for about :data:`PENALTY_MIN_ROUNDS` penalty rounds, the penalty loop and
-local search side by side (``threads >= 2``: the penalty loop plus a local-search portfolio of ``threads - 1`` runs, all for the whole time; one thread: the
-penalty loop for half the time, then local search warm-started from its answer), the best
-feasible answer winning; else local search for the whole time limit.
+local search side by side (``threads >= 2``: the penalty loop plus a local-search portfolio of
+``threads - 1`` runs, all for the whole time; one thread: the penalty loop for half the time,
+then local search warm-started from its answer), the best feasible answer winning; else local
+search for the whole time limit.
 
 With ``threads=N > 1`` local search runs as a portfolio: ``N`` independent runs with seeds
 ``seed, seed+1, ...`` on their own threads (the Rust search releases the GIL), and the best

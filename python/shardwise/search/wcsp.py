@@ -10,9 +10,9 @@ contest's forbidden combinations) become :data:`HARD_COST`, which no optimum tak
 alternative exists.
 
 toulbar2 keeps its state in process globals, enforces its time limit with a signal and prints
-to standard output, so it runs in a child process (``python -m shardwise.search.wcsp_worker``, started
-with :mod:`subprocess`, hence safe beside threads and after fork): the parent sends the graph
-once and then one penalty vector per solve, over pickled length-prefixed messages on the child's
+to standard output, so it runs in a child process (``python -m shardwise.search.wcsp_worker``,
+started with :mod:`subprocess`, hence safe beside threads and after fork): the parent sends the
+graph once and then one penalty vector per solve, over pickled length-prefixed messages on the child's
 standard input and a duplicate of its standard output; the child's own standard output goes to
 ``/dev/null``.
 """
@@ -105,12 +105,14 @@ class Network:
 
 
 def send(out: IO[bytes], obj: Any) -> None:
+    """Writes ``obj`` pickled, after its length (8 bytes, little-endian)."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     out.write(struct.pack("<Q", len(data)) + data)
     out.flush()
 
 
 def recv(inp: IO[bytes]) -> Any:
+    """Reads one message written by :func:`send`; ``EOFError`` when the pipe is closed."""
     head = inp.read(8)
     if len(head) < 8:
         raise EOFError("the other side closed the pipe")
@@ -164,7 +166,7 @@ class RelaxedSolver:
         if self._proc.poll() is None:
             try:
                 send(self._out, None)
-            except OSError:
+            except (OSError, ValueError):  # ValueError: closed already
                 pass
             try:
                 self._proc.wait(timeout=5)
