@@ -101,6 +101,21 @@ def test_ilp_warm_start_and_reductions() -> None:
     assert solve_ilp(d, 5.0).assignment[0] == 0
 
 
+def test_over_limit_warm_start_is_repaired() -> None:
+    # A triangle a, b, c whose edges cost 100 unless both ends agree, and a free node d; every
+    # node is big (usage 10, cost 0) or small (usage 1; cost 10, d 25); all live together, limit
+    # 31. Descent from the least-usage start stops at (1, 1, 1, 0) = 30 (shrinking one triangle
+    # node costs 200 in edges); the all-big warm start (usage 40) is repaired by shrinking d,
+    # the cheapest per byte freed: (0, 0, 0, 1) = 25.
+    tri = [[0, 100, 100, 0]] * 3
+    g = StrategyGraph.build([[0, 10], [0, 10], [0, 10], [0, 25]], [[10, 1]] * 4, [[0, 1]] * 4,
+                            [[0, 1], [1, 2], [0, 2]], tri, usage_limit=31)
+    plain = solve_local(g, 1.0, max_rounds=0, lagrange_share=0.0)
+    warm = solve_local(g, 1.0, initial=[0, 0, 0, 0], max_rounds=0, lagrange_share=0.0)
+    assert (plain.assignment, plain.cost) == ((1, 1, 1, 0), 30)
+    assert (warm.assignment, warm.cost, warm.feasible) == ((0, 0, 0, 1), 25, True)
+
+
 def test_bad_inputs_raise_search_errors() -> None:
     with pytest.raises(SearchError, match="node 1: expected at least one strategy"):
         StrategyGraph.build([[1], []], [[1], []], [[0, 1], [0, 1]], [], [])
@@ -117,6 +132,9 @@ def test_bad_inputs_raise_search_errors() -> None:
         evaluate(g, [0, 0])
     with pytest.raises(SearchError, match="time_limit"):
         solve_local(g, float("nan"))
+    for share in (-0.1, 1.5, float("nan")):
+        with pytest.raises(SearchError, match="lagrange_share: expected a share of the time limit in"):
+            solve_local(g, 1.0, lagrange_share=share)
     with pytest.raises(SearchError, match="method: expected one of"):
         solve(g, 1.0, "magic")
     for bad in (0, -1, 1.5, True):

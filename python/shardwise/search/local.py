@@ -62,11 +62,13 @@ def solve_local(
     perturbation rounds (the result then depends only on ``seed``). ``lagrange_share``: the
     share of the time (0 to 1) for the Lagrangian memory-price phase before the feasible search
     (0: polish ``initial`` only). Raises :class:`SearchError` for a bad
-    time limit or a warm start of the wrong length / out-of-range index.
+    time limit or share, or a warm start of the wrong length / out-of-range index.
     """
     import time
 
     t = check_time_limit(time_limit)
+    if not 0.0 <= lagrange_share <= 1.0:
+        raise SearchError(f"lagrange_share: expected a share of the time limit in [0, 1], got {lagrange_share!r}")
     if initial is not None and len(initial) != graph.num_nodes:
         raise SearchError(f"initial: expected {graph.num_nodes} strategy indices, got {len(initial)}")
     start = time.perf_counter()

@@ -31,7 +31,8 @@ METHODS = ("auto", "ilp", "local", "penalty")
 #: solve, its set-up and a polish) ...
 PENALTY_MIN_ROUNDS = 5
 #: ... estimated at this many seconds per strategy + edge-matrix entry: measured on the shared
-#: IOPDDL instances on this 2-core machine kind (A: 6.2M strategies + entries, first round done at 19.7 s).
+#: IOPDDL instances on this 2-core machine kind (A: 6.2M strategies + entries, first round done
+#: at 19.7 s).
 PENALTY_ROUND_SECONDS_PER_TERM = 3.3e-6
 #: Model size (strategies + edge-matrix entries) up to which ``auto`` uses the ILP.
 AUTO_ILP_MAX_TERMS = 500_000

@@ -30,14 +30,13 @@ import numpy.typing as npt
 
 from shardwise.errors import SearchError
 from shardwise.search.graph import StrategyGraph
+from shardwise.search.ilp import FORBIDDEN_COST
 from shardwise.search.reduce import Reduced, reduce_graph
 
 F64 = npt.NDArray[np.float64]
 
 #: Cost given to forbidden entries (finite, far above any real cost, exact in float64).
 HARD_COST = 1e16
-#: Entries at or above this are forbidden (the contest's 10**18 marker).
-FORBIDDEN = 10**18
 
 
 def available() -> bool:
@@ -62,7 +61,7 @@ class Network:
         live = graph.intervals[:, 0] < graph.intervals[:, 1]
         for v in self.free:
             c = self.red.node_cost[v].astype(np.float64)
-            c[self.red.node_cost[v] >= FORBIDDEN] = HARD_COST
+            c[self.red.node_cost[v] >= FORBIDDEN_COST] = HARD_COST
             self.unary.append(c)
             u = self.red.node_usage[v].astype(np.float64)
             self.extra_usage.append(u - u.min() if live[v] else np.zeros_like(u))
@@ -70,7 +69,7 @@ class Network:
         for (a, b), m in self.red.edges.items():
             if m.any():
                 mf = m.astype(np.float64)
-                mf[m >= FORBIDDEN] = HARD_COST
+                mf[m >= FORBIDDEN_COST] = HARD_COST
                 self.binary.append((pos[a], pos[b], mf.reshape(-1).tolist()))
 
     def exchange_rate(self) -> float:
