@@ -20,11 +20,13 @@ the best integer solution found so far is returned (never worse than the warm st
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from shardwise.errors import SearchError
 from shardwise.search.graph import StrategyGraph, evaluate
@@ -144,34 +146,49 @@ def solve_ilp(
 
 
 def _memory_rows(graph: StrategyGraph, red: Reduced, col: dict[int, int], row: RowAdder) -> None:
+    """One usage row per distinct interval start (each has its own live set, as a node starting
+    there is live only from there), kept only when it can bind; vectorised over time points."""
     limit = graph.usage_limit
     assert limit is not None
     iv = graph.intervals
     live = np.nonzero(iv[:, 0] < iv[:, 1])[0]
+    if live.size == 0:
+        return
     times = np.unique(iv[live, 0])
-    seen: set[tuple[int, ...]] = set()
-    for t in times:
-        at = live[(iv[live, 0] <= t) & (t < iv[live, 1])]
-        key = tuple(int(v) for v in at)
-        if key in seen:
-            continue
-        seen.add(key)
-        rhs = float(limit)
-        worst = 0
+    first = np.searchsorted(times, iv[live, 0])
+    last = np.searchsorted(times, iv[live, 1])  # live at time points first .. last-1
+    lo = np.array([int(red.node_usage[v].min()) for v in live], dtype=np.int64)
+    spread = np.array([int(red.node_usage[v].max()) - int(red.node_usage[v].min()) if v in col else 0
+                       for v in live], dtype=np.int64)
+
+    def per_time(x: npt.NDArray[np.int64]) -> list[int]:
+        delta = [0] * (len(times) + 1)  # Python ints: exact sums
+        for f, l_, val in zip(first.tolist(), last.tolist(), x.tolist(), strict=True):
+            delta[f] += val
+            delta[l_] -= val
+        return list(itertools.accumulate(delta[:-1]))
+
+    rhs = [limit - b for b in per_time(lo)]
+    worst = per_time(spread)
+    binding = [t for t in range(len(times)) if worst[t] > rhs[t]]
+    if not binding:
+        return
+    terms: dict[int, tuple[list[int], list[float]]] = {}
+    for i in np.nonzero(spread > 0)[0].tolist():
+        v = int(live[i])
+        u = red.node_usage[v]
+        low = int(u.min())
+        ss = [s for s, x in enumerate(u.tolist()) if x > low]
+        terms[i] = ([col[v] + s for s in ss], [float(int(u[s]) - low) for s in ss])
+    movable = np.nonzero(spread > 0)[0]
+    for t in binding:
         cols: list[int] = []
         coefs: list[float] = []
-        for v in key:
-            u = red.node_usage[v]
-            lo = int(u.min())
-            rhs -= lo
-            if v in col:
-                worst += int(u.max()) - lo
-                for s, x in enumerate(u):
-                    if int(x) > lo:
-                        cols.append(col[v] + s)
-                        coefs.append(float(int(x) - lo))
-        if worst > rhs:
-            row(cols, coefs, -np.inf, rhs)
+        for i in movable[(first[movable] <= t) & (t < last[movable])].tolist():
+            c, k = terms[i]
+            cols += c
+            coefs += k
+        row(cols, coefs, -np.inf, float(rhs[t]))
 
 
 def _warm(red: Reduced, col: dict[int, int], ecol: dict[tuple[int, int], int], n: int,

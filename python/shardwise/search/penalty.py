@@ -24,6 +24,14 @@ least-usage strategy). Each relaxed optimum at most 30% over the limit (or any, 
 assignment is known) is repaired into the limit and polished by the feasible local search
 (:func:`shardwise.search.local.solve_local`, ``lagrange_share=0``); the best feasible assignment
 is returned.
+
+Merging (:mod:`shardwise.search.merge`): the pool of relaxed optima and repaired assignments
+spans a sub-instance (each node restricted to the strategies some pooled assignment gives it)
+whose optimum, usage limit included, the ILP finds. The relaxed optima that break the limit
+supply cheap strategies, the repaired ones feasible ones, and the ILP combines them. When the
+sub-instance has at most :data:`MERGE_MAX_TERMS` strategies plus edge-matrix entries, it is
+merged whole every :data:`MERGE_EVERY` rounds and once at the end; else the last
+:data:`WINDOWS_SHARE` of the time goes to merging windows of that size around the incumbent.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import numpy.typing as npt
 
 from shardwise.search.graph import StrategyGraph, evaluate
 from shardwise.search.local import Solution, check_time_limit, solve_local
+from shardwise.search.merge import Merger
 from shardwise.search.wcsp import RelaxedSolver
 from shardwise.search.wcsp import available as available
 
@@ -46,6 +55,16 @@ ETA0 = 0.05
 DECAY = 0.97
 #: A relaxed optimum is repaired and polished when at most this share over the limit.
 REPAIR_WITHIN = 0.3
+#: Rounds between merges of the pool (module docstring).
+MERGE_EVERY = 4
+#: Largest merged sub-instance or window (strategies + edge-matrix entries) handed to the ILP;
+#: HiGHS solved the whole merges of the shared instance V (12-19k terms) in 1-4 s.
+MERGE_MAX_TERMS = 30_000
+#: Time limit of one whole merge, and of one window, seconds.
+MERGE_SECONDS = 30.0
+WINDOW_SECONDS = 15.0
+#: Share of the time limit kept for windows at the end when the pool is merged by windows.
+WINDOWS_SHARE = 0.1
 
 
 class _Profile:
@@ -111,25 +130,59 @@ def solve_penalty(
     w = np.zeros(graph.num_nodes)
     eta, fits, it = ETA0, 0, 0
     best: Solution | None = None
+    pool: list[list[int]] = []
+    merger = Merger(graph, MERGE_MAX_TERMS, seed)
+    merged_at = -1  # pool size at the last whole merge
+    merge_cost = 5.0  # seconds a whole merge is expected to take (then: 1.5x the last one)
+
+    def merge(left: float, windows: bool) -> bool:
+        """One merge (whole, or a window if ``windows``) within ``left`` seconds; whether it
+        was whole (or none was made)."""
+        nonlocal best, merged_at, merge_cost
+        if best is None or left < 2.0:
+            return True
+        whole = merger.whole(pool + [list(best.assignment)])
+        if (whole and len(pool) == merged_at) or not (whole or windows):
+            return True
+        t0 = time.perf_counter()
+        m = merger.improve(pool, best.assignment, min(MERGE_SECONDS if whole else WINDOW_SECONDS, left))
+        if whole:
+            merged_at, merge_cost = len(pool), max(1.5 * (time.perf_counter() - t0), 1.0)
+        if m.feasible and m.cost < best.cost:
+            best = m
+            pool.append(list(m.assignment))
+        return whole
+
+    def reserve() -> float:
+        """Time kept back from the penalty rounds for the last merges."""
+        if best is None:
+            return 0.0
+        return merge_cost if merger.whole(pool + [list(best.assignment)]) else WINDOWS_SHARE * t
+
     with RelaxedSolver(graph) as solver:
         lam0 = solver.exchange_rate
         build = time.perf_counter() - begin  # a solve's set-up costs about as much again
         while True:
             left = deadline - time.perf_counter()
-            if left < build + 1.0:
+            keep = reserve()
+            if left < build + 1.0 + keep:
                 break
             it += 1
-            x = solver.solve(w, min(slice_seconds, int(left - build)), seed + it)
+            x = solver.solve(w, min(slice_seconds, int(left - build - keep)), seed + it)
             if x is None:
                 break
+            pool.append(x)
             over = prof.overflow(x)
             peak = float(over.max()) if over.size else -1.0
             left = deadline - time.perf_counter()
             if (peak <= REPAIR_WITHIN or best is None) and left > 0.05:
                 p = solve_local(graph, min(max(0.5, 0.3 * slice_seconds), left), initial=x,
                                 lagrange_share=0.0, seed=seed + it)
+                pool.append(list(p.assignment))
                 if p.feasible and (best is None or p.cost < best.cost):
                     best = p
+            if it % MERGE_EVERY == 0:
+                merge(deadline - time.perf_counter() - build - 1.0, windows=False)
             if peak > 0:
                 worst = prof.node_overflow(over)
                 hot = worst > 0
@@ -141,9 +194,12 @@ def solve_penalty(
                 w *= DECAY ** (2 ** min(fits, 5))
                 fits += 1
                 eta *= 0.7
+    while not merge(deadline - time.perf_counter() - 1.0, windows=True):  # windows: about 1 s over their limit at most
+        pass
     seconds = time.perf_counter() - begin
     if best is None:
         least = [int(np.argmin(graph.node_usages(v))) for v in range(graph.num_nodes)]
         sc = evaluate(graph, least)
         return Solution(tuple(least), sc.cost, sc.peak_usage, sc.feasible, "penalty", seconds=seconds)
-    return Solution(best.assignment, best.cost, best.peak_usage, True, "penalty", seconds=seconds)
+    method = "penalty+merge" if best.method == "merge" else "penalty"
+    return Solution(best.assignment, best.cost, best.peak_usage, True, method, seconds=seconds)
