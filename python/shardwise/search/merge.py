@@ -96,19 +96,26 @@ def solve_merged(graph: StrategyGraph, pool: Sequence[Sequence[int]], time_limit
         if len(x) != n:
             raise ValueError(f"pool[{i}]: expected {n} strategies (one per node), got {len(x)}")
     allowed = [sorted({int(x[v]) for x in pool}) for v in range(n)]
+    scores = [evaluate(graph, x) for x in pool]
+    feasible = [i for i, s in enumerate(scores) if s.feasible]
+    warm = pool[min(feasible, key=lambda i: scores[i].cost)] if feasible else None
+    return _solve_restricted(graph, allowed, warm, t, threads)
+
+
+def _solve_restricted(graph: StrategyGraph, allowed: Sequence[Sequence[int]], warm: Sequence[int] | None,
+                      time_limit: float, threads: int = 1) -> Solution:
+    """The ILP over :func:`restrict` ``(graph, allowed)``, warm-started from ``warm`` (an
+    assignment of ``graph`` inside ``allowed``); the answer in ``graph``'s strategy indices."""
+    begin = time.perf_counter()
     sub = restrict(graph, allowed)
     index = [{s: i for i, s in enumerate(a)} for a in allowed]
-    scores = [evaluate(graph, x) for x in pool]
-    warm: list[int] | None = None
-    feasible = [i for i, s in enumerate(scores) if s.feasible]
-    if feasible:
-        best = min(feasible, key=lambda i: scores[i].cost)
-        warm = [index[v][int(pool[best][v])] for v in range(n)]
-    sol = solve_ilp(sub, t, initial=warm, threads=threads)
+    initial = None if warm is None else [index[v][int(s)] for v, s in enumerate(warm)]
+    left = max(time_limit - (time.perf_counter() - begin), 0.01)
+    sol = solve_ilp(sub, left, initial=initial, threads=threads)
     assignment = [allowed[v][s] for v, s in enumerate(sol.assignment)]
     sc = evaluate(graph, assignment)
     return Solution(tuple(assignment), sc.cost, sc.peak_usage, sc.feasible, "merge", optimal=sol.optimal,
-                    seconds=sol.seconds)
+                    seconds=time.perf_counter() - begin)
 
 
 class Merger:
@@ -154,18 +161,12 @@ class Merger:
     def improve(self, pool: Sequence[Sequence[int]], incumbent: Sequence[int], time_limit: float) -> Solution:
         """The merged optimum (whole, or over one window with the rest fixed to the feasible
         ``incumbent``) within ``time_limit`` seconds; never worse than ``incumbent``."""
-        begin = time.perf_counter()
         everything = list(pool) + [list(incumbent)]
         if self.whole(everything):
             return solve_merged(self.graph, everything, time_limit)
         nodes = self.window(pool, incumbent)
         allowed = [sorted({int(x[v]) for x in everything}) if v in nodes else [int(incumbent[v])]
                    for v in range(self.graph.num_nodes)]
-        index = [{s: i for i, s in enumerate(a)} for a in allowed]
-        sub = restrict(self.graph, allowed)
-        left = max(time_limit - (time.perf_counter() - begin), 0.01)
-        sol = solve_ilp(sub, left, initial=[index[v][int(incumbent[v])] for v in range(self.graph.num_nodes)])
-        assignment = [allowed[v][s] for v, s in enumerate(sol.assignment)]
-        sc = evaluate(self.graph, assignment)
-        return Solution(tuple(assignment), sc.cost, sc.peak_usage, sc.feasible, "merge", optimal=False,
-                        seconds=time.perf_counter() - begin)
+        sol = _solve_restricted(self.graph, allowed, incumbent, time_limit)
+        return Solution(sol.assignment, sol.cost, sol.peak_usage, sol.feasible, "merge", optimal=False,
+                        seconds=sol.seconds)
