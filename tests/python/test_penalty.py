@@ -84,7 +84,7 @@ def test_auto_runs_penalty_beside_local_search(monkeypatch: pytest.MonkeyPatch) 
     rng = random.Random(2)
     while (best := exhaustive(g := random_graph(rng, 7, 3))) is None:
         pass
-    for threads in (1, 2):
+    for threads in (1, 2, 3):  # penalty then local; two trajectories; two trajectories + local
         sol = solve(g, 3.0, "auto", threads=threads)
         assert sol.feasible and sol.method in ("local", "penalty", "penalty+merge")
         assert sol.cost == evaluate(g, sol.assignment).cost >= best[0]
@@ -96,3 +96,21 @@ def test_cli_output_stays_clean(example: Path, capfd: pytest.CaptureFixture[str]
     assert main(["iopddl", str(example), "--time-limit", "4", "--method", "penalty"]) == 0
     out = capfd.readouterr().out.strip().splitlines()
     assert out == ["[0, 0, 2, 1, 0]", "cost: 445"]
+
+
+@pytest.mark.parametrize("seed", [1, 4])
+def test_two_trajectories_share_one_answer(seed: int) -> None:
+    rng = random.Random(seed)
+    while (best := exhaustive(g := random_graph(rng, 7, 3))) is None:
+        pass
+    sol = solve_penalty(g, 3.0, seed=seed, trajectories=2)
+    sc = evaluate(g, sol.assignment)
+    assert sol.feasible and sc.feasible and sol.cost == sc.cost >= best[0]
+    assert sol.seconds < 4.5  # both workers stop by the deadline (toulbar2's whole-second slices)
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5])
+def test_bad_trajectory_count(bad: object) -> None:
+    g = random_graph(random.Random(0), 4, 2)
+    with pytest.raises(SearchError, match=f"trajectories: expected an integer >= 1, got {bad!r}"):
+        solve_penalty(g, 1.0, trajectories=bad)  # type: ignore[arg-type]

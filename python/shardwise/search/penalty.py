@@ -32,15 +32,22 @@ supply cheap strategies, the repaired ones feasible ones, and the ILP combines t
 sub-instance has at most :data:`MERGE_MAX_TERMS` strategies plus edge-matrix entries, it is
 merged whole every :data:`MERGE_EVERY` rounds and once at the end; else the last
 :data:`WINDOWS_SHARE` of the time goes to merging windows of that size around the incumbent.
+
+Several trajectories (``trajectories=N``) run this loop side by side on threads, each with its
+own toulbar2 worker, seed and first step, feeding one pool and one best assignment; the first
+one also makes the merges between rounds.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import numpy.typing as npt
 
+from shardwise.errors import SearchError
 from shardwise.search.graph import StrategyGraph, evaluate
 from shardwise.search.local import Solution, check_time_limit, solve_local
 from shardwise.search.merge import Merger
@@ -111,78 +118,90 @@ def _unconstrained(graph: StrategyGraph, deadline: float, seed: int) -> Solution
                     seconds=time.perf_counter() - begin)
 
 
-def solve_penalty(
-    graph: StrategyGraph, time_limit: float = 10.0, *, seed: int = 0, slice_seconds: int = 8
-) -> Solution:
-    """Best feasible assignment the penalty loop of the module docstring finds within
-    ``time_limit`` seconds (wall clock). ``slice_seconds``: toulbar2's CPU-time limit per
-    relaxed problem. ``Solution.feasible`` is false when no repaired assignment fit (the
-    least-usage assignment is then returned). Without a usage limit: one toulbar2 solve (exact
-    when it finishes in time), polished by local search. Raises :class:`SearchError` when
-    ``pytoulbar2`` is missing or for a bad time limit. toulbar2's slices are whole CPU seconds,
-    so a limit of a few seconds may be overrun by about one."""
-    t = check_time_limit(time_limit)
-    begin = time.perf_counter()
-    deadline = begin + t
-    if graph.usage_limit is None:
-        return _unconstrained(graph, deadline, seed)
-    prof = _Profile(graph)
-    w = np.zeros(graph.num_nodes)
-    eta, fits, it = ETA0, 0, 0
-    best: Solution | None = None
-    pool: list[list[int]] = []
-    merger = Merger(graph, MERGE_MAX_TERMS, seed)
-    merged_at = -1  # pool size at the last whole merge
-    merge_cost = 5.0  # seconds a whole merge is expected to take (then: 1.5x the last one)
+class _Shared:
+    """What the trajectories share: the pool, the best feasible assignment, and the merges."""
 
-    def merge(left: float, windows: bool) -> bool:
+    def __init__(self, graph: StrategyGraph, time_limit: float, seed: int) -> None:
+        self.graph = graph
+        self.time_limit = time_limit
+        self.pool: list[list[int]] = []
+        self.best: Solution | None = None
+        self.lock = threading.Lock()
+        self.merger = Merger(graph, MERGE_MAX_TERMS, seed)
+        self.merged_at = -1  # pool size at the last whole merge
+        self.merge_cost = 5.0  # seconds a whole merge is expected to take (then: 1.5x the last one)
+
+    def offer(self, x: list[int], sol: Solution | None = None) -> None:
+        """Adds ``x`` to the pool, and ``sol`` (its feasible score) as the best if it is."""
+        with self.lock:
+            self.pool.append(x)
+            if sol is not None and sol.feasible and (self.best is None or sol.cost < self.best.cost):
+                self.best = sol
+
+    def snapshot(self) -> tuple[list[list[int]], Solution | None]:
+        with self.lock:
+            return list(self.pool), self.best
+
+    def whole(self) -> bool:
+        pool, best = self.snapshot()
+        return best is not None and self.merger.whole(pool + [list(best.assignment)])
+
+    def merge(self, left: float, windows: bool) -> bool:
         """One merge (whole, or a window if ``windows``) within ``left`` seconds; whether it
         was whole (or none was made)."""
-        nonlocal best, merged_at, merge_cost
+        pool, best = self.snapshot()
         if best is None or left < 2.0:
             return True
-        whole = merger.whole(pool + [list(best.assignment)])
-        if (whole and len(pool) == merged_at) or not (whole or windows):
+        whole = self.merger.whole(pool + [list(best.assignment)])
+        if (whole and len(pool) == self.merged_at) or not (whole or windows):
             return True
         t0 = time.perf_counter()
-        m = merger.improve(pool, best.assignment, min(MERGE_SECONDS if whole else WINDOW_SECONDS, left))
+        m = self.merger.improve(pool, best.assignment, min(MERGE_SECONDS if whole else WINDOW_SECONDS, left))
         if whole:
-            merged_at, merge_cost = len(pool), max(1.5 * (time.perf_counter() - t0), 1.0)
-        if m.feasible and m.cost < best.cost:
-            best = m
-            pool.append(list(m.assignment))
+            self.merged_at, self.merge_cost = len(pool), max(1.5 * (time.perf_counter() - t0), 1.0)
+        if m.feasible:
+            self.offer(list(m.assignment), m)
         return whole
 
-    def reserve() -> float:
+    def reserve(self) -> float:
         """Time kept back from the penalty rounds for the last merges."""
+        pool, best = self.snapshot()
         if best is None:
             return 0.0
-        return merge_cost if merger.whole(pool + [list(best.assignment)]) else WINDOWS_SHARE * t
+        whole = self.merger.whole(pool + [list(best.assignment)])
+        return self.merge_cost if whole else WINDOWS_SHARE * self.time_limit
 
+
+def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta0: float,
+                slice_seconds: int, merging: bool) -> None:
+    """One penalty loop (module docstring) with its own toulbar2 worker, feeding ``shared``;
+    ``merging``: this loop also makes the merges between rounds."""
+    graph = shared.graph
+    begin = time.perf_counter()
+    w = np.zeros(graph.num_nodes)
+    eta, fits, it = eta0, 0, 0
     with RelaxedSolver(graph) as solver:
         lam0 = solver.exchange_rate
         build = time.perf_counter() - begin  # a solve's set-up costs about as much again
         while True:
             left = deadline - time.perf_counter()
-            keep = reserve()
+            keep = shared.reserve()
             if left < build + 1.0 + keep:
                 break
             it += 1
             x = solver.solve(w, min(slice_seconds, int(left - build - keep)), seed + it)
             if x is None:
                 break
-            pool.append(x)
+            shared.offer(x)
             over = prof.overflow(x)
             peak = float(over.max()) if over.size else -1.0
             left = deadline - time.perf_counter()
-            if (peak <= REPAIR_WITHIN or best is None) and left > 0.05:
+            if (peak <= REPAIR_WITHIN or shared.best is None) and left > 0.05:
                 p = solve_local(graph, min(max(0.5, 0.3 * slice_seconds), left), initial=x,
                                 lagrange_share=0.0, seed=seed + it)
-                pool.append(list(p.assignment))
-                if p.feasible and (best is None or p.cost < best.cost):
-                    best = p
-            if it % MERGE_EVERY == 0:
-                merge(deadline - time.perf_counter() - build - 1.0, windows=False)
+                shared.offer(list(p.assignment), p)
+            if merging and it % MERGE_EVERY == 0:
+                shared.merge(deadline - time.perf_counter() - build - 1.0, windows=False)
             if peak > 0:
                 worst = prof.node_overflow(over)
                 hot = worst > 0
@@ -194,9 +213,43 @@ def solve_penalty(
                 w *= DECAY ** (2 ** min(fits, 5))
                 fits += 1
                 eta *= 0.7
-    while not merge(deadline - time.perf_counter() - 1.0, windows=True):  # windows: about 1 s over their limit at most
+
+
+def solve_penalty(
+    graph: StrategyGraph, time_limit: float = 10.0, *, seed: int = 0, slice_seconds: int = 8,
+    trajectories: int = 1,
+) -> Solution:
+    """Best feasible assignment the penalty loop of the module docstring finds within
+    ``time_limit`` seconds (wall clock). ``slice_seconds``: toulbar2's CPU-time limit per
+    relaxed problem. ``trajectories``: penalty loops run side by side (threads, each with its
+    own toulbar2 worker process), the ``i``-th with seed ``seed + 7919 i`` and first step
+    ``ETA0 · 3**i``, all feeding one pool and one best assignment. ``Solution.feasible`` is
+    false when no repaired assignment fit (the least-usage assignment is then returned).
+    Without a usage limit: one toulbar2 solve (exact when it finishes in time), polished by
+    local search. Raises :class:`SearchError` when ``pytoulbar2`` is missing, for a bad time
+    limit or a trajectory count below 1. toulbar2's slices are whole CPU seconds, so a limit of
+    a few seconds may be overrun by about one."""
+    t = check_time_limit(time_limit)
+    if isinstance(trajectories, bool) or not isinstance(trajectories, int) or trajectories < 1:
+        raise SearchError(f"trajectories: expected an integer >= 1, got {trajectories!r}")
+    begin = time.perf_counter()
+    deadline = begin + t
+    if graph.usage_limit is None:
+        return _unconstrained(graph, deadline, seed)
+    prof = _Profile(graph)
+    shared = _Shared(graph, t, seed)
+    runs = [(seed + 7919 * i, ETA0 * 3**i, i == 0) for i in range(trajectories)]
+    if trajectories == 1:
+        _trajectory(shared, prof, deadline, seed, ETA0, slice_seconds, True)
+    else:
+        with ThreadPoolExecutor(max_workers=trajectories) as pool:
+            futures = [pool.submit(_trajectory, shared, prof, deadline, s, e, slice_seconds, m) for s, e, m in runs]
+            for f in futures:
+                f.result()
+    while not shared.merge(deadline - time.perf_counter() - 1.0, windows=True):  # windows: about 1 s over their limit at most
         pass
     seconds = time.perf_counter() - begin
+    best = shared.best
     if best is None:
         least = [int(np.argmin(graph.node_usages(v))) for v in range(graph.num_nodes)]
         sc = evaluate(graph, least)

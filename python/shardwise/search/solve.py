@@ -3,11 +3,11 @@ warm-started by a short local search), ``"penalty"`` (memory as node penalties, 
 problem solved by toulbar2: :mod:`shardwise.search.penalty`), or ``"auto"``: the ILP when the
 reduced model is small enough to solve in the time (at most :data:`AUTO_ILP_MAX_TERMS`
 edge-matrix entries plus strategies); else, for a graph with a usage limit, ``pytoulbar2``
-installed and time for about :data:`PENALTY_MIN_ROUNDS` penalty rounds, the penalty loop and
-local search side by side (``threads >= 2``: the penalty loop plus a local-search portfolio of
-``threads - 1`` runs, all for the whole time; one thread: the penalty loop for half the time,
-then local search warm-started from its answer), the best feasible answer winning; else local
-search for the whole time limit.
+installed and time for about :data:`PENALTY_MIN_ROUNDS` penalty rounds, the penalty search
+(``threads >= 2``: :data:`PENALTY_TRAJECTORIES` penalty loops side by side sharing one pool for
+merging, plus a local-search portfolio on any further threads, all for the whole time; one
+thread: the penalty loop for half the time, then local search warm-started from its answer),
+the best feasible answer winning; else local search for the whole time limit.
 
 With ``threads=N > 1`` local search runs as a portfolio: ``N`` independent runs with seeds
 ``seed, seed+1, ...`` on their own threads (the Rust search releases the GIL), and the best
@@ -34,6 +34,9 @@ PENALTY_MIN_ROUNDS = 5
 #: IOPDDL instances on this 2-core machine kind (A: 6.2M strategies + entries, first round done
 #: at 19.7 s).
 PENALTY_ROUND_SECONDS_PER_TERM = 3.3e-6
+#: Penalty trajectories ``auto`` runs side by side (one per thread, at most this many; threads
+#: beyond them run local search).
+PENALTY_TRAJECTORIES = 2
 #: Model size (strategies + edge-matrix entries) up to which ``auto`` uses the ILP.
 AUTO_ILP_MAX_TERMS = 500_000
 
@@ -76,18 +79,22 @@ def _best(runs: list[Solution]) -> Solution:
 
 
 def _hybrid(graph: StrategyGraph, time_limit: float, seed: int, threads: int) -> Solution:
-    """The penalty loop and local search (module docstring); the best answer."""
+    """The penalty search and local search (module docstring); the best answer."""
     start = time.perf_counter()
     if threads == 1:
         pen = solve_penalty(graph, time_limit * 0.5, seed=seed)
         rest = max(time_limit - (time.perf_counter() - start), 0.0)
         loc = solve_local(graph, rest, seed=seed, initial=pen.assignment if pen.feasible else None)
         return _best([loc, pen])
+    trajectories = min(threads, PENALTY_TRAJECTORIES)
+    if threads == trajectories:
+        return solve_penalty(graph, time_limit, seed=seed, trajectories=trajectories)
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=threads - 1) as pool:
-        futures = [pool.submit(solve_local, graph, time_limit, seed=s) for s in range(seed, seed + threads - 1)]
-        pen = solve_penalty(graph, max(time_limit - (time.perf_counter() - start), 0.0), seed=seed)
+    with ThreadPoolExecutor(max_workers=threads - trajectories) as pool:
+        futures = [pool.submit(solve_local, graph, time_limit, seed=s) for s in range(seed, seed + threads - trajectories)]
+        pen = solve_penalty(graph, max(time_limit - (time.perf_counter() - start), 0.0), seed=seed,
+                            trajectories=trajectories)
         runs = [f.result() for f in futures]
     return _best(runs + [pen])
 
