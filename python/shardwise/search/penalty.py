@@ -139,12 +139,9 @@ class _Shared:
                 self.best = sol
 
     def snapshot(self) -> tuple[list[list[int]], Solution | None]:
+        """A copy of the pool, and the best assignment so far."""
         with self.lock:
             return list(self.pool), self.best
-
-    def whole(self) -> bool:
-        pool, best = self.snapshot()
-        return best is not None and self.merger.whole(pool + [list(best.assignment)])
 
     def merge(self, left: float, windows: bool) -> bool:
         """One merge (whole, or a window if ``windows``) within ``left`` seconds; whether it
@@ -159,7 +156,7 @@ class _Shared:
         m = self.merger.improve(pool, best.assignment, min(MERGE_SECONDS if whole else WINDOW_SECONDS, left))
         if whole:
             self.merged_at, self.merge_cost = len(pool), max(1.5 * (time.perf_counter() - t0), 1.0)
-        if m.feasible:
+        if m.feasible and m.cost < best.cost:
             self.offer(list(m.assignment), m)
         return whole
 
