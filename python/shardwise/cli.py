@@ -446,7 +446,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     io.add_argument("--time-limit", type=float, required=True, help="seconds (wall clock, the whole run)")
     io.add_argument("--method", choices=["auto", "ilp", "local", "penalty"], default="auto", help="solver (default auto)")
     io.add_argument("--seed", type=int, default=0, help="local-search seed (default 0)")
-    io.add_argument("--threads", type=int, default=1, help="solver threads (default 1): local-search runs with seeds seed.., and with --method auto the penalty search beside them")
+    io.add_argument("--threads", type=int, default=1, help="solver threads (default 1): local-search runs with seeds seed..; with --method auto on a large graph with a usage limit, two penalty trajectories on two threads and local search on the rest")
     au = sub.add_parser("auto", help="choose every value's sharding by cost (ILP, local search or BFS) within a memory budget")
     au.add_argument("input", help="StableHLO MLIR file (values already sharded are kept)")
     au.add_argument("-o", "--output", required=True, help="where to write the sharded module (atomically)")
