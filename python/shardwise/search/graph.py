@@ -138,6 +138,14 @@ class StrategyGraph:
     def node_usages(self, v: int) -> I64:
         return self.usage[self.offsets[v]:self.offsets[v + 1]]
 
+    def time_points(self) -> tuple[int, I64, I64]:
+        """The distinct starts of non-empty intervals (every usage peak is at one of them) as
+        points ``0 .. p-1``: ``(p, first, last)``, node ``v`` live at points
+        ``first[v] .. last[v]-1`` (none when its interval is empty); shapes ``(n,)``."""
+        iv = self.intervals
+        times = np.unique(iv[iv[:, 0] < iv[:, 1], 0])
+        return len(times), np.searchsorted(times, iv[:, 0]), np.searchsorted(times, iv[:, 1])
+
     def edge_matrix(self, e: int) -> I64:
         """The cost matrix of edge ``e``, shape ``(k(a), k(b))``."""
         a, b = (int(x) for x in self.edges[e])

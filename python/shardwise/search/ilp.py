@@ -150,19 +150,17 @@ def _memory_rows(graph: StrategyGraph, red: Reduced, col: dict[int, int], row: R
     there is live only from there), kept only when it can bind; vectorised over time points."""
     limit = graph.usage_limit
     assert limit is not None
-    iv = graph.intervals
-    live = np.nonzero(iv[:, 0] < iv[:, 1])[0]
+    npoints, first_all, last_all = graph.time_points()
+    live = np.nonzero(first_all < last_all)[0]
     if live.size == 0:
         return
-    times = np.unique(iv[live, 0])
-    first = np.searchsorted(times, iv[live, 0])
-    last = np.searchsorted(times, iv[live, 1])  # live at time points first .. last-1
+    first, last = first_all[live], last_all[live]  # live at time points first .. last-1
     lo = np.array([int(red.node_usage[v].min()) for v in live], dtype=np.int64)
     spread = np.array([int(red.node_usage[v].max()) - int(red.node_usage[v].min()) if v in col else 0
                        for v in live], dtype=np.int64)
 
     def per_time(x: npt.NDArray[np.int64]) -> list[int]:
-        delta = [0] * (len(times) + 1)  # Python ints: exact sums
+        delta = [0] * (npoints + 1)  # Python ints: exact sums
         for f, l_, val in zip(first.tolist(), last.tolist(), x.tolist(), strict=True):
             delta[f] += val
             delta[l_] -= val
@@ -170,7 +168,7 @@ def _memory_rows(graph: StrategyGraph, red: Reduced, col: dict[int, int], row: R
 
     rhs = [limit - b for b in per_time(lo)]
     worst = per_time(spread)
-    binding = [t for t in range(len(times)) if worst[t] > rhs[t]]
+    binding = [t for t in range(npoints) if worst[t] > rhs[t]]
     if not binding:
         return
     terms: dict[int, tuple[list[int], list[float]]] = {}

@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from shardwise.search.graph import StrategyGraph, evaluate
 from shardwise.search.ilp import solve_ilp
@@ -76,9 +77,15 @@ def merged_terms(graph: StrategyGraph, pool: Sequence[Sequence[int]]) -> int:
     ILP's reductions); 0 for an empty pool."""
     if not pool:
         return 0
-    xs = np.sort(np.asarray(pool, dtype=np.int64), axis=0)
-    ks = 1 + np.count_nonzero(np.diff(xs, axis=0), axis=0)
+    ks = _distinct(pool)
     return int(ks.sum() + np.dot(ks[graph.edges[:, 0]], ks[graph.edges[:, 1]]))
+
+
+def _distinct(pool: Sequence[Sequence[int]]) -> npt.NDArray[np.int64]:
+    """Number of distinct strategies the (non-empty) pool gives each node; shape ``(n,)``."""
+    xs = np.sort(np.asarray(pool, dtype=np.int64), axis=0)
+    ks: npt.NDArray[np.int64] = 1 + np.count_nonzero(np.diff(xs, axis=0), axis=0)
+    return ks
 
 
 def solve_merged(graph: StrategyGraph, pool: Sequence[Sequence[int]], time_limit: float, *, threads: int = 1) -> Solution:
@@ -142,8 +149,7 @@ class Merger:
         ``pool`` differs from ``incumbent``, over nodes with more than one pooled strategy,
         until the window's strategies plus the entries of the edges inside it reach
         ``max_terms`` (empty when the pool agrees with the incumbent everywhere)."""
-        xs = np.asarray(list(pool) + [list(incumbent)], dtype=np.int64)
-        ks = 1 + np.count_nonzero(np.diff(np.sort(xs, axis=0), axis=0), axis=0)
+        ks = _distinct(list(pool) + [list(incumbent)])
         seeds = np.nonzero(ks > 1)[0]
         if seeds.size == 0:
             return set()
@@ -158,11 +164,13 @@ class Merger:
                     terms += int(ks[w]) + sum(int(ks[w] * ks[u]) for u in self.adj[w] if u in nodes)
         return nodes
 
-    def improve(self, pool: Sequence[Sequence[int]], incumbent: Sequence[int], time_limit: float) -> Solution:
+    def improve(self, pool: Sequence[Sequence[int]], incumbent: Sequence[int], time_limit: float,
+                whole: bool | None = None) -> Solution:
         """The merged optimum (whole, or over one window with the rest fixed to the feasible
-        ``incumbent``) within ``time_limit`` seconds; never worse than ``incumbent``."""
+        ``incumbent``) within ``time_limit`` seconds; never worse than ``incumbent``.
+        ``whole``: :meth:`whole` of the pool plus the incumbent, if the caller has it."""
         everything = list(pool) + [list(incumbent)]
-        if self.whole(everything):
+        if self.whole(everything) if whole is None else whole:
             return solve_merged(self.graph, everything, time_limit)
         nodes = self.window(pool, incumbent)
         allowed = [sorted({int(x[v]) for x in everything}) if v in nodes else [int(incumbent[v])]

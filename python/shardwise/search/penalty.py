@@ -78,13 +78,9 @@ class _Profile:
     """Usage over the distinct interval starts (where every peak occurs)."""
 
     def __init__(self, graph: StrategyGraph) -> None:
-        iv = graph.intervals
-        times = np.unique(iv[iv[:, 0] < iv[:, 1], 0])
         self.graph = graph
-        self.start = np.searchsorted(times, iv[:, 0])
-        self.end = np.searchsorted(times, iv[:, 1])
+        self.npoints, self.start, self.end = graph.time_points()
         self.live = np.nonzero(self.start < self.end)[0]
-        self.npoints = len(times)
 
     def overflow(self, assignment: list[int]) -> F64:
         """(usage − limit) / limit at each time point; shape ``(npoints,)``."""
@@ -153,7 +149,7 @@ class _Shared:
         if (whole and len(pool) == self.merged_at) or not (whole or windows):
             return True
         t0 = time.perf_counter()
-        m = self.merger.improve(pool, best.assignment, min(MERGE_SECONDS if whole else WINDOW_SECONDS, left))
+        m = self.merger.improve(pool, best.assignment, min(MERGE_SECONDS if whole else WINDOW_SECONDS, left), whole)
         if whole:
             self.merged_at, self.merge_cost = len(pool), max(1.5 * (time.perf_counter() - t0), 1.0)
         if m.feasible and m.cost < best.cost:
