@@ -10,6 +10,7 @@ use std::cmp::Ordering;
 
 use crate::error::{Error, Result};
 use crate::mesh::Mesh;
+use crate::name::Name;
 
 /// `(pre_size, size)` of a sub-axis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -27,16 +28,16 @@ impl SubAxis {
 /// A full axis `"x"` or a sub-axis `"x":(m)k`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AxisRef {
-    pub name: String,
+    pub name: Name,
     pub sub: Option<SubAxis>,
 }
 
 impl AxisRef {
-    pub fn full(name: impl Into<String>) -> AxisRef {
+    pub fn full(name: impl Into<Name>) -> AxisRef {
         AxisRef { name: name.into(), sub: None }
     }
 
-    pub fn sub(name: impl Into<String>, pre_size: i64, size: i64) -> AxisRef {
+    pub fn sub(name: impl Into<Name>, pre_size: i64, size: i64) -> AxisRef {
         AxisRef { name: name.into(), sub: Some(SubAxis { pre_size, size }) }
     }
 
@@ -166,9 +167,9 @@ impl AxisRef {
         let (a, b) = (self.sub.unwrap_or(SubAxis { pre_size: 1, size: 1 }), other.sub.unwrap_or(SubAxis { pre_size: 1, size: 1 }));
         let size = a.size.saturating_mul(b.size);
         if a.pre_size == 1 && Some(size) == mesh.axis_size(&self.name) {
-            Ok(AxisRef::full(self.name.clone()))
+            Ok(AxisRef::full(self.name))
         } else {
-            Ok(AxisRef::sub(self.name.clone(), a.pre_size, size))
+            Ok(AxisRef::sub(self.name, a.pre_size, size))
         }
     }
 
@@ -190,7 +191,7 @@ impl AxisRef {
         if min_next <= max_pre || !can_coexist(min_pre, max_pre, min_next, max_next) {
             return None;
         }
-        Some(AxisRef::sub(self.name.clone(), max_pre, min_next / max_pre))
+        Some(AxisRef::sub(self.name, max_pre, min_next / max_pre))
     }
 
     /// Orders references as Shardy's mesh comparator: by axis position in the mesh, then full
@@ -198,7 +199,7 @@ impl AxisRef {
     /// by name.
     pub fn mesh_cmp(&self, other: &AxisRef, mesh: &Mesh) -> Ordering {
         if self.name != other.name {
-            let key = |r: &AxisRef| (mesh.axis_index(&r.name).unwrap_or(usize::MAX), r.name.clone());
+            let key = |r: &AxisRef| (mesh.axis_index(&r.name).unwrap_or(usize::MAX), r.name);
             return key(self).cmp(&key(other));
         }
         match (self.sub, other.sub) {

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 
 use crate::axis::AxisRef;
 use crate::error::{Error, Result};
+use crate::name::Name;
 use crate::mesh::Mesh;
 
 /// The sharding of one tensor dimension: axes major to minor, open (`?`) or closed, and an
@@ -48,7 +49,7 @@ impl DimSharding {
 /// Which mesh a sharding is bound to: a `sdy.mesh` symbol or an inlined mesh.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum MeshRef {
-    Named(String),
+    Named(Name),
     Inline(Mesh),
 }
 
@@ -128,7 +129,7 @@ impl TensorSharding {
     pub fn resolve_mesh<'a>(&'a self, meshes: &'a HashMap<String, Mesh>) -> Result<&'a Mesh> {
         match &self.mesh {
             MeshRef::Inline(m) => Ok(m),
-            MeshRef::Named(name) => meshes.get(name).ok_or_else(|| {
+            MeshRef::Named(name) => meshes.get(name.as_str()).ok_or_else(|| {
                 let mut known: Vec<&String> = meshes.keys().collect();
                 known.sort();
                 Error::mesh(format!("unknown mesh @{name}; known meshes: {known:?}"))
@@ -345,7 +346,7 @@ fn check_axis_list<'a>(axes: &'a [AxisRef], mesh: &Mesh, seen: &mut Vec<&'a Axis
 fn check_sub_axes(refs: &[&AxisRef], mesh: &Mesh) -> Result<()> {
     let mut by_axis: Vec<(&str, Vec<&AxisRef>)> = Vec::new();
     for r in refs.iter().filter(|r| r.is_sub_axis()) {
-        match by_axis.iter_mut().find(|(n, _)| *n == r.name) {
+        match by_axis.iter_mut().find(|(n, _)| r.name == *n) {
             Some((_, v)) => v.push(r),
             None => by_axis.push((&r.name, vec![r])),
         }

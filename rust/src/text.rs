@@ -269,13 +269,13 @@ impl Lexer<'_> {
     fn axis_ref(&mut self) -> Result<AxisRef> {
         let name = self.string()?;
         if !self.eat(":") {
-            return Ok(AxisRef { name, sub: None });
+            return Ok(AxisRef { name: name.into(), sub: None });
         }
         self.expect("(")?;
         let pre_size = self.int()?;
         self.expect(")")?;
         let size = self.int()?;
-        Ok(AxisRef { name, sub: Some(SubAxis { pre_size, size }) })
+        Ok(AxisRef { name: name.into(), sub: Some(SubAxis { pre_size, size }) })
     }
 
     fn axis_list(&mut self) -> Result<Vec<AxisRef>> {
@@ -338,7 +338,7 @@ impl Lexer<'_> {
     fn sharding_body(&mut self) -> Result<TensorSharding> {
         self.expect("<")?;
         let mesh = if self.peek("@") {
-            MeshRef::Named(self.symbol_ref()?)
+            MeshRef::Named(self.symbol_ref()?.into())
         } else if self.eat("#sdy.mesh") || self.eat_keyword("mesh") {
             MeshRef::Inline(self.mesh_body(true)?)
         } else {

@@ -26,7 +26,7 @@ fn sharding(text: &str) -> TensorSharding {
 }
 
 fn mesh_ref() -> MeshRef {
-    MeshRef::Named("mesh".to_string())
+    MeshRef::Named("mesh".into())
 }
 
 /// Builds the projection of `operands` and `results` (sharding texts, `None` for a tensor

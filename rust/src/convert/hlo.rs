@@ -276,7 +276,7 @@ pub fn from_hlo(text: &str, rank: usize, mesh: Option<&Mesh>, mesh_name: Option<
     }
     let parsed = Lexer::new(text).hlo_sharding()?;
     let bind = |m: &Mesh| match &mesh_name {
-        Some(n) => MeshRef::Named(n.clone()),
+        Some(n) => MeshRef::Named(n.into()),
         None => MeshRef::Inline(m.clone()),
     };
     let closed = |axes: Vec<AxisRef>| DimSharding::closed(axes);

@@ -113,7 +113,7 @@ pub fn from_layout(
         dims.push(DimSharding::closed(merge_adjacent(axes, &m)?));
     }
     let mesh_ref = match mesh_name {
-        Some(n) => MeshRef::Named(n),
+        Some(n) => MeshRef::Named(n.into()),
         None => MeshRef::Inline(m.clone()),
     };
     let t = TensorSharding { dims, ..TensorSharding::replicated(mesh_ref, 0, false) };

@@ -26,6 +26,7 @@ use std::fmt;
 use std::ops::BitOrAssign;
 
 use super::axes::{add_axis_or_merge, axis_size, gcd, greatest_common_prefix};
+use crate::name::Name;
 use crate::axis::{AxisRef, SubAxis};
 use crate::error::{Error, Result};
 use crate::mesh::Mesh;
@@ -467,7 +468,7 @@ pub fn common_mesh_ref<'a>(
                 }
             }
             MeshRef::Named(n) => match &named {
-                Some((prev, first)) if prev != n => {
+                Some((prev, first)) if *prev != n => {
                     return Err(Error::mesh(format!(
                         "{kind} {i} is sharded on mesh @{n} but {first} on mesh @{prev}; all tensors of an op must share one mesh"
                     )));
@@ -496,8 +497,8 @@ impl Remaining {
         Ok(Some(Remaining { size: axis_size(a, Some(mesh))?, split_pre: a.sub.map(|s| s.pre_size) }))
     }
 
-    fn axis(&self, name: &str) -> AxisRef {
-        AxisRef { name: name.to_string(), sub: self.split_pre.map(|p| SubAxis { pre_size: p, size: self.size }) }
+    fn axis(&self, name: Name) -> AxisRef {
+        AxisRef { name, sub: self.split_pre.map(|p| SubAxis { pre_size: p, size: self.size }) }
     }
 }
 
@@ -511,7 +512,7 @@ fn add_remaining_axes(
     mesh: &Mesh,
 ) -> Result<()> {
     while let Some(r) = remaining {
-        add_axis_or_merge(out, r.axis(&axes[index].name), mesh)?;
+        add_axis_or_merge(out, r.axis(axes[index].name), mesh)?;
         index += 1;
         remaining = Remaining::at(axes, index, mesh)?;
     }
@@ -593,10 +594,10 @@ fn build_tensor(
                     r.split_pre = Some(sub.next_pre_size());
                     r.size /= common;
                     remaining_factor /= common;
-                    fs.axes.push(AxisRef { name: name.clone(), sub: Some(sub) });
+                    fs.axes.push(AxisRef { name: *name, sub: Some(sub) });
                 } else {
                     // The factor takes all that is left of the axis.
-                    fs.axes.push(r.axis(name));
+                    fs.axes.push(r.axis(*name));
                     remaining_factor /= r.size;
                     index += 1;
                     remaining = Remaining::at(axes, index, mesh)?;
@@ -901,12 +902,12 @@ pub fn distribute_axes_across_factors(
                 // The factor takes the major part of size `common`; the rest is offered to the
                 // following factors.
                 let sub = SubAxis { pre_size: r.split_pre.unwrap_or(1), size: common };
-                add_axis_or_merge(&mut fs.axes, AxisRef { name: name.clone(), sub: Some(sub) }, mesh)?;
+                add_axis_or_merge(&mut fs.axes, AxisRef { name: *name, sub: Some(sub) }, mesh)?;
                 r.split_pre = Some(sub.next_pre_size());
                 r.size /= common;
                 room[i] /= common;
             } else {
-                add_axis_or_merge(&mut fs.axes, r.axis(name), mesh)?;
+                add_axis_or_merge(&mut fs.axes, r.axis(*name), mesh)?;
                 room[i] /= r.size;
                 advanced = true;
                 break;

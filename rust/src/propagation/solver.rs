@@ -1654,7 +1654,7 @@ impl<'g> Solver<'g> {
                 for (i, &v) in values.iter().enumerate() {
                     let Some(s) = &self.raw[v as usize] else { continue };
                     for (d, dim) in s.dims.iter().enumerate() {
-                        let is_manual = |a: &crate::axis::AxisRef| manual.contains(&a.name);
+                        let is_manual = |a: &crate::axis::AxisRef| manual.iter().any(|m| a.name == *m);
                         let first_free = dim.axes.iter().position(|a| !is_manual(a)).unwrap_or(dim.axes.len());
                         if let Some(a) = dim.axes[first_free..].iter().find(|a| is_manual(a)) {
                             return Err(Error::invariant(

@@ -31,7 +31,7 @@ pub fn is_fully_open(s: &TensorSharding) -> bool {
 }
 
 fn is_manual(axis: &AxisRef, manual: &[String]) -> bool {
-    manual.contains(&axis.name)
+    manual.iter().any(|m| axis.name == *m)
 }
 
 /// Number of leading axes of `axes` that are manual (the manual axes of a manual computation's

@@ -28,13 +28,13 @@ pub struct ShardingW(pub Option<String>, pub Option<MeshW>, pub Vec<DimW>, pub V
 
 impl From<&AxisRef> for AxisW {
     fn from(a: &AxisRef) -> Self {
-        AxisW(a.name.clone(), a.sub.map(|s| (s.pre_size, s.size)))
+        AxisW(a.name.into(), a.sub.map(|s| (s.pre_size, s.size)))
     }
 }
 
 impl From<AxisW> for AxisRef {
     fn from(a: AxisW) -> Self {
-        AxisRef { name: a.0, sub: a.1.map(|(pre_size, size)| SubAxis { pre_size, size }) }
+        AxisRef { name: a.0.into(), sub: a.1.map(|(pre_size, size)| SubAxis { pre_size, size }) }
     }
 }
 
@@ -62,7 +62,7 @@ fn axes_r(v: Vec<AxisW>) -> Vec<AxisRef> {
 impl From<&TensorSharding> for ShardingW {
     fn from(t: &TensorSharding) -> Self {
         let (name, mesh) = match &t.mesh {
-            MeshRef::Named(n) => (Some(n.clone()), None),
+            MeshRef::Named(n) => (Some(String::from(*n)), None),
             MeshRef::Inline(m) => (None, Some(MeshW::from(m))),
         };
         ShardingW(
@@ -79,7 +79,7 @@ impl From<&TensorSharding> for ShardingW {
 impl ShardingW {
     pub fn into_sharding(self) -> Result<TensorSharding> {
         let mesh = match (self.0, self.1) {
-            (Some(n), _) => MeshRef::Named(n),
+            (Some(n), _) => MeshRef::Named(n.into()),
             (None, Some(m)) => MeshRef::Inline(m.to_mesh()?),
             (None, None) => return Err(Error::mesh("a sharding needs a mesh name or an inlined mesh")),
         };
