@@ -669,11 +669,14 @@ fn debug_attribute_text() {
 #[test]
 fn candidates_equal_single_propagations_on_any_number_of_threads() {
     let mut b = Builder::new();
-    let (f, args) = b.func(&[&[8, 8], &[8, 8]]);
+    let (f, args) = b.func(&[&[8, 8], &[8, 8], &[8, 8]]);
     let (_, add) = b.op("stablehlo.add", Some(f), &[args[0], args[1]], &[&[8, 8]], Some(POINTWISE_8X8));
     let (_, abs) = b.op("stablehlo.abs", Some(f), &[add[0]], &[&[8, 8]], Some(UNARY_8X8));
-    b.ret(f, &[abs[0]], vec![None]);
-    let (graph, base) = b.build(&[MESH_AB]);
+    // A part no candidate touches: its propagated shardings are the base result's.
+    let (_, neg) = b.op("stablehlo.negate", Some(f), &[args[2]], &[&[8, 8]], Some(UNARY_8X8));
+    b.ret(f, &[abs[0], neg[0]], vec![None, None]);
+    let (graph, mut base) = b.build(&[MESH_AB]);
+    base.value_shardings[args[2] as usize] = Some(sharding(r#"<@mesh, [{"a"}, {}]>"#));
     let options = pass(Pass::UserPriority);
     let candidates: Vec<Candidate> = [
         (Some(r#"<@mesh, [{"a"}, {"b"}]>"#), None),
@@ -701,17 +704,34 @@ fn candidates_equal_single_propagations_on_any_number_of_threads() {
             texts
         })
         .collect();
+    let base_texts: Vec<Option<String>> =
+        propagate(&graph, base.clone(), &options).unwrap().value_shardings.iter().map(|s| s.as_ref().map(print_sharding)).collect();
     for threads in [1, 3] {
         let outs = propagate_candidates(&graph, &base, &options, &candidates, threads);
         assert_eq!(outs.len(), candidates.len());
         for (out, want) in outs.into_iter().zip(&expected) {
             let out = out.unwrap();
+            // Several candidates share the base result: only the differences are kept, and
+            // reading a value through them gives the full result.
+            assert_eq!(out.num_values(), want.len() - 1);
+            let differ = want[..want.len() - 1].iter().zip(&base_texts).filter(|(w, b)| w != b).count();
+            assert_eq!(out.num_changed(), differ, "{threads} threads: the compact form keeps the differences only");
+            assert!(differ < out.num_values());
+            let read: Vec<Option<String>> = (0..out.num_values() as u32).map(|v| out.value_sharding(v).map(print_sharding)).collect();
+            assert_eq!(read[..], want[..want.len() - 1], "{threads} threads");
+            assert_eq!(out.value_sharding(out.num_values() as u32), None);
+            let out = out.into_output();
             let mut texts: Vec<Option<String>> = out.value_shardings.iter().map(|s| s.as_ref().map(print_sharding)).collect();
             texts.push(out.func_results[0].1[0].as_ref().map(print_sharding));
             assert_eq!(&texts, want, "{threads} threads");
         }
     }
     assert_ne!(expected[0], expected[1], "the candidates lead to different results");
+    // One candidate: no base solve, the full result.
+    let one = propagate_candidates(&graph, &base, &options, &candidates[1..2], 1).pop().unwrap().unwrap();
+    assert_eq!(one.num_changed(), one.num_values());
+    let read: Vec<Option<String>> = (0..one.num_values() as u32).map(|v| one.value_sharding(v).map(print_sharding)).collect();
+    assert_eq!(read[..], expected[1][..expected[1].len() - 1]);
     let bad = Candidate { values: vec![(999, None)], func_results: vec![] };
     let outs = propagate_candidates(&graph, &base, &options, &[bad], 2);
     assert!(matches!(outs[0].as_ref().unwrap_err().kind, ErrorKind::Invariant { rule: "candidate-value" }));

@@ -6,8 +6,12 @@
 //! result is exactly what a single propagation of that input gives. To save work, the base
 //! input is propagated once first with its propagation steps recorded, and each candidate's
 //! solve replays a recorded step wherever its inputs recur instead of computing it, which
-//! changes nothing in the result (see [`super::step_memo`]). No thread outlives the call
-//! (`std::thread::scope`), so there is no pool to corrupt across `fork`.
+//! changes nothing in the result (see [`super::step_memo`]). The program's derived structure
+//! ([`Program`]) is built once and shared. Each result keeps only the value shardings that
+//! differ from the base input's result ([`CandidateOutput`]): most come out the same for every
+//! candidate, and full copies for hundreds of candidates cost more memory traffic (fresh
+//! pages) than the solves. No thread outlives the call (`std::thread::scope`), so there is
+//! no pool to corrupt across `fork`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,6 +21,7 @@ use crate::graph::Graph;
 use crate::sharding::TensorSharding;
 
 use super::layers::{propagate_with_steps, PassOptions};
+use super::program::Program;
 use super::solver::{SolverInput, SolverOutput};
 
 /// The stored shardings one candidate replaces: `(value, sharding)` and `(func op, result
@@ -50,19 +55,89 @@ impl Candidate {
     }
 }
 
+/// One candidate's result: the [`SolverOutput`] of its solve, with its value shardings kept
+/// as the differences from the base input's result when there is one (see the module
+/// documentation).
+#[derive(Debug, Clone)]
+pub struct CandidateOutput {
+    /// The output; its `value_shardings` is empty when `base` is set.
+    out: SolverOutput,
+    /// The base input's value shardings after propagation, shared by every candidate.
+    base: Option<Arc<Vec<Option<TensorSharding>>>>,
+    /// `(value, sharding)` where this result differs from `base`, by value.
+    changed: Vec<(u32, Option<TensorSharding>)>,
+}
+
+impl CandidateOutput {
+    fn new(mut out: SolverOutput, base: Option<&Arc<Vec<Option<TensorSharding>>>>) -> CandidateOutput {
+        let Some(base) = base.filter(|b| b.len() == out.value_shardings.len()) else {
+            return CandidateOutput { out, base: None, changed: Vec::new() };
+        };
+        let values = std::mem::take(&mut out.value_shardings);
+        let changed = values.into_iter().enumerate().filter(|(v, s)| *s != base[*v]).map(|(v, s)| (v as u32, s)).collect();
+        CandidateOutput { out, base: Some(base.clone()), changed }
+    }
+
+    /// Everything but the value shardings (use [`CandidateOutput::value_sharding`] or
+    /// [`CandidateOutput::value_shardings`] for those).
+    pub fn output(&self) -> &SolverOutput {
+        &self.out
+    }
+
+    /// The stored sharding of value `v` after propagation (`None` for none, or for an index
+    /// out of range).
+    pub fn value_sharding(&self, v: u32) -> Option<&TensorSharding> {
+        match &self.base {
+            None => self.out.value_shardings.get(v as usize)?.as_ref(),
+            Some(base) => match self.changed.binary_search_by_key(&v, |(c, _)| *c) {
+                Ok(i) => self.changed[i].1.as_ref(),
+                Err(_) => base.get(v as usize)?.as_ref(),
+            },
+        }
+    }
+
+    /// Number of values.
+    pub fn num_values(&self) -> usize {
+        self.base.as_ref().map_or(self.out.value_shardings.len(), |b| b.len())
+    }
+
+    /// Number of value shardings that differ from the base input's result (all of them when
+    /// there was no base solve).
+    pub fn num_changed(&self) -> usize {
+        if self.base.is_some() {
+            self.changed.len()
+        } else {
+            self.out.value_shardings.len()
+        }
+    }
+
+    /// The output in full, as [`super::layers::propagate`] returns it.
+    pub fn into_output(self) -> SolverOutput {
+        let Some(base) = self.base else { return self.out };
+        let mut values = base.as_ref().clone();
+        for (v, s) in self.changed {
+            values[v as usize] = s;
+        }
+        SolverOutput { value_shardings: values, ..self.out }
+    }
+}
+
 /// Propagates `base` with each candidate's overrides, on `threads` worker threads (at least
-/// one, at most one per candidate); results in candidate order, each as
-/// [`super::layers::propagate`] returns it for that input.
-pub fn propagate_candidates(graph: &Graph, base: &SolverInput, options: &PassOptions, candidates: &[Candidate], threads: usize) -> Vec<Result<SolverOutput>> {
+/// one, at most one per candidate); results in candidate order, each what
+/// [`super::layers::propagate`] returns for that input (see [`CandidateOutput`]).
+pub fn propagate_candidates(graph: &Graph, base: &SolverInput, options: &PassOptions, candidates: &[Candidate], threads: usize) -> Vec<Result<CandidateOutput>> {
     let n = candidates.len();
-    let slots: Vec<Mutex<Option<Result<SolverOutput>>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let prog = match Program::new(graph, &base.facts) {
+        Ok(p) => Arc::new(p),
+        Err(e) => return vec![Err(e); n],
+    };
+    let slots: Vec<Mutex<Option<Result<CandidateOutput>>>> = (0..n).map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
-    // The base solve's steps; a base input that fails to propagate only leaves none to replay
-    // (each candidate reports its own error).
-    let memo = if n > 1 {
-        propagate_with_steps(graph, base.clone(), options, None, true).ok().and_then(|(_, steps)| steps).map(Arc::new)
-    } else {
-        None
+    // The base solve's steps and result; a base input that fails to propagate only leaves
+    // none to replay (each candidate reports its own error).
+    let (memo, base_values) = match (n > 1).then(|| propagate_with_steps(&prog, base.clone(), options, None, true)) {
+        Some(Ok((out, steps))) => (steps.map(Arc::new), Some(Arc::new(out.value_shardings))),
+        _ => (None, None),
     };
     let work = || loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
@@ -72,8 +147,8 @@ pub fn propagate_candidates(graph: &Graph, base: &SolverInput, options: &PassOpt
         let mut input = base.clone();
         let out = candidates[i]
             .apply(&mut input)
-            .and_then(|()| propagate_with_steps(graph, input, options, memo.clone(), false))
-            .map(|(out, _)| out);
+            .and_then(|()| propagate_with_steps(&prog, input, options, memo.clone(), false))
+            .map(|(out, _)| CandidateOutput::new(out, base_values.as_ref()));
         *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
     };
     let workers = threads.clamp(1, n.max(1));

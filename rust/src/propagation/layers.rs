@@ -20,7 +20,7 @@
 
 use super::explain::{LayerTag, StrategyTag};
 use super::factor_prop::{AggressiveFactorPropagation, BasicFactorPropagation, FactorPropagation, PropagationDirection};
-use super::program::OpKind;
+use super::program::{OpKind, Program};
 use super::solver::{AnyDirection, DirectionPolicy, Solver, SolverInput, SolverOutput};
 use super::step_memo::StepMemo;
 use std::sync::Arc;
@@ -210,6 +210,24 @@ impl DirectionPolicy for OpPriorityDirection<'_> {
         };
         intersection(acc, self.outer.direction(solver, op, factor))
     }
+
+    /// As [`OpPriorityDirection::direction`] for each factor, with the heuristics that do not
+    /// depend on the factor (all but heuristic 2) computed once.
+    fn directions(&self, solver: &Solver<'_>, op: u32, num_factors: usize) -> Vec<Dir> {
+        let last = self.step.min(OP_PRIORITY_STEPS - 1);
+        let broadcast = solver.program().kind[op as usize] == OpKind::BroadcastInDim;
+        let mut outer = self.outer.directions(solver, op, num_factors);
+        if last >= 4 || (last == 3 && !broadcast) {
+            return outer;
+        }
+        let first = usize::from(last >= 1);
+        let op_level = (first..=last).filter(|&step| step != 2).fold(Dir::None, |acc, step| union(acc, heuristic(solver, step, op, 0)));
+        for (f, d) in outer.iter_mut().enumerate() {
+            let acc = if last >= 2 { union(op_level, heuristic(solver, 2, op, f)) } else { op_level };
+            *d = intersection(acc, *d);
+        }
+        outer
+    }
 }
 
 /// The op-priority layer (see the module documentation); with `enabled` false it is its inner
@@ -327,22 +345,24 @@ impl PassOptions {
 /// unknown to their mesh, unknown meshes); and, as Shardy's verifier after the pass, a manual
 /// computation left with a manual axis after a free one (rule `manual-axis-after-free-axis`).
 pub fn propagate(graph: &Graph, input: SolverInput, options: &PassOptions) -> Result<SolverOutput> {
-    propagate_with_steps(graph, input, options, None, false).map(|(out, _)| out)
+    let prog = Arc::new(Program::new(graph, &input.facts)?);
+    propagate_with_steps(&prog, input, options, None, false).map(|(out, _)| out)
 }
 
 /// [`propagate`], replaying the steps of `replay` where their inputs recur and, with `record`,
 /// recording this solve's steps (see [`super::step_memo`]): the output is what [`propagate`]
 /// gives, and the recorded steps come with it (`None` without `record`, or when debugging
-/// data is recorded). `replay` must come from a solve of the same graph with the same options
-/// and meshes. Errors as [`propagate`].
+/// data is recorded). `prog` is the program of the graph and `input`'s facts (see
+/// [`Solver::with_program`]). `replay` must come from a solve of the same graph with the same
+/// options and meshes. Errors as [`propagate`].
 pub fn propagate_with_steps(
-    graph: &Graph,
+    prog: &Arc<Program<'_>>,
     input: SolverInput,
     options: &PassOptions,
     replay: Option<Arc<StepMemo>>,
     record: bool,
 ) -> Result<(SolverOutput, Option<StepMemo>)> {
-    let mut solver = Solver::new(graph, input, options.conservative)?;
+    let mut solver = Solver::with_program(prog.clone(), input, options.conservative)?;
     if record {
         solver.record_steps();
     }

@@ -33,5 +33,5 @@ pub use projection::{
 pub use debug::{DebugOptions, EdgeNode, EdgeNodeKind, Origin, OriginKind, PropagationEdge, ShardingDebug};
 pub use layers::{propagate, FactorLayer, Layer, OpPriorityLayer, Pass, PassOptions, StrategyKind, UserPriorityLayer};
 pub use program::{OpKind, Program, ProgramFacts};
-pub use batch::{propagate_candidates, Candidate};
+pub use batch::{propagate_candidates, Candidate, CandidateOutput};
 pub use solver::{AnyDirection, DirectionPolicy, GroupConflict, Solver, SolverInput, SolverOutput, SolverStats};

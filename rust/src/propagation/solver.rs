@@ -68,6 +68,13 @@ pub trait DirectionPolicy {
     /// The direction for factor `factor` of op `op` (an index of the rule the op propagates
     /// with: its own rule, or the identity rule of a data flow edge).
     fn direction(&self, solver: &Solver<'_>, op: u32, factor: usize) -> Dir;
+
+    /// The directions for factors `0..num_factors` of op `op`, each as
+    /// [`DirectionPolicy::direction`] gives it (a policy overrides this where parts of the
+    /// answer hold for the whole op).
+    fn directions(&self, solver: &Solver<'_>, op: u32, num_factors: usize) -> Vec<Dir> {
+        (0..num_factors).map(|f| self.direction(solver, op, f)).collect()
+    }
 }
 
 /// Every op may propagate both ways (Shardy `propagateAny`).
@@ -219,7 +226,7 @@ pub enum PriorityTarget {
 
 /// The solver state; see the module documentation.
 pub struct Solver<'g> {
-    prog: Program<'g>,
+    prog: Arc<Program<'g>>,
     meshes: HashMap<String, Mesh>,
     raw: Vec<Option<TensorSharding>>,
     func_results: HashMap<u32, Vec<Option<TensorSharding>>>,
@@ -259,6 +266,14 @@ impl<'g> Solver<'g> {
     /// (indices out of range, ops of the wrong kind, a value in two sharding groups).
     pub fn new(graph: &'g Graph, input: SolverInput, conservative: bool) -> Result<Solver<'g>> {
         let prog = Program::new(graph, &input.facts)?;
+        Solver::with_program(Arc::new(prog), input, conservative)
+    }
+
+    /// A solver over `prog`, the program [`Program::new`] makes of a graph and the facts of
+    /// `input` (which are not looked at again: solves of one program with different shardings
+    /// share it). Errors as [`Solver::new`].
+    pub fn with_program(prog: Arc<Program<'g>>, input: SolverInput, conservative: bool) -> Result<Solver<'g>> {
+        let graph: &'g Graph = prog.graph;
         let n_values = graph.num_values();
         let n_ops = graph.num_ops();
         if input.value_shardings.len() != n_values {
@@ -841,7 +856,7 @@ impl<'g> Solver<'g> {
     /// A remembered step of `action` with the same inputs as this one (see
     /// [`super::step_memo`]).
     fn find_step<'m>(&self, memo: &'m StepMemo, action: u32, id: u8, operands: &[Tensor], results: &[Tensor], dirs: &[Dir]) -> Option<&'m Step> {
-        memo.steps(action).iter().find(|step| {
+        memo.steps(action, results).iter().find(|step| {
             let n = step.num_operands as usize;
             if step.strategy != id
                 || n != operands.len()
@@ -1081,7 +1096,7 @@ impl<'g> Solver<'g> {
     }
 
     fn directions(&self, policy: &dyn DirectionPolicy, op: u32, num_factors: usize) -> Vec<Dir> {
-        (0..num_factors).map(|f| policy.direction(self, op, f)).collect()
+        policy.directions(self, op, num_factors)
     }
 
     /// Shardy's `PropagateRegisteredOp`: through an op with a sharding rule.
@@ -1183,10 +1198,14 @@ impl<'g> Solver<'g> {
     /// since and had the directions `policy` gives now.
     fn same_as_remembered(&self, op: u32, id: Option<u8>, policy: &dyn DirectionPolicy) -> bool {
         let Some((counts, dirs)) = self.cache.lookup(op, id) else { return false };
+        if dirs.iter().all(Option::is_none) {
+            return true;
+        }
+        let now = policy.directions(self, op, counts.iter().copied().max().unwrap_or(0) as usize);
         let mut i = 0;
         for &n in counts {
-            for f in 0..n as usize {
-                if dirs[i].is_some_and(|d| policy.direction(self, op, f) != d) {
+            for &d in &now[..n as usize] {
+                if dirs[i].is_some_and(|was| was != d) {
                     return false;
                 }
                 i += 1;

@@ -20,6 +20,8 @@
 //! with the same stores and announcements in the same order, so the run is identical to one
 //! without the memo.
 
+use std::collections::HashMap;
+
 use super::factor_prop::PropagationDirection;
 use super::solver::Tensor;
 use crate::sharding::TensorSharding;
@@ -50,36 +52,53 @@ pub(crate) struct Step {
     pub updates: Vec<(Tensor, TensorSharding)>,
 }
 
-/// The steps of one run by op (see the module documentation). Read-only once recorded, so one
-/// memo serves every worker thread.
+/// The steps of one run by op, and by function result for the steps between the main
+/// function's return values and its result shardings (one op, many results) (see the module
+/// documentation). Read-only once recorded, so one memo serves every worker thread.
 #[derive(Debug, Clone, Default)]
 pub struct StepMemo {
     per_op: Vec<Vec<Step>>,
+    per_func_result: HashMap<(u32, u32), Vec<Step>>,
 }
 
-/// Distinct steps kept per op at most; later ones are dropped (a run visits most ops a few
-/// times).
+/// Distinct steps kept per op (or function result) at most; later ones are dropped (a run
+/// visits most ops a few times).
 const MAX_STEPS_PER_OP: usize = 8;
+
+/// The function result a step writes, when it is a step of Shardy's `propagateFuncResults`.
+fn func_result(results: &[Tensor]) -> Option<(u32, u32)> {
+    match results {
+        [Tensor::FuncResult(f, k)] => Some((*f, *k)),
+        _ => None,
+    }
+}
 
 impl StepMemo {
     /// An empty memo for a program of `num_ops` ops.
     pub fn new(num_ops: usize) -> StepMemo {
-        StepMemo { per_op: vec![Vec::new(); num_ops] }
+        StepMemo { per_op: vec![Vec::new(); num_ops], per_func_result: HashMap::new() }
     }
 
     /// Number of steps kept.
     pub fn len(&self) -> usize {
-        self.per_op.iter().map(Vec::len).sum()
+        self.per_op.iter().map(Vec::len).sum::<usize>() + self.per_func_result.values().map(Vec::len).sum::<usize>()
     }
 
     /// Whether no step is kept.
     pub fn is_empty(&self) -> bool {
-        self.per_op.iter().all(Vec::is_empty)
+        self.len() == 0
     }
 
     /// Keeps a step of op `op`, unless an equal one is kept already.
     pub(crate) fn insert(&mut self, op: u32, step: Step) {
-        let Some(steps) = self.per_op.get_mut(op as usize) else { return };
+        let key = func_result(&step.tensors[step.num_operands as usize..]);
+        let steps = match key {
+            Some(key) => self.per_func_result.entry(key).or_default(),
+            None => match self.per_op.get_mut(op as usize) {
+                Some(steps) => steps,
+                None => return,
+            },
+        };
         let same = |s: &Step| {
             s.strategy == step.strategy && s.tensors == step.tensors && s.dirs == step.dirs && s.reads == step.reads
         };
@@ -88,8 +107,11 @@ impl StepMemo {
         }
     }
 
-    /// The steps kept for op `op`.
-    pub(crate) fn steps(&self, op: u32) -> &[Step] {
-        self.per_op.get(op as usize).map_or(&[], Vec::as_slice)
+    /// The steps kept for op `op` writing `results`.
+    pub(crate) fn steps(&self, op: u32, results: &[Tensor]) -> &[Step] {
+        match func_result(results) {
+            Some(key) => self.per_func_result.get(&key).map_or(&[], Vec::as_slice),
+            None => self.per_op.get(op as usize).map_or(&[], Vec::as_slice),
+        }
     }
 }

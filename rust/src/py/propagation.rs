@@ -33,7 +33,7 @@ use crate::propagation::debug::{
     PropagationEdge,
 };
 use crate::propagation::explain::{Conflict, LayerTag};
-use crate::propagation::batch::{propagate_candidates as propagate_candidates_core, Candidate};
+use crate::propagation::batch::{propagate_candidates as propagate_candidates_core, Candidate, CandidateOutput};
 use crate::propagation::layers::{direction_from_name, propagate, Pass, PassOptions, StrategyKind};
 use crate::propagation::program::ProgramFacts;
 use crate::propagation::solver::{SolverInput, SolverOutput};
@@ -97,7 +97,24 @@ fn edge_r((sk, si, tk, ti, step): EdgeW) -> PyResult<PropagationEdge> {
 /// What a propagation pass computed (see `propagate_shardings`).
 #[pyclass(frozen, module = "shardwise._native", name = "PropagationResult")]
 pub struct PyPropagationResult {
-    out: SolverOutput,
+    held: Held,
+}
+
+/// A single solve's output, or one candidate's (which keeps its value shardings as the
+/// differences from a shared base result).
+enum Held {
+    Full(SolverOutput),
+    Candidate(CandidateOutput),
+}
+
+impl PyPropagationResult {
+    /// Everything but the value shardings.
+    fn out(&self) -> &SolverOutput {
+        match &self.held {
+            Held::Full(out) => out,
+            Held::Candidate(c) => c.output(),
+        }
+    }
 }
 
 fn wire(s: &Option<TensorSharding>) -> Option<ShardingW> {
@@ -109,64 +126,67 @@ impl PyPropagationResult {
     /// The stored sharding of each value after propagation, indexed like the input.
     #[getter]
     fn shardings(&self) -> Vec<Option<ShardingW>> {
-        self.out.value_shardings.iter().map(wire).collect()
+        match &self.held {
+            Held::Full(out) => out.value_shardings.iter().map(wire).collect(),
+            Held::Candidate(c) => (0..c.num_values() as u32).map(|v| c.value_sharding(v).map(ShardingW::from)).collect(),
+        }
     }
 
     /// ``(func op, result shardings)`` for each function given.
     #[getter]
     fn func_results(&self) -> FuncResultsW {
-        self.out.func_results.iter().map(|(f, r)| (*f, r.iter().map(wire).collect())).collect()
+        self.out().func_results.iter().map(|(f, r)| (*f, r.iter().map(wire).collect())).collect()
     }
 
     /// Ops erased because their results were unused and they have no side effects.
     #[getter]
     fn erased_ops(&self) -> Vec<u32> {
-        self.out.erased_ops.clone()
+        self.out().erased_ops.clone()
     }
 
     /// Ops that propagated with their sharding rule (where Shardy sets the rule on the op).
     #[getter]
     fn rule_ops(&self) -> Vec<u32> {
-        self.out.rule_ops.clone()
+        self.out().rule_ops.clone()
     }
 
     /// ``(group id, member values, first sharding)`` of each sharding group whose members'
     /// shardings conflict; when not empty, nothing was propagated.
     #[getter]
     fn group_conflicts(&self) -> Vec<(i64, Vec<u32>, ShardingW)> {
-        self.out.group_conflicts.iter().map(|c| (c.group_id, c.members.clone(), ShardingW::from(&c.sharding))).collect()
+        self.out().group_conflicts.iter().map(|c| (c.group_id, c.members.clone(), ShardingW::from(&c.sharding))).collect()
     }
 
     /// Fixed-point rounds run.
     #[getter]
     fn rounds(&self) -> u32 {
-        self.out.stats.rounds
+        self.out().stats.rounds
     }
 
     /// Ops popped from the worklist and propagated through.
     #[getter]
     fn visits(&self) -> u64 {
-        self.out.stats.visits
+        self.out().stats.visits
     }
 
     /// Shardings changed by propagation.
     #[getter]
     fn updates(&self) -> u64 {
-        self.out.stats.updates
+        self.out().stats.updates
     }
 
     /// Whether debugging records were kept (``debug_sharding_origins`` or
     /// ``debug_propagation_edges``).
     #[getter]
     fn has_debug(&self) -> bool {
-        self.out.debug.is_some()
+        self.out().debug.is_some()
     }
 
     /// ``(value, [(axis, origin), ...])``: the origin of each axis of each value's sharding,
     /// axes in the order they were recorded (with ``debug_sharding_origins``).
     #[getter]
     fn debug_origins(&self) -> Vec<(u32, Vec<(AxisW, OriginW)>)> {
-        let Some(d) = &self.out.debug else { return Vec::new() };
+        let Some(d) = &self.out().debug else { return Vec::new() };
         d.value_origins.iter().map(|(v, m)| (*v, m.iter().map(|(a, o)| (AxisW::from(a), origin_w(o))).collect())).collect()
     }
 
@@ -174,7 +194,7 @@ impl PyPropagationResult {
     /// ``debug_propagation_edges``).
     #[getter]
     fn debug_edges(&self) -> Vec<(u32, AxisEdgesW)> {
-        let Some(d) = &self.out.debug else { return Vec::new() };
+        let Some(d) = &self.out().debug else { return Vec::new() };
         d.op_edges.iter().map(|(op, m)| (*op, axis_edges_w(m))).collect()
     }
 
@@ -183,7 +203,7 @@ impl PyPropagationResult {
     /// result 0).
     #[getter]
     fn debug_func_result_edges(&self) -> Vec<(u32, Vec<AxisEdgesW>)> {
-        let Some(d) = &self.out.debug else { return Vec::new() };
+        let Some(d) = &self.out().debug else { return Vec::new() };
         d.func_result_edges.iter().map(|(f, rs)| (*f, rs.iter().map(axis_edges_w).collect())).collect()
     }
 
@@ -191,21 +211,21 @@ impl PyPropagationResult {
     /// manual computation (with ``debug_sharding_origins``).
     #[getter]
     fn debug_origin_names(&self) -> Vec<(u32, String)> {
-        self.out.debug.as_ref().map(|d| d.origin_names.clone()).unwrap_or_default()
+        self.out().debug.as_ref().map(|d| d.origin_names.clone()).unwrap_or_default()
     }
 
     /// ``(value, axis)``: axes propagated from a tensor without a recorded origin for them
     /// (Shardy's behaviour is undefined there; nothing is recorded).
     #[getter]
     fn debug_missing_origins(&self) -> Vec<(u32, AxisW)> {
-        let Some(d) = &self.out.debug else { return Vec::new() };
+        let Some(d) = &self.out().debug else { return Vec::new() };
         d.missing_origins.iter().map(|(v, a)| (*v, AxisW::from(a))).collect()
     }
 
     /// ``(step, op, layer)`` of each propagation step (with ``debug_explain``).
     #[getter]
     fn debug_steps(&self) -> Vec<(i64, u32, LayerW)> {
-        let Some(d) = &self.out.debug else { return Vec::new() };
+        let Some(d) = &self.out().debug else { return Vec::new() };
         d.steps.iter().map(|s| (s.step, s.op, layer_w(&s.layer))).collect()
     }
 
@@ -213,7 +233,7 @@ impl PyPropagationResult {
     /// step (with ``debug_explain``).
     #[getter]
     fn debug_hops(&self) -> Vec<HopW> {
-        let Some(d) = &self.out.debug else { return Vec::new() };
+        let Some(d) = &self.out().debug else { return Vec::new() };
         d.hops
             .iter()
             .map(|h| (h.step, h.op, AxisW::from(&h.axis), h.factor, node_w(&h.source, h.source_value), node_w(&h.target, h.target_value)))
@@ -224,7 +244,7 @@ impl PyPropagationResult {
     /// the module documentation for the tuple.
     #[getter]
     fn debug_conflicts(&self) -> Vec<ConflictW> {
-        let Some(d) = &self.out.debug else { return Vec::new() };
+        let Some(d) = &self.out().debug else { return Vec::new() };
         d.conflicts.iter().map(conflict_w).collect()
     }
 
@@ -232,7 +252,7 @@ impl PyPropagationResult {
     /// taken); ``None`` without debugging records.
     #[getter]
     fn debug_next_step(&self) -> Option<i64> {
-        self.out.debug.as_ref().map(|d| d.next_step)
+        self.out().debug.as_ref().map(|d| d.next_step)
     }
 }
 
@@ -377,7 +397,7 @@ fn propagate_shardings(
     let (input, options) = solver_setup(py, meshes, shardings, func_results, pass_name, strategy, conservative, run_op_priority, main_func, callees, symbol_users, manual_axes, sharding_groups, barrier_directions, side_effecting_ops, offload_ops, non_tensor_values, forward_use_order_values, debug_sharding_origins, debug_propagation_edges, debug_first_step, debug_skip_ops, debug_explain)?;
     let g = graph.get().inner.clone();
     let out = py.detach(|| propagate(&g, input, &options)).py(py)?;
-    Ok(PyPropagationResult { out })
+    Ok(PyPropagationResult { held: Held::Full(out) })
 }
 
 type CandidateW = (Vec<(u32, Option<ShardingW>)>, Vec<(u32, usize, Option<ShardingW>)>);
@@ -440,7 +460,7 @@ fn propagate_candidates(
         .py(py)?;
     let g = graph.get().inner.clone();
     let outs = py.detach(|| propagate_candidates_core(&g, &input, &options, &candidates, threads));
-    outs.into_iter().map(|r| r.py(py).map(|out| PyPropagationResult { out })).collect()
+    outs.into_iter().map(|r| r.py(py).map(|c| PyPropagationResult { held: Held::Candidate(c) })).collect()
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
