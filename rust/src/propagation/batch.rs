@@ -139,17 +139,25 @@ pub fn propagate_candidates(graph: &Graph, base: &SolverInput, options: &PassOpt
         Some(Ok((out, steps))) => (steps.map(Arc::new), Some(Arc::new(out.value_shardings))),
         _ => (None, None),
     };
-    let work = || loop {
-        let i = next.fetch_add(1, Ordering::Relaxed);
-        if i >= n {
-            break;
+    let work = || {
+        // This worker's memo: the base solve's steps, then also the steps its own candidates
+        // computed (candidates that share an override repeat each other's steps near it).
+        let mut known = memo.clone();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= n {
+                break;
+            }
+            let mut input = base.clone();
+            let out = candidates[i].apply(&mut input).and_then(|()| propagate_with_steps(&prog, input, options, known.clone(), known.is_some()));
+            let out = out.map(|(out, steps)| {
+                if let (Some(known), Some(steps)) = (known.as_mut(), steps) {
+                    Arc::make_mut(known).absorb(steps);
+                }
+                CandidateOutput::new(out, base_values.as_ref())
+            });
+            *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
         }
-        let mut input = base.clone();
-        let out = candidates[i]
-            .apply(&mut input)
-            .and_then(|()| propagate_with_steps(&prog, input, options, memo.clone(), false))
-            .map(|(out, _)| CandidateOutput::new(out, base_values.as_ref()));
-        *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
     };
     let workers = threads.clamp(1, n.max(1));
     if workers == 1 {

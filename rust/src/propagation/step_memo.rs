@@ -107,6 +107,21 @@ impl StepMemo {
         }
     }
 
+    /// Keeps the steps of `other` (recorded by a run of the same program with the same
+    /// options) as [`StepMemo::insert`] keeps each.
+    pub fn absorb(&mut self, other: StepMemo) {
+        for (op, steps) in other.per_op.into_iter().enumerate() {
+            for step in steps {
+                self.insert(op as u32, step);
+            }
+        }
+        for ((func, _), steps) in other.per_func_result {
+            for step in steps {
+                self.insert(func, step);
+            }
+        }
+    }
+
     /// The steps kept for op `op` writing `results`.
     pub(crate) fn steps(&self, op: u32, results: &[Tensor]) -> &[Step] {
         match func_result(results) {
