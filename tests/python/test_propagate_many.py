@@ -58,6 +58,21 @@ def test_batched_candidates_equal_one_by_one(step: sw.Module) -> None:
                 assert args[int(key[3:])] is not None
 
 
+def test_candidate_results_read_value_by_value(step: sw.Module) -> None:
+    # Each result keeps only what differs from the unannotated program's result; reading some
+    # values gives what reading all of them gives.
+    results = sw.propagate_many(step, _candidates(step, 4, seed=3), threads=2)
+    assert isinstance(results, sw.CandidateResults) and results.batched
+    for r in results:
+        out = r._out
+        full = out.shardings
+        assert any(w is not None for w in full)
+        assert out.shardings_of(list(range(len(full)))) == full
+        assert out.shardings_of([len(full) - 1, 0]) == [full[-1], full[0]]
+        with pytest.raises(IndexError, match=f"value {len(full)} is out of range"):
+            out.shardings_of([len(full)])
+
+
 def test_threads_do_not_change_results(step: sw.Module) -> None:
     cands = _candidates(step, 8, seed=2)
     one = sw.propagate_many(step, cands, threads=1)

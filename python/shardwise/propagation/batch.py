@@ -91,8 +91,8 @@ class CandidateResult:
         b = self._batch
         assert b._frozen is not None and b._main is not None
         meshes = b._base_meshes
-        wires = self._out.shardings
-        args = [_sharding(wires[b._frozen.value_index(a)], meshes) for a in b._main.args]
+        wires = self._out.shardings_of([b._frozen.value_index(a) for a in b._main.args])
+        args = [_sharding(w, meshes) for w in wires]
         main_index = b._frozen.op_index(b._main)
         results: list[TensorSharding | None] = []
         for f, ws in self._out.func_results:
@@ -221,6 +221,14 @@ def _batchable(module: Module, keys: set[tuple[str, int]]) -> bool:
 
 
 def _propagate_candidates(module: Module, candidates: Sequence[Candidate], threads: int, conservative: bool) -> CandidateResults:
+    # The collector is paused throughout: the many small objects made here would otherwise
+    # set off full collections, which walk every object of the process (the module's IR, and
+    # whatever else the caller holds).
+    with no_cyclic_gc():
+        return _propagate_candidates_nogc(module, candidates, threads, conservative)
+
+
+def _propagate_candidates_nogc(module: Module, candidates: Sequence[Candidate], threads: int, conservative: bool) -> CandidateResults:
     from shardwise.passes import run_pipeline
     from shardwise.propagation import _check_types, _facts, _stored
 
@@ -232,9 +240,8 @@ def _propagate_candidates(module: Module, candidates: Sequence[Candidate], threa
         return results
     base = module.copy()
     _check_types(base)
-    with no_cyclic_gc():
-        run_pipeline(base, _pipeline_halves()[0])
-        frozen = freeze(base, conservative=conservative)
+    run_pipeline(base, _pipeline_halves()[0])
+    frozen = freeze(base, conservative=conservative)
     main = _main(base)
     main_index = frozen.op_index(main)
     meshes = base.meshes

@@ -132,6 +132,27 @@ impl PyPropagationResult {
         }
     }
 
+    /// The stored sharding of each of `values` after propagation. Raises ``IndexError`` for
+    /// a value out of range.
+    fn shardings_of(&self, values: Vec<u32>) -> PyResult<Vec<Option<ShardingW>>> {
+        let n = match &self.held {
+            Held::Full(out) => out.value_shardings.len(),
+            Held::Candidate(c) => c.num_values(),
+        };
+        values
+            .into_iter()
+            .map(|v| {
+                if v as usize >= n {
+                    return Err(pyo3::exceptions::PyIndexError::new_err(format!("value {v} is out of range: the program has {n} values")));
+                }
+                Ok(match &self.held {
+                    Held::Full(out) => wire(&out.value_shardings[v as usize]),
+                    Held::Candidate(c) => c.value_sharding(v).map(ShardingW::from),
+                })
+            })
+            .collect()
+    }
+
     /// ``(func op, result shardings)`` for each function given.
     #[getter]
     fn func_results(&self) -> FuncResultsW {
