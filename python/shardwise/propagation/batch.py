@@ -172,8 +172,7 @@ def _main(module: Module) -> Func:
     return f
 
 
-def _key(module: Module, key: str | Value) -> tuple[str, int]:
-    main = _main(module)
+def _key(main: Func, key: str | Value) -> tuple[str, int]:
     if isinstance(key, Value):
         for i, a in enumerate(main.args):
             if a is key:
@@ -189,13 +188,11 @@ def _key(module: Module, key: str | Value) -> tuple[str, int]:
     raise ValueError(f"candidate key {key!r}: expected 'argN', 'resultN' or an argument Value of @{main.sym_name}")
 
 
-def _check(module: Module, key: tuple[str, int], s: TensorSharding | None) -> TensorSharding | None:
+def _check(main: Func, meshes: dict[str, Any], key: tuple[str, int], s: TensorSharding | None) -> TensorSharding | None:
     if s is None:
         return None
     if not isinstance(s, TensorSharding):
         raise TypeError(f"candidate sharding for {key[0]}{key[1]} must be a TensorSharding or None, got {type(s).__name__}")
-    main = _main(module)
-    meshes = module.meshes
     if s.mesh_name not in meshes:
         raise ValueError(f"candidate sharding {s} for {key[0]}{key[1]} names mesh @{s.mesh_name}; the module defines {sorted(meshes)}")
     if s.mesh is None:
@@ -233,7 +230,8 @@ def _propagate_candidates_nogc(module: Module, candidates: Sequence[Candidate], 
     from shardwise.propagation import _check_types, _facts, _stored
 
     results = CandidateResults(module, conservative, threads)
-    annotated = [{k: _check(module, k, s) for k, s in ((_key(module, key), s) for key, s in c.items())} for c in candidates]
+    main, meshes = _main(module), module.meshes
+    annotated = [{k: _check(main, meshes, k, s) for k, s in ((_key(main, key), s) for key, s in c.items())} for c in candidates]
     keys = {k for a in annotated for k in a}
     if not _batchable(module, keys):
         results._items = [CandidateResult(results, i, a, None) for i, a in enumerate(annotated)]
