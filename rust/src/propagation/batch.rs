@@ -22,6 +22,7 @@ use crate::sharding::TensorSharding;
 
 use super::layers::{propagate_with_steps, PassOptions};
 use super::program::Program;
+use super::step_cache::StepCache;
 use super::solver::{SolverInput, SolverOutput};
 
 /// The stored shardings one candidate replaces: `(value, sharding)` and `(func op, result
@@ -135,21 +136,24 @@ pub fn propagate_candidates(graph: &Graph, base: &SolverInput, options: &PassOpt
     let next = AtomicUsize::new(0);
     // The base solve's steps and result; a base input that fails to propagate only leaves
     // none to replay (each candidate reports its own error).
-    let (memo, base_values) = match (n > 1).then(|| propagate_with_steps(&prog, base.clone(), options, None, true)) {
+    let mut base_cache = StepCache::new();
+    let (memo, base_values) = match (n > 1).then(|| propagate_with_steps(&prog, base.clone(), options, None, true, Some(&mut base_cache))) {
         Some(Ok((out, steps))) => (steps.map(Arc::new), Some(Arc::new(out.value_shardings))),
         _ => (None, None),
     };
     let work = || {
         // This worker's memo: the base solve's steps, then also the steps its own candidates
-        // computed (candidates that share an override repeat each other's steps near it).
+        // computed (candidates that share an override repeat each other's steps near it);
+        // likewise its step outcomes by content.
         let mut known = memo.clone();
+        let mut cache = base_cache.clone();
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
             if i >= n {
                 break;
             }
             let mut input = base.clone();
-            let out = candidates[i].apply(&mut input).and_then(|()| propagate_with_steps(&prog, input, options, known.clone(), known.is_some()));
+            let out = candidates[i].apply(&mut input).and_then(|()| propagate_with_steps(&prog, input, options, known.clone(), known.is_some(), Some(&mut cache)));
             let out = out.map(|(out, steps)| {
                 if let (Some(known), Some(steps)) = (known.as_mut(), steps) {
                     Arc::make_mut(known).absorb(steps);

@@ -22,6 +22,7 @@ use super::explain::{LayerTag, StrategyTag};
 use super::factor_prop::{AggressiveFactorPropagation, BasicFactorPropagation, FactorPropagation, PropagationDirection};
 use super::program::{OpKind, Program};
 use super::solver::{AnyDirection, DirectionPolicy, Solver, SolverInput, SolverOutput};
+use super::step_cache::StepCache;
 use super::step_memo::StepMemo;
 use std::sync::Arc;
 use crate::error::{Error, Result};
@@ -346,7 +347,7 @@ impl PassOptions {
 /// computation left with a manual axis after a free one (rule `manual-axis-after-free-axis`).
 pub fn propagate(graph: &Graph, input: SolverInput, options: &PassOptions) -> Result<SolverOutput> {
     let prog = Arc::new(Program::new(graph, &input.facts)?);
-    propagate_with_steps(&prog, input, options, None, false).map(|(out, _)| out)
+    propagate_with_steps(&prog, input, options, None, false, None).map(|(out, _)| out)
 }
 
 /// [`propagate`], replaying the steps of `replay` where their inputs recur and, with `record`,
@@ -354,15 +355,21 @@ pub fn propagate(graph: &Graph, input: SolverInput, options: &PassOptions) -> Re
 /// gives, and the recorded steps come with it (`None` without `record`, or when debugging
 /// data is recorded). `prog` is the program of the graph and `input`'s facts (see
 /// [`Solver::with_program`]). `replay` must come from a solve of the same graph with the same
-/// options and meshes. Errors as [`propagate`].
+/// options and meshes. With `cache`, the solve starts from those step outcomes (see
+/// [`super::step_cache`]; from solves of the same program with the same meshes) and leaves
+/// its own there. Errors as [`propagate`].
 pub fn propagate_with_steps(
     prog: &Arc<Program<'_>>,
     input: SolverInput,
     options: &PassOptions,
     replay: Option<Arc<StepMemo>>,
     record: bool,
+    mut cache: Option<&mut StepCache>,
 ) -> Result<(SolverOutput, Option<StepMemo>)> {
     let mut solver = Solver::with_program(prog.clone(), input, options.conservative)?;
+    if let Some(cache) = cache.as_deref_mut() {
+        solver.use_step_cache(std::mem::take(cache));
+    }
     if record {
         solver.record_steps();
     }
@@ -371,6 +378,9 @@ pub fn propagate_with_steps(
     }
     let conflicts = solver.sync_sharding_groups();
     if !conflicts.is_empty() {
+        if let Some(cache) = cache {
+            *cache = solver.take_step_cache();
+        }
         let steps = solver.take_steps();
         let mut out = solver.into_output();
         out.group_conflicts = conflicts;
@@ -379,6 +389,9 @@ pub fn propagate_with_steps(
     options.layer().propagate(&mut solver, &AnyDirection)?;
     solver.verify_manual_computations()?;
     let steps = solver.take_steps();
+    if let Some(cache) = cache {
+        *cache = solver.take_step_cache();
+    }
     Ok((solver.into_output(), steps))
 }
 

@@ -6,8 +6,10 @@
 //! pass layers basic < aggressive < op-priority < user-priority in [`layers`]), which can record
 //! where each propagated axis came from ([`debug`]) and, for `shardwise.explain`, which layer
 //! took each step and why axes were dropped ([`explain`]). The solver skips op visits known to
-//! change nothing (`visit_cache`), and many solves of one program ([`batch`]) replay the steps
-//! of a base solve where their inputs recur ([`step_memo`]).
+//! change nothing (`visit_cache`), looks up the outcome of a step through an op with its rule by
+//! what the step reads, wherever in the program it met that step before ([`step_cache`]), and
+//! many solves of one program ([`batch`]) replay the steps of a base solve where their inputs
+//! recur ([`step_memo`]).
 
 pub mod axes;
 pub mod batch;
@@ -18,6 +20,7 @@ pub mod layers;
 pub mod program;
 pub mod projection;
 pub mod solver;
+pub mod step_cache;
 pub mod step_memo;
 pub mod transforms;
 mod visit_cache;

@@ -40,6 +40,7 @@
 #![warn(missing_docs)]
 
 use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -48,6 +49,7 @@ use super::explain::{diagnose, Conflict, Hop, LayerTag, StepRecord, VisitInfo};
 use super::factor_prop::{FactorPropagation, OpInfo, PropagationDirection};
 use super::program::{Effects, OpKind, Program, ProgramFacts};
 use super::projection::ShardingProjection;
+use super::step_cache::{StepCache, StepContext, StepOutcome};
 use super::step_memo::{Step, StepMemo, Stored};
 use super::visit_cache::VisitCache;
 use super::transforms::{
@@ -253,6 +255,13 @@ pub struct Solver<'g> {
     memo_out: Option<StepMemo>,
     /// Steps of another run to replay.
     memo_in: Option<Arc<StepMemo>>,
+    /// Outcomes of steps by content (see [`super::step_cache`]).
+    step_cache: RefCell<StepCache>,
+    /// Per value, `(structure, shardable)`: what `shardable` found in epoch `structure`
+    /// (`NONE` for none).
+    shardable_memo: Vec<Cell<(u32, u32)>>,
+    /// Epoch of the program's structure, counting erased ops from 1.
+    structure: u32,
 }
 
 impl<'g> Solver<'g> {
@@ -349,6 +358,9 @@ impl<'g> Solver<'g> {
             identity_rules: HashMap::new(),
             memo_out: None,
             memo_in: None,
+            step_cache: RefCell::new(StepCache::new()),
+            shardable_memo: vec![Cell::new((0, NONE)); n_values],
+            structure: 1,
         };
         if let Some(options) = debug {
             solver.prepare_debug(options);
@@ -378,6 +390,17 @@ impl<'g> Solver<'g> {
         if self.debug.is_none() {
             self.memo_in = Some(memo);
         }
+    }
+
+    /// Starts from the step outcomes of `cache`, kept by solves of the same program with the
+    /// same meshes (see [`super::step_cache`]).
+    pub fn use_step_cache(&mut self, cache: StepCache) {
+        self.step_cache = RefCell::new(cache);
+    }
+
+    /// The step outcomes known now (this solve's included); the solver keeps none.
+    pub fn take_step_cache(&mut self) -> StepCache {
+        self.step_cache.take()
     }
 
     /// The program the solver works on.
@@ -479,6 +502,19 @@ impl<'g> Solver<'g> {
     /// The value whose stored sharding `v` reads and writes (Shardy `getShardableValue`), or
     /// `None` when `v` has none.
     fn shardable(&self, v: u32) -> Option<u32> {
+        // It depends on which ops are alive and on use counts, which change only when an op is
+        // erased; the answers of the current `structure` epoch are kept.
+        let slot = &self.shardable_memo[v as usize];
+        let (epoch, known) = slot.get();
+        if epoch == self.structure {
+            return (known != NONE).then_some(known);
+        }
+        let found = self.find_shardable(v);
+        slot.set((self.structure, found.unwrap_or(NONE)));
+        found
+    }
+
+    fn find_shardable(&self, v: u32) -> Option<u32> {
         if let Some(edge) = self.edge_of_target(v) {
             return self.prog.results(edge).first().copied();
         }
@@ -971,22 +1007,38 @@ impl<'g> Solver<'g> {
         // The current shardings are read in place; the changed ones are collected first and
         // stored after (each compared with the sharding read before any store, as Shardy does).
         let recording = self.cache.recording() || memo_reads.is_some();
-        let (mesh, projection, before, updates, relevant) = {
-            let op_sh: Vec<Option<Cow<'_, TensorSharding>>> = operands.iter().map(|&t| self.tensor_cow(t)).collect();
-            let res_sh: Vec<Option<Cow<'_, TensorSharding>>> = results.iter().map(|&t| self.tensor_cow(t)).collect();
-            let op_refs: Vec<Option<&TensorSharding>> = op_sh.iter().map(|s| s.as_deref()).collect();
-            let res_refs: Vec<Option<&TensorSharding>> = res_sh.iter().map(|s| s.as_deref()).collect();
-            let all: Vec<Option<&TensorSharding>> = op_refs.iter().chain(&res_refs).copied().collect();
+        // Steps through an op with its own rule, outside debugging, are looked up by content
+        // (see `step_cache`).
+        let rule_index = self.prog.graph.op_rule.get(action as usize).copied().filter(|&k| {
+            k != NONE && std::ptr::eq(&self.prog.graph.rules[k as usize], rule) && self.prog.kind[action as usize] != OpKind::PropagationBarrier
+        });
+        let context = match (rule_index, strategy.cache_id(), self.debug.is_none()) {
+            (Some(rule), Some(strategy), true) => Some(StepContext { rule, strategy, conservative, elementwise, dirs }),
+            _ => None,
+        };
+        let (debug_state, updates, relevant) = 'step: {
+            let held: Vec<Option<Cow<'_, TensorSharding>>> = operands.iter().chain(results).map(|&t| self.tensor_cow(t)).collect();
+            let all: Vec<Option<&TensorSharding>> = held.iter().map(|s| s.as_deref()).collect();
+            let (op_refs, res_refs) = all.split_at(operands.len());
             let Some((mesh_ref, mesh)) = self.common_mesh(&all)? else { return Ok(false) };
             if mesh.is_maximal() {
                 return Ok(false);
             }
-            let mut projection = ShardingProjection::build_on_mesh(&op_refs, &res_refs, rule, &mesh, false)?;
+            let tensor_at = |p: usize| if p < operands.len() { operands[p] } else { results[p - operands.len()] };
+            let hash = context.map(|c| StepCache::hash(&c, &all));
+            if let (Some(c), Some(h)) = (&context, hash) {
+                if let Some(hit) = self.step_cache.borrow().get(h, c, &all) {
+                    let updates: Vec<(Tensor, TensorSharding)> = hit.updates.iter().map(|(p, s)| (tensor_at(*p as usize), s.clone())).collect();
+                    let relevant = if recording { hit.relevant.clone() } else { Vec::new() };
+                    break 'step (None, updates, relevant);
+                }
+            }
+            let mut projection = ShardingProjection::build_on_mesh(op_refs, res_refs, rule, &mesh, false)?;
             let before = self.debug.is_some().then(|| projection.clone());
             // The factors whose directions matter: those some tensor has axes for (the others
             // propagate nothing in any direction). A barrier's directions are its own.
             let mut relevant = Vec::new();
-            if recording && self.prog.kind[action as usize] != OpKind::PropagationBarrier {
+            if (recording || context.is_some()) && self.prog.kind[action as usize] != OpKind::PropagationBarrier {
                 relevant.resize(rule.factor_sizes.len(), false);
                 for t in projection.tensors() {
                     for (f, s) in t.iter() {
@@ -1004,20 +1056,25 @@ impl<'g> Solver<'g> {
                 conservative,
                 OpInfo { elementwise },
             )?;
-            let mut updates: Vec<(Tensor, TensorSharding)> = Vec::new();
+            // The changed shardings, by position among the operands then the results.
+            let mut changes: Vec<(u32, TensorSharding)> = Vec::new();
             for i in updated.operands.ones() {
                 let new = projection.operands[i].to_tensor_sharding(&rule.operand_mappings[i], &rule.factor_sizes, &mesh_ref, &mesh)?;
                 if changed(op_refs[i], &new) {
-                    updates.push((operands[i], new));
+                    changes.push((i as u32, new));
                 }
             }
             for i in updated.results.ones() {
                 let new = projection.results[i].to_tensor_sharding(&rule.result_mappings[i], &rule.factor_sizes, &mesh_ref, &mesh)?;
                 if changed(res_refs[i], &new) {
-                    updates.push((results[i], new));
+                    changes.push(((operands.len() + i) as u32, new));
                 }
             }
-            (mesh, projection, before, updates, relevant)
+            let updates: Vec<(Tensor, TensorSharding)> = changes.iter().map(|(p, s)| (tensor_at(*p as usize), s.clone())).collect();
+            if let (Some(c), Some(h)) = (context, hash) {
+                self.step_cache.borrow_mut().insert(h, c, &all, StepOutcome { updates: changes, relevant: relevant.clone() });
+            }
+            (before.map(|b| (mesh, projection, b)), updates, relevant)
         };
         if self.cache.recording() {
             self.cache.directions(dirs, &relevant);
@@ -1037,7 +1094,7 @@ impl<'g> Solver<'g> {
         for (t, new) in updates {
             self.store_update(t, new);
         }
-        if let Some(before) = before {
+        if let Some((mesh, projection, before)) = debug_state {
             let step = self.debug.as_ref().map_or(0, |d| d.next_step);
             if any {
                 self.record_step(action, operands, results, &before, &projection, rule, &mesh)?;
@@ -1104,11 +1161,12 @@ impl<'g> Solver<'g> {
         let graph: &'g Graph = self.prog.graph;
         let Some(rule) = graph.rule(op as usize) else { return Ok(false) };
         self.rule_used[op as usize] = true;
-        let operands: Vec<Tensor> = graph.operands.row(op as usize).iter().map(|&v| Tensor::Value(v)).collect();
-        let results: Vec<Tensor> = graph.results.row(op as usize).iter().map(|&v| Tensor::Value(v)).collect();
+        let operands = graph.operands.row(op as usize);
+        let tensors: Vec<Tensor> = operands.iter().chain(graph.results.row(op as usize)).map(|&v| Tensor::Value(v)).collect();
+        let (operands, results) = tensors.split_at(operands.len());
         let dirs = self.directions(policy, op, rule.num_factors());
         let elementwise = self.prog.elementwise[op as usize];
-        self.propagate_tensors(op, &operands, &results, rule, &dirs, strategy, self.conservative, elementwise)
+        self.propagate_tensors(op, operands, results, rule, &dirs, strategy, self.conservative, elementwise)
     }
 
     /// Shardy's `PropagateDataFlowEdgeOp`: between the sources and the targets of an edge.
@@ -1316,6 +1374,7 @@ impl<'g> Solver<'g> {
         }
         self.worklist.remove(op);
         self.alive[op as usize] = false;
+        self.structure += 1;
         self.cache.structure_changed();
         for i in 0..self.prog.operands(op).len() {
             let v = self.prog.operands(op)[i];
