@@ -80,7 +80,7 @@ impl CandidateOutput {
     }
 
     /// Everything but the value shardings (use [`CandidateOutput::value_sharding`] or
-    /// [`CandidateOutput::value_shardings`] for those).
+    /// [`CandidateOutput::into_output`] for those).
     pub fn output(&self) -> &SolverOutput {
         &self.out
     }
