@@ -57,8 +57,10 @@ pub struct StepCache {
     len: usize,
 }
 
-/// Entries kept at most; later steps are not kept (a program has far fewer distinct steps).
-const MAX_ENTRIES: usize = 1 << 20;
+/// Entries kept at most; later steps are not kept. Repeated parts of a program repeat the
+/// steps met first, and the bound keeps the memory of a program without repeats to a few
+/// tens of MB (an entry holds copies of the shardings its step read and wrote).
+const MAX_ENTRIES: usize = 1 << 16;
 
 /// A fast non-cryptographic hasher (the multiply-rotate mix of rustc's `FxHasher`): the keys
 /// are the program's own shardings, so there is no adversary to resist, and SipHash cost more
