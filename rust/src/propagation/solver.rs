@@ -1070,10 +1070,14 @@ impl<'g> Solver<'g> {
                     changes.push(((operands.len() + i) as u32, new));
                 }
             }
-            let updates: Vec<(Tensor, TensorSharding)> = changes.iter().map(|(p, s)| (tensor_at(*p as usize), s.clone())).collect();
-            if let (Some(c), Some(h)) = (context, hash) {
-                self.step_cache.borrow_mut().insert(h, c, &all, StepOutcome { updates: changes, relevant: relevant.clone() });
-            }
+            let updates: Vec<(Tensor, TensorSharding)> = match (context, hash) {
+                (Some(c), Some(h)) => {
+                    let updates = changes.iter().map(|(p, s)| (tensor_at(*p as usize), s.clone())).collect();
+                    self.step_cache.borrow_mut().insert(h, c, &all, StepOutcome { updates: changes, relevant: relevant.clone() });
+                    updates
+                }
+                _ => changes.into_iter().map(|(p, s)| (tensor_at(p as usize), s)).collect(),
+            };
             (before.map(|b| (mesh, projection, b)), updates, relevant)
         };
         if self.cache.recording() {

@@ -111,13 +111,6 @@ impl Hasher for StepHasher {
     }
 }
 
-fn key(context: &StepContext, reads: &[Option<&TensorSharding>]) -> u64 {
-    let mut h = StepHasher::default();
-    context.hash(&mut h);
-    reads.hash(&mut h);
-    h.finish()
-}
-
 impl StepCache {
     /// An empty cache.
     pub fn new() -> StepCache {
@@ -147,7 +140,10 @@ impl StepCache {
 
     /// The hash [`StepCache::get`] and [`StepCache::insert`] take.
     pub(crate) fn hash(context: &StepContext, reads: &[Option<&TensorSharding>]) -> u64 {
-        key(context, reads)
+        let mut h = StepHasher::default();
+        context.hash(&mut h);
+        reads.hash(&mut h);
+        h.finish()
     }
 
     /// Keeps the outcome of a step computed from `context` and `reads`.
