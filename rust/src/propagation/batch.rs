@@ -20,10 +20,10 @@ use crate::error::Result;
 use crate::graph::Graph;
 use crate::sharding::TensorSharding;
 
-use super::layers::{propagate_with_steps, PassOptions};
+use super::layers::{solve_shared, PassOptions};
 use super::program::Program;
 use super::step_cache::StepCache;
-use super::solver::{SolverInput, SolverOutput};
+use super::solver::{Shared, SolverInput, SolverOutput};
 
 /// The stored shardings one candidate replaces: `(value, sharding)` and `(func op, result
 /// index, sharding)`; `None` removes the stored sharding.
@@ -64,23 +64,22 @@ pub struct CandidateOutput {
     /// The output; its `value_shardings` is empty when `base` is set.
     out: SolverOutput,
     /// The base input's value shardings after propagation, shared by every candidate.
-    base: Option<Arc<Vec<Option<TensorSharding>>>>,
-    /// `(value, sharding)` where this result differs from `base`, by value.
-    changed: Vec<(u32, Option<TensorSharding>)>,
+    base: Option<Arc<Vec<Option<Shared>>>>,
+    /// `(value, sharding)` where this result differs from `base`, by value (every value when
+    /// there is no base); the shardings are shared with the solves that stored them.
+    changed: Vec<(u32, Option<Shared>)>,
 }
 
 impl CandidateOutput {
-    fn new(mut out: SolverOutput, base: Option<&Arc<Vec<Option<TensorSharding>>>>) -> CandidateOutput {
-        let Some(base) = base.filter(|b| b.len() == out.value_shardings.len()) else {
-            return CandidateOutput { out, base: None, changed: Vec::new() };
-        };
-        let values = std::mem::take(&mut out.value_shardings);
-        let changed = values.into_iter().enumerate().filter(|(v, s)| *s != base[*v]).map(|(v, s)| (v as u32, s)).collect();
-        CandidateOutput { out, base: Some(base.clone()), changed }
+    fn new(out: SolverOutput, values: Vec<Option<Shared>>, base: Option<&Arc<Vec<Option<Shared>>>>) -> CandidateOutput {
+        let base = base.filter(|b| b.len() == values.len());
+        let differs = |v: usize, s: &Option<Shared>| base.is_none_or(|b| *s != b[v]);
+        let changed = values.into_iter().enumerate().filter(|(v, s)| differs(*v, s)).map(|(v, s)| (v as u32, s)).collect();
+        CandidateOutput { out, base: base.cloned(), changed }
     }
 
-    /// Everything but the value shardings (use [`CandidateOutput::value_sharding`] or
-    /// [`CandidateOutput::into_output`] for those).
+    /// Everything but the value shardings (its `value_shardings` is empty: use
+    /// [`CandidateOutput::value_sharding`] or [`CandidateOutput::into_output`] for those).
     pub fn output(&self) -> &SolverOutput {
         &self.out
     }
@@ -89,35 +88,37 @@ impl CandidateOutput {
     /// out of range).
     pub fn value_sharding(&self, v: u32) -> Option<&TensorSharding> {
         match &self.base {
-            None => self.out.value_shardings.get(v as usize)?.as_ref(),
+            None => self.changed.get(v as usize)?.1.as_deref(),
             Some(base) => match self.changed.binary_search_by_key(&v, |(c, _)| *c) {
-                Ok(i) => self.changed[i].1.as_ref(),
-                Err(_) => base.get(v as usize)?.as_ref(),
+                Ok(i) => self.changed[i].1.as_deref(),
+                Err(_) => base.get(v as usize)?.as_deref(),
             },
         }
     }
 
     /// Number of values.
     pub fn num_values(&self) -> usize {
-        self.base.as_ref().map_or(self.out.value_shardings.len(), |b| b.len())
+        self.base.as_ref().map_or(self.changed.len(), |b| b.len())
     }
 
     /// Number of value shardings that differ from the base input's result (all of them when
     /// there was no base solve).
     pub fn num_changed(&self) -> usize {
-        if self.base.is_some() {
-            self.changed.len()
-        } else {
-            self.out.value_shardings.len()
-        }
+        self.changed.len()
     }
 
     /// The output in full, as [`super::layers::propagate`] returns it.
     pub fn into_output(self) -> SolverOutput {
-        let Some(base) = self.base else { return self.out };
-        let mut values = base.as_ref().clone();
+        let mut values: Vec<Option<TensorSharding>> = match &self.base {
+            Some(base) => base.iter().map(|s| s.as_deref().cloned()).collect(),
+            None => Vec::new(),
+        };
         for (v, s) in self.changed {
-            values[v as usize] = s;
+            let s = s.map(Arc::unwrap_or_clone);
+            match values.get_mut(v as usize) {
+                Some(slot) => *slot = s,
+                None => values.push(s),
+            }
         }
         SolverOutput { value_shardings: values, ..self.out }
     }
@@ -137,8 +138,8 @@ pub fn propagate_candidates(graph: &Graph, base: &SolverInput, options: &PassOpt
     // The base solve's steps and result; a base input that fails to propagate only leaves
     // none to replay (each candidate reports its own error).
     let mut base_cache = StepCache::new();
-    let (memo, base_values) = match (n > 1).then(|| propagate_with_steps(&prog, base.clone(), options, None, true, Some(&mut base_cache))) {
-        Some(Ok((out, steps))) => (steps.map(Arc::new), Some(Arc::new(out.value_shardings))),
+    let (memo, base_values) = match (n > 1).then(|| solve_shared(&prog, base.clone(), options, None, true, Some(&mut base_cache))) {
+        Some(Ok((_, values, steps))) => (steps.map(Arc::new), Some(Arc::new(values))),
         _ => (None, None),
     };
     let work = || {
@@ -153,12 +154,12 @@ pub fn propagate_candidates(graph: &Graph, base: &SolverInput, options: &PassOpt
                 break;
             }
             let mut input = base.clone();
-            let out = candidates[i].apply(&mut input).and_then(|()| propagate_with_steps(&prog, input, options, known.clone(), known.is_some(), Some(&mut cache)));
-            let out = out.map(|(out, steps)| {
+            let out = candidates[i].apply(&mut input).and_then(|()| solve_shared(&prog, input, options, known.clone(), known.is_some(), Some(&mut cache)));
+            let out = out.map(|(out, values, steps)| {
                 if let (Some(known), Some(steps)) = (known.as_mut(), steps) {
                     Arc::make_mut(known).absorb(steps);
                 }
-                CandidateOutput::new(out, base_values.as_ref())
+                CandidateOutput::new(out, values, base_values.as_ref())
             });
             *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
         }

@@ -21,7 +21,7 @@
 use super::explain::{LayerTag, StrategyTag};
 use super::factor_prop::{AggressiveFactorPropagation, BasicFactorPropagation, FactorPropagation, PropagationDirection};
 use super::program::{OpKind, Program};
-use super::solver::{AnyDirection, DirectionPolicy, Solver, SolverInput, SolverOutput};
+use super::solver::{AnyDirection, DirectionPolicy, Shared, Solver, SolverInput, SolverOutput};
 use super::step_cache::StepCache;
 use super::step_memo::StepMemo;
 use std::sync::Arc;
@@ -364,8 +364,23 @@ pub fn propagate_with_steps(
     options: &PassOptions,
     replay: Option<Arc<StepMemo>>,
     record: bool,
-    mut cache: Option<&mut StepCache>,
+    cache: Option<&mut StepCache>,
 ) -> Result<(SolverOutput, Option<StepMemo>)> {
+    let (mut out, values, steps) = solve_shared(prog, input, options, replay, record, cache)?;
+    out.value_shardings = values.into_iter().map(|s| s.map(Arc::unwrap_or_clone)).collect();
+    Ok((out, steps))
+}
+
+/// [`propagate_with_steps`] with the value shardings apart, as the solver holds them (the
+/// output's `value_shardings` is empty).
+pub(crate) fn solve_shared(
+    prog: &Arc<Program<'_>>,
+    input: SolverInput,
+    options: &PassOptions,
+    replay: Option<Arc<StepMemo>>,
+    record: bool,
+    mut cache: Option<&mut StepCache>,
+) -> Result<(SolverOutput, Vec<Option<Shared>>, Option<StepMemo>)> {
     let mut solver = Solver::with_program(prog.clone(), input, options.conservative)?;
     if let Some(cache) = cache.as_deref_mut() {
         solver.use_step_cache(std::mem::take(cache));
@@ -382,9 +397,9 @@ pub fn propagate_with_steps(
             *cache = solver.take_step_cache();
         }
         let steps = solver.take_steps();
-        let mut out = solver.into_output();
+        let (mut out, values) = solver.into_shared_output();
         out.group_conflicts = conflicts;
-        return Ok((out, steps));
+        return Ok((out, values, steps));
     }
     options.layer().propagate(&mut solver, &AnyDirection)?;
     solver.verify_manual_computations()?;
@@ -392,7 +407,8 @@ pub fn propagate_with_steps(
     if let Some(cache) = cache {
         *cache = solver.take_step_cache();
     }
-    Ok((solver.into_output(), steps))
+    let (out, values) = solver.into_shared_output();
+    Ok((out, values, steps))
 }
 
 /// The direction named `name` (`"NONE"`, `"FORWARD"`, `"BACKWARD"`, `"BOTH"`, as Shardy's

@@ -62,6 +62,11 @@ use crate::mesh::Mesh;
 use crate::rule::{OpShardingRule, RuleBuilder};
 use crate::sharding::{MeshRef, TensorSharding};
 
+/// A stored sharding, shared between the solver, its recorded steps and the results of a
+/// batch: copying one is a reference count, and comparing two that are the same allocation
+/// is a pointer comparison.
+pub(crate) type Shared = Arc<TensorSharding>;
+
 type Dir = PropagationDirection;
 
 /// Decides in which direction an op may propagate along one of its factors (Shardy's
@@ -230,8 +235,8 @@ pub enum PriorityTarget {
 pub struct Solver<'g> {
     prog: Arc<Program<'g>>,
     meshes: HashMap<String, Mesh>,
-    raw: Vec<Option<TensorSharding>>,
-    func_results: HashMap<u32, Vec<Option<TensorSharding>>>,
+    raw: Vec<Option<Shared>>,
+    func_results: HashMap<u32, Vec<Option<Shared>>>,
     func_order: Vec<u32>,
     alive: Vec<bool>,
     live_uses: Vec<u32>,
@@ -313,7 +318,7 @@ impl<'g> Solver<'g> {
                 return Err(Error::invariant("propagation-bad-func", format!("function results given for op {op}, which is no func.func")));
             }
             func_order.push(op);
-            func_results.insert(op, shardings);
+            func_results.insert(op, shardings.into_iter().map(|s| s.map(Arc::new)).collect());
         }
         if let Some(main) = prog.main_func {
             if prog.kind[main as usize] != OpKind::Func {
@@ -338,7 +343,7 @@ impl<'g> Solver<'g> {
         let mut solver = Solver {
             prog,
             meshes: input.meshes,
-            raw: input.value_shardings,
+            raw: input.value_shardings.into_iter().map(|s| s.map(Arc::new)).collect(),
             func_results,
             func_order,
             alive: vec![true; n_ops],
@@ -430,7 +435,15 @@ impl<'g> Solver<'g> {
     }
 
     /// The solver's result.
-    pub fn into_output(mut self) -> SolverOutput {
+    pub fn into_output(self) -> SolverOutput {
+        let (mut out, values) = self.into_shared_output();
+        out.value_shardings = values.into_iter().map(|s| s.map(Arc::unwrap_or_clone)).collect();
+        out
+    }
+
+    /// The solver's result with the value shardings apart, as the solver holds them (the
+    /// output's `value_shardings` is empty).
+    pub(crate) fn into_shared_output(mut self) -> (SolverOutput, Vec<Option<Shared>>) {
         let debug = self.debug.take().map(|mut d| {
             let prog = &self.prog;
             let alive = &self.alive;
@@ -442,17 +455,24 @@ impl<'g> Solver<'g> {
         });
         let mut erased = self.erased;
         erased.sort_unstable();
-        let func_results =
-            self.func_order.iter().map(|f| (*f, self.func_results.get(f).cloned().unwrap_or_default())).collect();
-        SolverOutput {
-            value_shardings: self.raw,
+        let func_results = self
+            .func_order
+            .iter()
+            .map(|f| {
+                let shardings = self.func_results.remove(f).unwrap_or_default();
+                (*f, shardings.into_iter().map(|s| s.map(Arc::unwrap_or_clone)).collect())
+            })
+            .collect();
+        let out = SolverOutput {
+            value_shardings: Vec::new(),
             func_results,
             erased_ops: erased,
             rule_ops: (0..self.rule_used.len() as u32).filter(|&op| self.rule_used[op as usize]).collect(),
             group_conflicts: Vec::new(),
             stats: self.stats,
             debug,
-        }
+        };
+        (out, self.raw)
     }
 
     // ------------------------------------------------------------------ where shardings live
@@ -547,18 +567,18 @@ impl<'g> Solver<'g> {
         let raw = self.raw[slot as usize].as_ref()?;
         match self.manual_arg_axes(slot) {
             Some(manual) => Some(erase_manual_axes(raw, manual)),
-            None => Some(raw.clone()),
+            None => Some(TensorSharding::clone(raw)),
         }
     }
 
     /// Sets the sharding of `v` (Shardy `setSharding`). Per-value shardings of an op's results
     /// (or of a named computation's body arguments) are all or nothing: the others become fully
     /// open on the same mesh when they had none.
-    fn set_sharding(&mut self, v: u32, s: TensorSharding) {
+    fn set_sharding(&mut self, v: u32, s: Shared) {
         let Some(slot) = self.shardable(v) else { return };
         if let Some(manual) = self.manual_arg_axes(slot) {
             let new = match &self.raw[slot as usize] {
-                Some(outer) => add_free_axes(outer, &s, manual),
+                Some(outer) => Arc::new(add_free_axes(outer, &s, manual)),
                 None => s,
             };
             self.raw[slot as usize] = Some(new);
@@ -575,7 +595,7 @@ impl<'g> Solver<'g> {
         for sib in siblings {
             if sib != slot && self.raw[sib as usize].is_none() {
                 let rank = if self.prog.non_tensor[sib as usize] { 0 } else { self.prog.shape(sib).len() };
-                self.raw[sib as usize] = Some(fully_open(&s.mesh, rank));
+                self.raw[sib as usize] = Some(Arc::new(fully_open(&s.mesh, rank)));
                 self.cache.wrote(sib);
             }
         }
@@ -603,12 +623,12 @@ impl<'g> Solver<'g> {
     fn edge_target_get(&self, edge: u32) -> Option<TensorSharding> {
         let s = self.raw[self.edge_result(edge) as usize].as_ref()?;
         match self.edge_manual(edge) {
-            None => Some(s.clone()),
+            None => Some(TensorSharding::clone(s)),
             Some((owner, manual)) => {
                 if self.prog.def(owner).is_none() {
                     Some(match &self.raw[owner as usize] {
                         Some(in_sharding) => add_free_axes(in_sharding, s, manual),
-                        None => s.clone(),
+                        None => TensorSharding::clone(s),
                     })
                 } else {
                     Some(erase_manual_axes(s, manual))
@@ -618,15 +638,15 @@ impl<'g> Solver<'g> {
     }
 
     /// Stores a propagated target sharding on the edge (`kAfterEdgePropagation`).
-    fn edge_target_set(&mut self, edge: u32, s: TensorSharding) {
+    fn edge_target_set(&mut self, edge: u32, s: Shared) {
         let new = match self.edge_manual(edge) {
             None => s,
             Some((owner, manual)) => {
                 if self.prog.def(owner).is_none() {
-                    erase_manual_axes(&s, manual)
+                    Arc::new(erase_manual_axes(&s, manual))
                 } else {
                     match &self.raw[owner as usize] {
-                        Some(out_sharding) => add_free_axes(out_sharding, &s, manual),
+                        Some(out_sharding) => Arc::new(add_free_axes(out_sharding, &s, manual)),
                         None => s,
                     }
                 }
@@ -808,7 +828,7 @@ impl<'g> Solver<'g> {
         match t {
             Tensor::Value(v) => self.get_sharding(v),
             Tensor::EdgeTarget(e) => self.edge_target_get(e),
-            Tensor::FuncResult(f, k) => self.func_results.get(&f).and_then(|r| r.get(k as usize).cloned().flatten()),
+            Tensor::FuncResult(f, k) => self.func_results.get(&f).and_then(|r| r.get(k as usize)?.as_deref().cloned()),
         }
     }
 
@@ -824,11 +844,12 @@ impl<'g> Solver<'g> {
                     None => Some(Cow::Borrowed(raw)),
                 }
             }
+            Tensor::EdgeTarget(e) if self.edge_manual(e).is_none() => self.raw[self.edge_result(e) as usize].as_deref().map(Cow::Borrowed),
             _ => self.tensor_get(t).map(Cow::Owned),
         }
     }
 
-    fn tensor_set(&mut self, t: Tensor, s: TensorSharding) {
+    fn tensor_set(&mut self, t: Tensor, s: Shared) {
         match t {
             Tensor::Value(v) => self.set_sharding(v, s),
             Tensor::EdgeTarget(e) => self.edge_target_set(e, s),
@@ -864,7 +885,7 @@ impl<'g> Solver<'g> {
     }
 
     /// Calls `f` with each stored sharding reading `t` reads: where it is stored, and what.
-    fn for_each_stored(&self, t: Tensor, mut f: impl FnMut(Stored, Option<&TensorSharding>)) {
+    fn for_each_stored(&self, t: Tensor, mut f: impl FnMut(Stored, Option<&Shared>)) {
         if let Tensor::FuncResult(func, k) = t {
             let s = self.func_results.get(&func).and_then(|r| r.get(k as usize)).and_then(Option::as_ref);
             f(Stored::FuncResult(func, k), s);
@@ -1028,7 +1049,7 @@ impl<'g> Solver<'g> {
             let hash = context.map(|c| StepCache::hash(&c, &all));
             if let (Some(c), Some(h)) = (&context, hash) {
                 if let Some(hit) = self.step_cache.borrow().get(h, c, &all) {
-                    let updates: Vec<(Tensor, TensorSharding)> = hit.updates.iter().map(|(p, s)| (tensor_at(*p as usize), s.clone())).collect();
+                    let updates: Vec<(Tensor, Shared)> = hit.updates.iter().map(|(p, s)| (tensor_at(*p as usize), s.clone())).collect();
                     let relevant = if recording { hit.relevant.clone() } else { Vec::new() };
                     break 'step (None, updates, relevant);
                 }
@@ -1057,20 +1078,20 @@ impl<'g> Solver<'g> {
                 OpInfo { elementwise },
             )?;
             // The changed shardings, by position among the operands then the results.
-            let mut changes: Vec<(u32, TensorSharding)> = Vec::new();
+            let mut changes: Vec<(u32, Shared)> = Vec::new();
             for i in updated.operands.ones() {
                 let new = projection.operands[i].to_tensor_sharding(&rule.operand_mappings[i], &rule.factor_sizes, &mesh_ref, &mesh)?;
                 if changed(op_refs[i], &new) {
-                    changes.push((i as u32, new));
+                    changes.push((i as u32, Arc::new(new)));
                 }
             }
             for i in updated.results.ones() {
                 let new = projection.results[i].to_tensor_sharding(&rule.result_mappings[i], &rule.factor_sizes, &mesh_ref, &mesh)?;
                 if changed(res_refs[i], &new) {
-                    changes.push(((operands.len() + i) as u32, new));
+                    changes.push(((operands.len() + i) as u32, Arc::new(new)));
                 }
             }
-            let updates: Vec<(Tensor, TensorSharding)> = match (context, hash) {
+            let updates: Vec<(Tensor, Shared)> = match (context, hash) {
                 (Some(c), Some(h)) => {
                     let updates = changes.iter().map(|(p, s)| (tensor_at(*p as usize), s.clone())).collect();
                     self.step_cache.borrow_mut().insert(h, c, &all, StepOutcome { updates: changes, relevant: relevant.clone() });
@@ -1119,7 +1140,7 @@ impl<'g> Solver<'g> {
 
     /// Shardy `updateTensorSharding`, once `changed` said `new` differs: stores it, announces
     /// it and gives it to the value's sharding group.
-    fn store_update(&mut self, t: Tensor, new: TensorSharding) {
+    fn store_update(&mut self, t: Tensor, new: Shared) {
         self.stats.updates += 1;
         let modified = self.modified_value(t);
         let group = modified.and_then(|m| self.prog.group_of.get(&m).copied());
@@ -1715,7 +1736,7 @@ impl<'g> Solver<'g> {
                 continue;
             }
             for m in members {
-                self.set_sharding(m, sharding.clone());
+                self.set_sharding(m, Arc::new(sharding.clone()));
             }
         }
         conflicts
@@ -1790,8 +1811,8 @@ impl<'g> Solver<'g> {
                     continue;
                 }
                 let new = self.initialize_priority(PriorityTarget::Value(v), &s, &mut per_priority)?;
-                if new != s {
-                    self.raw[v as usize] = Some(new);
+                if new != *s {
+                    self.raw[v as usize] = Some(Arc::new(new));
                     self.cache.wrote(v);
                 }
             }
@@ -1800,9 +1821,9 @@ impl<'g> Solver<'g> {
                 for k in 0..count {
                     let Some(s) = self.func_results[&op][k].clone() else { continue };
                     let new = self.initialize_priority(PriorityTarget::FuncResult(op, k as u32), &s, &mut per_priority)?;
-                    if new != s {
+                    if new != *s {
                         if let Some(slot) = self.func_results.get_mut(&op) {
-                            slot[k] = Some(new);
+                            slot[k] = Some(Arc::new(new));
                         }
                         if Some(op) == self.prog.main_func {
                             self.cache.wrote_func_result(k as u32);
@@ -1839,15 +1860,15 @@ impl<'g> Solver<'g> {
                     let Some(cur) = self.get_sharding(v) else { continue };
                     let new = updated_for_priority(&cur, original, priority);
                     if new != cur {
-                        self.set_sharding(v, new);
+                        self.set_sharding(v, Arc::new(new));
                     }
                 }
                 PriorityTarget::FuncResult(f, k) => {
                     let Some(slot) = self.func_results.get_mut(&f).and_then(|r| r.get_mut(k as usize)) else { continue };
                     let Some(cur) = slot.clone() else { continue };
                     let new = updated_for_priority(&cur, original, priority);
-                    if new != cur {
-                        *slot = Some(new);
+                    if new != *cur {
+                        *slot = Some(Arc::new(new));
                         if Some(f) == self.prog.main_func {
                             self.cache.wrote_func_result(k);
                         }

@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
 use super::factor_prop::PropagationDirection;
+use super::solver::Shared;
 use crate::sharding::TensorSharding;
 
 /// What one step depends on besides the shardings it reads.
@@ -39,7 +40,7 @@ pub(crate) struct StepContext<'a> {
 /// results), and which factors some tensor had axes for.
 #[derive(Debug, Clone)]
 pub(crate) struct StepOutcome {
-    pub updates: Vec<(u32, TensorSharding)>,
+    pub updates: Vec<(u32, Shared)>,
     pub relevant: Vec<bool>,
 }
 
@@ -176,10 +177,10 @@ mod tests {
         let reads = [Some(&x), None];
         let mut cache = StepCache::new();
         let h = StepCache::hash(&ctx(3, &both), &reads);
-        cache.insert(h, ctx(3, &both), &reads, StepOutcome { updates: vec![(1, x.clone())], relevant: vec![true, false] });
+        cache.insert(h, ctx(3, &both), &reads, StepOutcome { updates: vec![(1, x.clone().into())], relevant: vec![true, false] });
         assert_eq!(cache.len(), 1);
         let hit = cache.get(h, &ctx(3, &both), &reads).expect("the same step is found");
-        assert_eq!(hit.updates, vec![(1, x.clone())]);
+        assert_eq!(hit.updates, vec![(1, x.clone().into())]);
         // Another rule, other directions or other shardings are other steps, even under the
         // same hash.
         assert!(cache.get(h, &ctx(4, &both), &reads).is_none());

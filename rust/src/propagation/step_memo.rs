@@ -23,8 +23,7 @@
 use std::collections::HashMap;
 
 use super::factor_prop::PropagationDirection;
-use super::solver::Tensor;
-use crate::sharding::TensorSharding;
+use super::solver::{Shared, Tensor};
 
 /// Where a stored sharding a step reads lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,9 +46,9 @@ pub(crate) struct Step {
     /// Per factor, its direction where it mattered.
     pub dirs: Vec<Option<PropagationDirection>>,
     /// The stored shardings read: where, and what.
-    pub reads: Vec<(Stored, Option<TensorSharding>)>,
+    pub reads: Vec<(Stored, Option<Shared>)>,
     /// The shardings stored, in order.
-    pub updates: Vec<(Tensor, TensorSharding)>,
+    pub updates: Vec<(Tensor, Shared)>,
 }
 
 /// The steps of one run by op, and by function result for the steps between the main
