@@ -267,6 +267,8 @@ pub struct Solver<'g> {
     shardable_memo: Vec<Cell<(u32, u32)>>,
     /// Epoch of the program's structure, counting erased ops from 1.
     structure: u32,
+    /// The stack of `notify_users`, kept between calls.
+    notify_stack: Vec<(u32, usize)>,
 }
 
 impl<'g> Solver<'g> {
@@ -366,6 +368,7 @@ impl<'g> Solver<'g> {
             step_cache: RefCell::new(StepCache::new()),
             shardable_memo: vec![Cell::new((0, NONE)); n_values],
             structure: 1,
+            notify_stack: Vec::new(),
         };
         if let Some(options) = debug {
             solver.prepare_debug(options);
@@ -585,16 +588,17 @@ impl<'g> Solver<'g> {
             self.cache.wrote(slot);
             return;
         }
-        let siblings: Vec<u32> = if let Some(d) = self.prog.def(slot) {
-            self.prog.results(d).to_vec()
-        } else if let Some(o) = self.prog.block_owner(slot).filter(|&o| self.prog.kind[o as usize] == OpKind::NamedComputation) {
-            self.prog.block_args.row(o as usize).to_vec()
+        let prog = self.prog.clone();
+        let siblings: &[u32] = if let Some(d) = prog.def(slot) {
+            prog.results(d)
+        } else if let Some(o) = prog.block_owner(slot).filter(|&o| prog.kind[o as usize] == OpKind::NamedComputation) {
+            prog.block_args.row(o as usize)
         } else {
-            Vec::new()
+            &[]
         };
-        for sib in siblings {
+        for &sib in siblings {
             if sib != slot && self.raw[sib as usize].is_none() {
-                let rank = if self.prog.non_tensor[sib as usize] { 0 } else { self.prog.shape(sib).len() };
+                let rank = if prog.non_tensor[sib as usize] { 0 } else { prog.shape(sib).len() };
                 self.raw[sib as usize] = Some(Arc::new(fully_open(&s.mesh, rank)));
                 self.cache.wrote(sib);
             }
@@ -752,7 +756,9 @@ impl<'g> Solver<'g> {
             self.seen.iter_mut().for_each(|e| *e = 0);
             self.seen_epoch = 1;
         }
-        let mut stack: Vec<(u32, usize)> = vec![(root, 0)];
+        let mut stack = std::mem::take(&mut self.notify_stack);
+        stack.clear();
+        stack.push((root, 0));
         while let Some(top) = stack.last_mut() {
             let (v, i) = *top;
             if i == 0 {
@@ -800,6 +806,7 @@ impl<'g> Solver<'g> {
             }
             self.notify_op(user);
         }
+        self.notify_stack = stack;
     }
 
     /// Shardy `notifyShardingModified`.
@@ -910,6 +917,28 @@ impl<'g> Solver<'g> {
         }
     }
 
+    /// Whether reading `t` finds a sharding.
+    fn has_sharding(&self, t: Tensor) -> bool {
+        match t {
+            Tensor::Value(v) => self.shardable(v).is_some_and(|slot| self.raw[slot as usize].is_some()),
+            Tensor::EdgeTarget(e) => self.raw[self.edge_result(e) as usize].is_some(),
+            Tensor::FuncResult(f, k) => self.func_results.get(&f).and_then(|r| r.get(k as usize)).is_some_and(Option::is_some),
+        }
+    }
+
+    /// Starts a step through `operands` and `results` (before [`Solver::propagate_tensors`]):
+    /// tells the visit memo what the step reads, and returns whether any of them has a
+    /// sharding. A step where none has one stores nothing (Shardy's `getCommonMeshName` finds
+    /// no mesh), and its caller returns before finding its directions.
+    fn begin_step(&mut self, operands: &[Tensor], results: &[Tensor]) -> bool {
+        if self.cache.recording() {
+            for &t in operands.iter().chain(results) {
+                self.record_read(t);
+            }
+        }
+        operands.iter().chain(results).any(|&t| self.has_sharding(t))
+    }
+
     /// A remembered step of `action` with the same inputs as this one (see
     /// [`super::step_memo`]).
     fn find_step<'m>(&self, memo: &'m StepMemo, action: u32, id: u8, operands: &[Tensor], results: &[Tensor], dirs: &[Dir]) -> Option<&'m Step> {
@@ -973,7 +1002,8 @@ impl<'g> Solver<'g> {
 
     /// Shardy `propagateTensorShardings`: projects the shardings of `operands` and `results`
     /// onto `rule`, propagates along its factors with `strategy` in the directions `dirs`, and
-    /// stores (and announces) the shardings that changed. Returns whether any did.
+    /// stores (and announces) the shardings that changed. Returns whether any did. Called once
+    /// [`Solver::begin_step`] found a sharding to propagate.
     #[allow(clippy::too_many_arguments)]
     fn propagate_tensors(
         &mut self,
@@ -993,11 +1023,6 @@ impl<'g> Solver<'g> {
                 dirs.get(f).copied().unwrap_or(Dir::None)
             }
         };
-        if self.cache.recording() {
-            for &t in operands.iter().chain(results) {
-                self.record_read(t);
-            }
-        }
         let memo_id = strategy.cache_id().filter(|_| self.debug.is_none());
         if let Some((id, memo)) = memo_id.and_then(|id| Some((id, self.memo_in.take()?))) {
             let found = self.find_step(&memo, action, id, operands, results, dirs);
@@ -1189,6 +1214,9 @@ impl<'g> Solver<'g> {
         let operands = graph.operands.row(op as usize);
         let tensors: Vec<Tensor> = operands.iter().chain(graph.results.row(op as usize)).map(|&v| Tensor::Value(v)).collect();
         let (operands, results) = tensors.split_at(operands.len());
+        if !self.begin_step(operands, results) {
+            return Ok(false);
+        }
         let dirs = self.directions(policy, op, rule.num_factors());
         let elementwise = self.prog.elementwise[op as usize];
         self.propagate_tensors(op, operands, results, rule, &dirs, strategy, self.conservative, elementwise)
@@ -1203,8 +1231,11 @@ impl<'g> Solver<'g> {
             return Ok(false);
         }
         let sources = self.edge_sources(owner);
-        let rule = self.identity_rule(result, sources.len());
         let operands: Vec<Tensor> = sources.iter().map(|&v| Tensor::Value(v)).collect();
+        if !self.begin_step(&operands, &[Tensor::EdgeTarget(edge)]) {
+            return Ok(false);
+        }
+        let rule = self.identity_rule(result, sources.len());
         let dirs = self.directions(policy, edge, rule.num_factors());
         self.propagate_tensors(edge, &operands, &[Tensor::EdgeTarget(edge)], &rule, &dirs, strategy, false, false)
     }
@@ -1238,8 +1269,11 @@ impl<'g> Solver<'g> {
                 _ => Vec::new(),
             }
         };
-        let rule = self.identity_rule(result, sources.len());
         let operands: Vec<Tensor> = sources.iter().map(|&v| Tensor::Value(v)).collect();
+        if !self.begin_step(&operands, &[Tensor::Value(result)]) {
+            return Ok(false);
+        }
+        let rule = self.identity_rule(result, sources.len());
         let dirs = self.directions(policy, edge, rule.num_factors());
         self.propagate_tensors(edge, &operands, &[Tensor::Value(result)], &rule, &dirs, strategy, false, false)
     }
@@ -1249,6 +1283,9 @@ impl<'g> Solver<'g> {
         let (Some(&input), Some(&result)) = (self.prog.operands(op).first(), self.prog.results(op).first()) else {
             return Ok(false);
         };
+        if !self.begin_step(&[Tensor::Value(input)], &[Tensor::Value(result)]) {
+            return Ok(false);
+        }
         let dir = self.prog.barrier_direction.get(&op).copied().unwrap_or(Dir::None);
         let rule = self.identity_rule(result, 1);
         let dirs = vec![dir; rule.num_factors()];
@@ -1332,18 +1369,12 @@ impl<'g> Solver<'g> {
                 continue;
             }
             let updates = self.stats.updates;
-            let rule = self.identity_rule(v, 1);
-            let dirs = vec![Dir::Both; rule.num_factors()];
-            self.propagate_tensors(
-                main,
-                &[Tensor::Value(v)],
-                &[Tensor::FuncResult(main, k as u32)],
-                &rule,
-                &dirs,
-                strategy,
-                false,
-                false,
-            )?;
+            let tensors = [Tensor::Value(v), Tensor::FuncResult(main, k as u32)];
+            if self.begin_step(&tensors[..1], &tensors[1..]) {
+                let rule = self.identity_rule(v, 1);
+                let dirs = vec![Dir::Both; rule.num_factors()];
+                self.propagate_tensors(main, &tensors[..1], &tensors[1..], &rule, &dirs, strategy, false, false)?;
+            }
             self.cache.func_result_done(k as u32, id, slot, self.stats.updates != updates);
         }
         Ok(())
