@@ -14,10 +14,12 @@
 #![warn(missing_docs)]
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use super::factor_prop::PropagationDirection;
 use crate::error::{Error, Result};
 use crate::graph::{Csr, Graph, NONE};
+use crate::rule::{OpShardingRule, RuleBuilder};
 
 /// What an op is, as far as propagation is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -241,6 +243,9 @@ pub struct Program<'g> {
     pub groups: Vec<(i64, Vec<u32>)>,
     /// The main function (see [`ProgramFacts::main_func`]).
     pub main_func: Option<u32>,
+    /// Identity rules built so far, by the value giving their shape and their number of
+    /// operands (see [`Program::identity_rule`]); shared by every solve of the program.
+    identity_rules: Mutex<HashMap<(u32, usize), Arc<OpShardingRule>>>,
 }
 
 fn check_index(what: &str, i: u32, n: usize) -> Result<()> {
@@ -439,6 +444,7 @@ impl<'g> Program<'g> {
             group_of,
             groups,
             main_func: facts.main_func,
+            identity_rules: Mutex::new(HashMap::new()),
         })
     }
 
@@ -483,6 +489,14 @@ impl<'g> Program<'g> {
     /// A ranked tensor with a static shape (Shardy `dynCastStaticShapedType`).
     pub fn is_static_tensor(&self, v: u32) -> bool {
         !self.non_tensor[v as usize] && self.shape(v).iter().all(|&d| d >= 0)
+    }
+
+    /// The identity rule of `num_operands` operands and one result of the shape of `v`
+    /// (`RuleBuilder::identity`; what Shardy propagates data flow edges and function results
+    /// with), built once per program.
+    pub fn identity_rule(&self, v: u32, num_operands: usize) -> Arc<OpShardingRule> {
+        let mut rules = self.identity_rules.lock().unwrap_or_else(|e| e.into_inner());
+        rules.entry((v, num_operands)).or_insert_with(|| Arc::new(RuleBuilder::identity(self.shape(v), num_operands, 1))).clone()
     }
 
     /// A rank-0 tensor (Shardy `isScalar`).

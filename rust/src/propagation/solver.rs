@@ -59,7 +59,7 @@ use super::transforms::{
 use crate::error::{Error, Result};
 use crate::graph::{Graph, NONE};
 use crate::mesh::Mesh;
-use crate::rule::{OpShardingRule, RuleBuilder};
+use crate::rule::OpShardingRule;
 use crate::sharding::{MeshRef, TensorSharding};
 
 /// A stored sharding, shared between the solver, its recorded steps and the results of a
@@ -91,6 +91,10 @@ pub struct AnyDirection;
 impl DirectionPolicy for AnyDirection {
     fn direction(&self, _: &Solver<'_>, _: u32, _: usize) -> Dir {
         Dir::Both
+    }
+
+    fn directions(&self, _: &Solver<'_>, _: u32, num_factors: usize) -> Vec<Dir> {
+        vec![Dir::Both; num_factors]
     }
 }
 
@@ -254,8 +258,6 @@ pub struct Solver<'g> {
     layer: LayerTag,
     /// Visits that changed nothing, to skip their repeats (off while recording debug data).
     cache: VisitCache,
-    /// Identity rules by the value giving their shape and their number of operands.
-    identity_rules: HashMap<(u32, usize), Arc<OpShardingRule>>,
     /// Steps being recorded for other runs (see [`super::step_memo`]).
     memo_out: Option<StepMemo>,
     /// Steps of another run to replay.
@@ -362,7 +364,6 @@ impl<'g> Solver<'g> {
             debug: None,
             layer: LayerTag::default(),
             cache: VisitCache::new(n_values, n_ops, debug.is_none()),
-            identity_rules: HashMap::new(),
             memo_out: None,
             memo_in: None,
             step_cache: RefCell::new(StepCache::new()),
@@ -931,12 +932,23 @@ impl<'g> Solver<'g> {
     /// sharding. A step where none has one stores nothing (Shardy's `getCommonMeshName` finds
     /// no mesh), and its caller returns before finding its directions.
     fn begin_step(&mut self, operands: &[Tensor], results: &[Tensor]) -> bool {
-        if self.cache.recording() {
-            for &t in operands.iter().chain(results) {
+        if !self.cache.recording() {
+            return operands.iter().chain(results).any(|&t| self.has_sharding(t));
+        }
+        let mut any = false;
+        for &t in operands.iter().chain(results) {
+            // `record_read` and `has_sharding` in one, for values (most tensors).
+            if let Tensor::Value(v) = t {
+                if let Some(slot) = self.shardable(v) {
+                    self.cache.read(slot);
+                    any |= self.raw[slot as usize].is_some();
+                }
+            } else {
                 self.record_read(t);
+                any |= self.has_sharding(t);
             }
         }
-        operands.iter().chain(results).any(|&t| self.has_sharding(t))
+        any
     }
 
     /// A remembered step of `action` with the same inputs as this one (see
@@ -1193,13 +1205,9 @@ impl<'g> Solver<'g> {
     }
 
     /// The identity rule of `num_operands` operands and one result of the shape of `v`
-    /// (`RuleBuilder::identity`), built once per solve.
-    fn identity_rule(&mut self, v: u32, num_operands: usize) -> Arc<OpShardingRule> {
-        let shape = self.prog.shape(v);
-        self.identity_rules
-            .entry((v, num_operands))
-            .or_insert_with(|| Arc::new(RuleBuilder::identity(shape, num_operands, 1)))
-            .clone()
+    /// (`RuleBuilder::identity`), built once per program.
+    fn identity_rule(&self, v: u32, num_operands: usize) -> Arc<OpShardingRule> {
+        self.prog.identity_rule(v, num_operands)
     }
 
     fn directions(&self, policy: &dyn DirectionPolicy, op: u32, num_factors: usize) -> Vec<Dir> {
@@ -1824,21 +1832,22 @@ impl<'g> Solver<'g> {
             if !self.is_alive(op) {
                 continue;
             }
-            let kind = self.prog.kind[op as usize];
-            let mut values: Vec<u32> = Vec::new();
-            match kind {
-                OpKind::Func => {
-                    values.extend(self.prog.block_args.row(op as usize));
-                }
-                OpKind::ManualComputation | OpKind::NamedComputation => {
-                    values.extend(self.prog.block_args.row(op as usize));
-                    values.extend(self.prog.results(op));
-                }
-                _ => values.extend(self.prog.results(op)),
-            }
-            for v in values {
+            let prog = self.prog.clone();
+            let kind = prog.kind[op as usize];
+            let (first, second): (&[u32], &[u32]) = match kind {
+                OpKind::Func => (prog.block_args.row(op as usize), &[]),
+                OpKind::ManualComputation | OpKind::NamedComputation => (prog.block_args.row(op as usize), prog.results(op)),
+                _ => (prog.results(op), &[]),
+            };
+            for &v in first.iter().chain(second) {
                 let Some(s) = self.raw[v as usize].clone() else { continue };
                 if kind.is_shardable_data_flow() && self.edge_of_target(v).is_some() {
+                    continue;
+                }
+                if s.replicated.is_empty() && s.dims.iter().all(|d| d.priority.is_none()) {
+                    // Nothing to hide or reorder: the initialized sharding is `s` itself (its
+                    // mesh must still be known).
+                    s.resolve_mesh(&self.meshes)?;
                     continue;
                 }
                 let new = self.initialize_priority(PriorityTarget::Value(v), &s, &mut per_priority)?;
