@@ -20,9 +20,8 @@ use crate::error::Result;
 use crate::graph::Graph;
 use crate::sharding::TensorSharding;
 
-use super::layers::{solve_shared, PassOptions};
+use super::layers::{solve_shared, PassOptions, SolveCaches};
 use super::program::Program;
-use super::step_cache::StepCache;
 use super::solver::{Shared, SolverInput, SolverOutput};
 
 /// The stored shardings one candidate replaces: `(value, sharding)` and `(func op, result
@@ -137,24 +136,24 @@ pub fn propagate_candidates(graph: &Graph, base: &SolverInput, options: &PassOpt
     let next = AtomicUsize::new(0);
     // The base solve's steps and result; a base input that fails to propagate only leaves
     // none to replay (each candidate reports its own error).
-    let mut base_cache = StepCache::new();
-    let (memo, base_values) = match (n > 1).then(|| solve_shared(&prog, base.clone(), options, None, true, Some(&mut base_cache))) {
+    let mut base_caches = SolveCaches::default();
+    let (memo, base_values) = match (n > 1).then(|| solve_shared(&prog, base.clone(), options, None, true, Some(&mut base_caches))) {
         Some(Ok((_, values, steps))) => (steps.map(Arc::new), Some(Arc::new(values))),
         _ => (None, None),
     };
     let work = || {
         // This worker's memo: the base solve's steps, then also the steps its own candidates
         // computed (candidates that share an override repeat each other's steps near it);
-        // likewise its step outcomes by content.
+        // likewise its step outcomes by content and its directions by signature.
         let mut known = memo.clone();
-        let mut cache = base_cache.clone();
+        let mut caches = base_caches.clone();
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
             if i >= n {
                 break;
             }
             let mut input = base.clone();
-            let out = candidates[i].apply(&mut input).and_then(|()| solve_shared(&prog, input, options, known.clone(), known.is_some(), Some(&mut cache)));
+            let out = candidates[i].apply(&mut input).and_then(|()| solve_shared(&prog, input, options, known.clone(), known.is_some(), Some(&mut caches)));
             let out = out.map(|(out, values, steps)| {
                 if let (Some(known), Some(steps)) = (known.as_mut(), steps) {
                     Arc::make_mut(known).absorb(steps);

@@ -22,6 +22,7 @@ use super::explain::{LayerTag, StrategyTag};
 use super::factor_prop::{AggressiveFactorPropagation, BasicFactorPropagation, FactorPropagation, PropagationDirection};
 use super::program::{OpKind, Program};
 use super::solver::{AnyDirection, DirectionPolicy, Shared, Solver, SolverInput, SolverOutput};
+use super::direction_table::DirectionTable;
 use super::step_cache::StepCache;
 use super::step_memo::StepMemo;
 use std::sync::Arc;
@@ -229,6 +230,27 @@ impl DirectionPolicy for OpPriorityDirection<'_> {
         }
         outer
     }
+
+    /// Under an outer policy of every factor both ways (signature 0): 0 when every factor
+    /// propagates both ways, else the op-level union of heuristics and whether the
+    /// per-factor heuristic 2 applies. With those, the directions follow from the op's kind
+    /// and rule alone (see [`OpPriorityDirection::directions`]).
+    fn signature(&self, solver: &Solver<'_>, op: u32) -> Option<u32> {
+        if self.outer.signature(solver, op)? != 0 {
+            return None;
+        }
+        let last = self.step.min(OP_PRIORITY_STEPS - 1);
+        let broadcast = solver.program().kind[op as usize] == OpKind::BroadcastInDim;
+        if last >= 4 || (last == 3 && !broadcast) {
+            return Some(0);
+        }
+        let first = usize::from(last >= 1);
+        let op_level = (first..=last).filter(|&step| step != 2).fold(Dir::None, |acc, step| union(acc, heuristic(solver, step, op, 0)));
+        if op_level == Dir::Both {
+            return Some(0);
+        }
+        Some(1 + 2 * u32::from(rank(op_level)) + u32::from(last >= 2))
+    }
 }
 
 /// The op-priority layer (see the module documentation); with `enabled` false it is its inner
@@ -350,23 +372,35 @@ pub fn propagate(graph: &Graph, input: SolverInput, options: &PassOptions) -> Re
     propagate_with_steps(&prog, input, options, None, false, None).map(|(out, _)| out)
 }
 
+/// What solves of one program (with the same meshes) leave for the next ones: step outcomes
+/// by content ([`super::step_cache`]) and directions by op and signature
+/// ([`super::direction_table`]). Either only saves work; a solve's result is the same with or
+/// without them.
+#[derive(Debug, Clone, Default)]
+pub struct SolveCaches {
+    /// Step outcomes by what they read.
+    pub steps: StepCache,
+    /// Directions by op and signature.
+    pub directions: DirectionTable,
+}
+
 /// [`propagate`], replaying the steps of `replay` where their inputs recur and, with `record`,
 /// recording this solve's steps (see [`super::step_memo`]): the output is what [`propagate`]
 /// gives, and the recorded steps come with it (`None` without `record`, or when debugging
 /// data is recorded). `prog` is the program of the graph and `input`'s facts (see
 /// [`Solver::with_program`]). `replay` must come from a solve of the same graph with the same
-/// options and meshes. With `cache`, the solve starts from those step outcomes (see
-/// [`super::step_cache`]; from solves of the same program with the same meshes) and leaves
-/// its own there. Errors as [`propagate`].
+/// options and meshes. With `caches`, the solve starts from what solves of the same program
+/// with the same meshes left there, and leaves its own (see [`SolveCaches`]). Errors as
+/// [`propagate`].
 pub fn propagate_with_steps(
     prog: &Arc<Program<'_>>,
     input: SolverInput,
     options: &PassOptions,
     replay: Option<Arc<StepMemo>>,
     record: bool,
-    cache: Option<&mut StepCache>,
+    caches: Option<&mut SolveCaches>,
 ) -> Result<(SolverOutput, Option<StepMemo>)> {
-    let (mut out, values, steps) = solve_shared(prog, input, options, replay, record, cache)?;
+    let (mut out, values, steps) = solve_shared(prog, input, options, replay, record, caches)?;
     out.value_shardings = values.into_iter().map(|s| s.map(Arc::unwrap_or_clone)).collect();
     Ok((out, steps))
 }
@@ -379,11 +413,11 @@ pub(crate) fn solve_shared(
     options: &PassOptions,
     replay: Option<Arc<StepMemo>>,
     record: bool,
-    mut cache: Option<&mut StepCache>,
+    mut caches: Option<&mut SolveCaches>,
 ) -> Result<(SolverOutput, Vec<Option<Shared>>, Option<StepMemo>)> {
     let mut solver = Solver::with_program(prog.clone(), input, options.conservative)?;
-    if let Some(cache) = cache.as_deref_mut() {
-        solver.use_step_cache(std::mem::take(cache));
+    if let Some(caches) = caches.as_deref_mut() {
+        solver.use_caches(std::mem::take(caches));
     }
     if record {
         solver.record_steps();
@@ -393,8 +427,8 @@ pub(crate) fn solve_shared(
     }
     let conflicts = solver.sync_sharding_groups();
     if !conflicts.is_empty() {
-        if let Some(cache) = cache {
-            *cache = solver.take_step_cache();
+        if let Some(caches) = caches {
+            *caches = solver.take_caches();
         }
         let steps = solver.take_steps();
         let (mut out, values) = solver.into_shared_output();
@@ -404,8 +438,8 @@ pub(crate) fn solve_shared(
     options.layer().propagate(&mut solver, &AnyDirection)?;
     solver.verify_manual_computations()?;
     let steps = solver.take_steps();
-    if let Some(cache) = cache {
-        *cache = solver.take_step_cache();
+    if let Some(caches) = caches {
+        *caches = solver.take_caches();
     }
     let (out, values) = solver.into_shared_output();
     Ok((out, values, steps))

@@ -20,6 +20,7 @@ pub mod layers;
 pub mod program;
 pub mod projection;
 pub mod solver;
+pub mod direction_table;
 pub mod step_cache;
 pub mod step_memo;
 pub mod transforms;
@@ -34,7 +35,7 @@ pub use projection::{
     PrefixStatus, ShardingProjection, TensorFactorShardings, UpdateTensorShardings,
 };
 pub use debug::{DebugOptions, EdgeNode, EdgeNodeKind, Origin, OriginKind, PropagationEdge, ShardingDebug};
-pub use layers::{propagate, FactorLayer, Layer, OpPriorityLayer, Pass, PassOptions, StrategyKind, UserPriorityLayer};
+pub use layers::{propagate, FactorLayer, Layer, OpPriorityLayer, Pass, PassOptions, SolveCaches, StrategyKind, UserPriorityLayer};
 pub use program::{OpKind, Program, ProgramFacts};
 pub use batch::{propagate_candidates, Candidate, CandidateOutput};
 pub use solver::{AnyDirection, DirectionPolicy, GroupConflict, Solver, SolverInput, SolverOutput, SolverStats};

@@ -49,6 +49,8 @@ use super::explain::{diagnose, Conflict, Hop, LayerTag, StepRecord, VisitInfo};
 use super::factor_prop::{FactorPropagation, OpInfo, PropagationDirection};
 use super::program::{Effects, OpKind, Program, ProgramFacts};
 use super::projection::ShardingProjection;
+use super::direction_table::DirectionTable;
+use super::layers::SolveCaches;
 use super::step_cache::{StepCache, StepContext, StepOutcome};
 use super::step_memo::{Step, StepMemo, Stored};
 use super::visit_cache::VisitCache;
@@ -82,6 +84,15 @@ pub trait DirectionPolicy {
     fn directions(&self, solver: &Solver<'_>, op: u32, num_factors: usize) -> Vec<Dir> {
         (0..num_factors).map(|f| self.direction(solver, op, f)).collect()
     }
+
+    /// A name for the answer this policy gives `op`: two calls (of this policy or another)
+    /// that give one op the same signature give it the same directions, as long as the live
+    /// uses of its operands are the same (the solver keeps the answers by signature, see
+    /// [`super::direction_table`]). Signature 0 means every factor both ways. `None`, the
+    /// default, names nothing.
+    fn signature(&self, _solver: &Solver<'_>, _op: u32) -> Option<u32> {
+        None
+    }
 }
 
 /// Every op may propagate both ways (Shardy `propagateAny`).
@@ -95,6 +106,10 @@ impl DirectionPolicy for AnyDirection {
 
     fn directions(&self, _: &Solver<'_>, _: u32, num_factors: usize) -> Vec<Dir> {
         vec![Dir::Both; num_factors]
+    }
+
+    fn signature(&self, _: &Solver<'_>, _: u32) -> Option<u32> {
+        Some(0)
     }
 }
 
@@ -264,6 +279,8 @@ pub struct Solver<'g> {
     memo_in: Option<Arc<StepMemo>>,
     /// Outcomes of steps by content (see [`super::step_cache`]).
     step_cache: RefCell<StepCache>,
+    /// Directions by op and signature (see [`super::direction_table`]).
+    dir_table: RefCell<DirectionTable>,
     /// Per value, `(structure, shardable)`: what `shardable` found in epoch `structure`
     /// (`NONE` for none).
     shardable_memo: Vec<Cell<(u32, u32)>>,
@@ -367,6 +384,7 @@ impl<'g> Solver<'g> {
             memo_out: None,
             memo_in: None,
             step_cache: RefCell::new(StepCache::new()),
+            dir_table: RefCell::new(DirectionTable::new()),
             shardable_memo: vec![Cell::new((0, NONE)); n_values],
             structure: 1,
             notify_stack: Vec::new(),
@@ -401,15 +419,17 @@ impl<'g> Solver<'g> {
         }
     }
 
-    /// Starts from the step outcomes of `cache`, kept by solves of the same program with the
-    /// same meshes (see [`super::step_cache`]).
-    pub fn use_step_cache(&mut self, cache: StepCache) {
-        self.step_cache = RefCell::new(cache);
+    /// Starts from what solves of the same program with the same meshes left (see
+    /// [`SolveCaches`]).
+    pub fn use_caches(&mut self, caches: SolveCaches) {
+        self.step_cache = RefCell::new(caches.steps);
+        self.dir_table = RefCell::new(caches.directions);
     }
 
-    /// The step outcomes known now (this solve's included); the solver keeps none.
-    pub fn take_step_cache(&mut self) -> StepCache {
-        self.step_cache.take()
+    /// What this solve and those before it found (see [`SolveCaches`]); the solver keeps
+    /// nothing.
+    pub fn take_caches(&mut self) -> SolveCaches {
+        SolveCaches { steps: self.step_cache.take(), directions: self.dir_table.take() }
     }
 
     /// The program the solver works on.
@@ -1210,8 +1230,17 @@ impl<'g> Solver<'g> {
         self.prog.identity_rule(v, num_operands)
     }
 
-    fn directions(&self, policy: &dyn DirectionPolicy, op: u32, num_factors: usize) -> Vec<Dir> {
-        policy.directions(self, op, num_factors)
+    /// The directions `policy` gives `op`'s `num_factors` factors, from the direction table
+    /// when the policy names its answer (see [`super::direction_table`]).
+    fn directions(&self, policy: &dyn DirectionPolicy, op: u32, num_factors: usize) -> Arc<[Dir]> {
+        let Some(signature) = policy.signature(self, op) else { return policy.directions(self, op, num_factors).into() };
+        if let Some(dirs) = self.dir_table.borrow().get(op, signature, num_factors) {
+            debug_assert_eq!(*dirs, *policy.directions(self, op, num_factors), "signature {signature} of op {op}");
+            return dirs;
+        }
+        let dirs: Arc<[Dir]> = policy.directions(self, op, num_factors).into();
+        self.dir_table.borrow_mut().put(op, signature, dirs.clone());
+        dirs
     }
 
     /// Shardy's `PropagateRegisteredOp`: through an op with a sharding rule.
@@ -1329,7 +1358,7 @@ impl<'g> Solver<'g> {
         if dirs.iter().all(Option::is_none) {
             return true;
         }
-        let now = policy.directions(self, op, counts.iter().copied().max().unwrap_or(0) as usize);
+        let now = self.directions(policy, op, counts.iter().copied().max().unwrap_or(0) as usize);
         let mut i = 0;
         for &n in counts {
             for &d in &now[..n as usize] {

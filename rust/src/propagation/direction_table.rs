@@ -1,0 +1,67 @@
+//! The directions ops propagate in, by the direction policy's signature, kept across the
+//! solves of one program.
+//!
+//! Every visit of an op (and every test of whether a visit can be skipped, see
+//! [`super::visit_cache`]) needs the op's direction per factor. Under the op-priority schedule
+//! (Shardy `getOpBasedDirectionToPropagate`) those are a function of the op, its kind and
+//! rule, the live uses of its operands and the step of the schedule, and most ops get one of
+//! a few answers. A policy's [`DirectionPolicy::signature`](super::solver::DirectionPolicy::signature)
+//! names the answer it gives an op, cheaply: equal signatures for one op mean equal
+//! directions. The table keeps each `(op, signature)`'s directions, so that they are computed
+//! once per program rather than once per visit; a batch of candidate solves hands one table
+//! from solve to solve.
+
+use std::sync::Arc;
+
+use super::factor_prop::PropagationDirection;
+
+/// Directions by op and signature (see the module documentation).
+#[derive(Debug, Clone, Default)]
+pub struct DirectionTable {
+    per_op: Vec<Vec<(u32, Arc<[PropagationDirection]>)>>,
+}
+
+impl DirectionTable {
+    /// An empty table.
+    pub fn new() -> DirectionTable {
+        DirectionTable::default()
+    }
+
+    /// The directions of `op`'s `num_factors` factors under signature `signature`, if known.
+    pub(crate) fn get(&self, op: u32, signature: u32, num_factors: usize) -> Option<Arc<[PropagationDirection]>> {
+        let known = self.per_op.get(op as usize)?;
+        known.iter().find(|(s, d)| *s == signature && d.len() == num_factors).map(|(_, d)| d.clone())
+    }
+
+    /// Keeps `dirs` as the directions of `op` under signature `signature`.
+    pub(crate) fn put(&mut self, op: u32, signature: u32, dirs: Arc<[PropagationDirection]>) {
+        let op = op as usize;
+        if self.per_op.len() <= op {
+            self.per_op.resize_with(op + 1, Vec::new);
+        }
+        let known = &mut self.per_op[op];
+        match known.iter_mut().find(|(s, d)| *s == signature && d.len() == dirs.len()) {
+            Some(slot) => slot.1 = dirs,
+            None => known.push((signature, dirs)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use PropagationDirection::{Both, Forward};
+
+    #[test]
+    fn keeps_directions_by_op_signature_and_factor_count() {
+        let mut t = DirectionTable::new();
+        assert!(t.get(3, 0, 2).is_none());
+        t.put(3, 0, Arc::from(vec![Both, Both]));
+        t.put(3, 5, Arc::from(vec![Forward, Both]));
+        assert_eq!(t.get(3, 0, 2).as_deref(), Some(&[Both, Both][..]));
+        assert_eq!(t.get(3, 5, 2).as_deref(), Some(&[Forward, Both][..]));
+        assert!(t.get(3, 0, 3).is_none(), "another factor count is another question");
+        assert!(t.get(2, 0, 2).is_none(), "another op");
+        assert!(t.get(40, 0, 2).is_none(), "an op beyond the table");
+    }
+}
