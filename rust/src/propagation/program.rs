@@ -14,7 +14,7 @@
 #![warn(missing_docs)]
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::factor_prop::PropagationDirection;
 use crate::error::{Error, Result};
@@ -246,6 +246,9 @@ pub struct Program<'g> {
     /// Identity rules built so far, by the value giving their shape and their number of
     /// operands (see [`Program::identity_rule`]); shared by every solve of the program.
     identity_rules: Mutex<HashMap<(u32, usize), Arc<OpShardingRule>>>,
+    /// Per value, where its sharding is stored while no op is erased (`NONE` for nowhere),
+    /// filled by the first solve (see `Solver::shardable`).
+    pub(crate) initial_shardable: OnceLock<Vec<u32>>,
 }
 
 fn check_index(what: &str, i: u32, n: usize) -> Result<()> {
@@ -445,6 +448,7 @@ impl<'g> Program<'g> {
             groups,
             main_func: facts.main_func,
             identity_rules: Mutex::new(HashMap::new()),
+            initial_shardable: OnceLock::new(),
         })
     }
 

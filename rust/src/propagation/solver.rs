@@ -389,6 +389,11 @@ impl<'g> Solver<'g> {
             structure: 1,
             notify_stack: Vec::new(),
         };
+        if solver.prog.initial_shardable.get().is_none() {
+            // Nothing is erased yet: what every solve of the program finds first.
+            let initial: Vec<u32> = (0..n_values as u32).map(|v| solver.find_shardable(v).unwrap_or(NONE)).collect();
+            let _ = solver.prog.initial_shardable.set(initial);
+        }
         if let Some(options) = debug {
             solver.prepare_debug(options);
         }
@@ -548,6 +553,12 @@ impl<'g> Solver<'g> {
     fn shardable(&self, v: u32) -> Option<u32> {
         // It depends on which ops are alive and on use counts, which change only when an op is
         // erased; the answers of the current `structure` epoch are kept.
+        if self.structure == 1 {
+            if let Some(initial) = self.prog.initial_shardable.get() {
+                let known = initial[v as usize];
+                return (known != NONE).then_some(known);
+            }
+        }
         let slot = &self.shardable_memo[v as usize];
         let (epoch, known) = slot.get();
         if epoch == self.structure {
@@ -1059,10 +1070,8 @@ impl<'g> Solver<'g> {
         if let Some((id, memo)) = memo_id.and_then(|id| Some((id, self.memo_in.take()?))) {
             let found = self.find_step(&memo, action, id, operands, results, dirs);
             if let Some(step) = found {
-                if self.cache.recording() {
-                    let relevant: Vec<bool> = step.dirs.iter().map(Option::is_some).collect();
-                    self.cache.directions(dirs, &relevant);
-                }
+                // The step's directions are `dirs` where they mattered (`find_step`).
+                self.cache.relevant_directions(&step.dirs);
                 for (t, new) in &step.updates {
                     self.store_update(*t, new.clone());
                 }

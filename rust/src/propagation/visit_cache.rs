@@ -197,6 +197,15 @@ impl VisitCache {
         }
     }
 
+    /// The visit propagated along a rule whose factors had the directions `dirs`, `None` where
+    /// the direction did not matter (as [`VisitCache::directions`] would keep them).
+    pub(crate) fn relevant_directions(&mut self, dirs: &[Option<PropagationDirection>]) {
+        if self.recording {
+            self.dirs.extend_from_slice(dirs);
+            self.factor_counts.push(dirs.len() as u32);
+        }
+    }
+
     /// Ends the visit of `op` with strategy `strategy`; remembers it when it changed nothing.
     pub(crate) fn end(&mut self, op: u32, strategy: Option<u8>, changed: bool) {
         if !self.recording {
