@@ -288,6 +288,8 @@ pub struct Solver<'g> {
     structure: u32,
     /// The stack of `notify_users`, kept between calls.
     notify_stack: Vec<(u32, usize)>,
+    /// The tensors of the op `visit_registered` visits, kept between calls.
+    tensor_buf: Vec<Tensor>,
 }
 
 impl<'g> Solver<'g> {
@@ -388,6 +390,7 @@ impl<'g> Solver<'g> {
             shardable_memo: vec![Cell::new((0, NONE)); n_values],
             structure: 1,
             notify_stack: Vec::new(),
+            tensor_buf: Vec::new(),
         };
         if solver.prog.initial_shardable.get().is_none() {
             // Nothing is erased yet: what every solve of the program finds first.
@@ -620,7 +623,7 @@ impl<'g> Solver<'g> {
             self.cache.wrote(slot);
             return;
         }
-        let prog = self.prog.clone();
+        let prog = &*self.prog;
         let siblings: &[u32] = if let Some(d) = prog.def(slot) {
             prog.results(d)
         } else if let Some(o) = prog.block_owner(slot).filter(|&o| prog.kind[o as usize] == OpKind::NamedComputation) {
@@ -1209,7 +1212,7 @@ impl<'g> Solver<'g> {
     fn store_update(&mut self, t: Tensor, new: Shared) {
         self.stats.updates += 1;
         let modified = self.modified_value(t);
-        let group = modified.and_then(|m| self.prog.group_of.get(&m).copied());
+        let group = modified.filter(|_| !self.prog.groups.is_empty()).and_then(|m| self.prog.group_of.get(&m).copied());
         if group.is_none() {
             self.tensor_set(t, new);
             if let Some(modified) = modified {
@@ -1258,14 +1261,19 @@ impl<'g> Solver<'g> {
         let Some(rule) = graph.rule(op as usize) else { return Ok(false) };
         self.rule_used[op as usize] = true;
         let operands = graph.operands.row(op as usize);
-        let tensors: Vec<Tensor> = operands.iter().chain(graph.results.row(op as usize)).map(|&v| Tensor::Value(v)).collect();
+        let mut tensors = std::mem::take(&mut self.tensor_buf);
+        tensors.clear();
+        tensors.extend(operands.iter().chain(graph.results.row(op as usize)).map(|&v| Tensor::Value(v)));
         let (operands, results) = tensors.split_at(operands.len());
-        if !self.begin_step(operands, results) {
-            return Ok(false);
-        }
-        let dirs = self.directions(policy, op, rule.num_factors());
-        let elementwise = self.prog.elementwise[op as usize];
-        self.propagate_tensors(op, operands, results, rule, &dirs, strategy, self.conservative, elementwise)
+        let done = if self.begin_step(operands, results) {
+            let dirs = self.directions(policy, op, rule.num_factors());
+            let elementwise = self.prog.elementwise[op as usize];
+            self.propagate_tensors(op, operands, results, rule, &dirs, strategy, self.conservative, elementwise)
+        } else {
+            Ok(false)
+        };
+        self.tensor_buf = tensors;
+        done
     }
 
     /// Shardy's `PropagateDataFlowEdgeOp`: between the sources and the targets of an edge.
