@@ -23,6 +23,7 @@ use super::factor_prop::{AggressiveFactorPropagation, BasicFactorPropagation, Fa
 use super::program::{OpKind, Program};
 use super::solver::{AnyDirection, DirectionPolicy, Shared, Solver, SolverInput, SolverOutput};
 use super::direction_table::DirectionTable;
+use super::visit_cache::VisitCache;
 use super::step_cache::StepCache;
 use super::step_memo::StepMemo;
 use std::sync::Arc;
@@ -374,14 +375,16 @@ pub fn propagate(graph: &Graph, input: SolverInput, options: &PassOptions) -> Re
 
 /// What solves of one program (with the same meshes) leave for the next ones: step outcomes
 /// by content ([`super::step_cache`]) and directions by op and signature
-/// ([`super::direction_table`]). Either only saves work; a solve's result is the same with or
-/// without them.
+/// ([`super::direction_table`]), and the visit memo's lists, to reuse their memory
+/// ([`super::visit_cache`]; emptied for each solve). None changes a solve's result.
 #[derive(Debug, Clone, Default)]
 pub struct SolveCaches {
     /// Step outcomes by what they read.
     pub steps: StepCache,
     /// Directions by op and signature.
     pub directions: DirectionTable,
+    /// The last solve's visit memo (only its allocations are reused).
+    pub(crate) visits: VisitCache,
 }
 
 /// [`propagate`], replaying the steps of `replay` where their inputs recur and, with `record`,
@@ -415,10 +418,10 @@ pub(crate) fn solve_shared(
     record: bool,
     mut caches: Option<&mut SolveCaches>,
 ) -> Result<(SolverOutput, Vec<Option<Shared>>, Option<StepMemo>)> {
-    let mut solver = Solver::with_program(prog.clone(), input, options.conservative)?;
-    if let Some(caches) = caches.as_deref_mut() {
-        solver.use_caches(std::mem::take(caches));
-    }
+    let mut solver = match caches.as_deref_mut() {
+        Some(caches) => Solver::with_caches(prog.clone(), input, options.conservative, std::mem::take(caches))?,
+        None => Solver::with_program(prog.clone(), input, options.conservative)?,
+    };
     if record {
         solver.record_steps();
     }

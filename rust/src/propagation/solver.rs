@@ -310,6 +310,12 @@ impl<'g> Solver<'g> {
     /// `input` (which are not looked at again: solves of one program with different shardings
     /// share it). Errors as [`Solver::new`].
     pub fn with_program(prog: Arc<Program<'g>>, input: SolverInput, conservative: bool) -> Result<Solver<'g>> {
+        Solver::with_caches(prog, input, conservative, SolveCaches::default())
+    }
+
+    /// [`Solver::with_program`], starting from what solves of the same program with the same
+    /// meshes left (see [`SolveCaches`]). Errors as [`Solver::new`].
+    pub fn with_caches(prog: Arc<Program<'g>>, input: SolverInput, conservative: bool, caches: SolveCaches) -> Result<Solver<'g>> {
         let graph: &'g Graph = prog.graph;
         let n_values = graph.num_values();
         let n_ops = graph.num_ops();
@@ -382,11 +388,15 @@ impl<'g> Solver<'g> {
             seen_epoch: 0,
             debug: None,
             layer: LayerTag::default(),
-            cache: VisitCache::new(n_values, n_ops, debug.is_none()),
+            cache: {
+                let mut visits = caches.visits;
+                visits.reset(n_values, n_ops, debug.is_none());
+                visits
+            },
             memo_out: None,
             memo_in: None,
-            step_cache: RefCell::new(StepCache::new()),
-            dir_table: RefCell::new(DirectionTable::new()),
+            step_cache: RefCell::new(caches.steps),
+            dir_table: RefCell::new(caches.directions),
             shardable_memo: vec![Cell::new((0, NONE)); n_values],
             structure: 1,
             notify_stack: Vec::new(),
@@ -427,17 +437,10 @@ impl<'g> Solver<'g> {
         }
     }
 
-    /// Starts from what solves of the same program with the same meshes left (see
-    /// [`SolveCaches`]).
-    pub fn use_caches(&mut self, caches: SolveCaches) {
-        self.step_cache = RefCell::new(caches.steps);
-        self.dir_table = RefCell::new(caches.directions);
-    }
-
     /// What this solve and those before it found (see [`SolveCaches`]); the solver keeps
     /// nothing.
     pub fn take_caches(&mut self) -> SolveCaches {
-        SolveCaches { steps: self.step_cache.take(), directions: self.dir_table.take() }
+        SolveCaches { steps: self.step_cache.take(), directions: self.dir_table.take(), visits: std::mem::take(&mut self.cache) }
     }
 
     /// The program the solver works on.

@@ -23,7 +23,7 @@
 use super::factor_prop::PropagationDirection;
 
 /// What a visit that changed nothing read and used (see the module documentation).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Entry {
     /// The entry describes a visit (false until one is remembered, and after the op changed
     /// some sharding).
@@ -56,8 +56,9 @@ struct FuncResultEntry {
 }
 
 /// The memo of one solve: a write clock per stored sharding and one entry per op (and per
-/// result of the main function).
-#[derive(Debug, Default)]
+/// result of the main function). [`VisitCache::reset`] readies it for another solve, keeping
+/// its allocations.
+#[derive(Debug, Default, Clone)]
 pub(crate) struct VisitCache {
     enabled: bool,
     clock: u64,
@@ -76,14 +77,26 @@ pub(crate) struct VisitCache {
 }
 
 impl VisitCache {
-    /// A memo for `num_values` values and `num_ops` ops; a disabled one remembers nothing.
-    pub(crate) fn new(num_values: usize, num_ops: usize, enabled: bool) -> VisitCache {
-        VisitCache {
-            enabled,
-            versions: if enabled { vec![0; num_values] } else { Vec::new() },
-            entries: if enabled { (0..num_ops).map(|_| Entry::default()).collect() } else { Vec::new() },
-            ..VisitCache::default()
+    /// Forgets everything, for a solve of `num_values` values and `num_ops` ops (the lists
+    /// keep their capacity); a disabled memo remembers nothing.
+    pub(crate) fn reset(&mut self, num_values: usize, num_ops: usize, enabled: bool) {
+        self.enabled = enabled;
+        self.clock = 0;
+        self.epoch = 0;
+        self.versions.clear();
+        self.entries.truncate(if enabled { num_ops } else { 0 });
+        self.entries.iter_mut().for_each(|e| e.valid = false);
+        if enabled {
+            self.versions.resize(num_values, 0);
+            self.entries.resize_with(num_ops, Entry::default);
         }
+        self.func_versions.clear();
+        self.func_entries.clear();
+        self.recording = false;
+        self.cacheable = false;
+        self.reads.clear();
+        self.dirs.clear();
+        self.factor_counts.clear();
     }
 
     /// The stored sharding of value `slot` was written.
