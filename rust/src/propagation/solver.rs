@@ -556,6 +556,7 @@ impl<'g> Solver<'g> {
 
     /// The value whose stored sharding `v` reads and writes (Shardy `getShardableValue`), or
     /// `None` when `v` has none.
+    #[inline]
     fn shardable(&self, v: u32) -> Option<u32> {
         // It depends on which ops are alive and on use counts, which change only when an op is
         // erased; the answers of the current `structure` epoch are kept.
@@ -565,6 +566,12 @@ impl<'g> Solver<'g> {
                 return (known != NONE).then_some(known);
             }
         }
+        self.shardable_after_erasures(v)
+    }
+
+    /// [`Solver::shardable`] once an op was erased.
+    #[inline(never)]
+    fn shardable_after_erasures(&self, v: u32) -> Option<u32> {
         let slot = &self.shardable_memo[v as usize];
         let (epoch, known) = slot.get();
         if epoch == self.structure {
