@@ -7,9 +7,10 @@
 //! where each propagated axis came from ([`debug`]) and, for `shardwise.explain`, which layer
 //! took each step and why axes were dropped ([`explain`]). The solver skips op visits known to
 //! change nothing (`visit_cache`), looks up the outcome of a step through an op with its rule by
-//! what the step reads, wherever in the program it met that step before ([`step_cache`]), and
-//! many solves of one program ([`batch`]) replay the steps of a base solve where their inputs
-//! recur ([`step_memo`]).
+//! what the step reads, wherever in the program it met that step before ([`step_cache`]), keeps
+//! each op's directions by the policy's signature ([`direction_table`]), and many solves of one
+//! program ([`batch`]) replay the steps of a base solve where their inputs recur
+//! ([`step_memo`]).
 
 pub mod axes;
 pub mod batch;
