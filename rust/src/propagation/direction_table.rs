@@ -2,7 +2,7 @@
 //! solves of one program.
 //!
 //! Every visit of an op (and every test of whether a visit can be skipped, see
-//! [`super::visit_cache`]) needs the op's direction per factor. Under the op-priority schedule
+//! `visit_cache`) needs the op's direction per factor. Under the op-priority schedule
 //! (Shardy `getOpBasedDirectionToPropagate`) those are a function of the op, its kind and
 //! rule, the live uses of its operands and the step of the schedule, and most ops get one of
 //! a few answers. A policy's [`DirectionPolicy::signature`](super::solver::DirectionPolicy::signature)

@@ -376,7 +376,7 @@ pub fn propagate(graph: &Graph, input: SolverInput, options: &PassOptions) -> Re
 /// What solves of one program (with the same meshes) leave for the next ones: step outcomes
 /// by content ([`super::step_cache`]) and directions by op and signature
 /// ([`super::direction_table`]), and the visit memo's lists, to reuse their memory
-/// ([`super::visit_cache`]; emptied for each solve). None changes a solve's result.
+/// (`visit_cache`; emptied for each solve). None changes a solve's result.
 #[derive(Debug, Clone, Default)]
 pub struct SolveCaches {
     /// Step outcomes by what they read.
