@@ -305,9 +305,9 @@ def parse_bytes(value: int | str) -> int:
     return n
 
 
-#: The search methods of ``auto_shard``: ``solve``'s (``ilp``, ``local``, ``penalty``, ``auto``)
-#: and ``bfs``.
-AUTO_METHODS = ("ilp", "bfs", "local", "penalty", "auto")
+#: The search methods of ``auto_shard``: ``solve``'s (``ilp``, ``local``, ``penalty``,
+#: ``limited``, ``auto``) and ``bfs``.
+AUTO_METHODS = ("ilp", "bfs", "local", "penalty", "limited", "auto")
 
 
 def auto_shard(
@@ -328,7 +328,8 @@ def auto_shard(
     ``mesh``: redefines the module's only mesh or adds ``@mesh`` (``None``: the module's own).
     ``memory_budget``: bytes (int or ``"16GiB"``), default ``device.memory`` (no limit).
     ``method``: ``ilp`` (HiGHS, optimal within ``time_limit`` seconds), ``local`` (Rust local
-    search), ``penalty`` (memory as node penalties, relaxed problems by toulbar2), ``auto``
+    search), ``penalty`` (memory as node penalties, relaxed problems by toulbar2), ``limited``
+    (the whole problem, memory limit included, by toulbar2), ``auto``
     (``solve``'s choice) or ``bfs`` (MindSpore propagation from the values the user sharded).
     ``device``: FLOP rate, link costs (default ``DeviceModel()``).
     ``progress(stage, done, total)``: called while building (``strategies``, ``edges``) and

@@ -9,6 +9,13 @@ usage above its least usage) and a binary cost function per edge. Entries >= 10*
 contest's forbidden combinations) become :data:`HARD_COST`, which no optimum takes while a finite
 alternative exists.
 
+:meth:`Network.solve_limited` solves the whole problem instead: no penalties, and the usage
+limit as one linear constraint per time point, ``Σ_v (u_v,x_v − min_s u_vs) <= limit − base −
+Σ_v min_s u_vs`` over the free nodes live there (``base``: the usage of the fixed nodes live
+there), which toulbar2 propagates as a knapsack constraint (its
+``AddGeneralizedLinearConstraint``). Time points whose largest possible usage fits are left out,
+and of time points with the same free nodes only the tightest is kept.
+
 toulbar2 keeps its state in process globals, enforces its time limit with a signal and prints
 to standard output, so it runs in a child process (``python -m shardwise.search.wcsp_worker``,
 started with :mod:`subprocess`, hence safe beside threads and after fork): the parent sends the
@@ -23,6 +30,7 @@ import pickle
 import struct
 import subprocess
 import sys
+import time
 from typing import IO, Any
 
 import numpy as np
@@ -53,6 +61,7 @@ class Network:
     and usage above their least usage, and the flat binary cost lists."""
 
     def __init__(self, graph: StrategyGraph) -> None:
+        self.graph = graph
         self.red: Reduced = reduce_graph(graph)
         self.free = self.red.free_nodes()
         pos = {v: i for i, v in enumerate(self.free)}
@@ -84,23 +93,84 @@ class Network:
                 rates.append(dc / du)
         return max(float(np.median(rates)), 1e-9) if rates else 1.0
 
-    def solve(self, w: F64, seconds: int, seed: int) -> list[int] | None:
-        """Strategy per node of the penalised network's optimum, or toulbar2's best within
-        ``seconds`` CPU seconds (at least 1); ``None`` if it found none."""
+    def _network(self, w: F64 | None, seed: int) -> Any:
+        """The toulbar2 network: variables, unary costs (penalised by ``w`` when given) and
+        binary costs."""
         import pytoulbar2
 
         cfn = pytoulbar2.CFN(verbose=-1, seed=seed)
         for i, v in enumerate(self.free):
             cfn.AddVariable(f"x{v}", list(range(len(self.unary[i]))))
         for i, v in enumerate(self.free):
-            c = self.unary[i] + w[v] * self.extra_usage[i] if w[v] > 0 else self.unary[i]
+            c = self.unary[i] + w[v] * self.extra_usage[i] if w is not None and w[v] > 0 else self.unary[i]
             cfn.AddFunction([i], np.round(c).tolist())
         for a, b, costs in self.binary:
             cfn.AddFunction([a, b], costs)
+        return cfn
+
+    def _solved(self, cfn: Any, seconds: int) -> list[int] | None:
         res = cfn.Solve(timeLimit=max(int(seconds), 1))
         if not res:
             return None
         return self.red.expand({v: int(res[0][i]) for i, v in enumerate(self.free)})
+
+    def solve(self, w: F64, seconds: int, seed: int) -> list[int] | None:
+        """Strategy per node of the penalised network's optimum, or toulbar2's best within
+        ``seconds`` CPU seconds (at least 1); ``None`` if it found none."""
+        return self._solved(self._network(w, seed), seconds)
+
+    def usage_constraints(self) -> list[tuple[list[tuple[int, int, int]], int]]:
+        """The usage limit as linear constraints (module docstring): per kept time point,
+        ``(terms, bound)`` with ``terms`` as ``(variable, value, coefficient)`` and the
+        constraint ``Σ coefficient · [x_variable == value] <= bound``. Empty without a limit."""
+        g = self.graph
+        if g.usage_limit is None:
+            return []
+        p, first, last = g.time_points()
+        live_free: list[list[int]] = [[] for _ in range(p)]
+        base = [0] * p
+        for v in range(g.num_nodes):
+            if first[v] >= last[v]:
+                continue
+            keep = self.red.keep[v]
+            if len(keep) == 1:
+                u = int(g.node_usages(v)[keep[0]])
+                for t in range(int(first[v]), int(last[v])):
+                    base[t] += u
+            else:
+                for t in range(int(first[v]), int(last[v])):
+                    live_free[t].append(v)
+        least = {v: int(self.red.node_usage[v].min()) for v in self.free}
+        most = {v: int(self.red.node_usage[v].max()) for v in self.free}
+        tightest: dict[tuple[int, ...], int] = {}
+        for t in range(p):
+            nodes = tuple(live_free[t])
+            room = g.usage_limit - base[t] - sum(least[v] for v in nodes)
+            if sum(most[v] - least[v] for v in nodes) <= room:
+                continue
+            if nodes not in tightest or room < tightest[nodes]:
+                tightest[nodes] = room
+        pos = {v: i for i, v in enumerate(self.free)}
+        out = []
+        for nodes, room in tightest.items():
+            terms = [(pos[v], s, int(u) - least[v]) for v in nodes for s, u in enumerate(self.red.node_usage[v])
+                     if int(u) > least[v]]
+            out.append((terms, room))
+        return out
+
+    def solve_limited(self, seconds: float, seed: int) -> list[int] | None:
+        """Strategy per node of the whole problem's optimum, the usage limit included (module
+        docstring), or toulbar2's best within ``seconds`` (building the constraints included;
+        toulbar2 gets the whole CPU seconds left, at least 1); ``None`` if it found none (or the
+        limit cannot be met)."""
+        begin = time.perf_counter()
+        cfn = self._network(None, seed)
+        for terms, room in self.usage_constraints():
+            if room < 0:
+                return None
+            if terms:
+                cfn.AddGeneralizedLinearConstraint(terms, "<=", room)
+        return self._solved(cfn, int(seconds - (time.perf_counter() - begin)))
 
 
 def send(out: IO[bytes], obj: Any) -> None:
@@ -158,6 +228,12 @@ class RelaxedSolver:
         if w.shape != (self._n,):
             raise SearchError(f"w: expected one penalty per node, shape ({self._n},), got shape {w.shape}")
         result: list[int] | None = self._call((w, int(seconds), int(seed)))
+        return result
+
+    def solve_limited(self, seconds: float, seed: int) -> list[int] | None:
+        """Optimum (or best within ``seconds``) of the whole problem, the usage limit as
+        linear constraints (see :meth:`Network.solve_limited`); ``None`` if none was found."""
+        result: list[int] | None = self._call(("limited", float(seconds), int(seed)))
         return result
 
     def close(self) -> None:

@@ -11,7 +11,8 @@ from shardwise.search.wcsp import Network, recv, send
 
 def serve() -> None:
     """Worker main loop: first message the graph (reply: the exchange rate), then
-    ``(w, seconds, seed)`` per solve (reply: the assignment or ``None``); ``None`` ends it."""
+    ``(w, seconds, seed)`` per penalised solve or ``("limited", seconds, seed)`` per solve with
+    the usage limit (reply: the assignment or ``None``); ``None`` ends it."""
     out = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # toulbar2 writes to standard output
@@ -28,6 +29,9 @@ def serve() -> None:
             if net is None:
                 net = Network(msg)
                 send(out, ("ok", net.exchange_rate()))
+            elif isinstance(msg[0], str) and msg[0] == "limited":
+                _, seconds, seed = msg
+                send(out, ("ok", net.solve_limited(seconds, seed)))
             else:
                 w, seconds, seed = msg
                 send(out, ("ok", net.solve(w, seconds, seed)))
