@@ -21,7 +21,7 @@
 use super::explain::{LayerTag, StrategyTag};
 use super::factor_prop::{AggressiveFactorPropagation, BasicFactorPropagation, FactorPropagation, PropagationDirection};
 use super::program::{OpKind, Program};
-use super::solver::{AnyDirection, DirectionPolicy, Shared, Solver, SolverInput, SolverOutput};
+use super::solver::{unshared, AnyDirection, DirectionPolicy, Shared, Solver, SolverInput, SolverOutput};
 use super::direction_table::DirectionTable;
 use super::visit_cache::VisitCache;
 use super::step_cache::StepCache;
@@ -404,7 +404,7 @@ pub fn propagate_with_steps(
     caches: Option<&mut SolveCaches>,
 ) -> Result<(SolverOutput, Option<StepMemo>)> {
     let (mut out, values, steps) = solve_shared(prog, input, options, replay, record, caches)?;
-    out.value_shardings = values.into_iter().map(|s| s.map(Arc::unwrap_or_clone)).collect();
+    out.value_shardings = unshared(values);
     Ok((out, steps))
 }
 

@@ -69,6 +69,11 @@ use crate::sharding::{MeshRef, TensorSharding};
 /// is a pointer comparison.
 pub(crate) type Shared = Arc<TensorSharding>;
 
+/// Shared shardings as owned ones (moved out where nothing else holds them).
+pub(crate) fn unshared(shardings: Vec<Option<Shared>>) -> Vec<Option<TensorSharding>> {
+    shardings.into_iter().map(|s| s.map(Arc::unwrap_or_clone)).collect()
+}
+
 type Dir = PropagationDirection;
 
 /// Decides in which direction an op may propagate along one of its factors (Shardy's
@@ -472,7 +477,7 @@ impl<'g> Solver<'g> {
     /// The solver's result.
     pub fn into_output(self) -> SolverOutput {
         let (mut out, values) = self.into_shared_output();
-        out.value_shardings = values.into_iter().map(|s| s.map(Arc::unwrap_or_clone)).collect();
+        out.value_shardings = unshared(values);
         out
     }
 
@@ -494,8 +499,7 @@ impl<'g> Solver<'g> {
             .func_order
             .iter()
             .map(|f| {
-                let shardings = self.func_results.remove(f).unwrap_or_default();
-                (*f, shardings.into_iter().map(|s| s.map(Arc::unwrap_or_clone)).collect())
+                (*f, unshared(self.func_results.remove(f).unwrap_or_default()))
             })
             .collect();
         let out = SolverOutput {
@@ -1246,12 +1250,6 @@ impl<'g> Solver<'g> {
         }
     }
 
-    /// The identity rule of `num_operands` operands and one result of the shape of `v`
-    /// (`RuleBuilder::identity`), built once per program.
-    fn identity_rule(&self, v: u32, num_operands: usize) -> Arc<OpShardingRule> {
-        self.prog.identity_rule(v, num_operands)
-    }
-
     /// The directions `policy` gives `op`'s `num_factors` factors, from the direction table
     /// when the policy names its answer (see [`super::direction_table`]).
     fn directions(&self, policy: &dyn DirectionPolicy, op: u32, num_factors: usize) -> Arc<[Dir]> {
@@ -1299,7 +1297,7 @@ impl<'g> Solver<'g> {
         if !self.begin_step(&operands, &[Tensor::EdgeTarget(edge)]) {
             return Ok(false);
         }
-        let rule = self.identity_rule(result, sources.len());
+        let rule = self.prog.identity_rule(result, sources.len());
         let dirs = self.directions(policy, edge, rule.num_factors());
         self.propagate_tensors(edge, &operands, &[Tensor::EdgeTarget(edge)], &rule, &dirs, strategy, false, false)
     }
@@ -1337,7 +1335,7 @@ impl<'g> Solver<'g> {
         if !self.begin_step(&operands, &[Tensor::Value(result)]) {
             return Ok(false);
         }
-        let rule = self.identity_rule(result, sources.len());
+        let rule = self.prog.identity_rule(result, sources.len());
         let dirs = self.directions(policy, edge, rule.num_factors());
         self.propagate_tensors(edge, &operands, &[Tensor::Value(result)], &rule, &dirs, strategy, false, false)
     }
@@ -1351,7 +1349,7 @@ impl<'g> Solver<'g> {
             return Ok(false);
         }
         let dir = self.prog.barrier_direction.get(&op).copied().unwrap_or(Dir::None);
-        let rule = self.identity_rule(result, 1);
+        let rule = self.prog.identity_rule(result, 1);
         let dirs = vec![dir; rule.num_factors()];
         self.propagate_tensors(op, &[Tensor::Value(input)], &[Tensor::Value(result)], &rule, &dirs, strategy, false, true)
     }
@@ -1435,7 +1433,7 @@ impl<'g> Solver<'g> {
             let updates = self.stats.updates;
             let tensors = [Tensor::Value(v), Tensor::FuncResult(main, k as u32)];
             if self.begin_step(&tensors[..1], &tensors[1..]) {
-                let rule = self.identity_rule(v, 1);
+                let rule = self.prog.identity_rule(v, 1);
                 let dirs = vec![Dir::Both; rule.num_factors()];
                 self.propagate_tensors(main, &tensors[..1], &tensors[1..], &rule, &dirs, strategy, false, false)?;
             }
