@@ -14,7 +14,7 @@ that check the split program against the original (``check_partition``,
 """
 from shardwise._native import __version__
 from shardwise.api import propagate
-from shardwise.propagation.batch import CandidateResults, propagate_many
+from shardwise.propagation.batch import CandidateBatch, CandidateResults, propagate_many
 from shardwise.explanation import Explanation, explain
 from shardwise.errors import (
     ConversionError,
@@ -74,6 +74,7 @@ __all__ = [
     "propagate",
     "propagate_many",
     "CandidateResults",
+    "CandidateBatch",
     "partition",
     "Partition",
     "load_partition",

@@ -49,7 +49,7 @@ __all__ = [
     "rule_validate",
     "PropagationResult",
     "propagate_shardings",
-    "propagate_candidates",
+    "CandidateBatch",
     "sharding_origins_text",
     "propagation_edges_text",
     "redistribution_plan",
@@ -242,34 +242,36 @@ def propagate_shardings(
     debug_skip_ops: list[int] = ...,
     debug_explain: bool = False,
 ) -> PropagationResult: ...
-def propagate_candidates(
-    graph: FrozenGraph,
-    meshes: dict[str, _MeshW],
-    shardings: list[_ShardingW | None],
-    func_results: list[tuple[int, list[_ShardingW | None]]],
-    candidates: list[tuple[list[tuple[int, _ShardingW | None]], list[tuple[int, int, _ShardingW | None]]]],
-    threads: int = 1,
-    *,
-    pass_name: str = "basic",
-    strategy: str = "aggressive",
-    conservative: bool = False,
-    run_op_priority: bool = True,
-    main_func: int | None = None,
-    callees: list[tuple[int, int]] = ...,
-    symbol_users: list[int] = ...,
-    manual_axes: list[tuple[int, list[str]]] = ...,
-    sharding_groups: list[tuple[int, int]] = ...,
-    barrier_directions: list[tuple[int, str]] = ...,
-    side_effecting_ops: list[int] = ...,
-    offload_ops: list[int] = ...,
-    non_tensor_values: list[int] = ...,
-    forward_use_order_values: list[int] = ...,
-    debug_sharding_origins: bool = False,
-    debug_propagation_edges: bool = False,
-    debug_first_step: int = 0,
-    debug_skip_ops: list[int] = ...,
-    debug_explain: bool = False,
-) -> list[PropagationResult]: ...
+@final
+class CandidateBatch:
+    def __new__(
+        cls,
+        graph: FrozenGraph,
+        meshes: dict[str, _MeshW],
+        shardings: list[_ShardingW | None],
+        func_results: list[tuple[int, list[_ShardingW | None]]],
+        *,
+        pass_name: str = "basic",
+        strategy: str = "aggressive",
+        conservative: bool = False,
+        run_op_priority: bool = True,
+        main_func: int | None = None,
+        callees: list[tuple[int, int]] = ...,
+        symbol_users: list[int] = ...,
+        manual_axes: list[tuple[int, list[str]]] = ...,
+        sharding_groups: list[tuple[int, int]] = ...,
+        barrier_directions: list[tuple[int, str]] = ...,
+        side_effecting_ops: list[int] = ...,
+        offload_ops: list[int] = ...,
+        non_tensor_values: list[int] = ...,
+        forward_use_order_values: list[int] = ...,
+    ) -> CandidateBatch: ...
+    def propagate(
+        self,
+        candidates: list[tuple[list[tuple[int, _ShardingW | None]], list[tuple[int, int, _ShardingW | None]]]],
+        threads: int = 1,
+    ) -> list[PropagationResult]: ...
+
 def sharding_origins_text(entries: list[tuple[_AxisW, str]]) -> str: ...
 def propagation_edges_text(entries: list[tuple[_AxisW, list[tuple[str, int, str, int, int]]]]) -> str | None: ...
 

@@ -116,3 +116,38 @@ def test_bad_candidates(step: sw.Module) -> None:
         sw.propagate_many(step, [{"arg0": sw.TensorSharding(mesh, [["x"]])}])  # rank mismatch
     with pytest.raises(ValueError, match="threads"):
         sw.propagate_many(step, [], threads=0)
+
+
+def test_candidate_batch_calls_equal_one_by_one(step: sw.Module) -> None:
+    # A batch is prepared once and keeps what its workers computed from call to call; each
+    # call, on any number of threads, still gives what propagating one by one gives.
+    m = step.copy()
+    batch = sw.CandidateBatch(m)
+    m.funcs[0].args[0].sharding = sw.TensorSharding(m.meshes["mesh"], [["x"]] + [[] for _ in m.funcs[0].args[0].type.shape[1:]])
+    for seed, threads in ((11, 2), (12, 1), (11, 2)):
+        cands = _candidates(step, 3, seed=seed)
+        results = batch.propagate(cands, threads=threads)
+        assert results.batched and results.threads == threads and len(results) == len(cands)
+        for c, r in zip(cands, results):
+            # The batch copied the module when it was made: the later change is not seen.
+            assert r.module().to_mlir() == _one_by_one(step, c)
+
+
+def test_candidate_batch_falls_back_for_guarded_arguments() -> None:
+    text = """
+    sdy.mesh @mesh = <["x"=2, "y"=4]>
+    func.func @main(%arg0: tensor<8x8xf32>, %arg1: tensor<8x8xf32>) -> tensor<8x8xf32> {
+      %0 = sdy.sharding_constraint %arg0 <@mesh, [{"x"}, {?}]> : tensor<8x8xf32>
+      %1 = stablehlo.add %0, %arg1 : tensor<8x8xf32>
+      return %1 : tensor<8x8xf32>
+    }"""
+    m = load_mlir(text)
+    batch = sw.CandidateBatch(m)
+    s = sw.TensorSharding(m.meshes["mesh"], [[], ["y"]])
+    free = batch.propagate([{"arg1": s}], threads=1)
+    guarded = batch.propagate([{"arg0": s}], threads=1)
+    assert free.batched and not guarded.batched
+    assert free[0].module().to_mlir() == _one_by_one(m, {"arg1": s})
+    assert guarded[0].module().to_mlir() == _one_by_one(m, {"arg0": s})
+    with pytest.raises(TypeError, match="expects a Module"):
+        sw.CandidateBatch("not a module")  # type: ignore[arg-type]

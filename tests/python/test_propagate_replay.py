@@ -1,8 +1,9 @@
-"""The Rust batch solver (``_native.propagate_candidates``) replays the steps of a base solve
-where their inputs recur (``rust/src/propagation/step_memo.rs``) and skips op visits known to
-change nothing (``visit_cache.rs``). Its output for each candidate must be the output of a
-single solve (``_native.propagate_shardings``) of that candidate's input, field by field,
-counters included: checked here on random candidate sets of a transformer step."""
+"""The Rust batch solver (``_native.CandidateBatch``) replays the steps of a base solve, and of
+its earlier candidates and calls, where their inputs recur (``rust/src/propagation/step_memo.rs``)
+and skips op visits known to change nothing (``visit_cache.rs``). Its output for each candidate
+must be the output of a single solve (``_native.propagate_shardings``) of that candidate's
+input, field by field, counters included, whatever the batch propagated before: checked here on
+random candidate sets of a transformer step."""
 
 from __future__ import annotations
 
@@ -29,19 +30,19 @@ def captured() -> tuple[sw.Module, Captured]:
     """A two-layer step and the arguments ``propagate_many`` hands to the batch solver."""
     m = load_mlir(transformer_step(2))
     seen: list[Captured] = []
-    real = _native.propagate_candidates
+    real = _native.CandidateBatch
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         seen.append((args, kwargs))
         return real(*args, **kwargs)
 
-    _native.propagate_candidates = spy
+    _native.CandidateBatch = spy  # type: ignore[misc, assignment]
     try:
         main = m.funcs[0]
         mesh = m.meshes["mesh"]
         sw.propagate_many(m, [{"arg0": sw.TensorSharding(mesh, [[] for _ in main.args[0].type.shape])}] * 2, threads=1)
     finally:
-        _native.propagate_candidates = real
+        _native.CandidateBatch = real  # type: ignore[misc]
     return m, seen[0]
 
 
@@ -108,9 +109,34 @@ def test_batched_solves_equal_single_solves(captured: tuple[sw.Module, Captured]
         except sw.ShardwiseError as e:
             singles.append(e)
     failed = [s for s in singles if isinstance(s, Exception)]
+    batch = _native.CandidateBatch(*args, **kwargs)
     if failed:
         with pytest.raises(type(failed[0]), match=re.escape(str(failed[0]))):
-            _native.propagate_candidates(args[0], args[1], args[2], args[3], candidates, threads, **kwargs)
+            batch.propagate(candidates, threads)
         return
-    outs = _native.propagate_candidates(args[0], args[1], args[2], args[3], candidates, threads, **kwargs)
+    outs = batch.propagate(candidates, threads)
     assert [_fields(out) for out in outs] == singles
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), calls=st.lists(st.tuples(st.integers(1, 6), st.sampled_from([1, 2, 3])), min_size=2, max_size=4))
+def test_later_calls_of_a_batch_equal_single_solves(captured: tuple[sw.Module, Captured], seed: int, calls: list[tuple[int, int]]) -> None:
+    """A batch keeps its workers' steps and caches from call to call (and a call on more
+    threads than before adds fresh workers): every call still gives the single solves."""
+    m, cap = captured
+    rng = random.Random(seed)
+    args, kwargs = cap
+    batch = _native.CandidateBatch(*args, **kwargs)
+    for count, threads in calls:
+        candidates = [_random_candidate(m, cap, rng) for _ in range(count)]
+        singles: list[Any] = []
+        for candidate in candidates:
+            try:
+                singles.append(_fields(_single(cap, candidate)))
+            except sw.ShardwiseError as e:
+                singles.append(e)
+        if any(isinstance(s, Exception) for s in singles):
+            with pytest.raises(sw.ShardwiseError):
+                batch.propagate(candidates, threads)
+            continue
+        assert [_fields(out) for out in batch.propagate(candidates, threads)] == singles

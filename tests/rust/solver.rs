@@ -5,6 +5,7 @@
 //! worklist cost and errors.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use shardwise::graph::{Graph, GraphInput, NONE};
 use shardwise::propagation::layers::{intersection, union};
@@ -13,7 +14,7 @@ use shardwise::propagation::transforms::{
 };
 use shardwise::propagation::debug::{origins_dict_text, propagation_edges_text, shardy_axis_order, AxisMap};
 use shardwise::propagation::{
-    propagate, propagate_candidates, Candidate, DebugOptions, Origin, OriginKind, Pass, PassOptions, ProgramFacts, PropagationDirection as Dir,
+    propagate, propagate_candidates, Candidate, CandidateBatch, DebugOptions, Origin, OriginKind, Pass, PassOptions, ProgramFacts, PropagationDirection as Dir,
     PropagationEdge, ShardingDebug, SolverInput, SolverOutput, StrategyKind,
 };
 use shardwise::AxisRef;
@@ -726,6 +727,19 @@ fn candidates_equal_single_propagations_on_any_number_of_threads() {
             assert_eq!(&texts, want, "{threads} threads");
         }
     }
+    // A prepared batch, call after call in other orders and on other thread counts (its
+    // workers keep what they computed from call to call): the same results.
+    let batch = CandidateBatch::new(Arc::new(graph.clone()), base.clone(), options).unwrap();
+    for (threads, order) in [(2, [0, 1, 2, 3]), (1, [3, 2, 1, 0]), (3, [1, 3, 0, 2]), (2, [2, 2, 0, 0])] {
+        let picked: Vec<Candidate> = order.iter().map(|&i| candidates[i].clone()).collect();
+        for (out, &i) in batch.propagate(&picked, threads).into_iter().zip(&order) {
+            let out = out.unwrap().into_output();
+            let mut texts: Vec<Option<String>> = out.value_shardings.iter().map(|s| s.as_ref().map(print_sharding)).collect();
+            texts.push(out.func_results[0].1[0].as_ref().map(print_sharding));
+            assert_eq!(texts, expected[i], "batch call on {threads} threads, candidate {i}");
+        }
+    }
+    assert!(batch.propagate(&[], 2).is_empty());
     assert_ne!(expected[0], expected[1], "the candidates lead to different results");
     // One candidate: no base solve, the full result.
     let one = propagate_candidates(&graph, &base, &options, &candidates[1..2], 1).pop().unwrap().unwrap();

@@ -1,12 +1,16 @@
-"""``propagate_many``: many modules, or one program with many candidate sets of in/out
-shardings (what-if evaluation for a sharding search), propagated as ``shardwise.propagate``
-would propagate each one.
+"""``propagate_many`` and ``CandidateBatch``: many modules, or one program with many candidate
+sets of in/out shardings (what-if evaluation for a sharding search), propagated as
+``shardwise.propagate`` would propagate each one.
 
 For candidates, the steps of Shardy's ``sdy-propagation-pipeline`` before propagation run once
-on a copy of the program, the program is frozen once, and the Rust solver propagates every
-candidate on worker threads with the GIL released (``rust/src/propagation/batch.rs``). The
-steps after propagation (closing shardings, explicit reshards, …) run only when a candidate's
-module is asked for (``CandidateResult.module()``).
+on a copy of the program, the program is frozen once, its unannotated form is propagated once,
+and the Rust solver propagates every candidate on worker threads with the GIL released,
+replaying the steps of earlier solves where their inputs recur
+(``rust/src/propagation/batch.rs``). A ``CandidateBatch`` keeps all of that from call to call,
+so a search that evaluates candidate sets of one program batch after batch pays for it once;
+``propagate_many(module, candidates)`` is one call of a new batch. The steps after propagation
+(closing shardings, explicit reshards, …) run only when a candidate's module is asked for
+(``CandidateResult.module()``).
 
 That is exact when the steps before propagation do not read the annotated shardings: the
 annotated values are @main's arguments and results, the program has one function, no
@@ -26,11 +30,11 @@ from typing import Any, Union
 from shardwise import _native
 from shardwise.errors import ProgramError
 from shardwise.ir.core import Func, Module, Value
-from shardwise.ir.freeze import Frozen, freeze
+from shardwise.ir.freeze import freeze
 from shardwise.ir.gc import no_cyclic_gc
 from shardwise.sharding import TensorSharding
 
-__all__ = ["CandidateResult", "CandidateResults", "propagate_many"]
+__all__ = ["CandidateBatch", "CandidateResult", "CandidateResults", "propagate_many"]
 
 #: A candidate: ``"argN"`` / ``"resultN"`` (or an argument ``Value`` of @main) -> sharding
 #: (``None`` removes the stored one).
@@ -67,10 +71,10 @@ class CandidateResult:
     steps) and ``module()`` (the module ``shardwise.propagate`` returns for the annotated
     program, built on first call)."""
 
-    __slots__ = ("_batch", "_index", "_annotations", "_out", "_module")
+    __slots__ = ("_results", "_index", "_annotations", "_out", "_module")
 
-    def __init__(self, batch: CandidateResults, index: int, annotations: dict[tuple[str, int], TensorSharding | None], out: Any) -> None:
-        self._batch = batch
+    def __init__(self, results: CandidateResults, index: int, annotations: dict[tuple[str, int], TensorSharding | None], out: Any) -> None:
+        self._results = results
         self._index = index
         self._annotations = annotations
         self._out = out
@@ -84,27 +88,24 @@ class CandidateResult:
     def main_shardings(self) -> tuple[list[TensorSharding | None], list[TensorSharding | None]]:
         """@main's argument and result shardings right after propagation (open dimensions
         still open; the export steps of the pipeline have not run)."""
-        if self._out is None or self._out.group_conflicts:
+        p = self._results._batch._prepared
+        if self._out is None or self._out.group_conflicts or p is None:
             m = self.module()
             f = m.func("main") if len(m.funcs) > 1 else m.funcs[0]
             return [a.sharding for a in f.args], list(f.result_shardings)
-        b = self._batch
-        assert b._frozen is not None and b._main is not None
-        meshes = b._base_meshes
-        wires = self._out.shardings_of([b._frozen.value_index(a) for a in b._main.args])
-        args = [_sharding(w, meshes) for w in wires]
-        main_index = b._frozen.op_index(b._main)
+        wires = self._out.shardings_of(p.main_args)
+        args = [_sharding(w, p.meshes) for w in wires]
         results: list[TensorSharding | None] = []
         for f, ws in self._out.func_results:
-            if f == main_index:
-                results = [_sharding(w, meshes) for w in ws]
+            if f == p.main_index:
+                results = [_sharding(w, p.meshes) for w in ws]
         return args, results
 
     def module(self) -> Module:
         """The propagated module, identical to ``shardwise.propagate`` of the original module
         with this candidate's annotations."""
         if self._module is None:
-            self._module = self._batch._materialize(self)
+            self._module = self._results._batch._materialize(self._annotations, self._out)
         return self._module
 
 
@@ -115,26 +116,123 @@ def _sharding(w: Any, meshes: Mapping[str, Any]) -> TensorSharding | None:
 
 
 class CandidateResults(Sequence[CandidateResult]):
-    """The results of ``propagate_many(module, candidates)``, in candidate order;
-    ``batched``: whether the solver ran all candidates on one frozen program (see the module
-    docstring), ``threads``: worker threads used."""
+    """The results of one call of ``CandidateBatch.propagate`` (or ``propagate_many(module,
+    candidates)``), in candidate order; ``batched``: whether the solver ran the candidates on
+    the batch's frozen program (see the module docstring), ``threads``: worker threads
+    used."""
 
-    def __init__(self, module: Module, conservative: bool, threads: int) -> None:
-        self.original = module
-        self.conservative = conservative
+    def __init__(self, batch: CandidateBatch, items: list[tuple[dict[tuple[str, int], TensorSharding | None], Any]], batched: bool, threads: int) -> None:
+        self._batch = batch
+        self.original = batch.original
+        self.conservative = batch.conservative
         self.threads = threads
-        self.batched = False
-        self._items: list[CandidateResult] = []
-        self._base: Module | None = None
-        self._frozen: Frozen | None = None
-        self._main: Func | None = None
-        self._base_meshes: dict[str, Any] = {}
+        self.batched = batched
+        self._items = [CandidateResult(self, i, a, out) for i, (a, out) in enumerate(items)]
 
     def __len__(self) -> int:
         return len(self._items)
 
     def __getitem__(self, i: int) -> CandidateResult:  # type: ignore[override]
         return self._items[i]
+
+
+class _Prepared:
+    """The program after the steps before propagation, frozen, with the native batch (its
+    unannotated form solved once)."""
+
+    __slots__ = ("base", "frozen", "main", "main_index", "main_args", "meshes", "native")
+
+    def __init__(self, module: Module, conservative: bool) -> None:
+        from shardwise.passes import run_pipeline
+        from shardwise.propagation import _check_types, _facts, _stored
+
+        base = module.copy()
+        _check_types(base)
+        run_pipeline(base, _pipeline_halves()[0])
+        frozen = freeze(base, conservative=conservative)
+        main = _main(base)
+        self.base, self.frozen, self.main = base, frozen, main
+        self.main_index = frozen.op_index(main)
+        self.main_args = [frozen.value_index(a) for a in main.args]
+        self.meshes = dict(base.meshes)
+        func_results = [(frozen.op_index(f), [None if s is None else s._wire() for s in f.result_shardings]) for f in base.funcs]
+        self.native = _native.CandidateBatch(
+            frozen.graph,
+            {name: m._wire() for name, m in self.meshes.items()},
+            _stored(frozen),
+            func_results,
+            pass_name="user-priority",
+            strategy="aggressive",
+            conservative=conservative,
+            run_op_priority=True,
+            **_facts(base, frozen, []),
+        )
+
+    def wires(self, annotations: dict[tuple[str, int], TensorSharding | None]) -> tuple[list[Any], list[Any]]:
+        """One candidate's overrides as the native batch takes them."""
+        items = annotations.items()
+        return (
+            [(self.main_args[i], None if s is None else s._wire()) for (kind, i), s in items if kind == "arg"],
+            [(self.main_index, i, None if s is None else s._wire()) for (kind, i), s in items if kind == "result"],
+        )
+
+
+class CandidateBatch:
+    """A program prepared for propagating many candidate sets of @main's in/out shardings,
+    call after call (the what-if evaluations of a sharding search).
+
+    ``CandidateBatch(module)`` copies ``module`` (later changes to it are not seen); the first
+    call that can be batched runs the pipeline's steps before propagation, freezes the copy and
+    solves it once unannotated. ``batch.propagate(candidates, threads=N)`` then gives one
+    ``CandidateResult`` per candidate, each identical to ``shardwise.propagate`` of the module
+    with that candidate's shardings set. The solver keeps what each worker thread computed
+    from call to call and replays it where it recurs, so later calls are cheaper; results
+    never depend on earlier calls. A candidate is a mapping ``"argN"`` / ``"resultN"`` (or an
+    argument ``Value`` of @main) -> ``TensorSharding`` (or ``None`` to remove the stored one).
+
+    Raises ``ProgramError`` when the module has no function to propagate; ``propagate`` raises
+    ``ValueError`` for a bad key, a sharding on an unknown mesh or one that does not fit the
+    value's shape (``InvalidShardingError``), ``TypeError`` for a non-sharding, and what
+    ``shardwise.propagate`` raises. Not for concurrent use from several Python threads (calls
+    take turns in the native batch)."""
+
+    def __init__(self, module: Module, *, conservative: bool = False) -> None:
+        if not isinstance(module, Module):
+            raise TypeError(f"CandidateBatch expects a Module, got {type(module).__name__}")
+        with no_cyclic_gc():
+            self._setup(module.copy(), conservative)
+
+    @classmethod
+    def _over(cls, module: Module, conservative: bool) -> CandidateBatch:
+        """A batch over ``module`` itself, not a copy (for one call that leaves it as it is)."""
+        batch = cls.__new__(cls)
+        batch._setup(module, conservative)
+        return batch
+
+    def _setup(self, module: Module, conservative: bool) -> None:
+        self.original = module
+        self.conservative = conservative
+        self._main = _main(self.original)
+        self._guarded = _guarded_args(self.original)
+        self._prepared: _Prepared | None = None
+
+    def propagate(self, candidates: Sequence[Candidate], *, threads: int | None = None) -> CandidateResults:
+        """One result per candidate, in order, propagated on ``threads`` worker threads
+        (default: the number of CPUs); see the class docstring."""
+        n = _threads(threads)
+        # The collector is paused throughout: the many small objects made here would otherwise
+        # set off full collections, which walk every object of the process (the module's IR,
+        # and whatever else the caller holds).
+        with no_cyclic_gc():
+            main, meshes = self._main, self.original.meshes
+            annotated = [{k: _check(main, meshes, k, s) for k, s in ((_key(main, key), s) for key, s in c.items())} for c in candidates]
+            if self._guarded is None or any(k in self._guarded for a in annotated for k in a):
+                return CandidateResults(self, [(a, None) for a in annotated], False, n)
+            if self._prepared is None:
+                self._prepared = _Prepared(self.original, self.conservative)
+            p = self._prepared
+            outs = p.native.propagate([p.wires(a) for a in annotated], n)
+            return CandidateResults(self, list(zip(annotated, outs)), True, n)
 
     def _annotated(self, annotations: Mapping[tuple[str, int], TensorSharding | None], module: Module) -> Module:
         m = module.copy()
@@ -148,17 +246,18 @@ class CandidateResults(Sequence[CandidateResult]):
                 main.result_shardings[i] = s
         return m
 
-    def _materialize(self, c: CandidateResult) -> Module:
+    def _materialize(self, annotations: Mapping[tuple[str, int], TensorSharding | None], out: Any) -> Module:
         from shardwise.api import propagate
         from shardwise.passes import run_pipeline
         from shardwise.propagation import _write_back
 
-        if c._out is None or c._out.group_conflicts or self._base is None:
-            return propagate(self._annotated(c._annotations, self.original), conservative=self.conservative)
-        m = self._annotated(c._annotations, self._base)
+        p = self._prepared
+        if out is None or out.group_conflicts or p is None:
+            return propagate(self._annotated(annotations, self.original), conservative=self.conservative)
+        m = self._annotated(annotations, p.base)
         with no_cyclic_gc():
             frozen = freeze(m, rules=False)
-            _write_back(m, frozen, c._out, True)
+            _write_back(m, frozen, out, True)
             run_pipeline(m, _pipeline_halves()[1])
         return m
 
@@ -202,72 +301,19 @@ def _check(main: Func, meshes: dict[str, Any], key: tuple[str, int], s: TensorSh
     return s
 
 
-def _batchable(module: Module, keys: set[tuple[str, int]]) -> bool:
+def _guarded_args(module: Module) -> set[tuple[str, int]] | None:
+    """The annotations that the steps before propagation read (see the module docstring):
+    ``None`` when no annotation can be batched, else the @main arguments that feed a sharding
+    constraint, sharding group or manual computation."""
     if len(module.funcs) != 1 or any(op.name == "func.call" for op in module.walk()):
-        return False
+        return None
     if any(a.size == 1 for m in module.meshes.values() for a in m.axes):
-        return False
+        return None
     main = module.funcs[0]
     from shardwise.ir.rewrite import Uses
 
     uses = Uses(module)
-    for kind, i in keys:
-        if kind == "arg" and any(u.name in _GUARDED_USERS for u in uses.users(main.args[i])):
-            return False
-    return True
-
-
-def _propagate_candidates(module: Module, candidates: Sequence[Candidate], threads: int, conservative: bool) -> CandidateResults:
-    # The collector is paused throughout: the many small objects made here would otherwise
-    # set off full collections, which walk every object of the process (the module's IR, and
-    # whatever else the caller holds).
-    with no_cyclic_gc():
-        return _propagate_candidates_nogc(module, candidates, threads, conservative)
-
-
-def _propagate_candidates_nogc(module: Module, candidates: Sequence[Candidate], threads: int, conservative: bool) -> CandidateResults:
-    from shardwise.passes import run_pipeline
-    from shardwise.propagation import _check_types, _facts, _stored
-
-    results = CandidateResults(module, conservative, threads)
-    main, meshes = _main(module), module.meshes
-    annotated = [{k: _check(main, meshes, k, s) for k, s in ((_key(main, key), s) for key, s in c.items())} for c in candidates]
-    keys = {k for a in annotated for k in a}
-    if not _batchable(module, keys):
-        results._items = [CandidateResult(results, i, a, None) for i, a in enumerate(annotated)]
-        return results
-    base = module.copy()
-    _check_types(base)
-    run_pipeline(base, _pipeline_halves()[0])
-    frozen = freeze(base, conservative=conservative)
-    main = _main(base)
-    main_index = frozen.op_index(main)
-    meshes = base.meshes
-    wires = [
-        (
-            [(frozen.value_index(main.args[i]), None if s is None else s._wire()) for (kind, i), s in a.items() if kind == "arg"],
-            [(main_index, i, None if s is None else s._wire()) for (kind, i), s in a.items() if kind == "result"],
-        )
-        for a in annotated
-    ]
-    func_results = [(frozen.op_index(f), [None if s is None else s._wire() for s in f.result_shardings]) for f in base.funcs]
-    outs = _native.propagate_candidates(
-        frozen.graph,
-        {name: m._wire() for name, m in meshes.items()},
-        _stored(frozen),
-        func_results,
-        wires,
-        threads,
-        pass_name="user-priority",
-        strategy="aggressive",
-        conservative=conservative,
-        run_op_priority=True,
-        **_facts(base, frozen, []),
-    )
-    results.batched = True
-    results._base, results._frozen, results._main, results._base_meshes = base, frozen, main, dict(meshes)
-    results._items = [CandidateResult(results, i, a, out) for i, (a, out) in enumerate(zip(annotated, outs))]
-    return results
+    return {("arg", i) for i, a in enumerate(main.args) if any(u.name in _GUARDED_USERS for u in uses.users(a))}
 
 
 def propagate_many(
@@ -298,7 +344,7 @@ def propagate_many(
     if candidates is not None:
         if not isinstance(modules, Module):
             raise TypeError(f"candidates go with one Module, got {type(modules).__name__}")
-        return _propagate_candidates(modules, list(candidates), n, conservative)
+        return CandidateBatch._over(modules, conservative).propagate(list(candidates), threads=n)
     if isinstance(modules, Module):
         modules = [modules]
     from shardwise.api import propagate

@@ -21,6 +21,7 @@ use crate::graph::Graph;
 use crate::sharding::TensorSharding;
 
 use super::layers::{solve_shared, PassOptions, SolveCaches};
+use super::step_memo::StepMemo;
 use super::program::Program;
 use super::solver::{Shared, SolverInput, SolverOutput};
 
@@ -123,58 +124,138 @@ impl CandidateOutput {
     }
 }
 
+/// What one worker thread carries from candidate to candidate: the steps it can replay (the
+/// base solve's, then also those its own candidates computed: candidates that share an
+/// override repeat each other's steps near it), and its step outcomes by content and
+/// directions by signature (see [`SolveCaches`]). None of it changes a result.
+#[derive(Debug, Clone)]
+struct Worker {
+    known: Option<Arc<StepMemo>>,
+    caches: SolveCaches,
+}
+
+/// What the base input's solve leaves for the candidates' solves.
+#[derive(Debug, Clone, Default)]
+struct BaseSolve {
+    /// Its recorded steps (`None` when it failed, or records none).
+    memo: Option<Arc<StepMemo>>,
+    /// Its value shardings after propagation (`None` when it failed).
+    values: Option<Arc<Vec<Option<Shared>>>>,
+    /// Its step outcomes and directions.
+    caches: SolveCaches,
+}
+
+impl BaseSolve {
+    /// Solves `base` once, recording its steps. A base input that fails to propagate only
+    /// leaves nothing to replay (each candidate reports its own error).
+    fn new(prog: &Arc<Program<'_>>, base: &SolverInput, options: &PassOptions) -> BaseSolve {
+        let mut caches = SolveCaches::default();
+        match solve_shared(prog, base.clone(), options, None, true, Some(&mut caches)) {
+            Ok((_, values, steps)) => BaseSolve { memo: steps.map(Arc::new), values: Some(Arc::new(values)), caches },
+            Err(_) => BaseSolve::default(),
+        }
+    }
+
+    fn worker(&self) -> Worker {
+        Worker { known: self.memo.clone(), caches: self.caches.clone() }
+    }
+}
+
+/// Propagates each candidate on `workers.len()` threads (at least one), the i-th using and
+/// updating `workers[i]`; results in candidate order.
+fn run(prog: &Arc<Program<'_>>, base: &SolverInput, options: &PassOptions, solved: &BaseSolve, candidates: &[Candidate], workers: &mut [Worker]) -> Vec<Result<CandidateOutput>> {
+    let n = candidates.len();
+    let slots: Vec<Mutex<Option<Result<CandidateOutput>>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let work = |worker: &mut Worker| loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= n {
+            break;
+        }
+        let mut input = base.clone();
+        let known = worker.known.clone();
+        let record = known.is_some();
+        let out = candidates[i].apply(&mut input).and_then(|()| solve_shared(prog, input, options, known, record, Some(&mut worker.caches)));
+        let out = out.map(|(out, values, steps)| {
+            if let (Some(known), Some(steps)) = (worker.known.as_mut(), steps) {
+                Arc::make_mut(known).absorb(steps);
+            }
+            CandidateOutput::new(out, values, solved.values.as_ref())
+        });
+        *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
+    };
+    match workers {
+        [] => {}
+        [one] => work(one),
+        many => std::thread::scope(|s| {
+            for worker in many.iter_mut() {
+                s.spawn(|| work(worker));
+            }
+        }),
+    }
+    slots
+        .into_iter()
+        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()).expect("every candidate slot is filled"))
+        .collect()
+}
+
 /// Propagates `base` with each candidate's overrides, on `threads` worker threads (at least
 /// one, at most one per candidate); results in candidate order, each what
-/// [`super::layers::propagate`] returns for that input (see [`CandidateOutput`]).
+/// [`super::layers::propagate`] returns for that input (see [`CandidateOutput`]). One call of
+/// [`CandidateBatch`], for a program propagated once.
 pub fn propagate_candidates(graph: &Graph, base: &SolverInput, options: &PassOptions, candidates: &[Candidate], threads: usize) -> Vec<Result<CandidateOutput>> {
     let n = candidates.len();
     let prog = match Program::new(graph, &base.facts) {
         Ok(p) => Arc::new(p),
         Err(e) => return vec![Err(e); n],
     };
-    let slots: Vec<Mutex<Option<Result<CandidateOutput>>>> = (0..n).map(|_| Mutex::new(None)).collect();
-    let next = AtomicUsize::new(0);
-    // The base solve's steps and result; a base input that fails to propagate only leaves
-    // none to replay (each candidate reports its own error).
-    let mut base_caches = SolveCaches::default();
-    let (memo, base_values) = match (n > 1).then(|| solve_shared(&prog, base.clone(), options, None, true, Some(&mut base_caches))) {
-        Some(Ok((_, values, steps))) => (steps.map(Arc::new), Some(Arc::new(values))),
-        _ => (None, None),
-    };
-    let work = || {
-        // This worker's memo: the base solve's steps, then also the steps its own candidates
-        // computed (candidates that share an override repeat each other's steps near it);
-        // likewise its step outcomes by content and its directions by signature.
-        let mut known = memo.clone();
-        let mut caches = base_caches.clone();
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            if i >= n {
-                break;
-            }
-            let mut input = base.clone();
-            let out = candidates[i].apply(&mut input).and_then(|()| solve_shared(&prog, input, options, known.clone(), known.is_some(), Some(&mut caches)));
-            let out = out.map(|(out, values, steps)| {
-                if let (Some(known), Some(steps)) = (known.as_mut(), steps) {
-                    Arc::make_mut(known).absorb(steps);
-                }
-                CandidateOutput::new(out, values, base_values.as_ref())
-            });
-            *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
-        }
-    };
-    let workers = threads.clamp(1, n.max(1));
-    if workers == 1 {
-        work();
-    } else {
-        std::thread::scope(|s| {
-            for _ in 0..workers {
-                s.spawn(work);
-            }
-        });
+    let solved = if n > 1 { BaseSolve::new(&prog, base, options) } else { BaseSolve::default() };
+    let mut workers = vec![solved.worker(); threads.clamp(1, n.max(1))];
+    run(&prog, base, options, &solved, candidates, &mut workers)
+}
+
+/// One program prepared for many calls with candidate sets (a sharding search's what-if
+/// evaluations): the base input is solved once, here, and each call of
+/// [`CandidateBatch::propagate`] replays its steps. Each worker thread's [`Worker`] state
+/// (the steps its candidates computed, its step outcomes and directions) is kept from call to
+/// call, so a later call replays what earlier calls computed. Results are exactly what
+/// [`super::layers::propagate`] gives for each candidate's input, whatever came before. No
+/// thread outlives a call (safe with `fork`); calls from several threads take turns.
+#[derive(Debug)]
+pub struct CandidateBatch {
+    graph: Arc<Graph>,
+    base: SolverInput,
+    options: PassOptions,
+    solved: BaseSolve,
+    /// The workers' states between calls (at most one per thread a call used).
+    workers: Mutex<Vec<Worker>>,
+}
+
+impl CandidateBatch {
+    /// Prepares `graph` with the base input `base` (its stored shardings, meshes and facts):
+    /// checks the facts and solves `base` once. Errors: bad facts (as [`Program::new`]).
+    pub fn new(graph: Arc<Graph>, base: SolverInput, options: PassOptions) -> Result<CandidateBatch> {
+        let solved = {
+            let prog = Arc::new(Program::new(&graph, &base.facts)?);
+            BaseSolve::new(&prog, &base, &options)
+        };
+        Ok(CandidateBatch { graph, base, options, solved, workers: Mutex::new(Vec::new()) })
     }
-    slots
-        .into_iter()
-        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()).expect("every candidate slot is filled"))
-        .collect()
+
+    /// Propagates the base input with each candidate's overrides on `threads` worker threads
+    /// (at least one, at most one per candidate); results in candidate order, as
+    /// [`propagate_candidates`] gives them.
+    pub fn propagate(&self, candidates: &[Candidate], threads: usize) -> Vec<Result<CandidateOutput>> {
+        let n = candidates.len();
+        let prog = match Program::new(&self.graph, &self.base.facts) {
+            Ok(p) => Arc::new(p),
+            Err(e) => return vec![Err(e); n],
+        };
+        let mut kept = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+        let count = threads.clamp(1, n.max(1));
+        while kept.len() < count {
+            kept.push(self.solved.worker());
+        }
+        run(&prog, &self.base, &self.options, &self.solved, candidates, &mut kept[..count])
+    }
 }

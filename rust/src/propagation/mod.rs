@@ -38,5 +38,5 @@ pub use projection::{
 pub use debug::{DebugOptions, EdgeNode, EdgeNodeKind, Origin, OriginKind, PropagationEdge, ShardingDebug};
 pub use layers::{propagate, FactorLayer, Layer, OpPriorityLayer, Pass, PassOptions, SolveCaches, StrategyKind, UserPriorityLayer};
 pub use program::{OpKind, Program, ProgramFacts};
-pub use batch::{propagate_candidates, Candidate, CandidateOutput};
+pub use batch::{propagate_candidates, Candidate, CandidateBatch, CandidateOutput};
 pub use solver::{AnyDirection, DirectionPolicy, GroupConflict, Solver, SolverInput, SolverOutput, SolverStats};

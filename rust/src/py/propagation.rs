@@ -33,7 +33,7 @@ use crate::propagation::debug::{
     PropagationEdge,
 };
 use crate::propagation::explain::{Conflict, LayerTag};
-use crate::propagation::batch::{propagate_candidates as propagate_candidates_core, Candidate, CandidateOutput};
+use crate::propagation::batch::{Candidate, CandidateBatch, CandidateOutput};
 use crate::propagation::layers::{direction_from_name, propagate, Pass, PassOptions, StrategyKind};
 use crate::propagation::program::ProgramFacts;
 use crate::propagation::solver::{SolverInput, SolverOutput};
@@ -423,50 +423,9 @@ fn propagate_shardings(
 
 type CandidateW = (Vec<(u32, Option<ShardingW>)>, Vec<(u32, usize, Option<ShardingW>)>);
 
-/// `propagate_shardings` once per candidate, each with its overrides of the stored shardings
-/// (`(value, sharding)` and `(func op, result index, sharding)`; `None` removes one), on
-/// `threads` worker threads with the GIL released; results in candidate order, each identical
-/// to `propagate_shardings` with the overridden shardings.
-#[pyfunction]
-#[pyo3(signature = (
-    graph, meshes, shardings, func_results, candidates, threads=1, *, pass_name="basic", strategy="aggressive",
-    conservative=false, run_op_priority=true, main_func=None, callees=vec![], symbol_users=vec![],
-    manual_axes=vec![], sharding_groups=vec![], barrier_directions=vec![], side_effecting_ops=vec![],
-    offload_ops=vec![], non_tensor_values=vec![], forward_use_order_values=vec![],
-    debug_sharding_origins=false, debug_propagation_edges=false, debug_first_step=0, debug_skip_ops=vec![],
-    debug_explain=false
-))]
-#[allow(clippy::too_many_arguments)]
-fn propagate_candidates(
-    py: Python<'_>,
-    graph: &Bound<'_, PyGraph>,
-    meshes: HashMap<String, MeshW>,
-    shardings: Vec<Option<ShardingW>>,
-    func_results: FuncResultsW,
-    candidates: Vec<CandidateW>,
-    threads: usize,
-    pass_name: &str,
-    strategy: &str,
-    conservative: bool,
-    run_op_priority: bool,
-    main_func: Option<u32>,
-    callees: Vec<(u32, u32)>,
-    symbol_users: Vec<u32>,
-    manual_axes: Vec<(u32, Vec<String>)>,
-    sharding_groups: Vec<(u32, i64)>,
-    barrier_directions: Vec<(u32, String)>,
-    side_effecting_ops: Vec<u32>,
-    offload_ops: Vec<u32>,
-    non_tensor_values: Vec<u32>,
-    forward_use_order_values: Vec<u32>,
-    debug_sharding_origins: bool,
-    debug_propagation_edges: bool,
-    debug_first_step: i64,
-    debug_skip_ops: Vec<u32>,
-    debug_explain: bool,
-) -> PyResult<Vec<PyPropagationResult>> {
-    let (input, options) = solver_setup(py, meshes, shardings, func_results, pass_name, strategy, conservative, run_op_priority, main_func, callees, symbol_users, manual_axes, sharding_groups, barrier_directions, side_effecting_ops, offload_ops, non_tensor_values, forward_use_order_values, debug_sharding_origins, debug_propagation_edges, debug_first_step, debug_skip_ops, debug_explain)?;
-    let candidates = candidates
+/// The candidates of their wire form.
+fn candidates_of(candidates: Vec<CandidateW>) -> crate::error::Result<Vec<Candidate>> {
+    candidates
         .into_iter()
         .map(|(values, results)| {
             Ok(Candidate {
@@ -477,17 +436,72 @@ fn propagate_candidates(
                     .collect::<crate::error::Result<_>>()?,
             })
         })
-        .collect::<crate::error::Result<Vec<_>>>()
-        .py(py)?;
-    let g = graph.get().inner.clone();
-    let outs = py.detach(|| propagate_candidates_core(&g, &input, &options, &candidates, threads));
-    outs.into_iter().map(|r| r.py(py).map(|c| PyPropagationResult { held: Held::Candidate(c) })).collect()
+        .collect()
+}
+
+/// One program propagated with many candidate sets, call after call (a sharding search's
+/// what-if evaluations; `rust/src/propagation/batch.rs`): the base input (the arguments of
+/// `propagate_shardings`) is solved once, at construction, and `propagate(candidates,
+/// threads)` gives one result per candidate, each identical to `propagate_shardings` with the
+/// candidate's overrides of the stored shardings (`(value, sharding)` and `(func op, result
+/// index, sharding)`; `None` removes one). What each worker thread computed is kept from call
+/// to call and replayed where it recurs (results are unchanged by it).
+#[pyclass(frozen, module = "shardwise._native", name = "CandidateBatch")]
+pub struct PyCandidateBatch {
+    inner: CandidateBatch,
+}
+
+#[pymethods]
+impl PyCandidateBatch {
+    #[new]
+    #[pyo3(signature = (
+        graph, meshes, shardings, func_results, *, pass_name="basic", strategy="aggressive",
+        conservative=false, run_op_priority=true, main_func=None, callees=vec![], symbol_users=vec![],
+        manual_axes=vec![], sharding_groups=vec![], barrier_directions=vec![], side_effecting_ops=vec![],
+        offload_ops=vec![], non_tensor_values=vec![], forward_use_order_values=vec![]
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        graph: &Bound<'_, PyGraph>,
+        meshes: HashMap<String, MeshW>,
+        shardings: Vec<Option<ShardingW>>,
+        func_results: FuncResultsW,
+        pass_name: &str,
+        strategy: &str,
+        conservative: bool,
+        run_op_priority: bool,
+        main_func: Option<u32>,
+        callees: Vec<(u32, u32)>,
+        symbol_users: Vec<u32>,
+        manual_axes: Vec<(u32, Vec<String>)>,
+        sharding_groups: Vec<(u32, i64)>,
+        barrier_directions: Vec<(u32, String)>,
+        side_effecting_ops: Vec<u32>,
+        offload_ops: Vec<u32>,
+        non_tensor_values: Vec<u32>,
+        forward_use_order_values: Vec<u32>,
+    ) -> PyResult<Self> {
+        let (input, options) = solver_setup(py, meshes, shardings, func_results, pass_name, strategy, conservative, run_op_priority, main_func, callees, symbol_users, manual_axes, sharding_groups, barrier_directions, side_effecting_ops, offload_ops, non_tensor_values, forward_use_order_values, false, false, 0, vec![], false)?;
+        let g = graph.get().inner.clone();
+        let inner = py.detach(|| CandidateBatch::new(g, input, options)).py(py)?;
+        Ok(PyCandidateBatch { inner })
+    }
+
+    /// One result per candidate (`(value, sharding)` and `(func op, result index, sharding)`
+    /// overrides), on `threads` worker threads with the GIL released.
+    #[pyo3(signature = (candidates, threads=1))]
+    fn propagate(&self, py: Python<'_>, candidates: Vec<CandidateW>, threads: usize) -> PyResult<Vec<PyPropagationResult>> {
+        let candidates = candidates_of(candidates).py(py)?;
+        let outs = py.detach(|| self.inner.propagate(&candidates, threads));
+        outs.into_iter().map(|r| r.py(py).map(|c| PyPropagationResult { held: Held::Candidate(c) })).collect()
+    }
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyPropagationResult>()?;
+    m.add_class::<PyCandidateBatch>()?;
     m.add_function(wrap_pyfunction!(propagate_shardings, m)?)?;
-    m.add_function(wrap_pyfunction!(propagate_candidates, m)?)?;
     m.add_function(wrap_pyfunction!(sharding_origins_text, m)?)?;
     m.add_function(wrap_pyfunction!(propagation_edges_text, m)?)?;
     Ok(())
