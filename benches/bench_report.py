@@ -14,8 +14,10 @@ from shardwise.files import write_atomic
 
 #: layers -> {"ops", "load_s", "shardwise_s", "shardy_s", "passes", "frozen_bytes_per_op", ...}
 RESULTS: dict[int, dict[str, Any]] = {}
-#: threads -> {"ops", "candidates", "seconds", "per_second"}
-CANDIDATES: dict[int, dict[str, Any]] = {}
+#: (call, threads) -> {"ops", "candidates", "annotations", "seconds", "per_second",
+#: "annotations_per_second"}; call: "propagate_many" (one call: preparation included) or
+#: "CandidateBatch" (a prepared batch's later calls)
+CANDIDATES: dict[tuple[str, int], dict[str, Any]] = {}
 
 OUT = Path(os.environ.get("SHARDWISE_BENCH_OUT", Path(__file__).resolve().parent / "results"))
 
@@ -48,12 +50,12 @@ def table() -> str:
             lines.append(f"Slowest passes at {RESULTS[layers].get('ops')} ops (s): " + ", ".join(f"{k} {v:.3f}" for k, v in passes.items()))
     if CANDIDATES:
         lines.append("")
-        lines.append("| propagate_many threads | ops | candidates | annotations | candidates/s | annotations/s |")
-        lines.append("|---:|---:|---:|---:|---:|---:|")
-        for t in sorted(CANDIDATES):
-            c = CANDIDATES[t]
+        lines.append("| call | threads | ops | candidates | annotations | candidates/s | annotations/s |")
+        lines.append("|:---|---:|---:|---:|---:|---:|---:|")
+        for call, t in sorted(CANDIDATES, key=lambda k: (k[0] != "propagate_many", k[1])):
+            c = CANDIDATES[(call, t)]
             lines.append(
-                f"| {t} | {c['ops']} | {c['candidates']} | {c['annotations']} | {c['per_second']:.0f} | "
+                f"| {call} | {t} | {c['ops']} | {c['candidates']} | {c['annotations']} | {c['per_second']:.0f} | "
                 f"{c['annotations_per_second']:.0f} |"
             )
     return "\n".join(lines) + "\n"
@@ -91,7 +93,7 @@ def write() -> Path | None:
         return None
     OUT.mkdir(parents=True, exist_ok=True)
     write_atomic(OUT / "propagation.md", table())
-    write_atomic(OUT / "propagation.json", json.dumps({"programs": RESULTS, "candidates": CANDIDATES}, indent=1, default=str))
+    write_atomic(OUT / "propagation.json", json.dumps({"programs": RESULTS, "candidates": {f"{c} {t}": e for (c, t), e in CANDIDATES.items()}}, indent=1, default=str))
     if any(e.get("ops") for e in RESULTS.values()):
         plot(OUT / "propagation.png")
     return OUT
