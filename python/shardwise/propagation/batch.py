@@ -140,7 +140,7 @@ class _Prepared:
     """The program after the steps before propagation, frozen, with the native batch (its
     unannotated form solved once)."""
 
-    __slots__ = ("base", "frozen", "main", "main_index", "main_args", "meshes", "native")
+    __slots__ = ("base", "main_index", "main_args", "meshes", "native")
 
     def __init__(self, module: Module, conservative: bool) -> None:
         from shardwise.passes import run_pipeline
@@ -151,7 +151,7 @@ class _Prepared:
         run_pipeline(base, _pipeline_halves()[0])
         frozen = freeze(base, conservative=conservative)
         main = _main(base)
-        self.base, self.frozen, self.main = base, frozen, main
+        self.base = base
         self.main_index = frozen.op_index(main)
         self.main_args = [frozen.value_index(a) for a in main.args]
         self.meshes = dict(base.meshes)
@@ -193,8 +193,8 @@ class CandidateBatch:
     Raises ``ProgramError`` when the module has no function to propagate; ``propagate`` raises
     ``ValueError`` for a bad key, a sharding on an unknown mesh or one that does not fit the
     value's shape (``InvalidShardingError``), ``TypeError`` for a non-sharding, and what
-    ``shardwise.propagate`` raises. Not for concurrent use from several Python threads (calls
-    take turns in the native batch)."""
+    ``shardwise.propagate`` raises. Calls from several Python threads are safe; their solves
+    take turns."""
 
     def __init__(self, module: Module, *, conservative: bool = False) -> None:
         if not isinstance(module, Module):
