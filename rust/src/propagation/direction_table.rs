@@ -10,6 +10,13 @@
 //! directions. The table keeps each `(op, signature)`'s directions, so that they are computed
 //! once per program rather than once per visit; a batch of candidate solves hands one table
 //! from solve to solve.
+//!
+//! Until the first op of a solve is erased, live uses are those every solve of the program
+//! starts with, so a policy's answer is a function of the op alone. A policy that says so
+//! names itself with an
+//! [`initial_id`](super::solver::DirectionPolicy::initial_id) (the op-priority schedule's step,
+//! under any direction above it), and the table keeps its answers by id and op, looked up by
+//! index without working out a signature.
 
 use std::sync::Arc;
 
@@ -19,6 +26,8 @@ use super::factor_prop::PropagationDirection;
 #[derive(Debug, Clone, Default)]
 pub struct DirectionTable {
     per_op: Vec<Vec<(u32, Arc<[PropagationDirection]>)>>,
+    /// By a policy's initial id, then by op: the directions before any op is erased.
+    initial: Vec<Vec<Option<Arc<[PropagationDirection]>>>>,
 }
 
 impl DirectionTable {
@@ -31,6 +40,27 @@ impl DirectionTable {
     pub(crate) fn get(&self, op: u32, signature: u32, num_factors: usize) -> Option<Arc<[PropagationDirection]>> {
         let known = self.per_op.get(op as usize)?;
         known.iter().find(|(s, d)| *s == signature && d.len() == num_factors).map(|(_, d)| d.clone())
+    }
+
+    /// The directions of `op`'s `num_factors` factors under the policy of initial id `id`
+    /// before any op is erased, if known.
+    pub(crate) fn initial(&self, id: u8, op: u32, num_factors: usize) -> Option<Arc<[PropagationDirection]>> {
+        let dirs = self.initial.get(id as usize)?.get(op as usize)?.as_ref()?;
+        (dirs.len() == num_factors).then(|| dirs.clone())
+    }
+
+    /// Keeps `dirs` as the directions of `op` under the policy of initial id `id` before any
+    /// op is erased.
+    pub(crate) fn put_initial(&mut self, id: u8, op: u32, dirs: Arc<[PropagationDirection]>) {
+        let (id, op) = (id as usize, op as usize);
+        if self.initial.len() <= id {
+            self.initial.resize_with(id + 1, Vec::new);
+        }
+        let ops = &mut self.initial[id];
+        if ops.len() <= op {
+            ops.resize(op + 1, None);
+        }
+        ops[op] = Some(dirs);
     }
 
     /// Keeps `dirs` as the directions of `op` under signature `signature`.

@@ -98,6 +98,15 @@ pub trait DirectionPolicy {
     fn signature(&self, _solver: &Solver<'_>, _op: u32) -> Option<u32> {
         None
     }
+
+    /// A number naming this policy among those whose answer for an op follows from the
+    /// program alone while no op is erased (the op's kind and rule, the uses values start
+    /// with): policies that give the same number give every op the same directions then, so
+    /// the solver keeps them per op for all solves of the program until an op is erased (see
+    /// [`super::direction_table`]). `None`, the default, names nothing.
+    fn initial_id(&self) -> Option<u8> {
+        None
+    }
 }
 
 /// Every op may propagate both ways (Shardy `propagateAny`).
@@ -114,6 +123,10 @@ impl DirectionPolicy for AnyDirection {
     }
 
     fn signature(&self, _: &Solver<'_>, _: u32) -> Option<u32> {
+        Some(0)
+    }
+
+    fn initial_id(&self) -> Option<u8> {
         Some(0)
     }
 }
@@ -286,6 +299,9 @@ pub struct Solver<'g> {
     step_cache: RefCell<StepCache>,
     /// Directions by op and signature (see [`super::direction_table`]).
     dir_table: RefCell<DirectionTable>,
+    /// The initial id of the current round's direction policy
+    /// ([`DirectionPolicy::initial_id`]).
+    round_initial_id: Option<u8>,
     /// Per value, `(structure, shardable)`: what `shardable` found in epoch `structure`
     /// (`NONE` for none).
     shardable_memo: Vec<Cell<(u32, u32)>>,
@@ -402,6 +418,7 @@ impl<'g> Solver<'g> {
             memo_in: None,
             step_cache: RefCell::new(caches.steps),
             dir_table: RefCell::new(caches.directions),
+            round_initial_id: None,
             shardable_memo: vec![Cell::new((0, NONE)); n_values],
             structure: 1,
             notify_stack: Vec::new(),
@@ -1250,9 +1267,28 @@ impl<'g> Solver<'g> {
         }
     }
 
-    /// The directions `policy` gives `op`'s `num_factors` factors, from the direction table
-    /// when the policy names its answer (see [`super::direction_table`]).
+    /// The directions `policy` (the current round's) gives `op`'s `num_factors` factors, from
+    /// the direction table when the policy names its answer (see [`super::direction_table`]);
+    /// debug builds check every answer taken from the table against a fresh one.
     fn directions(&self, policy: &dyn DirectionPolicy, op: u32, num_factors: usize) -> Arc<[Dir]> {
+        // Before any erasure, a policy with an initial id gives what it gave in every solve
+        // of the program before.
+        let initial = if self.structure == 1 { self.round_initial_id } else { None };
+        if let Some(id) = initial {
+            if let Some(dirs) = self.dir_table.borrow().initial(id, op, num_factors) {
+                debug_assert_eq!(*dirs, *policy.directions(self, op, num_factors), "initial id {id} of op {op}");
+                return dirs;
+            }
+        }
+        let dirs = self.directions_by_signature(policy, op, num_factors);
+        if let Some(id) = initial {
+            self.dir_table.borrow_mut().put_initial(id, op, dirs.clone());
+        }
+        dirs
+    }
+
+    /// The directions `policy` gives `op`, kept by signature (see [`super::direction_table`]).
+    fn directions_by_signature(&self, policy: &dyn DirectionPolicy, op: u32, num_factors: usize) -> Arc<[Dir]> {
         let Some(signature) = policy.signature(self, op) else { return policy.directions(self, op, num_factors).into() };
         if let Some(dirs) = self.dir_table.borrow().get(op, signature, num_factors) {
             debug_assert_eq!(*dirs, *policy.directions(self, op, num_factors), "signature {signature} of op {op}");
@@ -1504,6 +1540,8 @@ impl<'g> Solver<'g> {
     /// One round: Shardy's `BasicPropagationPassImpl::propagate` with `strategy` and `policy`.
     pub fn run_round(&mut self, strategy: &dyn FactorPropagation, policy: &dyn DirectionPolicy) -> Result<()> {
         self.stats.rounds += 1;
+        // Every visit of the round asks `policy` (see `Solver::directions`).
+        self.round_initial_id = policy.initial_id();
         self.propagate_func_results(strategy)?;
         let n = self.alive.len() as u32;
         for op in (0..n).rev() {
