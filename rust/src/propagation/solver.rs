@@ -61,6 +61,7 @@ use super::transforms::{
 use crate::error::{Error, Result};
 use crate::graph::{Graph, NONE};
 use crate::mesh::Mesh;
+use crate::name::Name;
 use crate::rule::OpShardingRule;
 use crate::sharding::{MeshRef, TensorSharding};
 
@@ -272,6 +273,9 @@ pub enum PriorityTarget {
 pub struct Solver<'g> {
     prog: Arc<Program<'g>>,
     meshes: HashMap<String, Mesh>,
+    /// The only mesh and its name, when there is one (most programs): found without hashing
+    /// (names are interned, so equal names are one pointer).
+    only_mesh: Option<(Name, Mesh)>,
     raw: Vec<Option<Shared>>,
     func_results: HashMap<u32, Vec<Option<Shared>>>,
     func_order: Vec<u32>,
@@ -392,6 +396,10 @@ impl<'g> Solver<'g> {
         let debug = input.debug;
         let mut solver = Solver {
             prog,
+            only_mesh: match input.meshes.iter().next() {
+                Some((name, mesh)) if input.meshes.len() == 1 => Some((Name::new(name), mesh.clone())),
+                _ => None,
+            },
             meshes: input.meshes,
             raw: input.value_shardings.into_iter().map(|s| s.map(Arc::new)).collect(),
             func_results,
@@ -1062,7 +1070,7 @@ impl<'g> Solver<'g> {
         // to the same entry, so most comparisons are pointer comparisons) and cloned once.
         let mut chosen: Option<(&MeshRef, &Mesh)> = None;
         for s in shardings.iter().filter_map(|s| *s) {
-            let m = s.resolve_mesh(&self.meshes)?;
+            let m = self.resolve_mesh(s)?;
             match chosen {
                 None => chosen = Some((&s.mesh, m)),
                 Some((_, cm)) if cm.is_empty() => chosen = Some((&s.mesh, m)),
@@ -1075,6 +1083,17 @@ impl<'g> Solver<'g> {
             }
         }
         Ok(chosen.map(|(r, m)| (r.clone(), m.clone())))
+    }
+
+    /// The mesh `s` is bound to (as [`TensorSharding::resolve_mesh`] finds it among the
+    /// program's meshes).
+    fn resolve_mesh<'s>(&'s self, s: &'s TensorSharding) -> Result<&'s Mesh> {
+        if let (MeshRef::Named(name), Some((only, mesh))) = (&s.mesh, &self.only_mesh) {
+            if std::ptr::eq(name.as_str(), only.as_str()) {
+                return Ok(mesh);
+            }
+        }
+        s.resolve_mesh(&self.meshes)
     }
 
     /// Shardy `propagateTensorShardings`: projects the shardings of `operands` and `results`
@@ -1910,7 +1929,7 @@ impl<'g> Solver<'g> {
     // ------------------------------------------------------------------ user priorities
 
     fn mesh_of(&self, s: &TensorSharding) -> Result<Mesh> {
-        Ok(s.resolve_mesh(&self.meshes)?.clone())
+        Ok(self.resolve_mesh(s)?.clone())
     }
 
     /// Shardy `getShardingReferencesPerPriorityAndInitialize`: every stored sharding (skipping
@@ -1939,7 +1958,7 @@ impl<'g> Solver<'g> {
                 if s.replicated.is_empty() && s.dims.iter().all(|d| d.priority.is_none()) {
                     // Nothing to hide or reorder: the initialized sharding is `s` itself (its
                     // mesh must still be known).
-                    s.resolve_mesh(&self.meshes)?;
+                    self.resolve_mesh(&s)?;
                     continue;
                 }
                 let new = self.initialize_priority(PriorityTarget::Value(v), &s, &mut per_priority)?;
