@@ -4,7 +4,7 @@ on a ~1k-op transformer step (7 layers), on 1 and 2 threads (issue 5, Batch), tw
 * ``propagate_many(module, candidates)``: one call, preparing the program included (copy,
   import passes, freezing, the unannotated solve);
 * ``CandidateBatch``: the later calls of a prepared batch, as a search loop makes them, each
-  round with 200 candidate sets not seen before (one warm-up call first).
+  round (ten rounds) with 200 candidate sets not seen before (one warm-up call first).
 
 Each candidate annotates three arguments with random shardings (one in ten removes the stored
 sharding instead); results are checked against one-by-one propagation in
@@ -62,7 +62,7 @@ def test_batch_candidates_per_second(benchmark: Any, threads: int) -> None:
         drawn.append(_candidates(m, 200, seed=next(seeds)))
         return (drawn[-1],), {"threads": threads}
 
-    results = benchmark.pedantic(batch.propagate, setup=fresh, rounds=5, iterations=1)
+    results = benchmark.pedantic(batch.propagate, setup=fresh, rounds=10, iterations=1)
     assert results.batched
     _record("CandidateBatch", threads, m, drawn[-1], benchmark.stats.stats.min)
 
