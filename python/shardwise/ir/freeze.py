@@ -96,6 +96,9 @@ def freeze(module: Module, *, rules: bool = True, conservative: bool = False) ->
 
     for op in module.ops:
         visit(op, _NONE)
+    # A recursive closure refers to itself (and to the lists it fills): without this, the
+    # cycle waits for the cyclic collector.
+    del visit, add_value
     rule_wires: list[Any] = []
     op_rule: list[int] = []
     if rules:

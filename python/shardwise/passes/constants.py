@@ -186,6 +186,9 @@ class _Splitter:
                         walk(b.ops)
 
         walk(ops)
+        # A recursive closure refers to itself (and here to the splitter and its use lists):
+        # without this, the cycle waits for the cyclic collector.
+        del walk
         self.inserts.flush()
         erased: list[Op] = []
         seen: set[int] = set()

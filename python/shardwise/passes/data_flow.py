@@ -57,6 +57,7 @@ def post_order(root: Op) -> list[Op]:
         out.append(o)
 
     visit(root)
+    del visit  # a recursive closure refers to itself: without this, the cycle waits for the collector
     return out
 
 

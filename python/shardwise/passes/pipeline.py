@@ -308,7 +308,9 @@ def expand_pipeline(pipeline: str | Nested) -> Nested:
                 out.append(s)
         return out
 
-    return Nested(root.anchor, expand(root.steps))
+    out = Nested(root.anchor, expand(root.steps))
+    del expand  # a recursive closure refers to itself: without this, the cycle waits for the collector
+    return out
 
 
 # ---------------------------------------------------------------------------------- running
