@@ -262,9 +262,13 @@ def _drop_uses(op: Op, uses: Uses) -> None:
     uses.drop(op)
 
 
-def erase_ops(ops: Iterable[Op], uses: Uses | None = None) -> None:
+def erase_ops(ops: Iterable[Op], uses: Uses | None = None, *, release: bool = False) -> None:
     """``erase_op`` for each of ``ops``, with one pass over each block they are in instead of
-    one search per op (erasing k ops of an n-op block costs O(n + k), not O(n·k))."""
+    one search per op (erasing k ops of an n-op block costs O(n + k), not O(n·k)). With
+    ``release`` (for ops that nothing refers to any more), each erased op is also emptied (see
+    ``_release``), so that reference counting frees it at once instead of the cyclic
+    collector."""
+    ops = list(ops)
     by_block: dict[int, tuple[Block, set[int]]] = {}
     for op in ops:
         if uses is not None:
@@ -275,6 +279,27 @@ def erase_ops(ops: Iterable[Op], uses: Uses | None = None) -> None:
             op.parent = None
     for block, gone in by_block.values():
         block.ops[:] = [o for o in block.ops if id(o) not in gone]
+    if release:
+        for op in ops:
+            _release(op)
+
+
+def _release(op: Op) -> None:
+    """Empties a detached op and everything nested in it (results, operands, regions, blocks'
+    ops and arguments): an op and its results refer to each other, a cycle that otherwise waits
+    for the cyclic collector. The op must not be used afterwards."""
+    stack = [op]
+    while stack:
+        o = stack.pop()
+        for r in o.regions:
+            for b in r.blocks:
+                stack.extend(b.ops)
+                b.ops.clear()
+                b.args.clear()
+            r.blocks.clear()
+        o.regions.clear()
+        o.results.clear()
+        o.operands.clear()
 
 
 # ---------------------------------------------------------------------------------- use lists

@@ -203,7 +203,7 @@ class _Splitter:
                     self.uses.drop(u)
             erased.append(op)
             self.uses.drop(op)
-        erase_ops(erased)
+        erase_ops(erased, release=True)
 
     def run(self) -> None:
         for op in list(self.module.walk()):

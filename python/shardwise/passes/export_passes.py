@@ -297,7 +297,7 @@ def constant_or_scalar_merger(module: Module, func: Func, options: Options | Non
                 new = replaced.get(id(v))
                 if new is not None:
                     operands[i] = new
-    erase_ops(merged)
+    erase_ops(merged, release=True)
 
 
 @register_pass("sdy-remove-sharding-groups")
