@@ -151,3 +151,22 @@ def test_candidate_batch_falls_back_for_guarded_arguments() -> None:
     assert guarded[0].module().to_mlir() == _one_by_one(m, {"arg0": s})
     with pytest.raises(TypeError, match="expects a Module"):
         sw.CandidateBatch("not a module")  # type: ignore[arg-type]
+
+
+def test_candidate_batch_checks_each_key(step: sw.Module) -> None:
+    # A batch remembers the annotations it checked, per argument: a sharding that fits one
+    # argument is still checked against another's shape, and bad keys still raise.
+    main = step.funcs[0]
+    ranks = {i: len(a.type.shape) for i, a in enumerate(main.args)}
+    i = next(i for i, r in ranks.items() if r == 2)
+    j = next(j for j, r in ranks.items() if r != 2)
+    s = sw.TensorSharding(step.meshes["mesh"], [[], []])
+    batch = sw.CandidateBatch(step)
+    assert batch.propagate([{f"arg{i}": s}], threads=1).batched
+    assert batch.propagate([{main.args[i]: s}], threads=1).batched
+    with pytest.raises(sw.InvalidShardingError):
+        batch.propagate([{f"arg{j}": s}], threads=1)
+    with pytest.raises(ValueError, match="expected 'argN'"):
+        batch.propagate([{"bogus": s}], threads=1)
+    with pytest.raises(TypeError, match="TensorSharding"):
+        batch.propagate([{f"arg{i}": "x"}], threads=1)  # type: ignore[dict-item]

@@ -41,6 +41,8 @@ __all__ = ["CandidateBatch", "CandidateResult", "CandidateResults", "propagate_m
 Candidate = Mapping[Union[str, Value], Union[TensorSharding, None]]
 
 _PROPAGATION_STEP = "sdy-user-priority-propagate{keep-sharding-rules=true}"
+#: Checked annotations a batch remembers at most (then it starts over).
+_MAX_CHECKED = 1 << 16
 _GUARDED_USERS = ("sdy.sharding_constraint", "sdy.sharding_group", "sdy.manual_computation")
 
 
@@ -168,12 +170,11 @@ class _Prepared:
             **_facts(base, frozen, []),
         )
 
-    def wires(self, annotations: dict[tuple[str, int], TensorSharding | None]) -> tuple[list[Any], list[Any]]:
-        """One candidate's overrides as the native batch takes them."""
-        items = annotations.items()
+    def wires(self, annotations: list[tuple[tuple[str, int], Any]]) -> tuple[list[Any], list[Any]]:
+        """One candidate's overrides as the native batch takes them (from ``(key, wire)``)."""
         return (
-            [(self.main_args[i], None if s is None else s._wire()) for (kind, i), s in items if kind == "arg"],
-            [(self.main_index, i, None if s is None else s._wire()) for (kind, i), s in items if kind == "result"],
+            [(self.main_args[i], w) for (kind, i), w in annotations if kind == "arg"],
+            [(self.main_index, i, w) for (kind, i), w in annotations if kind == "result"],
         )
 
 
@@ -181,7 +182,8 @@ class CandidateBatch:
     """A program prepared for propagating many candidate sets of @main's in/out shardings,
     call after call (the what-if evaluations of a sharding search).
 
-    ``CandidateBatch(module)`` copies ``module`` (later changes to it are not seen); the first
+    ``CandidateBatch(module)`` copies ``module`` (later changes to it are not seen; candidates
+    still name @main's arguments by ``module``'s ``Value`` objects); the first
     call that can be batched runs the pipeline's steps before propagation, freezes the copy and
     solves it once unannotated. ``batch.propagate(candidates, threads=N)`` then gives one
     ``CandidateResult`` per candidate, each identical to ``shardwise.propagate`` of the module
@@ -201,6 +203,8 @@ class CandidateBatch:
             raise TypeError(f"CandidateBatch expects a Module, got {type(module).__name__}")
         with no_cyclic_gc():
             self._setup(module.copy(), conservative)
+        # Candidates name @main's arguments by the Values of ``module`` (not of the copy).
+        self._keys.update((a, ("arg", i)) for i, a in enumerate(_main(module).args))
 
     @classmethod
     def _over(cls, module: Module, conservative: bool) -> CandidateBatch:
@@ -215,6 +219,30 @@ class CandidateBatch:
         self._main = _main(self.original)
         self._guarded = _guarded_args(self.original)
         self._prepared: _Prepared | None = None
+        # Keys and shardings already checked (a search repeats them from candidate to
+        # candidate): key -> ("arg" | "result", index); (that, sharding) -> (the sharding bound
+        # to its mesh, its wire).
+        self._keys: dict[str | Value, tuple[str, int]] = {}
+        self._checked: dict[tuple[tuple[str, int], TensorSharding], tuple[TensorSharding, Any]] = {}
+
+    def _annotation(self, key: str | Value, s: TensorSharding | None) -> tuple[tuple[str, int], TensorSharding | None, Any]:
+        """``(key, checked sharding, its wire)`` of one annotation; raises as ``propagate``."""
+        k = self._keys.get(key) if isinstance(key, (str, Value)) else None
+        if k is None:
+            k = _key(self._main, key)
+            self._keys[key] = k
+        if s is None:
+            return k, None, None
+        if not isinstance(s, TensorSharding):
+            _check(self._main, self.original.meshes, k, s)  # raises
+        known = self._checked.get((k, s))
+        if known is None:
+            bound = _check(self._main, self.original.meshes, k, s)
+            assert bound is not None
+            if len(self._checked) >= _MAX_CHECKED:
+                self._checked.clear()
+            known = self._checked[(k, s)] = (bound, bound._wire())
+        return k, known[0], known[1]
 
     def propagate(self, candidates: Sequence[Candidate], *, threads: int | None = None) -> CandidateResults:
         """One result per candidate, in order, propagated on ``threads`` worker threads
@@ -224,14 +252,14 @@ class CandidateBatch:
         # set off full collections, which walk every object of the process (the module's IR,
         # and whatever else the caller holds).
         with no_cyclic_gc():
-            main, meshes = self._main, self.original.meshes
-            annotated = [{k: _check(main, meshes, k, s) for k, s in ((_key(main, key), s) for key, s in c.items())} for c in candidates]
+            checked = [[self._annotation(key, s) for key, s in c.items()] for c in candidates]
+            annotated = [{k: s for k, s, _ in c} for c in checked]
             if self._guarded is None or any(k in self._guarded for a in annotated for k in a):
                 return CandidateResults(self, [(a, None) for a in annotated], False, n)
             if self._prepared is None:
                 self._prepared = _Prepared(self.original, self.conservative)
             p = self._prepared
-            outs = p.native.propagate([p.wires(a) for a in annotated], n)
+            outs = p.native.propagate([p.wires([(k, w) for k, _, w in c]) for c in checked], n)
             return CandidateResults(self, list(zip(annotated, outs)), True, n)
 
     def _annotated(self, annotations: Mapping[tuple[str, int], TensorSharding | None], module: Module) -> Module:
