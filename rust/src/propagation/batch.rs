@@ -156,6 +156,7 @@ impl BaseSolve {
         }
     }
 
+    /// A new worker's state: the base solve's steps and caches.
     fn worker(&self) -> Worker {
         Worker { known: self.memo.clone(), caches: self.caches.clone() }
     }

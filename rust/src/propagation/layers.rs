@@ -232,10 +232,6 @@ impl DirectionPolicy for OpPriorityDirection<'_> {
         outer
     }
 
-    /// Under an outer policy of every factor both ways (signature 0): 0 when every factor
-    /// propagates both ways, else the op-level union of heuristics and whether the
-    /// per-factor heuristic 2 applies. With those, the directions follow from the op's kind
-    /// and rule alone (see [`OpPriorityDirection::directions`]).
     /// Under an outer policy of every factor both ways (initial id 0): `1 + step` (steps from
     /// 4 on are step 4). The heuristics read the op's kind and rule and the live uses of its
     /// operands, which change only when an op is erased.
@@ -243,6 +239,10 @@ impl DirectionPolicy for OpPriorityDirection<'_> {
         (self.outer.initial_id()? == 0).then(|| 1 + self.step.min(OP_PRIORITY_STEPS - 1) as u8)
     }
 
+    /// Under an outer policy of every factor both ways (signature 0): 0 when every factor
+    /// propagates both ways, else the op-level union of heuristics and whether the
+    /// per-factor heuristic 2 applies. With those, the directions follow from the op's kind
+    /// and rule alone (see [`OpPriorityDirection::directions`]).
     fn signature(&self, solver: &Solver<'_>, op: u32) -> Option<u32> {
         if self.outer.signature(solver, op)? != 0 {
             return None;
