@@ -95,6 +95,17 @@ def _fields(out: Any) -> tuple[Any, ...]:
     return (out.shardings, out.func_results, out.erased_ops, out.rule_ops, out.group_conflicts, out.rounds, out.visits, out.updates)
 
 
+def _singles(cap: Captured, candidates: list[tuple[list[Any], list[Any]]]) -> list[Any]:
+    """Each candidate's single solve (its fields), or the error it raises."""
+    singles: list[Any] = []
+    for candidate in candidates:
+        try:
+            singles.append(_fields(_single(cap, candidate)))
+        except sw.ShardwiseError as e:
+            singles.append(e)
+    return singles
+
+
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), count=st.integers(2, 12), threads=st.sampled_from([1, 2, 3]))
 def test_batched_solves_equal_single_solves(captured: tuple[sw.Module, Captured], seed: int, count: int, threads: int) -> None:
@@ -102,12 +113,7 @@ def test_batched_solves_equal_single_solves(captured: tuple[sw.Module, Captured]
     rng = random.Random(seed)
     candidates = [_random_candidate(m, cap, rng) for _ in range(count)]
     args, kwargs = cap
-    singles: list[Any] = []
-    for candidate in candidates:
-        try:
-            singles.append(_fields(_single(cap, candidate)))
-        except sw.ShardwiseError as e:
-            singles.append(e)
+    singles = _singles(cap, candidates)
     failed = [s for s in singles if isinstance(s, Exception)]
     batch = _native.CandidateBatch(*args, **kwargs)
     if failed:
@@ -129,12 +135,7 @@ def test_later_calls_of_a_batch_equal_single_solves(captured: tuple[sw.Module, C
     batch = _native.CandidateBatch(*args, **kwargs)
     for count, threads in calls:
         candidates = [_random_candidate(m, cap, rng) for _ in range(count)]
-        singles: list[Any] = []
-        for candidate in candidates:
-            try:
-                singles.append(_fields(_single(cap, candidate)))
-            except sw.ShardwiseError as e:
-                singles.append(e)
+        singles = _singles(cap, candidates)
         if any(isinstance(s, Exception) for s in singles):
             with pytest.raises(sw.ShardwiseError):
                 batch.propagate(candidates, threads)
