@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import time
 
 import pytest
 
@@ -170,3 +173,31 @@ def test_candidate_batch_checks_each_key(step: sw.Module) -> None:
         batch.propagate([{"bogus": s}], threads=1)
     with pytest.raises(TypeError, match="TensorSharding"):
         batch.propagate([{f"arg{i}": "x"}], threads=1)  # type: ignore[dict-item]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # JAX's warning; the child uses no JAX
+def test_candidate_batch_in_a_forked_child(step: sw.Module) -> None:
+    # A child process (whose copy of the batch's lock may have been held by a thread of the
+    # parent) starts its calls from the unannotated solve and gets the same results.
+    batch = sw.CandidateBatch(step)
+    cands = _candidates(step, 3, seed=31)
+    expected = [r.main_shardings() for r in batch.propagate(cands, threads=2)]
+    pid = os.fork()
+    if pid == 0:  # the child: exit code 0 when the results match
+        code = 1
+        try:
+            code = 0 if [r.main_shardings() for r in batch.propagate(cands, threads=2)] == expected else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 120
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child did not finish its batch call in 120 s")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0

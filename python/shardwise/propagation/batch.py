@@ -196,7 +196,8 @@ class CandidateBatch:
     ``ValueError`` for a bad key, a sharding on an unknown mesh or one that does not fit the
     value's shape (``InvalidShardingError``), ``TypeError`` for a non-sharding, and what
     ``shardwise.propagate`` raises. Calls from several Python threads are safe; their solves
-    take turns."""
+    take turns. In a process forked from the one that made the batch, calls start from the
+    unannotated solve (what the parent's workers kept stays behind)."""
 
     def __init__(self, module: Module, *, conservative: bool = False) -> None:
         if not isinstance(module, Module):

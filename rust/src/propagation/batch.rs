@@ -221,7 +221,9 @@ pub fn propagate_candidates(graph: &Graph, base: &SolverInput, options: &PassOpt
 /// (the steps its candidates computed, its step outcomes and directions) is kept from call to
 /// call, so a later call replays what earlier calls computed. Results are exactly what
 /// [`super::layers::propagate`] gives for each candidate's input, whatever came before. No
-/// thread outlives a call (safe with `fork`); calls from several threads take turns.
+/// thread outlives a call, and calls from several threads take turns. Safe with `fork`: in a
+/// child process (one forked while another thread's call held the workers' lock would find
+/// it locked forever) calls leave the kept states alone and start from the base solve's.
 #[derive(Debug)]
 pub struct CandidateBatch {
     graph: Arc<Graph>,
@@ -230,6 +232,8 @@ pub struct CandidateBatch {
     solved: BaseSolve,
     /// The workers' states between calls (at most one per thread a call used).
     workers: Mutex<Vec<Worker>>,
+    /// The process that made the batch (`std::process::id`).
+    pid: u32,
 }
 
 impl CandidateBatch {
@@ -240,7 +244,7 @@ impl CandidateBatch {
             let prog = Arc::new(Program::new(&graph, &base.facts)?);
             BaseSolve::new(&prog, &base, &options)
         };
-        Ok(CandidateBatch { graph, base, options, solved, workers: Mutex::new(Vec::new()) })
+        Ok(CandidateBatch { graph, base, options, solved, workers: Mutex::new(Vec::new()), pid: std::process::id() })
     }
 
     /// Propagates the base input with each candidate's overrides on `threads` worker threads
@@ -252,8 +256,12 @@ impl CandidateBatch {
             Ok(p) => Arc::new(p),
             Err(e) => return vec![Err(e); n],
         };
-        let mut kept = self.workers.lock().unwrap_or_else(|e| e.into_inner());
         let count = threads.clamp(1, n.max(1));
+        if std::process::id() != self.pid {
+            let mut fresh = vec![self.solved.worker(); count];
+            return run(&prog, &self.base, &self.options, &self.solved, candidates, &mut fresh);
+        }
+        let mut kept = self.workers.lock().unwrap_or_else(|e| e.into_inner());
         while kept.len() < count {
             kept.push(self.solved.worker());
         }

@@ -61,7 +61,6 @@ use super::transforms::{
 use crate::error::{Error, Result};
 use crate::graph::{Graph, NONE};
 use crate::mesh::Mesh;
-use crate::name::Name;
 use crate::rule::OpShardingRule;
 use crate::sharding::{MeshRef, TensorSharding};
 
@@ -273,9 +272,8 @@ pub enum PriorityTarget {
 pub struct Solver<'g> {
     prog: Arc<Program<'g>>,
     meshes: HashMap<String, Mesh>,
-    /// The only mesh and its name, when there is one (most programs): found without hashing
-    /// (names are interned, so equal names are one pointer).
-    only_mesh: Option<(Name, Mesh)>,
+    /// The only mesh and its name, when there is one (most programs): found without hashing.
+    only_mesh: Option<(String, Mesh)>,
     raw: Vec<Option<Shared>>,
     func_results: HashMap<u32, Vec<Option<Shared>>>,
     func_order: Vec<u32>,
@@ -397,7 +395,7 @@ impl<'g> Solver<'g> {
         let mut solver = Solver {
             prog,
             only_mesh: match input.meshes.iter().next() {
-                Some((name, mesh)) if input.meshes.len() == 1 => Some((Name::new(name), mesh.clone())),
+                Some((name, mesh)) if input.meshes.len() == 1 => Some((name.clone(), mesh.clone())),
                 _ => None,
             },
             meshes: input.meshes,
@@ -1089,7 +1087,7 @@ impl<'g> Solver<'g> {
     /// program's meshes).
     fn resolve_mesh<'s>(&'s self, s: &'s TensorSharding) -> Result<&'s Mesh> {
         if let (MeshRef::Named(name), Some((only, mesh))) = (&s.mesh, &self.only_mesh) {
-            if std::ptr::eq(name.as_str(), only.as_str()) {
+            if name.as_str() == only {
                 return Ok(mesh);
             }
         }
