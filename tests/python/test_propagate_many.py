@@ -178,8 +178,9 @@ def test_candidate_batch_checks_each_key(step: sw.Module) -> None:
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # JAX's warning; the child uses no JAX
 def test_candidate_batch_in_a_forked_child(step: sw.Module) -> None:
-    # A child process (whose copy of the batch's lock may have been held by a thread of the
-    # parent) starts its calls from the unannotated solve and gets the same results.
+    # A child process starts its calls from the unannotated solve (never from the states the
+    # parent kept) and gets the same results. A fork during another thread's call, whose lock
+    # the child would find held, is not reproduced here.
     batch = sw.CandidateBatch(step)
     cands = _candidates(step, 3, seed=31)
     expected = [r.main_shardings() for r in batch.propagate(cands, threads=2)]
