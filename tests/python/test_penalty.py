@@ -114,3 +114,31 @@ def test_bad_trajectory_count(bad: object) -> None:
     g = random_graph(random.Random(0), 4, 2)
     with pytest.raises(SearchError, match=f"trajectories: expected an integer >= 1, got {bad!r}"):
         solve_penalty(g, 1.0, trajectories=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [0, True, 2.5, (), (8, 0)])
+def test_bad_slice(bad: object) -> None:
+    g = random_graph(random.Random(0), 4, 2)
+    with pytest.raises(SearchError, match=r"slice_seconds: expected whole seconds >= 1 .*, got "):
+        solve_penalty(g, 1.0, slice_seconds=bad)  # type: ignore[arg-type]
+
+
+def test_empty_slice_is_retried_with_twice_the_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A slice in which toulbar2 finds nothing (as on the shared instance S with 3 s) must not end
+    # the trajectory: the same penalties are solved again with twice the time.
+    penalty = importlib.import_module("shardwise.search.penalty")
+    calls: list[tuple[int, list[float]]] = []
+    real = RelaxedSolver.solve
+
+    def flaky(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int) -> list[int] | None:
+        calls.append((seconds, list(w)))
+        return None if len(calls) == 2 else real(self, w, seconds, seed)
+
+    monkeypatch.setattr(penalty.RelaxedSolver, "solve", flaky)
+    g = StrategyGraph.build([[0, 50], [0, 3]], [[10, 1], [10, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
+                            usage_limit=15)
+    monkeypatch.setattr(penalty._Shared, "reserve", lambda self: 0.0)  # no time kept back for merges
+    sol = solve_penalty(g, 4.0, slice_seconds=1)
+    assert sol.assignment == (0, 1) and sol.cost == 3
+    assert len(calls) >= 3 and [c[0] for c in calls[:3]] == [1, 1, 2]
+    assert calls[2][1] == calls[1][1] != calls[0][1]  # the empty slice's penalties, solved again

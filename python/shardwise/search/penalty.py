@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -60,6 +61,10 @@ F64 = npt.NDArray[np.float64]
 ETA0 = 0.05
 #: Per-solve decay of penalties that are not raised.
 DECAY = 0.97
+#: toulbar2's CPU seconds per relaxed problem, by trajectory (the ``i``-th trajectory takes entry
+#: ``i mod len``). Measured on the shared IOPDDL instances with two trajectories (README): 3 s
+#: slices (more, rougher rounds) did better on K and U, 8 s slices on M.
+SLICE_SECONDS = (8, 3)
 #: A relaxed optimum is repaired and polished when at most this share over the limit.
 REPAIR_WITHIN = 0.3
 #: Rounds between merges of the pool (module docstring).
@@ -172,7 +177,7 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
     graph = shared.graph
     begin = time.perf_counter()
     w = np.zeros(graph.num_nodes)
-    eta, fits, it = eta0, 0, 0
+    eta, fits, it, seconds = eta0, 0, 0, slice_seconds
     with RelaxedSolver(graph) as solver:
         lam0 = solver.exchange_rate
         build = time.perf_counter() - begin  # a solve's set-up costs about as much again
@@ -182,9 +187,10 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
             if left < build + 1.0 + keep:
                 break
             it += 1
-            x = solver.solve(w, min(slice_seconds, int(left - build - keep)), seed + it)
-            if x is None:
-                break
+            x = solver.solve(w, min(seconds, int(left - build - keep)), seed + it)
+            if x is None:  # nothing found in the slice: the same penalties again, with twice the time
+                seconds *= 2
+                continue
             shared.offer(x)
             over = prof.overflow(x)
             peak = float(over.max()) if over.size else -1.0
@@ -209,34 +215,41 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
 
 
 def solve_penalty(
-    graph: StrategyGraph, time_limit: float = 10.0, *, seed: int = 0, slice_seconds: int = 8,
-    trajectories: int = 1,
+    graph: StrategyGraph, time_limit: float = 10.0, *, seed: int = 0,
+    slice_seconds: int | Sequence[int] = SLICE_SECONDS, trajectories: int = 1,
 ) -> Solution:
     """Best feasible assignment the penalty loop of the module docstring finds within
     ``time_limit`` seconds (wall clock). ``slice_seconds``: toulbar2's CPU-time limit per
-    relaxed problem. ``trajectories``: penalty loops run side by side (threads, each with its
-    own toulbar2 worker process), the ``i``-th with seed ``seed + 7919 i`` and first step
-    ``ETA0 · 3**i``, all feeding one pool and one best assignment. ``Solution.feasible`` is
+    relaxed problem (whole seconds), one for all trajectories or one per trajectory (taken in
+    turn, :data:`SLICE_SECONDS`); a slice in which toulbar2 finds no assignment is retried with
+    twice the time, which that trajectory then keeps. ``trajectories``: penalty loops run side
+    by side (threads, each with its own toulbar2 worker process), the ``i``-th with seed
+    ``seed + 7919 i`` and first step ``ETA0 · 3**i``, all feeding one pool and one best
+    assignment. ``Solution.feasible`` is
     false when no repaired assignment fit (the least-usage assignment is then returned).
     Without a usage limit: one toulbar2 solve (exact when it finishes in time), polished by
     local search. Raises :class:`SearchError` when ``pytoulbar2`` is missing, for a bad time
-    limit or a trajectory count below 1. toulbar2's slices are whole CPU seconds, so a limit of
+    limit, a trajectory count below 1 or a slice that is not a whole number of seconds >= 1.
+    toulbar2's slices are whole CPU seconds, so a limit of
     a few seconds may be overrun by about one."""
     t = check_time_limit(time_limit)
     if isinstance(trajectories, bool) or not isinstance(trajectories, int) or trajectories < 1:
         raise SearchError(f"trajectories: expected an integer >= 1, got {trajectories!r}")
+    slices = list(slice_seconds) if isinstance(slice_seconds, Sequence) else [slice_seconds]
+    if not slices or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in slices):
+        raise SearchError(f"slice_seconds: expected whole seconds >= 1 (one, or one per trajectory), got {slice_seconds!r}")
     begin = time.perf_counter()
     deadline = begin + t
     if graph.usage_limit is None:
         return _unconstrained(graph, deadline, seed)
     prof = _Profile(graph)
     shared = _Shared(graph, t, seed)
-    runs = [(seed + 7919 * i, ETA0 * 3**i, i == 0) for i in range(trajectories)]
+    runs = [(seed + 7919 * i, ETA0 * 3**i, slices[i % len(slices)], i == 0) for i in range(trajectories)]
     if trajectories == 1:
-        _trajectory(shared, prof, deadline, seed, ETA0, slice_seconds, True)
+        _trajectory(shared, prof, deadline, seed, ETA0, slices[0], True)
     else:
         with ThreadPoolExecutor(max_workers=trajectories) as pool:
-            futures = [pool.submit(_trajectory, shared, prof, deadline, s, e, slice_seconds, m) for s, e, m in runs]
+            futures = [pool.submit(_trajectory, shared, prof, deadline, s, e, c, m) for s, e, c, m in runs]
             for f in futures:
                 f.result()
     while not shared.merge(deadline - time.perf_counter() - 1.0, windows=True):  # windows: about 1 s over their limit at most
