@@ -15,7 +15,8 @@ instances):
 * over the limit: each node live at a time point over it gets ``w_v += η · λ₀ · min(o_v, 1)``
   (``o_v``: the largest overflow along its liveness range, as a share of the limit); the other
   penalties decay by :data:`DECAY`; the step ``η`` (from :data:`ETA0`) grows 1.5× while the
-  peak is more than 5% over and holds while it is over by less;
+  peak is more than 5% over and holds while it is over by less (unless the relaxed optimum is
+  the previous one again: on M the same optimum 1.1% over came back four rounds running);
 * within the limit: all penalties decay, by ``DECAY ** (2 ** j)`` on the ``j``-th fitting solve
   in a row (so that an overshoot is undone quickly), and ``η`` shrinks 0.7×.
 
@@ -34,8 +35,11 @@ merged whole every :data:`MERGE_EVERY` rounds and once at the end; else the last
 :data:`WINDOWS_SHARE` of the time goes to merging windows of that size around the incumbent.
 
 Several trajectories (``trajectories=N``) run this loop side by side on threads, each with its
-own toulbar2 worker, seed and first step, feeding one pool and one best assignment; the first
-one also makes the merges between rounds.
+own toulbar2 worker, seed, first step and slice (toulbar2's CPU seconds per relaxed problem,
+:data:`SLICE_SECONDS`: long slices give closer optima, short ones more rounds), feeding one pool
+and one best assignment; the first one also makes the merges between rounds. A slice in which
+toulbar2 finds no assignment at all is solved again with twice the time, which that trajectory
+keeps.
 """
 
 from __future__ import annotations
@@ -180,6 +184,7 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
     begin = time.perf_counter()
     w = np.zeros(graph.num_nodes)
     eta, fits, it, seconds = eta0, 0, 0, slice_seconds
+    prev: list[int] | None = None
     with RelaxedSolver(graph) as solver:
         lam0 = solver.exchange_rate
         build = time.perf_counter() - begin  # a solve's set-up costs about as much again
@@ -194,6 +199,7 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
                 seconds *= 2
                 continue
             shared.offer(x)
+            again, prev = x == prev, x
             over = prof.overflow(x)
             peak = float(over.max()) if over.size else -1.0
             left = deadline - time.perf_counter()
@@ -208,7 +214,7 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
                 hot = worst > 0
                 w[hot] += eta * lam0 * np.minimum(worst[hot], 1.0)
                 w[~hot] *= DECAY
-                eta *= 1.5 if peak > 0.05 else 1.0
+                eta *= 1.5 if peak > 0.05 or again else 1.0
                 fits = 0
             else:
                 w *= DECAY ** (2 ** min(fits, 5))
