@@ -142,3 +142,27 @@ def test_empty_slice_is_retried_with_twice_the_time(monkeypatch: pytest.MonkeyPa
     assert sol.assignment == (0, 1) and sol.cost == 3
     assert len(calls) >= 3 and [c[0] for c in calls[:3]] == [1, 1, 2]
     assert calls[2][1] == calls[1][1] != calls[0][1]  # the empty slice's penalties, solved again
+
+
+def test_step_grows_when_the_relaxed_optimum_comes_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The relaxed optimum (0, 0) is 2.6% over the limit, under the 5% at which the step grows by
+    # itself; coming back unchanged, it makes the step grow 1.5x a round from the second repeat.
+    penalty = importlib.import_module("shardwise.search.penalty")
+    seen: list[np.ndarray] = []
+
+    def stuck(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int) -> list[int] | None:
+        seen.append(np.array(w))
+        return [0, 0]
+
+    monkeypatch.setattr(penalty.RelaxedSolver, "solve", stuck)
+    monkeypatch.setattr(penalty._Shared, "reserve", lambda self: 0.0)
+    real_local = penalty.solve_local  # each round's polish: 0.05 s instead of 0.5 s, for more rounds
+    monkeypatch.setattr(penalty, "solve_local", lambda g, t, **kw: real_local(g, min(t, 0.05), **kw))
+    g = StrategyGraph.build([[0, 50], [0, 60]], [[100, 1], [100, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
+                            usage_limit=195)
+    sol = solve_penalty(g, 3.0, slice_seconds=1)
+    assert sol.feasible and sol.cost == 50
+    assert len(seen) >= 5
+    steps = [float(b[0] - a[0]) for a, b in zip(seen, seen[1:], strict=False)]
+    assert steps[0] > 0 and steps[1] == pytest.approx(steps[0])  # first repeat: the step as it was
+    assert steps[2] == pytest.approx(1.5 * steps[1]) and steps[3] == pytest.approx(1.5 * steps[2])

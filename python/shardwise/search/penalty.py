@@ -233,13 +233,12 @@ def solve_penalty(
     twice the time, which that trajectory then keeps. ``trajectories``: penalty loops run side
     by side (threads, each with its own toulbar2 worker process), the ``i``-th with seed
     ``seed + 7919 i`` and first step ``ETA0 · 3**i``, all feeding one pool and one best
-    assignment. ``Solution.feasible`` is
-    false when no repaired assignment fit (the least-usage assignment is then returned).
-    Without a usage limit: one toulbar2 solve (exact when it finishes in time), polished by
-    local search. Raises :class:`SearchError` when ``pytoulbar2`` is missing, for a bad time
-    limit, a trajectory count below 1 or a slice that is not a whole number of seconds >= 1.
-    toulbar2's slices are whole CPU seconds, so a limit of
-    a few seconds may be overrun by about one."""
+    assignment. ``Solution.feasible`` is false when no repaired assignment fit (the
+    least-usage assignment is then returned). Without a usage limit: one toulbar2 solve (exact
+    when it finishes in time), polished by local search. Raises :class:`SearchError` when
+    ``pytoulbar2`` is missing, for a bad time limit, a trajectory count below 1 or a slice that
+    is not a whole number of seconds >= 1. toulbar2's slices are whole CPU seconds, so a limit
+    of a few seconds may be overrun by about one."""
     t = check_time_limit(time_limit)
     if isinstance(trajectories, bool) or not isinstance(trajectories, int) or trajectories < 1:
         raise SearchError(f"trajectories: expected an integer >= 1, got {trajectories!r}")
