@@ -54,6 +54,7 @@ __all__ = [
     "propagation_edges_text",
     "redistribution_plan",
     "search_local",
+    "search_prices",
     "collective_cost",
 ]
 
@@ -283,19 +284,18 @@ def redistribution_plan(
 ) -> tuple[list[_ReshardStepW], float, float, float, float]: ...
 def collective_cost(kind: str, mesh: _MeshW, axes: list[_AxisW], local_bytes: float, model: _CostModelW) -> tuple[float, float]: ...
 
-# search (rust/src/py/search.rs): int64 arrays as little-endian bytes
+# search (rust/src/py/search.rs): a strategy graph as (offsets, cost, usage, intervals, edges,
+# edge_offsets, edge_cost, usage_limit), the int64 arrays as little-endian bytes
+_GraphW = tuple[list[int], bytes, bytes, list[tuple[int, int]], list[tuple[int, int]], list[int], bytes, int | None]
+
 def search_local(
-    offsets: list[int],
-    cost: bytes,
-    usage: bytes,
-    intervals: list[tuple[int, int]],
-    edges: list[tuple[int, int]],
-    edge_offsets: list[int],
-    edge_cost: bytes,
-    usage_limit: int | None,
+    graph: _GraphW,
     time_limit: float,
     seed: int = 0,
     initial: list[int] | None = None,
     max_rounds: int | None = None,
     lagrange_share: float = 0.8,
 ) -> tuple[list[int], int, int, bool, int, int]: ...
+def search_prices(
+    graph: _GraphW, time_limit: float, seed: int = 0, max_cycles: int | None = None
+) -> tuple[list[float], float] | None: ...

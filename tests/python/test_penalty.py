@@ -166,3 +166,36 @@ def test_step_grows_when_the_relaxed_optimum_comes_back(monkeypatch: pytest.Monk
     steps = [float(b[0] - a[0]) for a, b in zip(seen, seen[1:], strict=False)]
     assert steps[0] > 0 and steps[1] == pytest.approx(steps[0])  # first repeat: the step as it was
     assert steps[2] == pytest.approx(1.5 * steps[1]) and steps[3] == pytest.approx(1.5 * steps[2])
+
+
+def test_first_penalties_are_lagrangian_prices_that_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Both nodes' cheap strategies (usage 100 each) break the limit 195 together. The first
+    # relaxed problem must already carry the Lagrangian prices (positive on both nodes, from the
+    # price search's share of the time) and its optimum fit; from zero penalties it would not.
+    penalty = importlib.import_module("shardwise.search.penalty")
+    first: list[tuple[np.ndarray, list[int] | None]] = []
+    budgets: list[float] = []
+    real, real_prices = RelaxedSolver.solve, penalty.lagrange_prices
+
+    def logged(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int) -> list[int] | None:
+        x = real(self, w, seconds, seed)
+        if not first:
+            first.append((np.array(w), x))
+        return x
+
+    def prices(graph: StrategyGraph, seconds: float, **kw: object) -> object:
+        budgets.append(seconds)
+        return real_prices(graph, seconds, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(penalty.RelaxedSolver, "solve", logged)
+    monkeypatch.setattr(penalty, "lagrange_prices", prices)
+    g = StrategyGraph.build([[0, 50], [0, 60]], [[100, 1], [100, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
+                            usage_limit=195)
+    sol = solve_penalty(g, 3.0, slice_seconds=1)
+    assert sol.feasible and sol.cost == 50
+    assert budgets == [pytest.approx(min(penalty.PRICE_SHARE * 3.0, penalty.PRICE_SECONDS))]
+    w, x = first[0]
+    assert (w > 0).all() and x is not None and evaluate(g, x).feasible
+    with RelaxedSolver(g) as solver:  # the same problem from zero penalties breaks the limit
+        x0 = solver.solve(np.zeros(2), 1, 0)
+    assert x0 is not None and not evaluate(g, x0).feasible

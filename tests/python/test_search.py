@@ -10,6 +10,7 @@ import pytest
 
 from shardwise.errors import SearchError, ShardwiseError
 from shardwise.search import StrategyGraph, evaluate, solve, solve_ilp, solve_local
+from shardwise.search.local import lagrange_prices
 from shardwise.search.reduce import reduce_graph
 
 
@@ -114,6 +115,24 @@ def test_over_limit_warm_start_is_repaired() -> None:
     warm = solve_local(g, 1.0, initial=[0, 0, 0, 0], max_rounds=0, lagrange_share=0.0)
     assert (plain.assignment, plain.cost) == ((1, 1, 1, 0), 30)
     assert (warm.assignment, warm.cost, warm.feasible) == ((0, 0, 0, 1), 25, True)
+
+
+def test_lagrange_prices() -> None:
+    # The triangle above: its cheap (big) strategies break the limit together. The prices are
+    # one per node, in cost per usage unit, under which the per-node priced choice fits.
+    tri = [[0, 100, 100, 0]] * 3
+    g = StrategyGraph.build([[0, 10], [0, 10], [0, 10], [0, 25]], [[10, 1]] * 4, [[0, 1]] * 4,
+                            [[0, 1], [1, 2], [0, 2]], tri, usage_limit=31)
+    found = lagrange_prices(g, 5.0, max_cycles=50)
+    assert found is not None
+    prices, over = found
+    assert prices.shape == (4,) and over <= 0 and (prices > 0).all()
+    again = lagrange_prices(g, 5.0, max_cycles=50)
+    assert again is not None and (again[0] == prices).all()  # deterministic for a cycle count
+    free = StrategyGraph.build([[0, 10]], [[10, 1]], [[0, 1]], [], [])
+    assert lagrange_prices(free, 1.0) is None  # no usage limit: nothing to price
+    with pytest.raises(SearchError, match="time_limit: expected a finite number of seconds >= 0, got -1"):
+        lagrange_prices(g, -1)
 
 
 def test_bad_inputs_raise_search_errors() -> None:

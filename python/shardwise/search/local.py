@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from shardwise import _native
 from shardwise.errors import SearchError
@@ -46,6 +47,23 @@ def check_time_limit(time_limit: float) -> float:
     return t
 
 
+def wire(graph: StrategyGraph) -> tuple[list[int], bytes, bytes, list[tuple[int, int]], list[tuple[int, int]],
+                                       list[int], bytes, int | None]:
+    """``graph`` as the one tuple the Rust search takes (``rust/src/py/search.rs``): its arrays,
+    the int64 ones as little-endian bytes."""
+    le = np.dtype("<i8")
+    return (
+        [int(x) for x in graph.offsets],
+        graph.cost.astype(le).tobytes(),
+        graph.usage.astype(le).tobytes(),
+        [(int(a), int(b)) for a, b in graph.intervals],
+        [(int(a), int(b)) for a, b in graph.edges],
+        [int(x) for x in graph.edge_offsets],
+        graph.edge_cost.astype(le).tobytes(),
+        graph.usage_limit,
+    )
+
+
 def solve_local(
     graph: StrategyGraph,
     time_limit: float = 10.0,
@@ -72,22 +90,9 @@ def solve_local(
     if initial is not None and len(initial) != graph.num_nodes:
         raise SearchError(f"initial: expected {graph.num_nodes} strategy indices, got {len(initial)}")
     start = time.perf_counter()
-    le = np.dtype("<i8")
     try:
         assign, cost, peak, feasible, _rounds, _impr = _native.search_local(
-            [int(x) for x in graph.offsets],
-            graph.cost.astype(le).tobytes(),
-            graph.usage.astype(le).tobytes(),
-            [(int(a), int(b)) for a, b in graph.intervals],
-            [(int(a), int(b)) for a, b in graph.edges],
-            [int(x) for x in graph.edge_offsets],
-            graph.edge_cost.astype(le).tobytes(),
-            graph.usage_limit,
-            t,
-            seed,
-            None if initial is None else [int(x) for x in initial],
-            max_rounds,
-            lagrange_share,
+            wire(graph), t, seed, None if initial is None else [int(x) for x in initial], max_rounds, lagrange_share
         )
     except _native.InvalidShardingError as e:
         raise SearchError(str(e)) from None
@@ -95,3 +100,24 @@ def solve_local(
         raise SearchError("initial: strategy indices must be >= 0") from None
     return Solution(tuple(assign), int(cost), int(peak), bool(feasible), "local",
                     seconds=time.perf_counter() - start)
+
+
+def lagrange_prices(
+    graph: StrategyGraph, time_limit: float, *, seed: int = 0, max_cycles: int | None = None
+) -> tuple[npt.NDArray[np.float64], float] | None:
+    """Memory prices from the Lagrangian cycles of the local search alone
+    (``rust/src/search/lagrange.rs``, ``lagrange_prices``; Fisher, Mgmt. Sci. 1981), run for
+    ``time_limit`` seconds or ``max_cycles`` cycles: per node, a price in cost units per usage
+    unit (shape ``(num_nodes,)``) under which the priced assignment (descent and exact forest
+    moves, not an exact optimum) fitted the usage limit, from the last cycle where it did (else
+    the least-overflowing one), and that assignment's overflow as a share of the limit (<= 0:
+    it fitted). ``None`` without a usage limit. Raises :class:`SearchError` for a bad time limit
+    or graph."""
+    t = check_time_limit(time_limit)
+    try:
+        r = _native.search_prices(wire(graph), t, seed, max_cycles)
+    except _native.InvalidShardingError as e:
+        raise SearchError(str(e)) from None
+    if r is None:
+        return None
+    return np.asarray(r[0], dtype=np.float64), float(r[1])

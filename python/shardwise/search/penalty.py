@@ -8,9 +8,13 @@ problem is an unconstrained pairwise cost function network
 
     minimise  Σ_v (c_vs + w_v · (u_vs − min_s u_vs)) + Σ_(a,b) C_ab[s_a, s_b].
 
-Only nodes live where the usage went over the limit are penalised, so the rest keep their
-cheapest strategies. After each solve (this module's rule, tuned on the shared IOPDDL
-instances):
+The penalties start from memory prices found by the Lagrangian cycles of the local search
+(:func:`shardwise.search.local.lagrange_prices`, run for :data:`PRICE_SHARE` of the time while
+the toulbar2 workers build their networks): ``w_v = Σ λ_t`` over ``v``'s liveness range, prices
+under which a descent optimum fitted the limit. From zero, the relaxed optimum of the shared
+instance S started 26 times over the limit and took about 140 of its 240 s to come near it.
+After each solve (this module's rule, tuned on the shared IOPDDL instances) only nodes live
+where the usage went over the limit have their penalties raised:
 
 * over the limit: each node live at a time point over it gets ``w_v += η · λ₀ · min(o_v, 1)``
   (``o_v``: the largest overflow along its liveness range, as a share of the limit); the other
@@ -47,14 +51,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import numpy.typing as npt
 
 from shardwise.errors import SearchError
 from shardwise.search.graph import StrategyGraph, evaluate
-from shardwise.search.local import Solution, check_time_limit, solve_local
+from shardwise.search.local import Solution, check_time_limit, lagrange_prices, solve_local
 from shardwise.search.merge import Merger
 from shardwise.search.wcsp import RelaxedSolver
 from shardwise.search.wcsp import available as available
@@ -63,6 +67,11 @@ F64 = npt.NDArray[np.float64]
 
 #: First penalty step, as a share of the exchange rate ``λ₀``.
 ETA0 = 0.05
+#: Share of the time limit for the Lagrangian price search that sets the first penalties, and
+#: its cap in seconds (on S, 15 s of it brought the first relaxed optimum from 26x the limit
+#: to 1.11x).
+PRICE_SHARE = 0.06
+PRICE_SECONDS = 20.0
 #: Per-solve decay of penalties that are not raised.
 DECAY = 0.97
 #: toulbar2's CPU seconds per relaxed problem, by trajectory (the ``i``-th trajectory takes entry
@@ -177,17 +186,18 @@ class _Shared:
 
 
 def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta0: float,
-                slice_seconds: int, merging: bool) -> None:
+                slice_seconds: int, merging: bool, start: Future[F64]) -> None:
     """One penalty loop (module docstring) with its own toulbar2 worker, feeding ``shared``;
-    ``merging``: this loop also makes the merges between rounds."""
+    ``merging``: this loop also makes the merges between rounds; ``start``: the first
+    penalties (awaited once the worker has built its network)."""
     graph = shared.graph
     begin = time.perf_counter()
-    w = np.zeros(graph.num_nodes)
     eta, fits, it, seconds = eta0, 0, 0, slice_seconds
     prev: list[int] | None = None
     with RelaxedSolver(graph) as solver:
         lam0 = solver.exchange_rate
         build = time.perf_counter() - begin  # a solve's set-up costs about as much again
+        w = start.result().copy()
         while True:
             left = deadline - time.perf_counter()
             keep = shared.reserve()
@@ -222,6 +232,13 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
                 eta *= 0.7
 
 
+def _start_penalties(graph: StrategyGraph, seconds: float, seed: int) -> F64:
+    """First penalties: the node prices of :func:`lagrange_prices` after ``seconds`` (zero
+    without a usage limit)."""
+    found = lagrange_prices(graph, seconds, seed=seed)
+    return np.zeros(graph.num_nodes) if found is None else found[0]
+
+
 def solve_penalty(
     graph: StrategyGraph, time_limit: float = 10.0, *, seed: int = 0,
     slice_seconds: int | Sequence[int] = SLICE_SECONDS, trajectories: int = 1,
@@ -233,7 +250,8 @@ def solve_penalty(
     twice the time, which that trajectory then keeps. ``trajectories``: penalty loops run side
     by side (threads, each with its own toulbar2 worker process), the ``i``-th with seed
     ``seed + 7919 i`` and first step ``ETA0 · 3**i``, all feeding one pool and one best
-    assignment. ``Solution.feasible`` is false when no repaired assignment fit (the
+    assignment. The first penalties are Lagrangian memory prices from :data:`PRICE_SHARE` of
+    the time (at most :data:`PRICE_SECONDS`), searched while the workers start. ``Solution.feasible`` is false when no repaired assignment fit (the
     least-usage assignment is then returned). Without a usage limit: one toulbar2 solve (exact
     when it finishes in time), polished by local search. Raises :class:`SearchError` when
     ``pytoulbar2`` is missing, for a bad time limit, a trajectory count below 1 or a slice that
@@ -252,13 +270,12 @@ def solve_penalty(
     prof = _Profile(graph)
     shared = _Shared(graph, t, seed)
     runs = [(seed + 7919 * i, ETA0 * 3**i, slices[i % len(slices)], i == 0) for i in range(trajectories)]
-    if trajectories == 1:
-        _trajectory(shared, prof, deadline, seed, ETA0, slices[0], True)
-    else:
-        with ThreadPoolExecutor(max_workers=trajectories) as pool:
-            futures = [pool.submit(_trajectory, shared, prof, deadline, s, e, c, m) for s, e, c, m in runs]
-            for f in futures:
-                f.result()
+    # The price search (Rust, the GIL released) runs while the trajectories' workers build.
+    with ThreadPoolExecutor(max_workers=trajectories + 1) as pool:
+        start = pool.submit(_start_penalties, graph, min(PRICE_SHARE * t, PRICE_SECONDS), seed)
+        futures = [pool.submit(_trajectory, shared, prof, deadline, s, e, c, m, start) for s, e, c, m in runs]
+        for f in futures:
+            f.result()
     # HiGHS ran windows up to 17% over their limit (S: 17.6 s for 15 s, the whole search then 3.9 s
     # over the contest limit), hence the margin.
     while not shared.merge(WINDOW_MARGIN * (deadline - time.perf_counter()) - 1.0, windows=True):

@@ -1,12 +1,52 @@
-//! Bindings of `search`: the local-search solver on a strategy graph in flat arrays.
+//! Bindings of `search`: the local-search solver and the Lagrangian memory prices on a
+//! strategy graph in flat arrays.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
 
 use super::errors::IntoPyResult;
-use crate::search::{solve_local, LocalOptions, StrategyGraph};
+use crate::search::{lagrange_prices, solve_local, LocalOptions, StrategyGraph};
+
+/// A strategy graph as one Python tuple: `(offsets, cost, usage, intervals, edges,
+/// edge_offsets, edge_cost, usage_limit)`, arrays as in `StrategyGraph`, the int64 ones as
+/// little-endian bytes (`shardwise.search.local.wire`).
+#[derive(FromPyObject)]
+struct GraphW(
+    Vec<usize>,
+    PyBackedBytes,
+    PyBackedBytes,
+    Vec<(i64, i64)>,
+    Vec<(usize, usize)>,
+    Vec<usize>,
+    PyBackedBytes,
+    Option<i64>,
+);
+
+impl GraphW {
+    fn graph(self) -> PyResult<StrategyGraph> {
+        let GraphW(offsets, cost, usage, intervals, edges, edge_offsets, edge_cost, usage_limit) = self;
+        Ok(StrategyGraph {
+            offsets,
+            cost: int64s("cost", &cost)?,
+            usage: int64s("usage", &usage)?,
+            intervals,
+            edges,
+            edge_offsets,
+            edge_cost: int64s("edge_cost", &edge_cost)?,
+            usage_limit,
+        })
+    }
+}
+
+fn check_seconds(time_limit: f64) -> PyResult<()> {
+    if time_limit.is_finite() && time_limit >= 0.0 {
+        return Ok(());
+    }
+    Err(PyValueError::new_err(format!("time_limit: expected a finite number of seconds >= 0, got {time_limit}")))
+}
 
 /// `(assignment, cost, peak_usage, feasible, rounds, improvements)`.
 type LocalW = (Vec<usize>, i128, i128, bool, u64, u64);
@@ -19,43 +59,48 @@ fn int64s(name: &str, b: &[u8]) -> PyResult<Vec<i64>> {
     Ok(b.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("chunk of 8"))).collect())
 }
 
-/// Local search (`rust/src/search/local.rs`) with the GIL released. Arrays as in
-/// `StrategyGraph`, the int64 ones as little-endian bytes; `time_limit` in seconds.
+/// Local search (`rust/src/search/local.rs`) with the GIL released; `time_limit` in seconds.
 #[pyfunction]
-#[pyo3(signature = (offsets, cost, usage, intervals, edges, edge_offsets, edge_cost, usage_limit, time_limit, seed=0, initial=None, max_rounds=None, lagrange_share=0.8))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (graph, time_limit, seed=0, initial=None, max_rounds=None, lagrange_share=0.8))]
 fn search_local(
     py: Python<'_>,
-    offsets: Vec<usize>,
-    cost: &[u8],
-    usage: &[u8],
-    intervals: Vec<(i64, i64)>,
-    edges: Vec<(usize, usize)>,
-    edge_offsets: Vec<usize>,
-    edge_cost: &[u8],
-    usage_limit: Option<i64>,
+    graph: GraphW,
     time_limit: f64,
     seed: u64,
     initial: Option<Vec<usize>>,
     max_rounds: Option<u64>,
     lagrange_share: f64,
 ) -> PyResult<LocalW> {
-    if !(time_limit.is_finite() && time_limit >= 0.0) {
-        return Err(PyValueError::new_err(format!("time_limit: expected a finite number of seconds >= 0, got {time_limit}")));
-    }
+    check_seconds(time_limit)?;
     if !(0.0..=1.0).contains(&lagrange_share) {
         return Err(PyValueError::new_err(format!("lagrange_share: expected a share of the time limit in [0, 1], got {lagrange_share}")));
     }
-    let cost = int64s("cost", cost)?;
-    let usage = int64s("usage", usage)?;
-    let edge_cost = int64s("edge_cost", edge_cost)?;
-    let g = StrategyGraph { offsets, cost, usage, intervals, edges, edge_offsets, edge_cost, usage_limit };
+    let g = graph.graph()?;
     let options = LocalOptions { time_limit: Duration::from_secs_f64(time_limit), seed, initial, max_rounds, lagrange_share };
     let r = py.detach(|| solve_local(&g, &options)).py(py)?;
     Ok((r.assignment, r.cost, r.peak_usage, r.feasible, r.rounds, r.improvements))
 }
 
+/// Lagrangian memory prices (`rust/src/search/lagrange.rs`, `lagrange_prices`) with the GIL
+/// released: `(price per usage unit per node, overflow share)`, or `None` without a usage limit.
+#[pyfunction]
+#[pyo3(signature = (graph, time_limit, seed=0, max_cycles=None))]
+fn search_prices(
+    py: Python<'_>,
+    graph: GraphW,
+    time_limit: f64,
+    seed: u64,
+    max_cycles: Option<u64>,
+) -> PyResult<Option<(Vec<f64>, f64)>> {
+    check_seconds(time_limit)?;
+    let g = graph.graph()?;
+    g.validate().py(py)?;
+    let deadline = Instant::now() + Duration::from_secs_f64(time_limit);
+    Ok(py.detach(|| lagrange_prices(&g, deadline, max_cycles, seed)))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(search_local, m)?)?;
+    m.add_function(wrap_pyfunction!(search_prices, m)?)?;
     Ok(())
 }

@@ -11,9 +11,13 @@
 //! Each cycle: descent on the priced costs; the result is *repaired* into a feasible assignment
 //! (while some time point is over the limit, the node live there whose lower-usage strategy
 //! costs least per byte freed, up to the overflow, moves to it) and improved by feasible descent
-//! on the true costs; the best feasible one is kept. The prices then follow a projected
-//! subgradient step (`λ_t ← max(0, λ_t + η · (use_t − limit) / limit)`), with the step `η`
-//! growing while the priced optimum still overflows and shrinking once it fits.
+//! on the true costs; the best feasible one is kept. The prices then follow a subgradient step
+//! (where the usage is over by the share `g_t`: `λ_t ← 1.1 λ_t + η · min(g_t, 1)`; elsewhere
+//! they decay), with the step `η` growing while the priced optimum is more than 5% over and
+//! shrinking once it fits.
+//!
+//! The same cycles without the repair (`lagrange_prices`) give the first penalties of the
+//! penalty search (`python/shardwise/search/penalty.py`).
 
 use std::time::Instant;
 
@@ -292,65 +296,145 @@ pub(super) fn forest_move(st: &mut State<'_>, weights: &[(bool, f64)], next: &mu
     st.dp_move(&order, &parent, &pos)
 }
 
-/// Runs Lagrangian cycles from `start` (a strategy per node) until `deadline` or `max_cycles`;
-/// returns the best feasible assignment found and its exact cost, or `None` (no usage limit, or
-/// no cycle could be repaired). `seed` varies the random edge orders of the forest moves (seed 0
-/// gives the fixed order of earlier releases), so runs with different seeds explore differently.
+/// The priced problem of the Lagrangian phase: memory prices `λ_t` per compressed time point,
+/// the assignment that descent, forest moves and (on small or forbidden-free graphs) PBQP moves
+/// reach under them, and the subgradient step (module docs).
+struct Priced<'g> {
+    st: State<'g>,
+    limit: i128,
+    npoints: usize,
+    lambda: Vec<f64>,
+    /// Node prices `Σ λ_t` over each node's range, as last set on `st`.
+    prices: Vec<f64>,
+    eta: f64,
+    decay: f64,
+    use_pbqp: bool,
+    pbqp_fails: u32,
+    cycles: u64,
+    weights: Vec<(bool, f64)>,
+    rng: u64,
+}
+
+impl<'g> Priced<'g> {
+    /// Greedy start, descent, a PBQP move where it runs and four forest moves, all at zero
+    /// prices; `None` without a usage limit. `seed` varies the forest moves' random edge orders
+    /// (seed 0 gives the fixed order of earlier releases).
+    fn new(g: &'g StrategyGraph, least_usage: &[usize], seed: u64, deadline: Instant) -> Option<Self> {
+        let limit = g.usage_limit? as i128;
+        let mut st = State::new(g, greedy_start(g, false), least_usage.to_vec());
+        let npoints = st.range.iter().map(|r| r.1).max().unwrap_or(0);
+        st.limit = i128::MAX;
+        // xorshift64 state; never 0 (the generator's fixed point), seed 0 keeps the old stream.
+        let rng = match 0x243F_6A88_85A3_08D3u64 ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) {
+            0 => 0x243F_6A88_85A3_08D3u64,
+            r => r,
+        };
+        st.descend(None, deadline);
+        let weights = edge_weights(g);
+        // Measured on the shared instances at a quarter of the contest limits: PBQP moves took V
+        // from +503% to +43% and U from +42% to +29%, but K from +39% to +67% (a solve there costs
+        // 1-2 s, halving the cycles); so they run on small graphs and on graphs without forbidden
+        // edge entries only, and the other graphs keep the earlier price decay.
+        let use_pbqp = g.num_nodes() <= PBQP_MAX_NODES || !weights.iter().any(|w| w.0);
+        // A price per point: spread over the points of a typical liveness range.
+        let live: Vec<usize> = st.range.iter().filter(|r| r.0 < r.1).map(|r| r.1 - r.0).collect();
+        let mean_len = live.iter().sum::<usize>() as f64 / live.len().max(1) as f64;
+        let eta = exchange_rate(g, least_usage) / mean_len.max(1.0);
+        let n = g.num_nodes();
+        let mut p = Priced {
+            st,
+            limit,
+            npoints,
+            lambda: vec![0.0; npoints],
+            prices: vec![0.0; n],
+            eta,
+            decay: if use_pbqp { 0.7 } else { 0.85 },
+            use_pbqp,
+            pbqp_fails: 0,
+            cycles: 0,
+            weights,
+            rng,
+        };
+        if use_pbqp {
+            pbqp_move(&mut p.st, PILOT, deadline);
+        }
+        for _ in 0..4 {
+            p.forest_step(deadline);
+        }
+        p.st.log.clear();
+        Some(p)
+    }
+
+    /// A forest move over a random spanning forest, then descent from the changed nodes.
+    fn forest_step(&mut self, deadline: Instant) {
+        let rng = &mut self.rng;
+        let mut next = || {
+            *rng ^= *rng << 13;
+            *rng ^= *rng >> 7;
+            *rng ^= *rng << 17;
+            *rng as usize
+        };
+        let changed = forest_move(&mut self.st, &self.weights, &mut next);
+        self.st.descend(Some(&changed), deadline);
+    }
+
+    /// Largest overflow of the current assignment over the usage limit, as a share of the
+    /// limit (<= 0: it fits).
+    fn overflow(&self) -> f64 {
+        let top = profile(&self.st, self.npoints).into_iter().max().unwrap_or(0);
+        (top - self.limit) as f64 / self.limit as f64
+    }
+
+    /// One cycle's subgradient step on the prices (`λ_t ← 1.1 λ_t + η · min(g_t, 1)` where the
+    /// usage is over by the share `g_t`, else decay), the step size adapted, and the priced
+    /// problem re-solved from the current assignment.
+    fn step(&mut self, deadline: Instant) {
+        self.cycles += 1;
+        let use_t = profile(&self.st, self.npoints);
+        let mut over = 0.0f64;
+        for (l, &u) in self.lambda.iter_mut().zip(&use_t) {
+            let gt = (u - self.limit) as f64 / self.limit as f64;
+            if gt > 0.0 {
+                over = over.max(gt);
+                *l = *l * 1.1 + self.eta * gt.min(1.0);
+            } else {
+                *l *= self.decay;
+            }
+        }
+        // Far over: raise prices faster; nearly fitting: hold the step; fitting: lower it.
+        self.eta *= if over > 0.05 { 1.5 } else if over > 0.0 { 1.0 } else { 0.7 };
+        let changed = set_prices(&mut self.st, &self.lambda, &mut self.prices);
+        if !changed.is_empty() {
+            self.st.descend(Some(&changed), deadline);
+        }
+        // PBQP moves back off (every 2nd, 4th, 8th cycle) while they fail to improve.
+        if self.use_pbqp && self.cycles % (1 << self.pbqp_fails.min(3)) == 0 {
+            self.pbqp_fails = if pbqp_move(&mut self.st, PILOT, deadline) { 0 } else { self.pbqp_fails + 1 };
+        }
+        self.forest_step(deadline);
+        self.st.log.clear();
+    }
+}
+
+/// Runs Lagrangian cycles until `deadline` or `max_cycles`; returns the best feasible assignment
+/// found and its exact cost, or `None` (no usage limit, or no cycle could be repaired). `seed`
+/// varies the random edge orders of the forest moves, so runs with different seeds explore
+/// differently.
 pub(super) fn lagrange_phase(
     g: &StrategyGraph,
-    start: &[usize],
     least_usage: &[usize],
     deadline: Instant,
     max_cycles: Option<u64>,
     seed: u64,
 ) -> Option<(i128, Vec<usize>)> {
-    let limit = g.usage_limit? as i128;
-    let _ = start;
-    let mut st = State::new(g, greedy_start(g, false), least_usage.to_vec());
-    let npoints = st.range.iter().map(|r| r.1).max().unwrap_or(0);
-    st.limit = i128::MAX;
-    // xorshift64 state; never 0 (the generator's fixed point), seed 0 keeps the old stream.
-    let mut rng = match 0x243F_6A88_85A3_08D3u64 ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) {
-        0 => 0x243F_6A88_85A3_08D3u64,
-        r => r,
-    };
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng as usize
-    };
-    st.descend(None, deadline);
-    let weights = edge_weights(g);
-    // Measured on the shared instances at a quarter of the contest limits: PBQP moves took V
-    // from +503% to +43% and U from +42% to +29%, but K from +39% to +67% (a solve there costs
-    // 1-2 s, halving the cycles); so they run on small graphs and on graphs without forbidden
-    // edge entries only, and the other graphs keep the earlier price decay.
-    let use_pbqp = g.num_nodes() <= PBQP_MAX_NODES || !weights.iter().any(|w| w.0);
-    let decay = if use_pbqp { 0.7 } else { 0.85 };
-    if use_pbqp {
-        pbqp_move(&mut st, PILOT, deadline);
-    }
-    for _ in 0..4 {
-        let changed = forest_move(&mut st, &weights, &mut next);
-        st.descend(Some(&changed), deadline);
-    }
-    st.log.clear();
-    let mut lambda = vec![0.0f64; npoints];
-    let mut old = vec![0.0f64; g.num_nodes()];
-    // A price per point: spread over the points of a typical liveness range.
-    let live: Vec<usize> = st.range.iter().filter(|r| r.0 < r.1).map(|r| r.1 - r.0).collect();
-    let mean_len = live.iter().sum::<usize>() as f64 / live.len().max(1) as f64;
-    let mut eta = exchange_rate(g, least_usage) / mean_len.max(1.0);
+    let mut pr = Priced::new(g, least_usage, seed, deadline)?;
+    let limit = pr.limit;
     let mut best: Option<(i128, Vec<usize>)> = None;
     let mut buf = Vec::new();
-    let mut cycles = 0u64;
-    let mut pbqp_fails = 0u32;
-    while Instant::now() < deadline && max_cycles.is_none_or(|m| cycles < m) {
-        cycles += 1;
+    while Instant::now() < deadline && max_cycles.is_none_or(|m| pr.cycles < m) {
         // Feasible image of the priced optimum; skipped (a long, poor repair) while the priced
         // optimum is far over the limit and some feasible assignment is already known.
-        let mut fs = State::new(g, st.assign.clone(), least_usage.to_vec());
+        let mut fs = State::new(g, pr.st.assign.clone(), least_usage.to_vec());
         fs.limit = limit;
         let far = fs.peak() > limit + limit * 3 / 10;
         if !(far && best.is_some()) && repair(&mut fs, &mut buf) {
@@ -359,31 +443,34 @@ pub(super) fn lagrange_phase(
                 best = Some((fs.total, fs.assign.clone()));
             }
         }
-        // Subgradient step on the prices.
-        let use_t = profile(&st, npoints);
-        let mut over = 0.0f64;
-        for (l, &u) in lambda.iter_mut().zip(&use_t) {
-            let gt = (u - limit) as f64 / limit as f64;
-            if gt > 0.0 {
-                over = over.max(gt);
-                *l = *l * 1.1 + eta * gt.min(1.0);
-            } else {
-                *l *= decay;
-            }
-        }
-        // Far over: raise prices faster; nearly fitting: hold the step; fitting: lower it.
-        eta *= if over > 0.05 { 1.5 } else if over > 0.0 { 1.0 } else { 0.7 };
-        let changed = set_prices(&mut st, &lambda, &mut old);
-        if !changed.is_empty() {
-            st.descend(Some(&changed), deadline);
-        }
-        // PBQP moves back off (every 2nd, 4th, 8th cycle) while they fail to improve.
-        if use_pbqp && cycles % (1 << pbqp_fails.min(3)) == 0 {
-            pbqp_fails = if pbqp_move(&mut st, PILOT, deadline) { 0 } else { pbqp_fails + 1 };
-        }
-        let changed = forest_move(&mut st, &weights, &mut next);
-        st.descend(Some(&changed), deadline);
-        st.log.clear();
+        pr.step(deadline);
     }
     best
+}
+
+/// Memory prices from the Lagrangian cycles alone (no repair), until `deadline` or
+/// `max_cycles`: per node, the price per usage unit `Σ λ_t` over its liveness range under which
+/// the priced assignment fitted the limit, from the last cycle where it did (else from the cycle
+/// where it was least over), and that assignment's overflow as a share of the limit (<= 0: it
+/// fitted). `None` without a usage limit. These prices start the penalty search
+/// (`shardwise.search.penalty`) near the limit instead of at zero.
+pub fn lagrange_prices(
+    g: &StrategyGraph,
+    deadline: Instant,
+    max_cycles: Option<u64>,
+    seed: u64,
+) -> Option<(Vec<f64>, f64)> {
+    let least_usage: Vec<usize> = (0..g.num_nodes())
+        .map(|v| (0..g.k(v)).min_by_key(|&s| (g.node_usage(v, s), g.node_cost(v, s))).unwrap_or(0))
+        .collect();
+    let mut pr = Priced::new(g, &least_usage, seed, deadline)?;
+    let mut kept = (pr.prices.clone(), pr.overflow());
+    while Instant::now() < deadline && max_cycles.is_none_or(|m| pr.cycles < m) {
+        pr.step(deadline);
+        let over = pr.overflow();
+        if over <= 0.0 || (kept.1 > 0.0 && over < kept.1) {
+            kept = (pr.prices.clone(), over);
+        }
+    }
+    Some(kept)
 }

@@ -661,7 +661,7 @@ pub fn solve_local(g: &StrategyGraph, options: &LocalOptions) -> Result<LocalRes
     if g.usage_limit.is_some() && least_peak <= limit && options.lagrange_share > 0.0 {
         let phase_end = start_time + options.time_limit.mul_f64(options.lagrange_share.min(1.0));
         let cycles = options.max_rounds.map(|m| m.min(16));
-        if let Some((c, a)) = lagrange_phase(g, &initial, &least_usage, phase_end, cycles, options.seed) {
+        if let Some((c, a)) = lagrange_phase(g, &least_usage, phase_end, cycles, options.seed) {
             if initial_cost.is_none_or(|ic| c < ic) {
                 initial = a;
             }

@@ -17,6 +17,7 @@ mod segtree;
 
 use crate::error::{Error, Result};
 
+pub use lagrange::lagrange_prices;
 pub use local::{solve_local, LocalOptions, LocalResult};
 pub use pbqp::{Pbqp, PbqpSolution};
 
