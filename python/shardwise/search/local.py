@@ -109,10 +109,10 @@ def lagrange_prices(
     (``rust/src/search/lagrange.rs``, ``lagrange_prices``; Fisher, Mgmt. Sci. 1981), run for
     ``time_limit`` seconds or ``max_cycles`` cycles: per node, a price in cost units per usage
     unit (shape ``(num_nodes,)``) under which the priced assignment (descent and exact forest
-    moves, not an exact optimum) fitted the usage limit, from the last cycle where it did (else
-    the least-overflowing one), and that assignment's overflow as a share of the limit (<= 0:
-    it fitted). ``None`` without a usage limit. Raises :class:`SearchError` for a bad time limit
-    or graph."""
+    moves, not an exact optimum) fits the usage limit: the average of the cycles' prices from the
+    first one whose priced assignment fitted (else the last prices); and the overflow of the
+    priced assignment under them as a share of the limit (<= 0: it fitted). ``None`` without a
+    usage limit. Raises :class:`SearchError` for a bad time limit or graph."""
     t = check_time_limit(time_limit)
     try:
         r = _native.search_prices(wire(graph), t, seed, max_cycles)

@@ -10,9 +10,10 @@ problem is an unconstrained pairwise cost function network
 
 The penalties start from memory prices found by the Lagrangian cycles of the local search
 (:func:`shardwise.search.local.lagrange_prices`, run for :data:`PRICE_SHARE` of the time while
-the toulbar2 workers build their networks): ``w_v = Σ λ_t`` over ``v``'s liveness range, prices
-under which a descent optimum fitted the limit. From zero, the relaxed optimum of the shared
-instance S started 26 times over the limit and took about 140 of its 240 s to come near it.
+the toulbar2 workers build their networks): ``w_v = Σ λ_t`` over ``v``'s liveness range, with
+``λ`` the average of the cycles' prices once a descent optimum fitted the limit. From zero, the
+relaxed optimum of the shared instance S started 26 times over the limit and took about 140 of
+its 240 s to come near it.
 After each solve (this module's rule, tuned on the shared IOPDDL instances) only nodes live
 where the usage went over the limit have their penalties raised:
 
