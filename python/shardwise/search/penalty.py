@@ -14,6 +14,7 @@ the toulbar2 workers build their networks): ``w_v = Σ λ_t`` over ``v``'s liven
 ``λ`` the average of the cycles' prices once a descent optimum fitted the limit. From zero, the
 relaxed optimum of the shared instance S started 26 times over the limit and took about 140 of
 its 240 s to come near it.
+
 After each solve (this module's rule, tuned on the shared IOPDDL instances) only nodes live
 where the usage went over the limit have their penalties raised:
 
@@ -252,8 +253,9 @@ def solve_penalty(
     by side (threads, each with its own toulbar2 worker process), the ``i``-th with seed
     ``seed + 7919 i`` and first step ``ETA0 · 3**i``, all feeding one pool and one best
     assignment. The first penalties are Lagrangian memory prices from :data:`PRICE_SHARE` of
-    the time (at most :data:`PRICE_SECONDS`), searched while the workers start. ``Solution.feasible`` is false when no repaired assignment fit (the
-    least-usage assignment is then returned). Without a usage limit: one toulbar2 solve (exact
+    the time (at most :data:`PRICE_SECONDS`), searched while the workers start.
+    ``Solution.feasible`` is false when no repaired assignment fit (the least-usage assignment
+    is then returned). Without a usage limit: one toulbar2 solve (exact
     when it finishes in time), polished by local search. Raises :class:`SearchError` when
     ``pytoulbar2`` is missing, for a bad time limit, a trajectory count below 1 or a slice that
     is not a whole number of seconds >= 1. toulbar2's slices are whole CPU seconds, so a limit

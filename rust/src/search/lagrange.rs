@@ -382,7 +382,7 @@ impl<'g> Priced<'g> {
     /// limit (<= 0: it fits).
     fn overflow(&self) -> f64 {
         let top = profile(&self.st, self.npoints).into_iter().max().unwrap_or(0);
-        (top - self.limit) as f64 / self.limit as f64
+        (top - self.limit) as f64 / self.limit.max(1) as f64
     }
 
     /// One cycle's subgradient step on the prices (`λ_t ← 1.1 λ_t + η · min(g_t, 1)` where the
