@@ -119,7 +119,7 @@ def test_over_limit_warm_start_is_repaired() -> None:
 
 def test_lagrange_prices() -> None:
     # The triangle above: its cheap (big) strategies break the limit together. The prices are
-    # one per node, in cost per usage unit, under which the per-node priced choice fits.
+    # one per node, in cost per usage unit, and the priced assignment under them fits.
     tri = [[0, 100, 100, 0]] * 3
     g = StrategyGraph.build([[0, 10], [0, 10], [0, 10], [0, 25]], [[10, 1]] * 4, [[0, 1]] * 4,
                             [[0, 1], [1, 2], [0, 2]], tri, usage_limit=31)

@@ -292,8 +292,8 @@ fn pbqp_avoids_forbidden_entries_when_possible() {
 /// Lagrangian prices: eight independent nodes live together, each cheap with usage 10 or
 /// 5 dearer with usage 2 (cost per unit freed: 0.625 .. 5); the limit (40) forces at least
 /// five of them down. Under the returned prices the per-node priced optimum (no edges, so
-/// descent finds it exactly) must fit, and the nodes that pay least per unit freed move first;
-/// under the averaged prices exactly the five cheapest nodes move (the fifth on a tie).
+/// descent finds it exactly) must fit with exactly the five nodes that pay least per unit freed
+/// moved (the fifth on a tie).
 #[test]
 fn lagrange_prices_make_the_priced_optimum_fit() {
     let nodes: Vec<NodeSpec> = (0..8).map(|i| (vec![0, 5 * (i + 1)], vec![10, 2], (0, 4))).collect();
@@ -313,12 +313,6 @@ fn lagrange_prices_make_the_priced_optimum_fit() {
     let (_, peak) = g.evaluate(&pick).unwrap();
     assert!(peak <= 40, "{pick:?} peaks at {peak}, prices {prices:?}");
     assert_eq!(pick, vec![1, 1, 1, 1, 1, 0, 0, 0], "prices {prices:?}");
-    // Monotone: a node that stays cheap never pays less per unit freed than one that moved.
-    for a in 0..8 {
-        for b in 0..8 {
-            assert!(!(pick[a] == 0 && pick[b] == 1 && a < b), "{pick:?}");
-        }
-    }
     // Deterministic for a cycle count; no prices without a limit.
     let again = lagrange_prices(&g, std::time::Instant::now() + Duration::from_secs(20), Some(200), 3).unwrap();
     assert_eq!(again.0, prices);
