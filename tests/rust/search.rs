@@ -298,7 +298,7 @@ fn pbqp_avoids_forbidden_entries_when_possible() {
 fn lagrange_prices_make_the_priced_optimum_fit() {
     let nodes: Vec<NodeSpec> = (0..8).map(|i| (vec![0, 5 * (i + 1)], vec![10, 2], (0, 4))).collect();
     let g = graph(&nodes, &[], Some(40));
-    let (prices, over) = lagrange_prices(&g, std::time::Instant::now() + Duration::from_secs(20), Some(200), 3).unwrap();
+    let (prices, over) = lagrange_prices(&g, std::time::Instant::now() + Duration::from_secs(20), Some(200), 3).unwrap().unwrap();
     assert_eq!(prices.len(), 8);
     assert!(over <= 0.0, "overflow {over}");
     let pick: Vec<usize> = (0..8)
@@ -314,8 +314,13 @@ fn lagrange_prices_make_the_priced_optimum_fit() {
     assert!(peak <= 40, "{pick:?} peaks at {peak}, prices {prices:?}");
     assert_eq!(pick, vec![1, 1, 1, 1, 1, 0, 0, 0], "prices {prices:?}");
     // Deterministic for a cycle count; no prices without a limit.
-    let again = lagrange_prices(&g, std::time::Instant::now() + Duration::from_secs(20), Some(200), 3).unwrap();
+    let again = lagrange_prices(&g, std::time::Instant::now() + Duration::from_secs(20), Some(200), 3).unwrap().unwrap();
     assert_eq!(again.0, prices);
     let free = graph(&nodes, &[], None);
-    assert!(lagrange_prices(&free, std::time::Instant::now() + Duration::from_secs(1), Some(5), 0).is_none());
+    assert!(lagrange_prices(&free, std::time::Instant::now() + Duration::from_secs(1), Some(5), 0).unwrap().is_none());
+    // A malformed graph is an error, not a panic.
+    let mut bad = g.clone();
+    bad.offsets.pop();
+    let e = lagrange_prices(&bad, std::time::Instant::now() + Duration::from_secs(1), Some(5), 0).unwrap_err();
+    assert!(e.to_string().contains("strategy offsets"), "{e}");
 }

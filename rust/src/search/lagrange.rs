@@ -24,6 +24,7 @@ use std::time::Instant;
 use super::local::State;
 use super::pbqp::Pbqp;
 use super::StrategyGraph;
+use crate::error::Result;
 
 /// PBQP move: the priced problem of `st` (its costs plus `extra`, no memory limit) solved by
 /// reduction (`pbqp.rs`), then descent from that answer; kept when no worse than the current
@@ -455,7 +456,7 @@ pub(super) fn lagrange_phase(
 /// otherwise swing about the limit; Nedić & Ozdaglar, SIAM J. Optim. 2009), else the last
 /// prices; and the overflow of the priced assignment under them, as a share of the limit (<= 0:
 /// it fitted; its last descent may run up to a second past `deadline`). `None` without a usage
-/// limit. These prices start the penalty search (`shardwise.search.penalty`) near the limit
+/// limit; an error if `g` fails [`StrategyGraph::validate`]. These prices start the penalty search (`shardwise.search.penalty`) near the limit
 /// instead of at zero. Single prices swing: on the shared instance S the last fitting cycle's
 /// (sum 3.4e4) gave relaxed optima about 2% over the limit at 1.59-1.72e9, those of another
 /// run (sum 2.6e4) 1.51-1.52e9, and those of the fitting cycle of least cost (sum 7.5e3) 20%
@@ -465,11 +466,12 @@ pub fn lagrange_prices(
     deadline: Instant,
     max_cycles: Option<u64>,
     seed: u64,
-) -> Option<(Vec<f64>, f64)> {
-    let least_usage: Vec<usize> = (0..g.num_nodes())
-        .map(|v| (0..g.k(v)).min_by_key(|&s| (g.node_usage(v, s), g.node_cost(v, s))).unwrap_or(0))
-        .collect();
-    let mut pr = Priced::new(g, &least_usage, seed, deadline)?;
+) -> Result<Option<(Vec<f64>, f64)>> {
+    g.validate()?;
+    let least_usage = g.least_usage();
+    let Some(mut pr) = Priced::new(g, &least_usage, seed, deadline) else {
+        return Ok(None);
+    };
     let mut sum = vec![0.0f64; pr.npoints];
     let mut count = 0u32;
     while Instant::now() < deadline && max_cycles.is_none_or(|m| pr.cycles < m) {
@@ -486,5 +488,5 @@ pub fn lagrange_prices(
             pr.st.descend(Some(&changed), deadline + std::time::Duration::from_secs(1));
         }
     }
-    Some((pr.prices.clone(), pr.overflow()))
+    Ok(Some((pr.prices.clone(), pr.overflow())))
 }

@@ -637,9 +637,7 @@ pub fn solve_local(g: &StrategyGraph, options: &LocalOptions) -> Result<LocalRes
     let start_time = Instant::now();
     let deadline = start_time + options.time_limit;
     let n = g.num_nodes();
-    let least_usage: Vec<usize> = (0..n)
-        .map(|v| (0..g.k(v)).min_by_key(|&s| (g.node_usage(v, s), g.node_cost(v, s))).unwrap_or(0))
-        .collect();
+    let least_usage = g.least_usage();
     let limit = g.usage_limit.map_or(i128::MAX, |l| l as i128);
     let mut initial = least_usage.clone();
     let mut initial_cost: Option<i128> = None;

@@ -115,6 +115,14 @@ impl StrategyGraph {
         self.usage[self.offsets[v] + s]
     }
 
+    /// Per node, its strategy of least usage (ties: least node cost). Together they minimise the
+    /// usage at every time point at once.
+    pub fn least_usage(&self) -> Vec<usize> {
+        (0..self.num_nodes())
+            .map(|v| (0..self.k(v)).min_by_key(|&s| (self.node_usage(v, s), self.node_cost(v, s))).unwrap_or(0))
+            .collect()
+    }
+
     /// Cost of edge `e` with strategies `sa` on its first node and `sb` on its second.
     pub fn edge_entry(&self, e: usize, sa: usize, sb: usize) -> i64 {
         let kb = self.k(self.edges[e].1);
