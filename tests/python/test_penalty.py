@@ -46,6 +46,34 @@ def test_relaxed_network_optimum_equals_exhaustive_search(seed: int) -> None:
     assert sol.method == "penalty" and sol.cost == best[0] == evaluate(g, sol.assignment).cost
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_hint_leaves_the_relaxed_optimum_exact(seed: int) -> None:
+    # The hint only orders toulbar2's values: from any assignment, the optimum is still found.
+    rng = random.Random(seed)
+    g = _unlimited(random_graph(rng, 7, 3))
+    best = exhaustive(g)
+    assert best is not None
+    hint = [rng.randrange(g.k(v)) for v in range(g.num_nodes)]
+    with RelaxedSolver(g) as solver:
+        x = solver.solve(np.zeros(g.num_nodes), 5, seed, hint=hint)
+        assert x is not None and evaluate(g, x).cost == best[0]
+        with pytest.raises(SearchError, match=r"hint: expected one strategy per node \(7\), got 6"):
+            solver.solve(np.zeros(g.num_nodes), 1, seed, hint=hint[:-1])
+
+
+def test_relaxed_and_limited_networks_set_their_own_options() -> None:
+    # toulbar2's options are process globals: a penalised network (DGVNS) must not leave its
+    # search method to the whole problem's network after it, nor the other way round.
+    from shardwise.search.wcsp import LIMITED_OPTIONS, RELAXED_OPTIONS, Network
+
+    net = Network(random_graph(random.Random(0), 5, 3))
+    for w, opts in ((np.zeros(5), RELAXED_OPTIONS), (None, LIMITED_OPTIONS), (np.ones(5), RELAXED_OPTIONS)):
+        cfn = net._network(w, 0)
+        readable = [k for k in opts if k != "vnsNeighborVarHeur"]  # pytoulbar2 cannot read that one back
+        assert {k: getattr(cfn.Option, k) for k in readable} == {k: opts[k] for k in readable}
+    assert RELAXED_OPTIONS["searchMethod"] == 2 and LIMITED_OPTIONS["searchMethod"] == 0
+
+
 @pytest.mark.parametrize("seed", [1, 2, 4])
 def test_penalty_search_is_feasible_and_scored_exactly(seed: int) -> None:
     rng = random.Random(seed)
@@ -130,9 +158,9 @@ def test_empty_slice_is_retried_with_twice_the_time(monkeypatch: pytest.MonkeyPa
     calls: list[tuple[int, list[float]]] = []
     real = RelaxedSolver.solve
 
-    def flaky(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int) -> list[int] | None:
+    def flaky(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
         calls.append((seconds, list(w)))
-        return None if len(calls) == 2 else real(self, w, seconds, seed)
+        return None if len(calls) == 2 else real(self, w, seconds, seed, hint)
 
     monkeypatch.setattr(penalty.RelaxedSolver, "solve", flaky)
     g = StrategyGraph.build([[0, 50], [0, 3]], [[10, 1], [10, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
@@ -150,7 +178,7 @@ def test_step_grows_when_the_relaxed_optimum_comes_back(monkeypatch: pytest.Monk
     penalty = importlib.import_module("shardwise.search.penalty")
     seen: list[np.ndarray] = []
 
-    def stuck(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int) -> list[int] | None:
+    def stuck(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
         seen.append(np.array(w))
         return [0, 0]
 
@@ -177,10 +205,10 @@ def test_first_penalties_are_the_lagrangian_prices(monkeypatch: pytest.MonkeyPat
     found: list[tuple[float, np.ndarray]] = []
     real, real_prices = RelaxedSolver.solve, penalty.lagrange_prices
 
-    def logged(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int) -> list[int] | None:
+    def logged(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
         if not first:
             first.append(np.array(w))
-        return real(self, w, seconds, seed)
+        return real(self, w, seconds, seed, hint)
 
     def prices(graph: StrategyGraph, seconds: float, **kw: object) -> object:
         r = real_prices(graph, seconds, **kw)  # type: ignore[arg-type]
@@ -196,3 +224,71 @@ def test_first_penalties_are_the_lagrangian_prices(monkeypatch: pytest.MonkeyPat
     assert sol.feasible and sol.cost == 50
     assert len(found) == 1 and found[0][0] == pytest.approx(min(penalty.PRICE_SHARE * 3.0, penalty.PRICE_SECONDS))
     assert (found[0][1] > 0).all() and (first[0] == found[0][1]).all()
+
+
+def test_each_relaxed_problem_starts_from_the_previous_optimum(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The relaxed optima come in the order below (over the limit, as far over, fitting, the
+    # same again): each solve after the first is hinted with the previous one.
+    penalty = importlib.import_module("shardwise.search.penalty")
+    optima = [[2, 0], [0, 0], [1, 0], [1, 0]]
+    hints: list[list[int] | None] = []
+
+    def scripted(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
+        hints.append(None if hint is None else list(hint))
+        return optima[min(len(hints), len(optima)) - 1]
+
+    monkeypatch.setattr(penalty.RelaxedSolver, "solve", scripted)
+    monkeypatch.setattr(penalty._Shared, "reserve", lambda self: 0.0)
+    real_local = penalty.solve_local
+    monkeypatch.setattr(penalty, "solve_local", lambda g, t, **kw: real_local(g, min(t, 0.05), **kw))
+    g = StrategyGraph.build([[0, 50, 1], [0, 60]], [[100, 1, 100], [100, 1]], [[0, 4], [1, 5]], [[0, 1]],
+                            [[0, 0, 0, 0, 0, 0]], usage_limit=195)
+    solve_penalty(g, 2.0, slice_seconds=1)
+    assert len(hints) >= 5
+    assert hints[:5] == [None, [2, 0], [0, 0], [1, 0], [1, 0]]
+
+
+def test_step_grows_when_the_overflow_stalls(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two different relaxed optima, both 2.6% over the limit, in turn: never the same one twice,
+    # but the overflow does not fall, so the step grows 1.5x a round from the second round.
+    penalty = importlib.import_module("shardwise.search.penalty")
+    seen: list[np.ndarray] = []
+
+    def alternating(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
+        seen.append(np.array(w))
+        return [2 * (len(seen) % 2), 0]
+
+    monkeypatch.setattr(penalty.RelaxedSolver, "solve", alternating)
+    monkeypatch.setattr(penalty._Shared, "reserve", lambda self: 0.0)
+    real_local = penalty.solve_local
+    monkeypatch.setattr(penalty, "solve_local", lambda g, t, **kw: real_local(g, min(t, 0.05), **kw))
+    g = StrategyGraph.build([[0, 50, 1], [0, 60]], [[100, 1, 100], [100, 1]], [[0, 4], [1, 5]], [[0, 1]],
+                            [[0, 0, 0, 0, 0, 0]], usage_limit=195)
+    sol = solve_penalty(g, 3.0, slice_seconds=1)
+    assert sol.feasible and sol.cost == 50
+    assert len(seen) >= 5
+    steps = [float(b[0] - a[0]) for a, b in zip(seen, seen[1:], strict=False)]
+    assert steps[0] > 0 and steps[1] == pytest.approx(steps[0])
+    assert steps[2] == pytest.approx(1.5 * steps[1]) and steps[3] == pytest.approx(1.5 * steps[2])
+
+
+def test_a_failed_worker_ends_only_its_trajectory(monkeypatch: pytest.MonkeyPatch) -> None:
+    # toulbar2 crashing in one trajectory's worker (a SearchError from the pipe) must not lose
+    # the other trajectory's answer; when every trajectory fails before any answer, it is raised.
+    penalty = importlib.import_module("shardwise.search.penalty")
+    real = RelaxedSolver.solve
+
+    def crashing(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
+        if seed >= 7919 or everyone:  # the second trajectory's seeds start at seed + 7919
+            raise SearchError("toulbar2 worker: expected a reply, got EOFError: the other side closed the pipe")
+        return real(self, w, seconds, seed, hint)
+
+    monkeypatch.setattr(penalty.RelaxedSolver, "solve", crashing)
+    g = StrategyGraph.build([[0, 50], [0, 3]], [[10, 1], [10, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
+                            usage_limit=15)
+    everyone = False
+    sol = solve_penalty(g, 3.0, trajectories=2, slice_seconds=1)
+    assert sol.feasible and sol.assignment == (0, 1) and sol.cost == 3
+    everyone = True
+    with pytest.raises(SearchError, match="toulbar2 worker: expected a reply"):
+        solve_penalty(g, 2.0, trajectories=2, slice_seconds=1)

@@ -7,7 +7,8 @@ free node (domain: its kept strategies), a unary cost function
 ``c_vs + w_v · (u_vs − min_s u_vs)`` (node cost plus the node's usage penalty ``w_v`` per unit of
 usage above its least usage) and a binary cost function per edge. Entries >= 10**18 (the
 contest's forbidden combinations) become :data:`HARD_COST`, which no optimum takes while a finite
-alternative exists.
+alternative exists. toulbar2 searches it by DGVNS (:data:`RELAXED_OPTIONS`), trying first the
+strategies of a hint (the previous relaxed optimum, :meth:`Network.solve`).
 
 :meth:`Network.solve_limited` solves the whole problem instead: no penalties, and the usage
 limit as one linear constraint per time point, ``Σ_v (u_v,x_v − min_s u_vs) <= limit − base −
@@ -47,6 +48,21 @@ F64 = npt.NDArray[np.float64]
 HARD_COST = 1e16
 
 
+#: toulbar2 options for the penalised networks: decomposition-guided variable neighbourhood
+#: search (DGVNS; Ouali, Allouche, de Givry, Loudni, Lebbah, Eckhardt & Loukil, "Iterative
+#: decomposition guided variable neighborhood search for graphical model energy
+#: minimization", UAI 2017), the settings of pytoulbar2's ``CFN(vns=-4)``. On one relaxed
+#: problem of the shared instance S, 8 CPU seconds: 1.8266e9, 1.8282e9 and 1.8294e9 (three
+#: seeds) against 1.8646e9 with the defaults (hybrid best-first search; 1.8382e9 in 30 s); on
+#: K: 3.1260e9 against 3.1419e9. (Eliminating variables of degree 2 in preprocessing,
+#: ``elimDegree_preprocessing=2``, made toulbar2 crash on K.)
+RELAXED_OPTIONS: dict[str, int] = {"searchMethod": 2, "vnsInitSol": -4, "lds": 4, "restart": 10000,
+                                   "vnsNeighborVarHeur": 3}
+#: toulbar2's own defaults for the same options, for the whole problem with its knapsack
+#: constraints (:meth:`Network.solve_limited`).
+LIMITED_OPTIONS: dict[str, int] = {"searchMethod": 0, "vnsInitSol": -4, "lds": 0, "restart": -1}
+
+
 def available() -> bool:
     """True when ``pytoulbar2`` can be imported."""
     try:
@@ -64,6 +80,7 @@ class Network:
         self.graph = graph
         self.red: Reduced = reduce_graph(graph)
         self.free = self.red.free_nodes()
+        self.index = {v: {s: j for j, s in enumerate(self.red.keep[v])} for v in self.free}
         pos = {v: i for i, v in enumerate(self.free)}
         self.unary: list[F64] = []
         self.extra_usage: list[F64] = []
@@ -95,10 +112,15 @@ class Network:
 
     def _network(self, w: F64 | None, seed: int) -> Any:
         """The toulbar2 network: variables, unary costs (penalised by ``w`` when given) and
-        binary costs."""
+        binary costs. A penalised network is searched by DGVNS (:data:`RELAXED_OPTIONS`), the
+        whole problem by toulbar2's defaults
+        (:data:`LIMITED_OPTIONS`); toulbar2's options are process globals, so both are set
+        each time."""
         import pytoulbar2
 
         cfn = pytoulbar2.CFN(verbose=-1, seed=seed)
+        for name, value in (RELAXED_OPTIONS if w is not None else LIMITED_OPTIONS).items():
+            setattr(cfn.Option, name, value)
         for i, v in enumerate(self.free):
             cfn.AddVariable(f"x{v}", list(range(len(self.unary[i]))))
         for i, v in enumerate(self.free):
@@ -114,10 +136,18 @@ class Network:
             return None
         return self.red.expand({v: int(res[0][i]) for i, v in enumerate(self.free)})
 
-    def solve(self, w: F64, seconds: int, seed: int) -> list[int] | None:
+    def solve(self, w: F64, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
         """Strategy per node of the penalised network's optimum, or toulbar2's best within
-        ``seconds`` CPU seconds (at least 1); ``None`` if it found none."""
-        return self._solved(self._network(w, seed), seconds)
+        ``seconds`` CPU seconds (at least 1); ``None`` if it found none. ``hint``: an
+        assignment whose strategies toulbar2 tries first (its value heuristic)."""
+        cfn = self._network(w, seed)
+        if hint is not None:
+            wcsp = cfn.CFN.wcsp
+            for i, v in enumerate(self.free):
+                j = self.index[v].get(hint[v])
+                if j is not None:
+                    wcsp.setBestValue(i, j)
+        return self._solved(cfn, seconds)
 
     def usage_constraints(self) -> list[tuple[list[tuple[int, int, int]], int]]:
         """The usage limit as linear constraints (module docstring): per kept time point,
@@ -221,13 +251,16 @@ class RelaxedSolver:
             raise SearchError(f"toulbar2 worker: {value}")
         return value
 
-    def solve(self, w: F64, seconds: int, seed: int) -> list[int] | None:
+    def solve(self, w: F64, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
         """Optimum (or best within ``seconds`` CPU seconds) of the network with usage penalties
-        ``w`` (shape ``(num_nodes,)``, cost per usage unit); ``None`` if none was found."""
+        ``w`` (shape ``(num_nodes,)``, cost per usage unit); ``None`` if none was found.
+        ``hint``: an assignment (strategy per node) whose strategies toulbar2 tries first."""
         w = np.asarray(w, dtype=np.float64)
         if w.shape != (self._n,):
             raise SearchError(f"w: expected one penalty per node, shape ({self._n},), got shape {w.shape}")
-        result: list[int] | None = self._call((w, int(seconds), int(seed)))
+        if hint is not None and len(hint) != self._n:
+            raise SearchError(f"hint: expected one strategy per node ({self._n}), got {len(hint)}")
+        result: list[int] | None = self._call((w, int(seconds), int(seed), None if hint is None else list(hint)))
         return result
 
     def solve_limited(self, seconds: float, seed: int) -> list[int] | None:

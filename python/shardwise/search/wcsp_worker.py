@@ -33,8 +33,8 @@ def serve() -> None:
                 _, seconds, seed = msg
                 send(out, ("ok", net.solve_limited(seconds, seed)))
             else:
-                w, seconds, seed = msg
-                send(out, ("ok", net.solve(w, seconds, seed)))
+                w, seconds, seed, hint = msg
+                send(out, ("ok", net.solve(w, seconds, seed, hint)))
         except Exception as e:  # reported to the parent, which raises SearchError
             send(out, ("error", f"{type(e).__name__}: {e}"))
 
