@@ -32,6 +32,15 @@ def _unlimited(g: StrategyGraph) -> StrategyGraph:
         [list(g.edge_matrix(e).reshape(-1)) for e in range(g.num_edges)], usage_limit=None)
 
 
+def _quick_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More penalty rounds in a short test: no time kept back for merges, and each round's
+    polish 0.05 s instead of 0.5 s."""
+    penalty = importlib.import_module("shardwise.search.penalty")
+    monkeypatch.setattr(penalty._Shared, "reserve", lambda self: 0.0)
+    real_local = penalty.solve_local
+    monkeypatch.setattr(penalty, "solve_local", lambda g, t, **kw: real_local(g, min(t, 0.05), **kw))
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_relaxed_network_optimum_equals_exhaustive_search(seed: int) -> None:
     # Without a limit the network (reductions, unary and binary functions, edge orientation,
@@ -183,9 +192,7 @@ def test_step_grows_when_the_relaxed_optimum_comes_back(monkeypatch: pytest.Monk
         return [0, 0]
 
     monkeypatch.setattr(penalty.RelaxedSolver, "solve", stuck)
-    monkeypatch.setattr(penalty._Shared, "reserve", lambda self: 0.0)
-    real_local = penalty.solve_local  # each round's polish: 0.05 s instead of 0.5 s, for more rounds
-    monkeypatch.setattr(penalty, "solve_local", lambda g, t, **kw: real_local(g, min(t, 0.05), **kw))
+    _quick_rounds(monkeypatch)
     g = StrategyGraph.build([[0, 50], [0, 60]], [[100, 1], [100, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
                             usage_limit=195)
     sol = solve_penalty(g, 3.0, slice_seconds=1)
@@ -238,9 +245,7 @@ def test_each_relaxed_problem_starts_from_the_previous_optimum(monkeypatch: pyte
         return optima[min(len(hints), len(optima)) - 1]
 
     monkeypatch.setattr(penalty.RelaxedSolver, "solve", scripted)
-    monkeypatch.setattr(penalty._Shared, "reserve", lambda self: 0.0)
-    real_local = penalty.solve_local
-    monkeypatch.setattr(penalty, "solve_local", lambda g, t, **kw: real_local(g, min(t, 0.05), **kw))
+    _quick_rounds(monkeypatch)
     g = StrategyGraph.build([[0, 50, 1], [0, 60]], [[100, 1, 100], [100, 1]], [[0, 4], [1, 5]], [[0, 1]],
                             [[0, 0, 0, 0, 0, 0]], usage_limit=195)
     solve_penalty(g, 2.0, slice_seconds=1)
@@ -259,9 +264,7 @@ def test_step_grows_when_the_overflow_stalls(monkeypatch: pytest.MonkeyPatch) ->
         return [2 * (len(seen) % 2), 0]
 
     monkeypatch.setattr(penalty.RelaxedSolver, "solve", alternating)
-    monkeypatch.setattr(penalty._Shared, "reserve", lambda self: 0.0)
-    real_local = penalty.solve_local
-    monkeypatch.setattr(penalty, "solve_local", lambda g, t, **kw: real_local(g, min(t, 0.05), **kw))
+    _quick_rounds(monkeypatch)
     g = StrategyGraph.build([[0, 50, 1], [0, 60]], [[100, 1, 100], [100, 1]], [[0, 4], [1, 5]], [[0, 1]],
                             [[0, 0, 0, 0, 0, 0]], usage_limit=195)
     sol = solve_penalty(g, 3.0, slice_seconds=1)
