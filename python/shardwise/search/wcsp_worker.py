@@ -11,7 +11,7 @@ from shardwise.search.wcsp import Network, recv, send
 
 def serve() -> None:
     """Worker main loop: first message the graph (reply: the exchange rate), then
-    ``(w, seconds, seed)`` per penalised solve or ``("limited", seconds, seed)`` per solve with
+    ``(w, seconds, seed, hint)`` per penalised solve or ``("limited", seconds, seed)`` per solve with
     the usage limit (reply: the assignment or ``None``); ``None`` ends it."""
     out = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_WRONLY)
