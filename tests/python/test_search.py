@@ -135,6 +135,18 @@ def test_lagrange_prices() -> None:
         lagrange_prices(g, -1)
 
 
+def test_time_limits_too_long_for_rust_mean_no_limit() -> None:
+    # 1e30 s is finite but beyond a Rust Duration: the searches run to their own end (rounds,
+    # cycles) instead of panicking across the FFI.
+    g = StrategyGraph.build([[0, 10], [0, 10]], [[10, 1]] * 2, [[0, 1]] * 2, [[0, 1]], [[0, 100, 100, 0]],
+                            usage_limit=11)
+    best = exhaustive(g)
+    sol = solve_local(g, 1e30, max_rounds=2)
+    assert best is not None and sol.feasible and sol.cost == best[0] == 20
+    found = lagrange_prices(g, 1e30, max_cycles=5)
+    assert found is not None and found[0].shape == (2,)
+
+
 def test_bad_inputs_raise_search_errors() -> None:
     with pytest.raises(SearchError, match="node 1: expected at least one strategy"):
         StrategyGraph.build([[1], []], [[1], []], [[0, 1], [0, 1]], [], [])

@@ -1,9 +1,9 @@
 //! Local search on strategy graphs: the contest example's optimum, exhaustive search on small
 //! random graphs, memory feasibility, warm starts and validation errors.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use shardwise::search::{lagrange_prices, solve_local, LocalOptions, Pbqp, StrategyGraph};
+use shardwise::search::{deadline_after, lagrange_prices, solve_local, LocalOptions, Pbqp, StrategyGraph};
 
 type NodeSpec = (Vec<i64>, Vec<i64>, (i64, i64));
 
@@ -323,4 +323,17 @@ fn lagrange_prices_make_the_priced_optimum_fit() {
     bad.offsets.pop();
     let e = lagrange_prices(&bad, std::time::Instant::now() + Duration::from_secs(1), Some(5), 0).unwrap_err();
     assert!(e.to_string().contains("strategy offsets"), "{e}");
+}
+
+#[test]
+fn time_limits_beyond_instant_mean_no_limit() {
+    // Duration::MAX overflows Instant: the deadline is far off instead of a panic.
+    let now = Instant::now();
+    assert!(deadline_after(now, Duration::MAX) > now + Duration::from_secs(1_000_000_000));
+    assert_eq!(deadline_after(now, Duration::from_secs(5)), now + Duration::from_secs(5));
+    let g = example();
+    let mut o = opts(3);
+    o.time_limit = Duration::MAX;
+    let r = solve_local(&g, &o).expect("solves");
+    assert_eq!(Some(r.cost), exhaustive(&g));
 }

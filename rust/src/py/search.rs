@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 
 use super::errors::IntoPyResult;
-use crate::search::{lagrange_prices, solve_local, LocalOptions, StrategyGraph};
+use crate::search::{deadline_after, lagrange_prices, solve_local, LocalOptions, StrategyGraph};
 
 /// A strategy graph as one Python tuple: `(offsets, cost, usage, intervals, edges,
 /// edge_offsets, edge_cost, usage_limit)`, arrays as in `StrategyGraph`, the int64 ones as
@@ -41,9 +41,11 @@ impl GraphW {
     }
 }
 
-fn check_seconds(time_limit: f64) -> PyResult<()> {
+/// `time_limit` seconds as a `Duration`; a limit beyond what a `Duration` holds becomes the
+/// longest one (the searches then run until their own end, as without a limit).
+fn seconds(time_limit: f64) -> PyResult<Duration> {
     if time_limit.is_finite() && time_limit >= 0.0 {
-        return Ok(());
+        return Ok(Duration::try_from_secs_f64(time_limit).unwrap_or(Duration::MAX));
     }
     Err(PyValueError::new_err(format!("time_limit: expected a finite number of seconds >= 0, got {time_limit}")))
 }
@@ -71,12 +73,12 @@ fn search_local(
     max_rounds: Option<u64>,
     lagrange_share: f64,
 ) -> PyResult<LocalW> {
-    check_seconds(time_limit)?;
+    let time_limit = seconds(time_limit)?;
     if !(0.0..=1.0).contains(&lagrange_share) {
         return Err(PyValueError::new_err(format!("lagrange_share: expected a share of the time limit in [0, 1], got {lagrange_share}")));
     }
     let g = graph.graph()?;
-    let options = LocalOptions { time_limit: Duration::from_secs_f64(time_limit), seed, initial, max_rounds, lagrange_share };
+    let options = LocalOptions { time_limit, seed, initial, max_rounds, lagrange_share };
     let r = py.detach(|| solve_local(&g, &options)).py(py)?;
     Ok((r.assignment, r.cost, r.peak_usage, r.feasible, r.rounds, r.improvements))
 }
@@ -92,9 +94,9 @@ fn search_prices(
     seed: u64,
     max_cycles: Option<u64>,
 ) -> PyResult<Option<(Vec<f64>, f64)>> {
-    check_seconds(time_limit)?;
+    let limit = seconds(time_limit)?;
     let g = graph.graph()?;
-    let deadline = Instant::now() + Duration::from_secs_f64(time_limit);
+    let deadline = deadline_after(Instant::now(), limit);
     py.detach(|| lagrange_prices(&g, deadline, max_cycles, seed)).py(py)
 }
 

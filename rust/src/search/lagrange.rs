@@ -485,7 +485,7 @@ pub fn lagrange_prices(
         let mean: Vec<f64> = sum.iter().map(|s| s / count as f64).collect();
         let changed = set_prices(&mut pr.st, &mean, &mut pr.prices);
         if !changed.is_empty() {
-            pr.st.descend(Some(&changed), deadline + std::time::Duration::from_secs(1));
+            pr.st.descend(Some(&changed), super::deadline_after(deadline, std::time::Duration::from_secs(1)));
         }
     }
     Ok(Some((pr.prices.clone(), pr.overflow())))

@@ -635,7 +635,7 @@ impl<'g> State<'g> {
 pub fn solve_local(g: &StrategyGraph, options: &LocalOptions) -> Result<LocalResult> {
     g.validate()?;
     let start_time = Instant::now();
-    let deadline = start_time + options.time_limit;
+    let deadline = super::deadline_after(start_time, options.time_limit);
     let n = g.num_nodes();
     let least_usage = g.least_usage();
     let limit = g.usage_limit.map_or(i128::MAX, |l| l as i128);
@@ -657,7 +657,8 @@ pub fn solve_local(g: &StrategyGraph, options: &LocalOptions) -> Result<LocalRes
     }
     let least_peak = g.evaluate(&least_usage)?.1;
     if g.usage_limit.is_some() && least_peak <= limit && options.lagrange_share > 0.0 {
-        let phase_end = start_time + options.time_limit.mul_f64(options.lagrange_share.min(1.0));
+        let share = options.time_limit.as_secs_f64() * options.lagrange_share.min(1.0);
+        let phase_end = super::deadline_after(start_time, Duration::try_from_secs_f64(share).unwrap_or(Duration::MAX));
         let cycles = options.max_rounds.map(|m| m.min(16));
         if let Some((c, a)) = lagrange_phase(g, &least_usage, phase_end, cycles, options.seed) {
             if initial_cost.is_none_or(|ic| c < ic) {
