@@ -66,6 +66,8 @@ def test_a_hint_leaves_the_relaxed_optimum_exact(seed: int) -> None:
     with RelaxedSolver(g) as solver:
         x = solver.solve(np.zeros(g.num_nodes), 5, seed, hint=hint)
         assert x is not None and evaluate(g, x).cost == best[0]
+        again = solver.solve(np.zeros(g.num_nodes), 10**12, seed)  # beyond toulbar2's C int: no limit
+        assert again is not None and evaluate(g, again).cost == best[0]
         with pytest.raises(SearchError, match=r"hint: expected one strategy per node \(7\), got 6"):
             solver.solve(np.zeros(g.num_nodes), 1, seed, hint=hint[:-1])
 

@@ -48,6 +48,9 @@ F64 = npt.NDArray[np.float64]
 HARD_COST = 1e16
 
 
+#: Longest toulbar2 time limit (its timer takes a C int): a longer one means no limit in practice.
+MAX_SECONDS = 2**31 - 1
+
 #: toulbar2 options for the penalised networks: decomposition-guided variable neighbourhood
 #: search (DGVNS; Ouali, Allouche, de Givry, Loudni, Lebbah, Eckhardt & Loukil, "Iterative
 #: decomposition guided variable neighborhood search for graphical model energy
@@ -131,7 +134,7 @@ class Network:
         return cfn
 
     def _solved(self, cfn: Any, seconds: int) -> list[int] | None:
-        res = cfn.Solve(timeLimit=max(int(seconds), 1))
+        res = cfn.Solve(timeLimit=min(max(int(seconds), 1), MAX_SECONDS))
         if not res:
             return None
         return self.red.expand({v: int(res[0][i]) for i, v in enumerate(self.free)})
