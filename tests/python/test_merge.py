@@ -11,7 +11,7 @@ import random
 import pytest
 
 from shardwise.search import StrategyGraph, evaluate
-from shardwise.search.merge import Merger, merged_terms, restrict, solve_merged
+from shardwise.search.merge import Merger, merged_row_entries, merged_terms, restrict, solve_merged
 
 from test_search import random_graph
 
@@ -119,3 +119,27 @@ def test_windows_are_connected_bounded_and_only_improve() -> None:
     assert before == 0  # windows moved the 0/1 boundary off the path's start: all strategy 0
     assert merger.window(pool + [incumbent], incumbent) != set()
     assert merger.window([incumbent], incumbent) == set()  # the pool agrees: nothing to merge
+
+
+def test_windows_take_their_own_size() -> None:
+    # The whole-merge threshold and the window size are separate: a pool too large to merge
+    # whole at 100 terms is merged in windows of about 30.
+    g = _chain(40)
+    pool = [[0] * 40, [1] * 40]
+    merger = Merger(g, max_terms=100, seed=3, window_terms=30)
+    assert not merger.whole(pool) and Merger(g, max_terms=236).whole(pool)  # 80 + 39 * 4 terms
+    nodes = merger.window(pool, [1] * 20 + [0] * 20)
+    inner = len(nodes) * 2 + (len(nodes) - 1) * 4
+    assert inner >= 30 and inner - (2 + 4) < 30
+
+
+def test_memory_row_entries_bound_a_whole_merge() -> None:
+    # Nodes live at 2, 2 and 1 of the time points 0, 1, 2; the pool gives the first two nodes
+    # two strategies each: 2*2 + 2*2 = 8 memory-row entries (the third has one strategy).
+    g = StrategyGraph.build([[0, 1]] * 3, [[1, 2]] * 3, [[0, 2], [1, 3], [2, 3]], [[0, 1]], [[0, 0, 0, 0]],
+                            usage_limit=10)
+    pool = [[0, 0, 0], [1, 1, 0]]
+    assert merged_row_entries(g, pool) == 8 and merged_row_entries(g, []) == 0
+    assert Merger(g, max_terms=1000, max_rows=8).whole(pool)
+    assert not Merger(g, max_terms=1000, max_rows=7).whole(pool)
+    assert Merger(g, max_terms=1000).whole(pool)  # no bound by default

@@ -194,6 +194,7 @@ def test_step_grows_when_the_relaxed_optimum_comes_back(monkeypatch: pytest.Monk
         return [0, 0]
 
     monkeypatch.setattr(penalty.RelaxedSolver, "solve", stuck)
+    monkeypatch.setattr(penalty, "STALL_BOOST", 0.0)  # the additive step alone (boost: below)
     _quick_rounds(monkeypatch)
     g = StrategyGraph.build([[0, 50], [0, 60]], [[100, 1], [100, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
                             usage_limit=195)
@@ -266,6 +267,7 @@ def test_step_grows_when_the_overflow_stalls(monkeypatch: pytest.MonkeyPatch) ->
         return [2 * (len(seen) % 2), 0]
 
     monkeypatch.setattr(penalty.RelaxedSolver, "solve", alternating)
+    monkeypatch.setattr(penalty, "STALL_BOOST", 0.0)  # the additive step alone
     _quick_rounds(monkeypatch)
     g = StrategyGraph.build([[0, 50, 1], [0, 60]], [[100, 1, 100], [100, 1]], [[0, 4], [1, 5]], [[0, 1]],
                             [[0, 0, 0, 0, 0, 0]], usage_limit=195)
@@ -297,3 +299,57 @@ def test_a_failed_worker_ends_only_its_trajectory(monkeypatch: pytest.MonkeyPatc
     everyone = True
     with pytest.raises(SearchError, match="toulbar2 worker: expected a reply"):
         solve_penalty(g, 2.0, trajectories=2, slice_seconds=1)
+
+
+def test_stalled_rounds_boost_the_hot_penalties(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every relaxed optimum is (0, 0), 2.6% over the limit, from first penalties (3, 5). With
+    # no additive step (ETA0 = 0), only the stall boost moves the penalties of the two hot
+    # nodes: none after the first round (not stalled), then x1.05, x1.075, x1.1125 (1.5x a
+    # stalled round in a row).
+    penalty = importlib.import_module("shardwise.search.penalty")
+    seen: list[np.ndarray] = []
+
+    def stuck(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
+        seen.append(np.array(w))
+        return [0, 0]
+
+    monkeypatch.setattr(penalty.RelaxedSolver, "solve", stuck)
+    monkeypatch.setattr(penalty, "_start_penalties", lambda g, seconds, seed: np.array([3.0, 5.0]))
+    monkeypatch.setattr(penalty, "ETA0", 0.0)
+    _quick_rounds(monkeypatch)
+    g = StrategyGraph.build([[0, 50], [0, 60]], [[100, 1], [100, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
+                            usage_limit=195)
+    sol = solve_penalty(g, 2.0, slice_seconds=1)
+    assert sol.feasible and sol.cost == 50
+    assert len(seen) >= 5
+    ratios = [b / a for a, b in zip(seen, seen[1:], strict=False)]
+    for r, want in zip(ratios, [1.0, 1.05, 1.075, 1.1125], strict=False):
+        assert r == pytest.approx([want, want])
+
+
+def test_a_whole_merge_needs_the_time_the_last_one_took(monkeypatch: pytest.MonkeyPatch) -> None:
+    # HiGHS overran a 7.7 s merge limit by 2.9 s on S; a whole merge is skipped unless the time
+    # left is at least what the last one took, and the penalty rounds keep back 1.5 times that
+    # (at least 2.5 s) plus 2 s for the last merge.
+    penalty = importlib.import_module("shardwise.search.penalty")
+    g = StrategyGraph.build([[0, 50], [0, 60]], [[100, 1], [100, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
+                            usage_limit=195)
+    shared = penalty._Shared(g, 10.0, 0)
+    calls: list[float] = []
+
+    worse = penalty.Solution((0, 1), 60, 101, True, "merge")
+
+    def improve(pool: object, best: object, seconds: float, whole: bool) -> object:
+        calls.append(seconds)
+        return worse
+
+    monkeypatch.setattr(shared.merger, "improve", improve)
+    assert shared.reserve() == 0.0  # nothing feasible yet: nothing to merge into
+    shared.offer([0, 0])
+    shared.offer([1, 0], penalty.Solution((1, 0), 50, 101, True, "local"))
+    assert shared.reserve() == pytest.approx(5.75)
+    shared.merge_seconds = 10.0
+    assert shared.reserve() == pytest.approx(17.0)
+    assert shared.merge(5.0, windows=False) and calls == []
+    assert shared.merge(12.0, windows=False) and calls == [12.0]
+    assert shared.merged_at == 2 and shared.best is not None and shared.best.cost == 50

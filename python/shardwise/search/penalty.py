@@ -23,7 +23,9 @@ where the usage went over the limit have their penalties raised:
   penalties decay by :data:`DECAY`; the step ``η`` (from :data:`ETA0`) grows 1.5× while the
   peak is more than 5% over and holds while it is over by less (unless the relaxed optimum is
   the previous one again, or its overflow fell by less than a fifth, :data:`STALL`: on M the
-  same optimum 1.1% over came back four rounds running);
+  same optimum 1.1% over came back four rounds running); such a stalled round also multiplies
+  the hot nodes' penalties by ``1 + b`` (:data:`STALL_BOOST`, growing 1.5× per stalled round in
+  a row), since ``λ₀`` can be far below penalties that start from Lagrangian prices;
 * within the limit: all penalties decay, by ``DECAY ** (2 ** j)`` on the ``j``-th fitting solve
   in a row (so that an overshoot is undone quickly), and ``η`` shrinks 0.7×.
 
@@ -38,8 +40,10 @@ spans a sub-instance (each node restricted to the strategies some pooled assignm
 whose optimum, usage limit included, the ILP finds. The relaxed optima that break the limit
 supply cheap strategies, the repaired ones feasible ones, and the ILP combines them. When the
 sub-instance has at most :data:`MERGE_MAX_TERMS` strategies plus edge-matrix entries, it is
-merged whole every :data:`MERGE_EVERY` rounds and once at the end; else the last
-:data:`WINDOWS_SHARE` of the time goes to merging windows of that size around the incumbent.
+merged whole every :data:`MERGE_EVERY` rounds and once at the end (each whole merge only with at
+least the time the last one took, and the rounds keep back 1.5 times that for the last one:
+HiGHS can overrun its limit); else the last :data:`WINDOWS_SHARE` of the time goes to merging windows
+of :data:`WINDOW_TERMS` around the incumbent.
 
 Several trajectories (``trajectories=N``) run this loop side by side on threads, each with its
 own toulbar2 worker, seed, first step and slice (toulbar2's CPU seconds per relaxed problem,
@@ -83,6 +87,12 @@ PRICE_SECONDS = 20.0
 #: this rule, the two trajectories sat 1.9% and 2.1% over the limit for the last 120 of their
 #: 240 s.
 STALL = 0.8
+#: While a round is stalled, the hot nodes' penalties are also multiplied by ``1 + b``, ``b``
+#: starting at this share and growing 1.5x per stalled round in a row (at most 1). The additive
+#: step ``η · λ₀ · o_v`` alone is too small near the limit when the first (Lagrangian) penalties
+#: are far above ``λ₀``: on S (``λ₀`` = 0.48, hot penalties about 4.9) a trajectory 3.1% over
+#: raised its hot penalties by 0.2% in ten rounds and stayed over for its last 120 s.
+STALL_BOOST = 0.05
 #: Per-solve decay of penalties that are not raised.
 DECAY = 0.97
 #: toulbar2's CPU seconds per relaxed problem, by trajectory (the ``i``-th trajectory takes entry
@@ -93,9 +103,17 @@ SLICE_SECONDS = (8, 3)
 REPAIR_WITHIN = 0.3
 #: Rounds between merges of the pool (module docstring).
 MERGE_EVERY = 4
-#: Largest merged sub-instance or window (strategies + edge-matrix entries) handed to the ILP;
-#: HiGHS solved the whole merges of the shared instance V (12-19k terms) in 1-4 s.
-MERGE_MAX_TERMS = 30_000
+#: Largest sub-instance (strategies + edge-matrix entries, before the ILP's reductions) merged
+#: whole. Pools of S span 80-102k terms (two assignments already 80k), which HiGHS solved to
+#: optimality in 1-3 s; U's pool of 144 assignments (148k) took 64 s without proving optimality
+#: (MERGE_SECONDS then caps it). At 30k, S and U were only ever merged by windows.
+MERGE_MAX_TERMS = 200_000
+#: Largest bound on the memory rows' entries (:func:`shardwise.search.merge.merged_row_entries`)
+#: of a sub-instance merged whole: HiGHS's presolve ignores its time limit, and a whole merge of
+#: K (82M) took 232 s for a 30 s limit; S's pools of 18-19M merged in 1-4 s, one of 41M in 27 s.
+MERGE_MAX_ROWS = 30_000_000
+#: Size of one window when the pool is too large to merge whole.
+WINDOW_TERMS = 30_000
 #: Time limit of one whole merge, and of one window, seconds.
 MERGE_SECONDS = 30.0
 WINDOW_SECONDS = 15.0
@@ -156,9 +174,9 @@ class _Shared:
         self.pool: list[list[int]] = []
         self.best: Solution | None = None
         self.lock = threading.Lock()
-        self.merger = Merger(graph, MERGE_MAX_TERMS, seed)
+        self.merger = Merger(graph, MERGE_MAX_TERMS, seed, WINDOW_TERMS, MERGE_MAX_ROWS)
         self.merged_at = -1  # pool size at the last whole merge
-        self.merge_cost = 5.0  # seconds a whole merge is expected to take (then: 1.5x the last one)
+        self.merge_seconds = 0.0  # wall time of the last whole merge
 
     def offer(self, x: list[int], sol: Solution | None = None) -> None:
         """Adds ``x`` to the pool, and ``sol`` (its feasible score) as the best if it is."""
@@ -179,12 +197,12 @@ class _Shared:
         if best is None or left < 2.0:
             return True
         whole = self.merger.whole(pool + [list(best.assignment)])
-        if (whole and len(pool) == self.merged_at) or not (whole or windows):
+        if (whole and (len(pool) == self.merged_at or left < self.merge_seconds)) or not (whole or windows):
             return True
         t0 = time.perf_counter()
         m = self.merger.improve(pool, best.assignment, min(MERGE_SECONDS if whole else WINDOW_SECONDS, left), whole)
         if whole:
-            self.merged_at, self.merge_cost = len(pool), max(1.5 * (time.perf_counter() - t0), 1.0)
+            self.merged_at, self.merge_seconds = len(pool), time.perf_counter() - t0
         if m.feasible and m.cost < best.cost:
             self.offer(list(m.assignment), m)
         return whole
@@ -195,7 +213,7 @@ class _Shared:
         if best is None:
             return 0.0
         whole = self.merger.whole(pool + [list(best.assignment)])
-        return self.merge_cost if whole else WINDOWS_SHARE * self.time_limit
+        return 1.5 * max(self.merge_seconds, 2.5) + 2.0 if whole else WINDOWS_SHARE * self.time_limit
 
 
 def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta0: float,
@@ -205,7 +223,7 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
     penalties (awaited once the worker has built its network)."""
     graph = shared.graph
     begin = time.perf_counter()
-    eta, fits, it, seconds = eta0, 0, 0, slice_seconds
+    eta, fits, it, seconds, boost = eta0, 0, 0, slice_seconds, 0.0
     prev: list[int] | None = None
     last_peak = -1.0
     with RelaxedSolver(graph) as solver:
@@ -233,11 +251,13 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
                                 lagrange_share=0.0, seed=seed + it)
                 shared.offer(list(p.assignment), p)
             if merging and it % MERGE_EVERY == 0:
-                shared.merge(deadline - time.perf_counter() - build - 1.0, windows=False)
+                shared.merge(deadline - time.perf_counter() - build - 1.0 - shared.reserve(), windows=False)
             if peak > 0:
                 worst = prof.node_overflow(over)
                 hot = worst > 0
                 w[hot] += eta * lam0 * np.minimum(worst[hot], 1.0)
+                boost = min(max(STALL_BOOST, 1.5 * boost), 1.0) if stalled else 0.0
+                w[hot] *= 1.0 + boost
                 w[~hot] *= DECAY
                 eta *= 1.5 if peak > 0.05 or stalled else 1.0
                 fits = 0
