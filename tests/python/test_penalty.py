@@ -336,7 +336,6 @@ def test_a_whole_merge_needs_the_time_the_last_one_took(monkeypatch: pytest.Monk
                             usage_limit=195)
     shared = penalty._Shared(g, 10.0, 0)
     calls: list[float] = []
-
     worse = penalty.Solution((0, 1), 60, 101, True, "merge")
 
     def improve(pool: object, best: object, seconds: float, whole: bool) -> object:

@@ -39,11 +39,12 @@ Merging (:mod:`shardwise.search.merge`): the pool of relaxed optima and repaired
 spans a sub-instance (each node restricted to the strategies some pooled assignment gives it)
 whose optimum, usage limit included, the ILP finds. The relaxed optima that break the limit
 supply cheap strategies, the repaired ones feasible ones, and the ILP combines them. When the
-sub-instance has at most :data:`MERGE_MAX_TERMS` strategies plus edge-matrix entries, it is
-merged whole every :data:`MERGE_EVERY` rounds and once at the end (each whole merge only with at
-least the time the last one took, and the rounds keep back 1.5 times that for the last one:
-HiGHS can overrun its limit); else the last :data:`WINDOWS_SHARE` of the time goes to merging windows
-of :data:`WINDOW_TERMS` around the incumbent.
+sub-instance has at most :data:`MERGE_MAX_TERMS` strategies plus edge-matrix entries and at
+most :data:`MERGE_MAX_ROWS` memory-row entries, it is merged whole every :data:`MERGE_EVERY`
+rounds and once at the end (each whole merge only with at least the time the last one took,
+and the rounds keep back 1.5 times that for the last one: HiGHS can overrun its limit); else
+the last :data:`WINDOWS_SHARE` of the time goes to merging windows of :data:`WINDOW_TERMS`
+around the incumbent.
 
 Several trajectories (``trajectories=N``) run this loop side by side on threads, each with its
 own toulbar2 worker, seed, first step and slice (toulbar2's CPU seconds per relaxed problem,
