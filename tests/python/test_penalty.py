@@ -41,6 +41,19 @@ def _quick_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(penalty, "solve_local", lambda g, t, **kw: real_local(g, min(t, 0.05), **kw))
 
 
+def _always(monkeypatch: pytest.MonkeyPatch, x: list[int]) -> list[np.ndarray]:
+    """Every relaxed solve answers ``x``; returns the list its penalty vectors go to."""
+    penalty = importlib.import_module("shardwise.search.penalty")
+    seen: list[np.ndarray] = []
+
+    def always(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
+        seen.append(np.array(w))
+        return list(x)
+
+    monkeypatch.setattr(penalty.RelaxedSolver, "solve", always)
+    return seen
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_relaxed_network_optimum_equals_exhaustive_search(seed: int) -> None:
     # Without a limit the network (reductions, unary and binary functions, edge orientation,
@@ -187,13 +200,7 @@ def test_step_grows_when_the_relaxed_optimum_comes_back(monkeypatch: pytest.Monk
     # The relaxed optimum (0, 0) is 2.6% over the limit, under the 5% at which the step grows by
     # itself; coming back unchanged, it makes the step grow 1.5x a round from the second repeat.
     penalty = importlib.import_module("shardwise.search.penalty")
-    seen: list[np.ndarray] = []
-
-    def stuck(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
-        seen.append(np.array(w))
-        return [0, 0]
-
-    monkeypatch.setattr(penalty.RelaxedSolver, "solve", stuck)
+    seen = _always(monkeypatch, [0, 0])
     monkeypatch.setattr(penalty, "STALL_BOOST", 0.0)  # the additive step alone (boost: below)
     _quick_rounds(monkeypatch)
     g = StrategyGraph.build([[0, 50], [0, 60]], [[100, 1], [100, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
@@ -307,13 +314,7 @@ def test_stalled_rounds_boost_the_hot_penalties(monkeypatch: pytest.MonkeyPatch)
     # nodes: none after the first round (not stalled), then x1.05, x1.075, x1.1125 (1.5x a
     # stalled round in a row).
     penalty = importlib.import_module("shardwise.search.penalty")
-    seen: list[np.ndarray] = []
-
-    def stuck(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
-        seen.append(np.array(w))
-        return [0, 0]
-
-    monkeypatch.setattr(penalty.RelaxedSolver, "solve", stuck)
+    seen = _always(monkeypatch, [0, 0])
     monkeypatch.setattr(penalty, "_start_penalties", lambda g, seconds, seed: np.array([3.0, 5.0]))
     monkeypatch.setattr(penalty, "ETA0", 0.0)
     _quick_rounds(monkeypatch)
