@@ -23,15 +23,15 @@ pub use lagrange::lagrange_prices;
 pub use local::{solve_local, LocalOptions, LocalResult};
 pub use pbqp::{Pbqp, PbqpSolution};
 
-/// A strategy graph in flat arrays. Strategy `s` of node `v` is at flat index
-/// `offsets[v] + s`; the matrix of edge `e = (a, b)` starts at `edge_offsets[e]` and holds
-/// `k(a) * k(b)` entries, row-major (strategy of `a` × strategy of `b`), as in the contest format.
 /// `start + limit`, or about a century after `start` where that sum overflows `Instant` (a
 /// limit that long means none); so no time limit, however long, can make a search panic.
 pub fn deadline_after(start: Instant, limit: Duration) -> Instant {
     start.checked_add(limit).unwrap_or_else(|| start + Duration::from_secs(100 * 365 * 86_400))
 }
 
+/// A strategy graph in flat arrays. Strategy `s` of node `v` is at flat index
+/// `offsets[v] + s`; the matrix of edge `e = (a, b)` starts at `edge_offsets[e]` and holds
+/// `k(a) * k(b)` entries, row-major (strategy of `a` × strategy of `b`), as in the contest format.
 #[derive(Debug, Clone)]
 pub struct StrategyGraph {
     pub offsets: Vec<usize>,
