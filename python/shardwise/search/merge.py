@@ -75,10 +75,7 @@ def restrict(graph: StrategyGraph, allowed: Sequence[Sequence[int]]) -> Strategy
 def merged_terms(graph: StrategyGraph, pool: Sequence[Sequence[int]]) -> int:
     """Strategies plus edge-matrix entries of the sub-instance ``pool`` spans (before the
     ILP's reductions); 0 for an empty pool."""
-    if not pool:
-        return 0
-    ks = _distinct(pool)
-    return int(ks.sum() + np.dot(ks[graph.edges[:, 0]], ks[graph.edges[:, 1]]))
+    return _terms(graph, _distinct(pool)) if pool else 0
 
 
 def merged_row_entries(graph: StrategyGraph, pool: Sequence[Sequence[int]]) -> int:
@@ -86,9 +83,16 @@ def merged_row_entries(graph: StrategyGraph, pool: Sequence[Sequence[int]]) -> i
     points they are live at): a bound on the memory rows' entries of the ILP over ``pool``'s
     sub-instance (0 for an empty pool). HiGHS's presolve, which its time limit does not stop,
     grows with it: on K, 82M (170k terms) took 15 s of presolve for a 6 s limit."""
-    if not pool:
-        return 0
-    ks = _distinct(pool)
+    return _row_entries(graph, _distinct(pool)) if pool else 0
+
+
+def _terms(graph: StrategyGraph, ks: npt.NDArray[np.int64]) -> int:
+    """:func:`merged_terms` from the pool's distinct strategies per node ``ks``."""
+    return int(ks.sum() + np.dot(ks[graph.edges[:, 0]], ks[graph.edges[:, 1]]))
+
+
+def _row_entries(graph: StrategyGraph, ks: npt.NDArray[np.int64]) -> int:
+    """:func:`merged_row_entries` from the pool's distinct strategies per node ``ks``."""
     _, first, last = graph.time_points()
     many = ks > 1
     return int(np.dot(ks[many], np.maximum(last - first, 0)[many]))
@@ -159,8 +163,11 @@ class Merger:
 
     def whole(self, pool: Sequence[Sequence[int]]) -> bool:
         """Whether ``pool``'s sub-instance is merged in one ILP."""
-        return merged_terms(self.graph, pool) <= self.max_terms and (
-            self.max_rows is None or merged_row_entries(self.graph, pool) <= self.max_rows)
+        if not pool:
+            return True
+        ks = _distinct(pool)
+        return _terms(self.graph, ks) <= self.max_terms and (
+            self.max_rows is None or _row_entries(self.graph, ks) <= self.max_rows)
 
     def window(self, pool: Sequence[Sequence[int]], incumbent: Sequence[int]) -> set[int]:
         """Nodes of one window: breadth first from a random node where some assignment of
