@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import random
+import time
 from pathlib import Path
 
 import numpy as np
@@ -353,3 +354,33 @@ def test_a_whole_merge_needs_the_time_the_last_one_took(monkeypatch: pytest.Monk
     assert shared.merge(5.0, windows=False) and calls == []
     assert shared.merge(12.0, windows=False) and calls == [12.0]
     assert shared.merged_at == 2 and shared.best is not None and shared.best.cost == 50
+
+
+def test_trajectories_start_again_from_fresh_prices(monkeypatch: pytest.MonkeyPatch) -> None:
+    # At RESTART_SHARE of its time the trajectory asks for prices again with another seed and
+    # solves from them without a hint (a second basin for the merges), keeping the pool.
+    penalty = importlib.import_module("shardwise.search.penalty")
+    calls: list[tuple[float, int]] = []
+    solves: list[tuple[float, np.ndarray, list[int] | None]] = []
+
+    def prices(g: StrategyGraph, seconds: float, seed: int) -> np.ndarray:
+        calls.append((time.perf_counter(), seed))
+        return np.array([3.0, 5.0]) if len(calls) == 1 else np.array([7.0, 11.0])
+
+    def logged(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
+        solves.append((time.perf_counter(), np.array(w), None if hint is None else list(hint)))
+        return [0, 0]
+
+    monkeypatch.setattr(penalty, "_start_penalties", prices)
+    monkeypatch.setattr(penalty.RelaxedSolver, "solve", logged)
+    _quick_rounds(monkeypatch)
+    g = StrategyGraph.build([[0, 50], [0, 60]], [[100, 1], [100, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
+                            usage_limit=195)
+    begin = time.perf_counter()
+    sol = solve_penalty(g, 6.0, slice_seconds=1)
+    assert sol.feasible and sol.cost == 50
+    assert len(calls) == 2 and calls[0][1] != calls[1][1]
+    assert calls[1][0] - begin >= penalty.RESTART_SHARE * 6.0 * 0.9
+    after = [s for s in solves if s[0] > calls[1][0]]
+    assert after and after[0][2] is None and (after[0][1] == [7.0, 11.0]).all()
+    assert all(s[2] is not None for s in solves[1:] if s[0] < calls[1][0])

@@ -172,3 +172,26 @@ def test_bad_inputs_raise_search_errors() -> None:
         with pytest.raises(SearchError, match="threads: expected an integer >= 1"):
             solve(g, 1.0, "local", threads=bad)  # type: ignore[arg-type]
     assert issubclass(SearchError, ShardwiseError) and issubclass(SearchError, ValueError)
+
+
+def test_lazy_usage_rows_add_the_rows_an_answer_breaks() -> None:
+    # One node live at one time point: strategy 0 is free but uses 20 of the limit 10, 1 costs
+    # 3 and uses 5, 2 costs 4 and uses 5 (the warm start). The warm start is far below the
+    # limit, so the first model has no usage row; its optimum (strategy 0) breaks the point,
+    # whose row is then added.
+    g = StrategyGraph.build([[0, 3, 4]], [[20, 5, 5]], [[0, 1]], [], [], usage_limit=10)
+    sol = solve_ilp(g, 10.0, initial=[2], lazy_rows=True)
+    assert sol.assignment == (1,) and sol.cost == 3 and sol.feasible and sol.optimal
+    # Without a feasible warm start the flag changes nothing.
+    assert solve_ilp(g, 10.0, lazy_rows=True).assignment == (1,)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_lazy_usage_rows_keep_the_optimum(seed: int) -> None:
+    rng = random.Random(1000 + seed)
+    while (best := exhaustive(g := random_graph(rng, rng.randint(4, 8), 3))) is None:
+        pass
+    feasible = [a for a in itertools.product(*(range(g.k(v)) for v in range(g.num_nodes))) if evaluate(g, a).feasible]
+    warm = max(feasible, key=lambda a: evaluate(g, a).cost)
+    sol = solve_ilp(g, 20.0, initial=warm, lazy_rows=True)
+    assert sol.optimal and sol.feasible and sol.cost == best[0] == evaluate(g, sol.assignment).cost

@@ -12,7 +12,13 @@ Alpa (Zheng et al., OSDI 2022, §4.2 eq. 1) and of the hidet auto-parallel RFC
 
 after the exact reductions of :mod:`shardwise.search.reduce`. A usage row that can never bind
 (even every node's largest usage fits) is dropped, and each node's least usage is moved to the
-right-hand side. Costs >= :data:`FORBIDDEN_COST` (the contest instances mark impossible
+right-hand side. With ``lazy_rows`` and a feasible warm start, the first model has only the
+usage rows of the time points where the warm start is within :data:`LAZY_MARGIN` of the limit;
+the rows an answer breaks are added and the model solved again, until an answer breaks none
+(then it is optimal for the whole model too) or the time is up (then the warm start is kept).
+Where the usage binds at a few time points, as in the pools the penalty search merges, this
+keeps the model small: a pool of the shared instance S with 1,266 binding time points needed
+291 rows and no second round. Costs >= :data:`FORBIDDEN_COST` (the contest instances mark impossible
 combinations with 10**18) are constraints (the variable fixed at 0), not objective terms, to keep
 the LP well scaled. HiGHS runs with the time limit and a warm start (local search); on timeout
 the best integer solution found so far is returned (never worse than the warm start).
@@ -22,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -33,10 +39,11 @@ from shardwise.search.graph import StrategyGraph, evaluate
 from shardwise.search.local import Solution, check_time_limit
 from shardwise.search.reduce import Reduced, reduce_graph
 
-RowAdder = Callable[[Sequence[int], Sequence[float], float, float], None]
-
 #: Entries at or above this are treated as forbidden by the ILP (scores stay exact).
 FORBIDDEN_COST = 10**18
+#: With ``lazy_rows``, the first model's usage rows: the time points where the warm start uses
+#: more than ``(1 - LAZY_MARGIN)`` of the limit.
+LAZY_MARGIN = 0.02
 
 
 def solve_ilp(
@@ -45,10 +52,13 @@ def solve_ilp(
     *,
     initial: Sequence[int] | None = None,
     threads: int = 1,
+    lazy_rows: bool = False,
 ) -> Solution:
     """Optimal (or best found within ``time_limit`` seconds) assignment by MILP.
 
     ``initial``: a feasible warm start (e.g. from :func:`shardwise.search.local.solve_local`).
+    ``lazy_rows``: start from the usage rows near the warm start's peaks and add broken ones
+    (module docstring); ignored without a feasible ``initial``.
     ``Solution.optimal`` is true when HiGHS proved optimality. Raises :class:`SearchError` when
     ``highspy`` is missing, for a bad time limit, or when no feasible solution was found and no
     warm start was given.
@@ -103,8 +113,20 @@ def solve_ilp(
             row([base + s * kb + t for t in range(kb)] + [col[a] + s], [1.0] * kb + [-1.0], 0.0, 0.0)
         for t in range(kb):  # Σ_s y_st = x_bt
             row([base + s * kb + t for s in range(ka)] + [col[b] + t], [1.0] * ka + [-1.0], 0.0, 0.0)
-    if graph.usage_limit is not None:
-        _memory_rows(graph, red, col, row)
+    usage = _UsageRows(graph, red, col) if graph.usage_limit is not None else None
+    lazy = lazy_rows and usage is not None and initial is not None and evaluate(graph, initial).feasible
+    added: set[int] = set()
+    if usage is not None:
+        if lazy:
+            assert initial is not None and graph.usage_limit is not None
+            near = graph.usage_limit - graph.usage_limit * LAZY_MARGIN
+            prof = usage_profile(graph, initial)
+            added = {t for t in usage.binding if prof[t] > near}
+        else:
+            added = set(usage.binding)
+        for t in sorted(added):
+            cols, coefs, rhs = usage.row(t)
+            row(cols, coefs, -np.inf, rhs)
     choice: dict[int, int] | None = None
     optimal = False
     status_text = "no free node"
@@ -123,70 +145,115 @@ def solve_ilp(
                   np.array(index, dtype=np.int32), np.array(value))
         h.changeColsIntegrality(nx, np.arange(nx, dtype=np.int32),
                                 np.full(nx, int(highspy.HighsVarType.kInteger), dtype=np.uint8))
-        if initial is not None:
-            h.setSolution(_warm(red, col, ecol, n, initial))
-        h.run()
-        status = h.getModelStatus()
-        status_text = h.modelStatusToString(status)
-        if int(h.getInfo().primal_solution_status) == 2:  # kSolutionStatusFeasible
-            xs = np.asarray(h.getSolution().col_value)
-            choice = {v: int(np.argmax(xs[col[v]:col[v] + len(red.keep[v])])) for v in free}
-            optimal = status == highspy.HighsModelStatus.kOptimal
+        warm = _warm(red, col, ecol, n, initial) if initial is not None else None
+        while True:
+            if warm is not None:
+                h.setSolution(warm)
+            h.run()
+            status = h.getModelStatus()
+            status_text = h.modelStatusToString(status)
+            choice, optimal = None, False
+            if int(h.getInfo().primal_solution_status) == 2:  # kSolutionStatusFeasible
+                xs = np.asarray(h.getSolution().col_value)
+                choice = {v: int(np.argmax(xs[col[v]:col[v] + len(red.keep[v])])) for v in free}
+                optimal = status == highspy.HighsModelStatus.kOptimal
+            if not lazy or choice is None:
+                break
+            assert usage is not None and graph.usage_limit is not None
+            prof = usage_profile(graph, red.expand(choice))
+            broken = [t for t in usage.binding if t not in added and prof[t] > graph.usage_limit]
+            left = t_limit - (time.perf_counter() - start)
+            if not broken or left <= 0.01:
+                break
+            added.update(broken)
+            _add_rows(h, [usage.row(t) for t in broken])
+            h.setOptionValue("time_limit", left)
     if choice is None:
         if initial is None:
             raise SearchError(f"ILP: no feasible solution within {t_limit} s (HiGHS status: {status_text})")
         assignment = list(initial)
     else:
         assignment = red.expand(choice)
-    if initial is not None and evaluate(graph, initial).cost < evaluate(graph, assignment).cost:
+    if initial is not None and (evaluate(graph, initial).cost < evaluate(graph, assignment).cost
+                                or not evaluate(graph, assignment).feasible):
         assignment = list(initial)
+        optimal = False
     sc = evaluate(graph, assignment)
     return Solution(tuple(assignment), sc.cost, sc.peak_usage, sc.feasible, "ilp", optimal=optimal,
                     seconds=time.perf_counter() - start)
 
 
-def _memory_rows(graph: StrategyGraph, red: Reduced, col: dict[int, int], row: RowAdder) -> None:
-    """One usage row per distinct interval start (each has its own live set, as a node starting
-    there is live only from there), kept only when it can bind; vectorised over time points."""
-    limit = graph.usage_limit
-    assert limit is not None
-    npoints, first_all, last_all = graph.time_points()
-    live = np.nonzero(first_all < last_all)[0]
-    if live.size == 0:
-        return
-    first, last = first_all[live], last_all[live]  # live at time points first .. last-1
-    lo = np.array([int(red.node_usage[v].min()) for v in live], dtype=np.int64)
-    spread = np.array([int(red.node_usage[v].max()) - int(red.node_usage[v].min()) if v in col else 0
-                       for v in live], dtype=np.int64)
+class _UsageRows:
+    """The usage rows of the ILP: one per distinct interval start (each has its own live set,
+    as a node starting there is live only from there) that can bind (:attr:`binding`), each
+    built on demand by :meth:`row`."""
 
-    def per_time(x: npt.NDArray[np.int64]) -> list[int]:
-        delta = [0] * (npoints + 1)  # Python ints: exact sums
-        for f, l_, val in zip(first.tolist(), last.tolist(), x.tolist(), strict=True):
-            delta[f] += val
-            delta[l_] -= val
-        return list(itertools.accumulate(delta[:-1]))
+    def __init__(self, graph: StrategyGraph, red: Reduced, col: dict[int, int]) -> None:
+        limit = graph.usage_limit
+        assert limit is not None
+        npoints, first_all, last_all = graph.time_points()
+        live = np.nonzero(first_all < last_all)[0]
+        first, last = first_all[live], last_all[live]  # live at time points first .. last-1
+        lo = np.array([int(red.node_usage[v].min()) for v in live], dtype=np.int64)
+        spread = np.array([int(red.node_usage[v].max()) - int(red.node_usage[v].min()) if v in col else 0
+                           for v in live], dtype=np.int64)
+        #: Right-hand side per time point: the limit less every live node's least usage.
+        self.rhs = [limit - b for b in _per_point(npoints, first, last, lo)]
+        worst = _per_point(npoints, first, last, spread)
+        #: The time points whose row can bind (even every node's largest usage may not fit).
+        self.binding = [t for t in range(npoints) if worst[t] > self.rhs[t]]
+        self.movable = np.nonzero(spread > 0)[0]
+        self.first, self.last = first[self.movable], last[self.movable]
+        self.terms: list[tuple[list[int], list[float]]] = []
+        for i in self.movable.tolist():
+            v = int(live[i])
+            u = red.node_usage[v]
+            low = int(u.min())
+            ss = [s for s, x in enumerate(u.tolist()) if x > low]
+            self.terms.append(([col[v] + s for s in ss], [float(int(u[s]) - low) for s in ss]))
 
-    rhs = [limit - b for b in per_time(lo)]
-    worst = per_time(spread)
-    binding = [t for t in range(npoints) if worst[t] > rhs[t]]
-    if not binding:
-        return
-    terms: dict[int, tuple[list[int], list[float]]] = {}
-    for i in np.nonzero(spread > 0)[0].tolist():
-        v = int(live[i])
-        u = red.node_usage[v]
-        low = int(u.min())
-        ss = [s for s, x in enumerate(u.tolist()) if x > low]
-        terms[i] = ([col[v] + s for s in ss], [float(int(u[s]) - low) for s in ss])
-    movable = np.nonzero(spread > 0)[0]
-    for t in binding:
+    def row(self, t: int) -> tuple[list[int], list[float], float]:
+        """Columns, coefficients and upper bound of the usage row of time point ``t``."""
         cols: list[int] = []
         coefs: list[float] = []
-        for i in movable[(first[movable] <= t) & (t < last[movable])].tolist():
-            c, k = terms[i]
+        for j in np.nonzero((self.first <= t) & (t < self.last))[0].tolist():
+            c, k = self.terms[j]
             cols += c
             coefs += k
-        row(cols, coefs, -np.inf, float(rhs[t]))
+        return cols, coefs, float(self.rhs[t])
+
+
+def _per_point(npoints: int, first: npt.NDArray[np.int64], last: npt.NDArray[np.int64],
+               x: npt.NDArray[np.int64]) -> list[int]:
+    """Σ of ``x[i]`` over the entries live at each time point (``first[i] .. last[i]-1``),
+    exact (Python ints)."""
+    delta = [0] * (npoints + 1)
+    for f, l_, val in zip(first.tolist(), last.tolist(), x.tolist(), strict=True):
+        delta[f] += val
+        delta[l_] -= val
+    return list(itertools.accumulate(delta[:-1]))
+
+
+def usage_profile(graph: StrategyGraph, assignment: Sequence[int]) -> list[int]:
+    """Usage of ``assignment`` at each of ``graph``'s time points (:meth:`StrategyGraph.time_points`),
+    exact (Python ints); shape ``(p,)``."""
+    npoints, first, last = graph.time_points()
+    live = np.nonzero(first < last)[0]
+    use = graph.usage[graph.offsets[live] + np.asarray(assignment, dtype=np.int64)[live]]
+    return _per_point(npoints, first[live], last[live], use)
+
+
+def _add_rows(h: Any, rows: Sequence[tuple[list[int], list[float], float]]) -> None:
+    """Adds ``Σ coefs · x[cols] <= bound`` rows to the HiGHS model ``h``."""
+    starts: list[int] = []
+    index: list[int] = []
+    value: list[float] = []
+    for cols, coefs, _ in rows:
+        starts.append(len(index))
+        index += cols
+        value += coefs
+    h.addRows(len(rows), np.full(len(rows), -np.inf), np.array([b for _, _, b in rows]), len(index),
+              np.array(starts, dtype=np.int32), np.array(index, dtype=np.int32), np.array(value))
 
 
 def _warm(red: Reduced, col: dict[int, int], ecol: dict[tuple[int, int], int], n: int,

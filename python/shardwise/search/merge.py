@@ -108,7 +108,8 @@ def _distinct(pool: Sequence[Sequence[int]]) -> npt.NDArray[np.int64]:
 def solve_merged(graph: StrategyGraph, pool: Sequence[Sequence[int]], time_limit: float, *, threads: int = 1) -> Solution:
     """The best assignment of ``graph`` using, on each node, only strategies that some
     assignment of ``pool`` chooses there: the ILP over :func:`restrict`, warm-started from the
-    pool's best feasible assignment (so never worse than it), within ``time_limit`` seconds.
+    pool's best feasible assignment (so never worse than it) and starting from the usage rows
+    near that assignment's peaks (``solve_ilp(lazy_rows=True)``), within ``time_limit`` seconds.
     ``Solution.optimal`` says the sub-instance was solved to optimality (not ``graph``).
     Raises :class:`SearchError` for a bad time limit and :class:`ValueError` for an empty pool
     or an assignment of the wrong length."""
@@ -135,7 +136,7 @@ def _solve_restricted(graph: StrategyGraph, allowed: Sequence[Sequence[int]], wa
     index = [{s: i for i, s in enumerate(a)} for a in allowed]
     initial = None if warm is None else [index[v][int(s)] for v, s in enumerate(warm)]
     left = max(time_limit - (time.perf_counter() - begin), 0.01)
-    sol = solve_ilp(sub, left, initial=initial, threads=threads)
+    sol = solve_ilp(sub, left, initial=initial, threads=threads, lazy_rows=True)
     assignment = [allowed[v][s] for v, s in enumerate(sol.assignment)]
     sc = evaluate(graph, assignment)
     return Solution(tuple(assignment), sc.cost, sc.peak_usage, sc.feasible, "merge", optimal=sol.optimal,
