@@ -42,6 +42,13 @@ def _quick_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(penalty, "solve_local", lambda g, t, **kw: real_local(g, min(t, 0.05), **kw))
 
 
+def _hot_pair() -> StrategyGraph:
+    """Two overlapping nodes whose cheap strategies (usage 100, cost 0) break the limit 195
+    together; the optimum takes node 0's small strategy (cost 50)."""
+    return StrategyGraph.build([[0, 50], [0, 60]], [[100, 1], [100, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
+                               usage_limit=195)
+
+
 def _always(monkeypatch: pytest.MonkeyPatch, x: list[int]) -> list[np.ndarray]:
     """Every relaxed solve answers ``x``; returns the list its penalty vectors go to."""
     penalty = importlib.import_module("shardwise.search.penalty")
@@ -204,8 +211,7 @@ def test_step_grows_when_the_relaxed_optimum_comes_back(monkeypatch: pytest.Monk
     seen = _always(monkeypatch, [0, 0])
     monkeypatch.setattr(penalty, "STALL_BOOST", 0.0)  # the additive step alone (boost: below)
     _quick_rounds(monkeypatch)
-    g = StrategyGraph.build([[0, 50], [0, 60]], [[100, 1], [100, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
-                            usage_limit=195)
+    g = _hot_pair()
     sol = solve_penalty(g, 3.0, slice_seconds=1)
     assert sol.feasible and sol.cost == 50
     assert len(seen) >= 5
@@ -236,8 +242,7 @@ def test_first_penalties_are_the_lagrangian_prices(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(penalty.RelaxedSolver, "solve", logged)
     monkeypatch.setattr(penalty, "lagrange_prices", prices)
-    g = StrategyGraph.build([[0, 50], [0, 60]], [[100, 1], [100, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
-                            usage_limit=195)
+    g = _hot_pair()
     sol = solve_penalty(g, 3.0, slice_seconds=1)
     assert sol.feasible and sol.cost == 50
     assert len(found) == 1 and found[0][0] == pytest.approx(min(penalty.PRICE_SHARE * 3.0, penalty.PRICE_SECONDS))
@@ -319,8 +324,7 @@ def test_stalled_rounds_boost_the_hot_penalties(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(penalty, "_start_penalties", lambda g, seconds, seed: np.array([3.0, 5.0]))
     monkeypatch.setattr(penalty, "ETA0", 0.0)
     _quick_rounds(monkeypatch)
-    g = StrategyGraph.build([[0, 50], [0, 60]], [[100, 1], [100, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
-                            usage_limit=195)
+    g = _hot_pair()
     sol = solve_penalty(g, 2.0, slice_seconds=1)
     assert sol.feasible and sol.cost == 50
     assert len(seen) >= 5
@@ -334,8 +338,7 @@ def test_a_whole_merge_needs_the_time_the_last_one_took(monkeypatch: pytest.Monk
     # left is at least what the last one took, and the penalty rounds keep back 1.5 times that
     # (at least 2.5 s) plus 2 s for the last merge.
     penalty = importlib.import_module("shardwise.search.penalty")
-    g = StrategyGraph.build([[0, 50], [0, 60]], [[100, 1], [100, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
-                            usage_limit=195)
+    g = _hot_pair()
     shared = penalty._Shared(g, 10.0, 0)
     calls: list[float] = []
     worse = penalty.Solution((0, 1), 60, 101, True, "merge")
@@ -374,8 +377,7 @@ def test_trajectories_start_again_from_fresh_prices(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(penalty, "_start_penalties", prices)
     monkeypatch.setattr(penalty.RelaxedSolver, "solve", logged)
     _quick_rounds(monkeypatch)
-    g = StrategyGraph.build([[0, 50], [0, 60]], [[100, 1], [100, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
-                            usage_limit=195)
+    g = _hot_pair()
     begin = time.perf_counter()
     sol = solve_penalty(g, 6.0, slice_seconds=1)
     assert sol.feasible and sol.cost == 50

@@ -15,6 +15,7 @@ Costs and usages are integers (int64 each; sums are exact Python ints). For the 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -199,3 +200,23 @@ def evaluate(graph: StrategyGraph, assignment: Sequence[int]) -> Score:
             peak = max(peak, cur)
     feasible = graph.usage_limit is None or peak <= graph.usage_limit
     return Score(cost=total, peak_usage=peak, feasible=feasible)
+
+
+def point_sums(npoints: int, first: I64, last: I64, values: I64) -> list[int]:
+    """Σ of ``values[i]`` over the entries live at each time point ``0 .. npoints-1`` (entry
+    ``i`` at points ``first[i] .. last[i]-1``, :meth:`StrategyGraph.time_points`), exact
+    (Python ints); length ``npoints``."""
+    delta = [0] * (npoints + 1)
+    for f, l_, val in zip(first.tolist(), last.tolist(), values.tolist(), strict=True):
+        delta[f] += val
+        delta[l_] -= val
+    return list(itertools.accumulate(delta[:-1]))
+
+
+def usage_profile(graph: StrategyGraph, assignment: Sequence[int]) -> list[int]:
+    """Usage of ``assignment`` at each of ``graph``'s time points
+    (:meth:`StrategyGraph.time_points`), exact (Python ints); length ``p``."""
+    npoints, first, last = graph.time_points()
+    live = np.nonzero(first < last)[0]
+    use = graph.usage[graph.offsets[live] + np.asarray(assignment, dtype=np.int64)[live]]
+    return point_sums(npoints, first[live], last[live], use)

@@ -26,7 +26,6 @@ the best integer solution found so far is returned (never worse than the warm st
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -35,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shardwise.errors import SearchError
-from shardwise.search.graph import StrategyGraph, evaluate
+from shardwise.search.graph import StrategyGraph, evaluate, point_sums, usage_profile
 from shardwise.search.local import Solution, check_time_limit
 from shardwise.search.reduce import Reduced, reduce_graph
 
@@ -114,7 +113,8 @@ def solve_ilp(
         for t in range(kb):  # Σ_s y_st = x_bt
             row([base + s * kb + t for s in range(ka)] + [col[b] + t], [1.0] * ka + [-1.0], 0.0, 0.0)
     usage = _UsageRows(graph, red, col) if graph.usage_limit is not None else None
-    lazy = lazy_rows and usage is not None and initial is not None and evaluate(graph, initial).feasible
+    warm_score = evaluate(graph, initial) if initial is not None else None
+    lazy = lazy_rows and usage is not None and warm_score is not None and warm_score.feasible
     added: set[int] = set()
     if usage is not None:
         if lazy:
@@ -174,11 +174,9 @@ def solve_ilp(
         assignment = list(initial)
     else:
         assignment = red.expand(choice)
-    if initial is not None and (evaluate(graph, initial).cost < evaluate(graph, assignment).cost
-                                or not evaluate(graph, assignment).feasible):
-        assignment = list(initial)
-        optimal = False
     sc = evaluate(graph, assignment)
+    if initial is not None and warm_score is not None and (warm_score.cost < sc.cost or not sc.feasible):
+        assignment, sc, optimal = list(initial), warm_score, False
     return Solution(tuple(assignment), sc.cost, sc.peak_usage, sc.feasible, "ilp", optimal=optimal,
                     seconds=time.perf_counter() - start)
 
@@ -198,8 +196,8 @@ class _UsageRows:
         spread = np.array([int(red.node_usage[v].max()) - int(red.node_usage[v].min()) if v in col else 0
                            for v in live], dtype=np.int64)
         #: Right-hand side per time point: the limit less every live node's least usage.
-        self.rhs = [limit - b for b in _per_point(npoints, first, last, lo)]
-        worst = _per_point(npoints, first, last, spread)
+        self.rhs = [limit - b for b in point_sums(npoints, first, last, lo)]
+        worst = point_sums(npoints, first, last, spread)
         #: The time points whose row can bind (even every node's largest usage may not fit).
         self.binding = [t for t in range(npoints) if worst[t] > self.rhs[t]]
         self.movable = np.nonzero(spread > 0)[0]
@@ -221,26 +219,6 @@ class _UsageRows:
             cols += c
             coefs += k
         return cols, coefs, float(self.rhs[t])
-
-
-def _per_point(npoints: int, first: npt.NDArray[np.int64], last: npt.NDArray[np.int64],
-               x: npt.NDArray[np.int64]) -> list[int]:
-    """Σ of ``x[i]`` over the entries live at each time point (``first[i] .. last[i]-1``),
-    exact (Python ints)."""
-    delta = [0] * (npoints + 1)
-    for f, l_, val in zip(first.tolist(), last.tolist(), x.tolist(), strict=True):
-        delta[f] += val
-        delta[l_] -= val
-    return list(itertools.accumulate(delta[:-1]))
-
-
-def usage_profile(graph: StrategyGraph, assignment: Sequence[int]) -> list[int]:
-    """Usage of ``assignment`` at each of ``graph``'s time points (:meth:`StrategyGraph.time_points`),
-    exact (Python ints); shape ``(p,)``."""
-    npoints, first, last = graph.time_points()
-    live = np.nonzero(first < last)[0]
-    use = graph.usage[graph.offsets[live] + np.asarray(assignment, dtype=np.int64)[live]]
-    return _per_point(npoints, first[live], last[live], use)
 
 
 def _add_rows(h: Any, rows: Sequence[tuple[list[int], list[float], float]]) -> None:

@@ -72,7 +72,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shardwise.errors import SearchError
-from shardwise.search.graph import StrategyGraph, evaluate
+from shardwise.search.graph import StrategyGraph, evaluate, usage_profile
 from shardwise.search.local import Solution, check_time_limit, lagrange_prices, solve_local
 from shardwise.search.merge import Merger
 from shardwise.search.wcsp import RelaxedSolver
@@ -144,18 +144,14 @@ class _Profile:
 
     def __init__(self, graph: StrategyGraph) -> None:
         self.graph = graph
-        self.npoints, self.start, self.end = graph.time_points()
+        _, self.start, self.end = graph.time_points()
         self.live = np.nonzero(self.start < self.end)[0]
 
     def overflow(self, assignment: list[int]) -> F64:
-        """(usage − limit) / limit at each time point; shape ``(npoints,)``."""
-        g = self.graph
-        assert g.usage_limit is not None
-        use = g.usage[g.offsets[:-1] + np.asarray(assignment, dtype=np.int64)].astype(np.float64)
-        delta = np.zeros(self.npoints + 1)
-        np.add.at(delta, self.start, use)
-        np.add.at(delta, self.end, -use)
-        return (np.cumsum(delta)[:-1] - g.usage_limit) / g.usage_limit
+        """(usage − limit) / limit at each time point (:func:`usage_profile`); shape ``(p,)``."""
+        limit = self.graph.usage_limit
+        assert limit is not None
+        return (np.array(usage_profile(self.graph, assignment), dtype=np.float64) - limit) / limit
 
     def node_overflow(self, over: F64) -> F64:
         """Largest overflow along each node's liveness range (−1 for dead nodes)."""
