@@ -193,11 +193,18 @@ def test_each_pass_matches_jaxlib(case: dict[str, Any]) -> None:
             continue
         _SEEN.add((step, before))
         module = load_mlir(before)
+        names_before = {op.name for op in module.walk()}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PassWarning)
             run_pipeline(module, f"builtin.module({step})")
         if module.to_mlir() != after:
             failures.append(step)
+        # What the pass declares it may add (``PassInfo.adds``; the pipeline skips later
+        # passes on it) covers every op name it added.
+        adds = PASSES[_step_name(step)].adds
+        new_names = {op.name for op in module.walk()} - names_before
+        if adds is not None and not new_names <= adds:
+            failures.append(f"{step} added {sorted(new_names - adds)}, not declared")
     assert not failures, failures
 
 
@@ -306,6 +313,50 @@ def test_pipeline_syntax_and_nesting() -> None:
     assert '[{"x"}, {}]' in text and text.count("sdy.constant") == 2
     PASSES["sdy-close-shardings"](module)
     assert '[{"x"}, {}]' in module.to_mlir()
+
+
+_NAMED = """
+sdy.mesh @mesh = <["x"=2]>
+func.func @main(%arg0: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %0 = sdy.named_computation<"f">(%arg0) (%arg1: tensor<8x8xf32>) {
+    %1 = stablehlo.add %arg1, %arg1 : tensor<8x8xf32>
+    sdy.return %1 : tensor<8x8xf32>
+  } : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+"""
+
+
+def test_pipeline_skips_passes_without_their_ops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass is not called on a module without any op it acts on (``PassInfo.acts_on``);
+    it is called once an earlier pass of the pipeline added one (``PassInfo.adds``), and
+    whatever the module has when an option makes it act anyway (``acts_always_with``)."""
+    import dataclasses
+
+    from shardwise import load_mlir
+
+    calls: list[str] = []
+
+    def record(name: str) -> None:
+        info = PASSES[name]
+        monkeypatch.setitem(PASSES, name, dataclasses.replace(info, run=lambda *args: calls.append(name)))
+
+    record("sdy-flatten-call-graph")
+    record("sdy-apply-sharding-constraints")
+    assert PASSES["sdy-flatten-call-graph"].acts_on == frozenset({"func.call"})
+    run_pipeline(load_mlir(_SIMPLE), "builtin.module(sdy-flatten-call-graph,sdy-apply-sharding-constraints)")
+    assert calls == []  # no call, no constraint, no manual computation
+    run_pipeline(load_mlir(_SIMPLE), "builtin.module(sdy-apply-sharding-constraints{debug-sharding-origins=true})")
+    assert calls == ["sdy-apply-sharding-constraints"]
+    calls.clear()
+    # sdy-export-named-computations turns the named computation into a call: flattening runs.
+    run_pipeline(load_mlir(_NAMED), "builtin.module(sdy-flatten-call-graph,sdy-export-named-computations,sdy-flatten-call-graph)")
+    assert calls == ["sdy-flatten-call-graph"]
+    # A pass that declares nothing about what it adds makes the pipeline look at the module again.
+    calls.clear()
+    monkeypatch.setitem(PASSES, "sdy-export-named-computations", dataclasses.replace(PASSES["sdy-export-named-computations"], adds=None))
+    run_pipeline(load_mlir(_NAMED), "builtin.module(sdy-export-named-computations,sdy-flatten-call-graph)")
+    assert calls == ["sdy-flatten-call-graph"]
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from shardwise.ir.rewrite import SymbolTable, Uses, clone_func, clone_region, er
 from shardwise.mesh import Mesh
 from shardwise.passes._sdy import (
     CALL,
+    DATA_FLOW_EDGE,
     NAMED_COMPUTATION,
     ORIGINAL_FUNC_NAME,
     SHARDING,
@@ -135,7 +136,7 @@ def _referenced(op: Op) -> set[str]:
     return out
 
 
-@register_pass("symbol-dce")
+@register_pass("symbol-dce", adds=frozenset())
 def symbol_dce(module: Module, options: Options | None = None) -> None:
     """MLIR's ``symbol-dce``: removes the private symbols (``sym_visibility = "private"``) of
     the module that no live op references, transitively."""
@@ -161,7 +162,7 @@ def symbol_dce(module: Module, options: Options | None = None) -> None:
             erase_op(op)
 
 
-@register_pass("sdy-save-module", options={"module-dump-directory": "", "module-file-name": "", "dump-index": 0})
+@register_pass("sdy-save-module", options={"module-dump-directory": "", "module-file-name": "", "dump-index": 0}, adds=frozenset())
 def save_module(module: Module, options: Options | None = None) -> None:
     """Shardy's ``sdy-save-module`` debugging dump: does nothing here (no dump directory)."""
 
@@ -169,7 +170,7 @@ def save_module(module: Module, options: Options | None = None) -> None:
 # ---------------------------------------------------------------------------------- passes
 
 
-@register_pass("sdy-propagate-sharding-from-func-to-call")
+@register_pass("sdy-propagate-sharding-from-func-to-call", acts_on=frozenset({CALL}), adds=frozenset())
 def propagate_sharding_from_func_to_call(module: Module, options: Options | None = None) -> None:
     """Gives every ``func.call`` without result shardings the result shardings of its callee
     (``getFuncResultShardings``), if it has any. Mirrors Shardy's
@@ -196,7 +197,7 @@ def _callee(call: Op, symbols: SymbolTable) -> Func:
         raise ProgramError(f"{call.where()}: calls @{callee_name(call)}, which the module does not define") from None
 
 
-@register_pass("sdy-pre-order-funcs")
+@register_pass("sdy-pre-order-funcs", adds=frozenset())
 def pre_order_funcs(module: Module, options: Options | None = None) -> None:
     """Moves the functions (with bodies) to the end of the module in pre-order of the call
     graph (callers before callees). Mirrors Shardy's ``pre_order_funcs.cc``."""
@@ -206,7 +207,7 @@ def pre_order_funcs(module: Module, options: Options | None = None) -> None:
         body.append(f)
 
 
-@register_pass("sdy-flatten-call-graph")
+@register_pass("sdy-flatten-call-graph", acts_on=frozenset({CALL}), adds=frozenset())
 def flatten_call_graph(module: Module, options: Options | None = None) -> None:
     """Makes every function called at most once: each call after the first of a function
     calls a fresh recursive copy of it (``name_N``, with ``sdy.original_func_name``). Mirrors
@@ -222,7 +223,12 @@ def flatten_call_graph(module: Module, options: Options | None = None) -> None:
         set_callee(call, symbols.insert(clone_func_recursively(func, symbols)))
 
 
-@register_pass("sdy-import-func-calls", options={"add-data-flow-edges-on-named-computations": True})
+@register_pass(
+    "sdy-import-func-calls",
+    options={"add-data-flow-edges-on-named-computations": True},
+    acts_on=frozenset({CALL, NAMED_COMPUTATION}),
+    adds=frozenset({NAMED_COMPUTATION, DATA_FLOW_EDGE, "sdy.return"}),
+)
 def import_func_calls(module: Module, options: Options | None = None) -> None:
     """Replaces every ``func.call`` by an ``sdy.named_computation`` named after the callee's
     original name, holding the callee's body (moved for the first call of a function, cloned

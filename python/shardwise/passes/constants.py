@@ -215,7 +215,7 @@ class _Splitter:
             self.walk_region(func.body.ops, func)
 
 
-@register_pass("sdy-constant-or-scalar-splitter")
+@register_pass("sdy-constant-or-scalar-splitter", adds=frozenset({"sdy.constant"}))
 def constant_or_scalar_splitter(module: Module, options: Options | None = None) -> None:
     """Turns every ``stablehlo.constant`` into ``sdy.constant`` and gives each non-constant
     user of a constant sub-computation (constants, iotas, and broadcasts, reshapes, slices,

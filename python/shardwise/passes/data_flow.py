@@ -15,6 +15,7 @@ from shardwise.ir.rewrite import SymbolTable, Uses, erase_op, insert_after, inse
 from shardwise.passes._sdy import (
     CALL,
     DATA_FLOW_EDGE,
+    DATA_FLOW_OPS,
     FUNC_DATA_FLOW_EDGE,
     MANUAL_COMPUTATION,
     add_free_axes,
@@ -82,7 +83,7 @@ def _loc(v: Value) -> str | None:
     return None if parent is None or parent.parent is None else parent.parent.location
 
 
-@register_pass("sdy-add-data-flow-edges")
+@register_pass("sdy-add-data-flow-edges", acts_on=DATA_FLOW_OPS, adds=frozenset({DATA_FLOW_EDGE}))
 def add_data_flow_edges(module: Module, options: Options | None = None) -> None:
     """Inserts an ``sdy.data_flow_edge`` for every data flow edge owner (the body arguments
     and results of named and manual computations, the results of ``while``, ``case`` and
@@ -208,6 +209,8 @@ def _debug_dicts(owners: Sequence[Value], op: Op, origins: bool, edges: bool, op
     "sdy-sink-data-flow-edges",
     anchor="func.func",
     options={"sink-debug-sharding-origins": False, "sink-debug-propagation-edge-sharding": False},
+    acts_on=DATA_FLOW_OPS | {DATA_FLOW_EDGE},
+    adds=frozenset(),
 )
 def sink_data_flow_edges(module: Module, func: Func, options: Options) -> None:
     """Moves the shardings of the ``sdy.data_flow_edge`` ops of ``func`` back onto their data

@@ -90,7 +90,7 @@ def _remove_edges(values: list[Value], uses: Uses) -> None:
             erase_op(edge, uses)
 
 
-@register_pass("sdy-export-named-computations")
+@register_pass("sdy-export-named-computations", acts_on=frozenset({NAMED_COMPUTATION}), adds=frozenset({CALL, "func.func", "func.return"}))
 def export_named_computations(module: Module, options: Options | None = None) -> None:
     """Turns every ``sdy.named_computation`` (innermost first) into a ``func.call`` of a new
     private function holding its body (named after it, renamed ``name_N`` on a clash, with
@@ -158,7 +158,7 @@ def _sym(name: str) -> str:
     return symbol_ref(name)
 
 
-@register_pass("sdy-propagate-to-func-results")
+@register_pass("sdy-propagate-to-func-results", adds=frozenset())
 def propagate_to_func_results(module: Module, options: Options | None = None) -> None:
     """Sets the result shardings of every function but the main one to the shardings of the
     values it returns (clearing those without one). Mirrors Shardy's
@@ -178,7 +178,7 @@ def propagate_to_func_results(module: Module, options: Options | None = None) ->
             f.result_shardings[i] = get_sharding(v, uses)
 
 
-@register_pass("sdy-unflatten-call-graph", options={"dedup-functions-fully": False})
+@register_pass("sdy-unflatten-call-graph", options={"dedup-functions-fully": False}, adds=frozenset())
 def unflatten_call_graph(module: Module, options: Options | None = None) -> None:
     """Makes calls of functions cloned from the same original (``sdy.original_func_name``)
     with the same manual axes and argument/result shardings call one of them (the first
@@ -224,7 +224,7 @@ def unflatten_call_graph(module: Module, options: Options | None = None) -> None
         f.attributes.pop(FUNC_MANUAL_AXES, None)
 
 
-@register_pass("sdy-insert-func-call-reshards")
+@register_pass("sdy-insert-func-call-reshards", acts_on=frozenset({CALL}), adds=frozenset({RESHARD}))
 def insert_func_call_reshards(module: Module, options: Options | None = None) -> None:
     """Where a call's result sharding differs from its callee's result sharding, makes the
     call take the callee's sharding and adds an ``sdy.reshard`` to the call's former sharding
@@ -265,7 +265,7 @@ def _key_text(op: Op) -> tuple[object, ...]:
     return (tuple(sorted(op.attributes.items())), shardings)
 
 
-@register_pass("sdy-constant-or-scalar-merger", anchor="func.func")
+@register_pass("sdy-constant-or-scalar-merger", anchor="func.func", adds=frozenset())
 def constant_or_scalar_merger(module: Module, func: Func, options: Options | None = None) -> None:
     """Merges identical constants (same attributes and shardings, same region) and identical
     broadcasts of the same scalar, keeping the first. Mirrors Shardy's
@@ -300,7 +300,7 @@ def constant_or_scalar_merger(module: Module, func: Func, options: Options | Non
     erase_ops(merged, release=True)
 
 
-@register_pass("sdy-remove-sharding-groups")
+@register_pass("sdy-remove-sharding-groups", acts_on=frozenset({SHARDING_GROUP}), adds=frozenset())
 def remove_sharding_groups(module: Module, options: Options | None = None) -> None:
     """Removes every ``sdy.sharding_group``. Mirrors Shardy's ``remove_sharding_groups.cc``."""
     for op in list(module.walk()):
@@ -308,7 +308,7 @@ def remove_sharding_groups(module: Module, options: Options | None = None) -> No
             erase_op(op)
 
 
-@register_pass("sdy-sharding-constraint-to-reshard", anchor="func.func")
+@register_pass("sdy-sharding-constraint-to-reshard", anchor="func.func", acts_on=frozenset({SHARDING_CONSTRAINT}), adds=frozenset({RESHARD}))
 def sharding_constraint_to_reshard(module: Module, func: Func, options: Options | None = None) -> None:
     """Turns every ``sdy.sharding_constraint`` into an ``sdy.reshard`` with the same input,
     sharding and other attributes. Mirrors Shardy's ``sharding_constraint_to_reshard.cc``."""
@@ -350,7 +350,7 @@ def _mesh(s: TensorSharding, meshes: dict[str, Mesh]) -> Mesh:
     return m
 
 
-@register_pass("sdy-update-non-divisible-input-output-shardings")
+@register_pass("sdy-update-non-divisible-input-output-shardings", adds=frozenset())
 def update_non_divisible_input_output_shardings(module: Module, options: Options | None = None) -> None:
     """Shrinks the function argument/result, call result and manual computation in/out
     shardings that do not divide their tensor: each non-dividing dimension keeps its longest
@@ -403,7 +403,7 @@ def update_non_divisible_input_output_shardings(module: Module, options: Options
                         r.sharding = even(r.sharding, r.type)
 
 
-@register_pass("sdy-remove-sub-axes-in-input-output-shardings")
+@register_pass("sdy-remove-sub-axes-in-input-output-shardings", adds=frozenset())
 def remove_sub_axes_in_input_output_shardings(module: Module, options: Options | None = None) -> None:
     """In the argument and result shardings of the main function, cuts every open dimension
     before its first sub-axis. Mirrors Shardy's
@@ -443,7 +443,7 @@ def remove_sub_axes_in_input_output_shardings(module: Module, options: Options |
             main.result_shardings[i] = cut(s)
 
 
-@register_pass("sdy-close-shardings")
+@register_pass("sdy-close-shardings", adds=frozenset())
 def close_shardings(module: Module, options: Options | None = None) -> None:
     """Closes every dimension of every sharding and drops replicated axes (Shardy's
     ``getClosedLike``). Mirrors Shardy's ``close_shardings.cc``."""
@@ -463,7 +463,7 @@ def _is_custom_rule(text: str) -> bool:
     return text.rstrip().endswith("custom>")
 
 
-@register_pass("sdy-drop-sharding-rules", anchor="func.func")
+@register_pass("sdy-drop-sharding-rules", anchor="func.func", adds=frozenset())
 def drop_sharding_rules(module: Module, func: Func, options: Options | None = None) -> None:
     """Removes the ``sdy.sharding_rule`` of every op in the function except users' custom
     rules. Mirrors Shardy's ``drop_sharding_rules.cc``."""

@@ -195,7 +195,12 @@ def _move_after_value(op: Op, value: Value) -> None:
             move_before(op, block.ops[0])
 
 
-@register_pass("sdy-apply-sharding-constraints", options={"debug-sharding-origins": False, "debug-propagation-edge-sharding": False})
+@register_pass(
+    "sdy-apply-sharding-constraints",
+    options={"debug-sharding-origins": False, "debug-propagation-edge-sharding": False},
+    acts_on=frozenset({SHARDING_CONSTRAINT, MANUAL_COMPUTATION}),
+    acts_always_with=("debug-sharding-origins", "debug-propagation-edge-sharding"),
+)
 def apply_sharding_constraints(module: Module, options: Options | None = None) -> None:
     """Gives the input of each ``sdy.sharding_constraint`` (and each operand of a manual
     computation) the constraint's sharding when the input has none, the sharding is fully
@@ -221,7 +226,7 @@ def _group_id(op: Op) -> int:
     return int(text.split(":")[0].strip())
 
 
-@register_pass("sdy-sharding-group-import")
+@register_pass("sdy-sharding-group-import", acts_on=frozenset({SHARDING_GROUP}), adds=frozenset())
 def sharding_group_import(module: Module, options: Options | None = None) -> None:
     """Merges sharding groups that share a value (transitively), renumbers the groups
     ``0..N-1`` in the order their first members appear, and removes duplicate
@@ -326,7 +331,7 @@ def _add_unused_manual_axes(shardings: tuple[TensorSharding, ...], values: list[
     return tuple(out) if modified else None
 
 
-@register_pass("sdy-manual-axes-cleanup")
+@register_pass("sdy-manual-axes-cleanup", acts_on=frozenset({MANUAL_COMPUTATION}), adds=frozenset())
 def manual_axes_cleanup(module: Module, options: Options | None = None) -> None:
     """For every ``sdy.manual_computation``: sorts ``manual_axes`` in mesh order and adds the
     manual axes an in/out sharding does not use to its replicated axes. Mirrors Shardy's

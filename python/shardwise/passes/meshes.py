@@ -41,7 +41,7 @@ def _new_mesh_name(mesh: Mesh) -> str:
     return "mesh"
 
 
-@register_pass("sdy-lift-inlined-meshes")
+@register_pass("sdy-lift-inlined-meshes", adds=frozenset({"sdy.mesh"}))
 def lift_inlined_meshes(module: Module, options: Options | None = None) -> None:
     """Replaces every inlined mesh in a sharding by a reference to an ``sdy.mesh`` with the same
     mesh, creating one when none exists (named ``maximal_mesh_<id>``, ``empty_mesh`` or the
@@ -140,7 +140,7 @@ def inline_meshes(module: Module, options: Options | None = None) -> None:
         symbols.erase(op)
 
 
-@register_pass("sdy-remove-size-one-axes")
+@register_pass("sdy-remove-size-one-axes", adds=frozenset())
 def remove_size_one_axes(module: Module, options: Options | None = None) -> None:
     """Removes axes of size one from every sharding (dimension, replicated and unreduced axes;
     a closed dimension left empty loses its priority) when some ``sdy.mesh`` has a size-one

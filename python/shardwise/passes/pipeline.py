@@ -342,11 +342,39 @@ def _bind(steps: list[Step], anchor: str) -> list[Union[_Bound, tuple[str, list[
     return out
 
 
+class _OpNames:
+    """The op names that may occur in the module while a pipeline runs: a superset, built by
+    one walk when first asked, grown by each pass that ran by the names it declares it adds
+    (``PassInfo.adds``), and built again after a pass that declares none. Lets passes that
+    would find nothing to act on (``PassInfo.acts_on``) be skipped without each walking the
+    module to find that out."""
+
+    __slots__ = ("module", "names")
+
+    def __init__(self, module: Module) -> None:
+        self.module = module
+        self.names: set[str] | None = None
+
+    def __call__(self) -> set[str]:
+        if self.names is None:
+            self.names = {op.name for op in self.module.walk()}
+        return self.names
+
+    def ran(self, name: str) -> None:
+        adds = PASSES[name].adds
+        if adds is None:
+            self.names = None
+        elif self.names is not None:
+            self.names |= adds
+
+
 def run_pipeline(module: Module, pipeline: str, *, timings: dict[str, float] | None = None) -> None:
     """Runs Shardy's pass ``pipeline`` (text, as ``mlir-opt --pass-pipeline`` takes it) on
     ``module`` in place. A function pass written at module level runs on every function.
     ``timings``, when given, receives the wall time of each pass in seconds (summed over
-    repeated passes), for profiles such as ``benches/bench_propagate.py``.
+    repeated passes), for profiles such as ``benches/bench_propagate.py``. A pass that would
+    change nothing because the module has none of the ops it acts on (``PassInfo.acts_on``)
+    is not called.
 
     Raises ``PipelineError`` (before running anything) for malformed text, an unknown or
     unsupported pass, or a bad option; a pass raises ``ProgramError`` naming the op and its
@@ -354,11 +382,15 @@ def run_pipeline(module: Module, pipeline: str, *, timings: dict[str, float] | N
     root = expand_pipeline(pipeline)
     if root.anchor != "builtin.module":
         raise PipelineError(f"a pipeline must be anchored on builtin.module, got {root.anchor}")
+    op_names = _OpNames(module)
     with no_cyclic_gc():
         for item in _bind(root.steps, "builtin.module"):
             start = time.perf_counter()
             if isinstance(item, _Bound):
-                PASSES[item.name](module, item.options)
+                info = PASSES[item.name]
+                if info.may_act(item.options, op_names):
+                    info(module, item.options)
+                    op_names.ran(item.name)
                 name = item.name
             else:
                 _, inner = item
@@ -366,7 +398,10 @@ def run_pipeline(module: Module, pipeline: str, *, timings: dict[str, float] | N
                     if not f.regions[0].blocks:
                         continue
                     for b in inner:
-                        PASSES[b.name].run(module, f, b.options)
+                        info = PASSES[b.name]
+                        if info.may_act(b.options, op_names):
+                            info.run(module, f, b.options)
+                            op_names.ran(b.name)
                 name = "func.func(" + ",".join(b.name for b in inner) + ")"
             if timings is not None:
                 timings[name] = timings.get(name, 0.0) + time.perf_counter() - start

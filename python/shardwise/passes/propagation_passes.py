@@ -60,4 +60,5 @@ for _name, _shardy_name in PROPAGATION_PASSES.items():
         _options["propagation-strategy"] = "aggressive"
     if _name in ("op-priority", "user-priority"):
         _options["run-op-priority-propagation"] = True
-    register_pass(_shardy_name, "builtin.module", _options)(_make(_name))
+    # Conflicting sharding groups get open sharding constraints (``_insert_group_constraints``).
+    register_pass(_shardy_name, "builtin.module", _options, adds=frozenset({"sdy.sharding_constraint"}))(_make(_name))

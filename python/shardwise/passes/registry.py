@@ -34,14 +34,30 @@ class PipelineError(ShardwiseError):
 @dataclass(frozen=True)
 class PassInfo:
     """One registered pass: ``name`` (Shardy's), ``anchor`` (the op it runs on), ``run`` (the
-    function), ``options`` (name -> default value, whose type is the option's type) and
-    ``summary``."""
+    function), ``options`` (name -> default value, whose type is the option's type),
+    ``summary``, and what ``run_pipeline`` may skip it on:
+
+    * ``acts_on``: op names such that the pass changes nothing (and raises nothing) in a
+      module without any op of these names, unless one of the options named in
+      ``acts_always_with`` is set; ``None``: the pass may act on any module;
+    * ``adds``: the op names the pass may add to a module that did not have them (a renamed
+      op counts as added); ``None``: unknown."""
 
     name: str
     anchor: Literal["builtin.module", "func.func"]
     run: Callable[..., None]
     options: Mapping[str, OptionValue] = field(default_factory=dict)
     summary: str = ""
+    acts_on: frozenset[str] | None = None
+    acts_always_with: tuple[str, ...] = ()
+    adds: frozenset[str] | None = None
+
+    def may_act(self, options: Mapping[str, OptionValue], op_names: Callable[[], frozenset[str] | set[str]]) -> bool:
+        """Whether the pass, run with ``options`` (resolved), may change a module whose op
+        names are among ``op_names()`` (called only when the answer depends on them)."""
+        if self.acts_on is None or any(options.get(o) for o in self.acts_always_with):
+            return True
+        return not self.acts_on.isdisjoint(op_names())
 
     def resolve(self, given: Mapping[str, object]) -> dict[str, OptionValue]:
         """The defaults overridden by ``given``; option names may use ``-`` or ``_``. Raises
@@ -101,13 +117,19 @@ def register_pass(
     anchor: Literal["builtin.module", "func.func"] = "builtin.module",
     options: Mapping[str, OptionValue] | None = None,
     summary: str = "",
+    *,
+    acts_on: frozenset[str] | None = None,
+    acts_always_with: tuple[str, ...] = (),
+    adds: frozenset[str] | None = None,
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Decorator registering ``fn`` as pass ``name`` (replacing any earlier registration, and
     lifting an ``UNSUPPORTED`` mark): module passes take ``(module, options)``, function passes
-    ``(module, func, options)``."""
+    ``(module, func, options)``. ``acts_on``, ``acts_always_with`` and ``adds``: see
+    ``PassInfo``."""
 
     def deco(fn: Callable[..., None]) -> Callable[..., None]:
-        PASSES[name] = PassInfo(name, anchor, fn, dict(options or {}), summary or (fn.__doc__ or "").strip().split("\n")[0])
+        summary_ = summary or (fn.__doc__ or "").strip().split("\n")[0]
+        PASSES[name] = PassInfo(name, anchor, fn, dict(options or {}), summary_, acts_on, acts_always_with, adds)
         UNSUPPORTED.pop(name, None)
         return fn
 
