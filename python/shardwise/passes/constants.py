@@ -51,6 +51,16 @@ _NO_MEMORY_EFFECT_OPS = ELEMENTWISE_OPS | frozenset(
 ) | frozenset({"sdy.constant", "sdy.reshard", "sdy.propagation_barrier", "sdy.return", "stablehlo.return", "func.return"})
 
 
+#: Ops that can be constant-preserving (``_Splitter.constant_preserving``): pure ops that are
+#: element-wise (``is_elementwise``: ``bitcast_convert`` only when it keeps the shape), a
+#: broadcast, a reshape or a slice. Others are not, whatever their types.
+_PRESERVING_CANDIDATES = _NO_MEMORY_EFFECT_OPS & (
+    ELEMENTWISE_OPS
+    | {"stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.slice", "stablehlo.bitcast_convert"}
+    | {"sdy.propagation_barrier", "sdy.sharding_constraint", "sdy.reshard"}
+)
+
+
 def is_pure(op: Op) -> bool:
     """MLIR's ``isPure`` for the ops Shardy's passes ask about: no memory effects and
     speculatable (static shapes)."""
@@ -94,7 +104,7 @@ class _Splitter:
             return self._callee_original_name(op) not in self.non_const_funcs
         if op.name == NAMED_COMPUTATION:
             return self._named(op) not in self.non_const_named
-        if not is_pure(op):
+        if op.name not in _PRESERVING_CANDIDATES or not is_pure(op):
             return False
         if op.name in ("stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.slice"):
             return True
@@ -149,8 +159,9 @@ class _Splitter:
             return
         # A constant expression (constant-preserving, every operand a constant one), else a
         # non-constant op; ``constant_preserving`` asked once.
+        # (A value's owner is its defining op or, for a block argument, a block: never a key.)
         preserving = self.constant_preserving(op)
-        if preserving and all(v.defining_op is not None and id(v.defining_op) in constants for v in op.operands):
+        if preserving and all(id(v.owner) in constants for v in op.operands):
             constants[id(op)] = op
             return
         if not preserving and op.name not in TERMINATORS:
@@ -166,8 +177,8 @@ class _Splitter:
             expansions[id(op)] = op
             return
         for i, v in enumerate(op.operands):
-            d = v.defining_op
-            if d is not None and (id(d) in constants or id(d) in expansions):
+            d = id(v.owner)
+            if d in constants or d in expansions:
                 self.uses.set_operand(op, i, self.clone_sub_computation(v))
 
     def walk_region(self, ops: list[Op], func: Func) -> None:

@@ -17,6 +17,7 @@ from shardwise.passes import _axes, _projection
 from shardwise.passes._common_axes import find_common_axes
 from shardwise.passes._sdy import (
     CALL,
+    DATA_FLOW_OPS,
     MANUAL_COMPUTATION,
     OUT_SHARDING_ATTR_OPS,
     RESHARD,
@@ -50,6 +51,9 @@ if TYPE_CHECKING:
 __all__ = ["insert_explicit_reshards"]
 
 UNREDUCED_OPS = OUT_SHARDING_ATTR_OPS
+#: Ops whose results ``_signature`` reads through ``_Reshards.sharding`` (else: the result's
+#: own sharding, as ``get_sharding`` gives it).
+_SIGNATURE_SLOW_PATH = DATA_FLOW_OPS | UNREDUCED_OPS | {"sdy.propagation_barrier"}
 
 
 def _axis_list(axes: list[AxisRef]) -> str:
@@ -604,8 +608,13 @@ def _signature(r: _Reshards, v: Value) -> tuple[object, TensorSharding | None, T
     """``(type, sharding, sharding through propagation barriers)`` of ``v``: what ``op``'s
     memo key reads of a value (``_bypass`` is the sharding itself unless a barrier defines
     ``v``)."""
-    s = r.sharding(v)
     d = v.owner
+    if isinstance(d, Op) and d.name not in _SIGNATURE_SLOW_PATH:
+        # ``r.sharding(v)`` of a result of an op that is no data flow op, no op with an
+        # ``out_sharding`` attribute and no barrier: its own sharding.
+        s = v.sharding
+        return (v.type, s, s)
+    s = r.sharding(v)
     if isinstance(d, Op) and d.name == "sdy.propagation_barrier":
         return (v.type, s, _bypass(r, v))
     return (v.type, s, s)

@@ -260,9 +260,25 @@ def insert_func_call_reshards(module: Module, options: Options | None = None) ->
 # ---------------------------------------------------------------------------------- function passes
 
 
-def _key_text(op: Op) -> tuple[object, ...]:
-    shardings = tuple(str(r.sharding) if r.sharding is not None else "" for r in op.results)
-    return (tuple(sorted(op.attributes.items())), shardings)
+def _key_text(op: Op, texts: dict[int, str]) -> tuple[object, ...]:
+    """What decides whether two constants (or broadcasts) are alike: their attributes and the
+    printed shardings of their results. ``texts``: each sharding object's text, by id (the
+    objects outlive the pass)."""
+    shardings = []
+    for r in op.results:
+        s = r.sharding
+        if s is None:
+            shardings.append("")
+            continue
+        text = texts.get(id(s))
+        if text is None:
+            text = texts[id(s)] = str(s)
+        shardings.append(text)
+    return (tuple(sorted(op.attributes.items())), tuple(shardings))
+
+
+#: The ops ``sdy-constant-or-scalar-merger`` merges: constants and broadcasts (of a scalar).
+_MERGED_OPS = frozenset({"sdy.constant", "stablehlo.constant", "stablehlo.broadcast_in_dim"})
 
 
 @register_pass("sdy-constant-or-scalar-merger", anchor="func.func", adds=frozenset())
@@ -276,16 +292,18 @@ def constant_or_scalar_merger(module: Module, func: Func, options: Options | Non
     # The uses of merged results are replaced after the walk, in one pass over the function
     # (no use lists); the one operand the walk reads, a broadcast's scalar, is looked up here.
     replaced: dict[int, Value] = {}  # id(result of a merged op) -> the kept op's result
+    texts: dict[int, str] = {}
     for op in post_order(func):
-        if op.parent is None or op is func:
+        name = op.name
+        if name not in _MERGED_OPS or op.parent is None:
             continue
         region = id(op.parent.parent)
         cached: Op | None = None
-        if op.name in ("sdy.constant", "stablehlo.constant"):
-            cached = constants.setdefault((region, _key_text(op)), op)
-        elif op.name == "stablehlo.broadcast_in_dim" and is_scalar(op.operands[0]):
+        if name != "stablehlo.broadcast_in_dim":
+            cached = constants.setdefault((region, _key_text(op, texts)), op)
+        elif is_scalar(op.operands[0]):
             scalar = replaced.get(id(op.operands[0]), op.operands[0])
-            cached = broadcasts.setdefault((region, _key_text(op), str(op.results[0].type), id(scalar)), op)
+            cached = broadcasts.setdefault((region, _key_text(op, texts), str(op.results[0].type), id(scalar)), op)
         if cached is not None and cached is not op:
             for r, cr in zip(op.results, cached.results):
                 replaced[id(r)] = cr
