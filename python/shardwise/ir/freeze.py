@@ -22,10 +22,14 @@ _NONE = 2**32 - 1
 NO_RULE = _NONE
 
 
+#: Index lookups a ``Frozen`` answers by searching its lists before it builds maps for them.
+_SEARCHED_LOOKUPS = 8
+
+
 class Frozen:
     """A frozen module: ``graph`` (the Rust arrays) and the ``ops`` / ``values`` behind each index."""
 
-    __slots__ = ("graph", "ops", "values", "op_rule", "_op_index", "_value_index")
+    __slots__ = ("graph", "ops", "values", "op_rule", "_op_index", "_value_index", "_lookups")
 
     def __init__(self, graph: _native.FrozenGraph, ops: list[Op], values: list[Value], op_rule: list[int] | None = None) -> None:
         self.graph = graph
@@ -34,14 +38,37 @@ class Frozen:
         #: Per op, the index of its rule among the graph's distinct rules (``NO_RULE``: none);
         #: empty when frozen without rules.
         self.op_rule = op_rule or []
-        self._op_index = {id(op): i for i, op in enumerate(ops)}
-        self._value_index = {id(v): i for i, v in enumerate(values)}
+        # Maps from object to index, built at the first lookup past ``_SEARCHED_LOOKUPS``: a
+        # propagation asks for a few (its functions), and a search of the list (in C, by
+        # identity: IR objects define no equality) costs less than a map of every op.
+        self._op_index: dict[int, int] | None = None
+        self._value_index: dict[int, int] | None = None
+        self._lookups = 0
 
     def op_index(self, op: Op) -> int:
+        """``op``'s index; ``KeyError`` when it is not an op of the frozen module."""
+        if self._op_index is None:
+            self._lookups += 1
+            if self._lookups <= _SEARCHED_LOOKUPS:
+                return _search(self.ops, op)
+            self._op_index = {id(o): i for i, o in enumerate(self.ops)}
         return self._op_index[id(op)]
 
     def value_index(self, v: Value) -> int:
+        """``v``'s index; ``KeyError`` when it is not a value of the frozen module."""
+        if self._value_index is None:
+            self._lookups += 1
+            if self._lookups <= _SEARCHED_LOOKUPS:
+                return _search(self.values, v)
+            self._value_index = {id(x): i for i, x in enumerate(self.values)}
         return self._value_index[id(v)]
+
+
+def _search(items: list[Any], item: object) -> int:
+    try:
+        return items.index(item)
+    except ValueError:
+        raise KeyError(id(item)) from None
 
 
 def freeze(module: Module, *, rules: bool = True, conservative: bool = False) -> Frozen:
@@ -51,54 +78,11 @@ def freeze(module: Module, *, rules: bool = True, conservative: bool = False) ->
 
     Raises ``ProgramError`` when an op uses a value that is not defined before it in pre-order,
     and what ``rule_for`` raises."""
-    names: dict[str, int] = {}
-    op_name: list[int] = []
-    op_parent: list[int] = []
-    operand_counts: list[int] = []
-    operands: list[int] = []
-    result_counts: list[int] = []
-    results: list[int] = []
-    ranks: list[int] = []
-    dims: list[int] = []
-    block_owner: list[int] = []
-    ops: list[Op] = []
-    values: list[Value] = []
-    index: dict[int, int] = {}
-
-    def add_value(v: Value, owner: int) -> int:
-        index[id(v)] = len(values)
-        values.append(v)
-        shape = v.type.shape
-        ranks.append(len(shape))
-        dims.extend(shape)
-        block_owner.append(owner)
-        return len(values) - 1
-
-    def visit(op: Op, parent: int) -> None:
-        i = len(ops)
-        ops.append(op)
-        op_name.append(names.setdefault(op.name, len(names)))
-        op_parent.append(parent)
-        for v in op.operands:
-            try:
-                operands.append(index[id(v)])
-            except KeyError:
-                raise ProgramError(f"{op.where()}: uses {v} before it is defined") from None
-        operand_counts.append(len(op.operands))
-        results.extend(add_value(r, _NONE) for r in op.results)
-        result_counts.append(len(op.results))
-        for region in op.regions:
-            for block in region.blocks:
-                for a in block.args:
-                    add_value(a, i)
-                for inner in block.ops:
-                    visit(inner, i)
-
-    for op in module.ops:
-        visit(op, _NONE)
-    # A recursive closure refers to itself (and to the lists it fills): without this, the
-    # cycle waits for the cyclic collector.
-    del visit, add_value
+    # The walk and numbering run in Rust (``rust/src/py/walk.rs``).
+    walk, ops, values, undefined = _native.walk_program(module.ops)
+    if undefined is not None:
+        op = ops[undefined[0]]
+        raise ProgramError(f"{op.where()}: uses {op.operands[undefined[1]]} before it is defined")
     rule_wires: list[Any] = []
     op_rule: list[int] = []
     if rules:
@@ -124,7 +108,5 @@ def freeze(module: Module, *, rules: bool = True, conservative: bool = False) ->
             else:
                 known = seen[1]
             op_rule.append(known)
-    graph = _native.FrozenGraph(
-        list(names), op_name, op_parent, operand_counts, operands, result_counts, results, ranks, dims, block_owner, rule_wires, op_rule
-    )
+    graph = _native.FrozenGraph.from_walk(walk, rule_wires, op_rule)
     return Frozen(graph, ops, values, op_rule)

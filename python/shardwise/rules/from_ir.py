@@ -7,7 +7,7 @@ from __future__ import annotations
 from shardwise.ir.core import Module, Op, Value
 from shardwise.ir.types import TensorType
 from shardwise.rules.opinfo import BlockInfo, OpInfo, ValueInfo
-from shardwise.rules.registry import is_user_op, rule_for
+from shardwise.rules.registry import is_user_op, rule_for, silently_without_rule
 from shardwise.rules.rule import OpShardingRule
 
 __all__ = ["CONTEXT_OPS", "RuleCache", "op_infos", "populate_rules", "rules_for"]
@@ -108,19 +108,25 @@ class RuleCache:
         self.module = module
         self.conservative = conservative
         self._converter: _Converter | None = None
-        self._memo: dict[tuple[object, ...], OpShardingRule] = {}
+        # Keyed by the types' identities (importers share one object per distinct type, and
+        # hashing a type calls Python): equal types held by distinct objects only miss. Each
+        # entry holds the op's types, so no key's id can be reused by another object.
+        self._memo: dict[tuple[object, ...], tuple[OpShardingRule, tuple[object, ...]]] = {}
 
     def rule(self, op: Op) -> OpShardingRule | None:
         """``op``'s rule (``None`` where Shardy has none); raises what ``rule_for`` raises."""
         name = op.name
         if name not in CONTEXT_OPS and not is_user_op(name):
-            key = (name, tuple(op.attributes.items()), tuple([v.type for v in op.operands]), tuple([r.type for r in op.results]))
+            if silently_without_rule(name, op.attributes):  # constants, terminators, ...
+                return None
+            types = tuple([v.type for v in op.operands] + [r.type for r in op.results])
+            key = (name, len(op.operands), tuple(op.attributes.items()), *map(id, types))
             cached = self._memo.get(key)
             if cached is not None:
-                return cached
+                return cached[0]
             rule = rule_for(_plain_info(op), conservative=self.conservative)
             if rule is not None:
-                self._memo[key] = rule
+                self._memo[key] = (rule, types)
             return rule
         if self._converter is None:
             self._converter = _Converter(self.module)

@@ -50,6 +50,7 @@ __all__ = [
     "register_op_rule",
     "register_rule",
     "rule_for",
+    "silently_without_rule",
     "unregister_op_rule",
     "unregister_rule",
 ]
@@ -101,6 +102,18 @@ def _check_result(r: object, who: str) -> OpShardingRule | None:
     if r is not None and not isinstance(r, OpShardingRule):
         raise TypeError(f"{who} must return an OpShardingRule or None, got {type(r).__name__} {r!r}")
     return r
+
+
+def silently_without_rule(name: str, attributes: Mapping[str, str]) -> bool:
+    """``rule_for`` gives an op named ``name`` with ``attributes`` no rule, and no warning,
+    whatever its operands and results: an op of ``NO_RULE_OPS`` or a terminator that has no
+    builtin rule, no rule registered by the user and no ``sdy.sharding_rule`` attribute."""
+    if name not in NO_RULE_OPS and name not in TERMINATOR_OPS:
+        return False
+    if name in BUILTIN or name in _USER_OPS or name == _CUSTOM_CALL:
+        return False
+    existing = attributes.get("sdy.sharding_rule")
+    return existing is None or not existing.lstrip().startswith("#sdy.op_sharding_rule")
 
 
 def rule_for(op: OpInfo, *, conservative: bool = False) -> OpShardingRule | None:

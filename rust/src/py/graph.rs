@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 
 use super::errors::IntoPyResult;
 use super::rule::RuleW;
+use super::walk::PyProgramWalk;
 use crate::graph::{Graph, GraphInput};
 
 /// A frozen program (``rust/src/graph.rs``): flat arrays of values and ops, read by the solver.
@@ -36,6 +37,30 @@ impl PyGraph {
         let rules = rules.into_iter().map(Into::into).collect();
         let input =
             GraphInput { names, op_name, op_parent, operand_counts, operands, result_counts, results, ranks, dims, value_block_owner, rules, op_rule };
+        let g = py.detach(|| Graph::new(input)).py(py)?;
+        Ok(PyGraph { inner: Arc::new(g) })
+    }
+
+    /// The graph of a walked program (``walk_program``) with its rules: ``rules`` (distinct
+    /// rules) and ``op_rule`` (per op, an index into them or 2**32-1; empty: no rules).
+    /// Raises ``ValueError`` as the constructor does.
+    #[staticmethod]
+    fn from_walk(py: Python<'_>, walk: &PyProgramWalk, rules: Vec<RuleW>, op_rule: Vec<u32>) -> PyResult<Self> {
+        let rules = rules.into_iter().map(Into::into).collect();
+        let input = GraphInput {
+            names: walk.names.clone(),
+            op_name: walk.op_name.clone(),
+            op_parent: walk.op_parent.clone(),
+            operand_counts: walk.operand_counts.clone(),
+            operands: walk.operands.clone(),
+            result_counts: walk.result_counts.clone(),
+            results: walk.results.clone(),
+            ranks: walk.ranks.clone(),
+            dims: walk.dims.clone(),
+            value_block_owner: walk.value_block_owner.clone(),
+            rules,
+            op_rule,
+        };
         let g = py.detach(|| Graph::new(input)).py(py)?;
         Ok(PyGraph { inner: Arc::new(g) })
     }

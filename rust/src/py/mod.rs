@@ -7,6 +7,7 @@ mod propagation;
 mod redistribution;
 mod rule;
 mod search;
+mod walk;
 mod wire;
 
 use std::collections::HashMap;
@@ -248,6 +249,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     rule::register(m)?;
     graph::register(m)?;
+    walk::register(m)?;
     propagation::register(m)?;
     redistribution::register(m)?;
     search::register(m)?;

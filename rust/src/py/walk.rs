@@ -1,0 +1,185 @@
+//! `walk_program`: the ops and values of a program IR module (`shardwise.ir.core`, Python
+//! objects) numbered and laid out as the flat arrays of a frozen program
+//! (`rust/src/graph.rs`), for `shardwise.ir.freeze`. Walking here instead of in Python reads
+//! each attribute once through the C API, with no interpreter loop per op or value.
+//!
+//! Order (as `freeze` documents it): ops in pre-order over the module's top-level ops; an op's
+//! results are numbered when the op is met, then the arguments of the blocks of its regions,
+//! each block's arguments before its ops.
+
+use std::collections::HashMap;
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use crate::graph::NONE;
+
+/// The flat arrays of a walked program, waiting for its rules (`FrozenGraph.from_walk`).
+#[pyclass(frozen, module = "shardwise._native", name = "ProgramWalk")]
+pub struct PyProgramWalk {
+    pub names: Vec<String>,
+    pub op_name: Vec<u32>,
+    pub op_parent: Vec<u32>,
+    pub operand_counts: Vec<u32>,
+    pub operands: Vec<u32>,
+    pub result_counts: Vec<u32>,
+    pub results: Vec<u32>,
+    pub ranks: Vec<u32>,
+    pub dims: Vec<i64>,
+    pub value_block_owner: Vec<u32>,
+}
+
+#[pymethods]
+impl PyProgramWalk {
+    #[getter]
+    fn num_ops(&self) -> usize {
+        self.op_name.len()
+    }
+
+    #[getter]
+    fn num_values(&self) -> usize {
+        self.ranks.len()
+    }
+}
+
+/// The walk in progress. Python objects are told apart by address: every object met stays
+/// alive (the module holds it) until the walk ends, so no address is reused meanwhile.
+struct Walker<'py> {
+    py: Python<'py>,
+    out: PyProgramWalk,
+    ops: Bound<'py, PyList>,
+    values: Bound<'py, PyList>,
+    value_index: HashMap<usize, u32>,
+    name_by_object: HashMap<usize, u32>,
+    name_by_text: HashMap<String, u32>,
+    shape_by_type: HashMap<usize, Vec<i64>>,
+    /// `(op, operand)`: the first operand found not defined before its op.
+    undefined: Option<(u32, u32)>,
+}
+
+impl<'py> Walker<'py> {
+    fn list(&self, obj: &Bound<'py, PyAny>, attr: &Bound<'py, pyo3::types::PyString>) -> PyResult<Bound<'py, PyList>> {
+        Ok(obj.getattr(attr)?.cast_into::<PyList>()?)
+    }
+
+    fn name(&mut self, op: &Bound<'py, PyAny>) -> PyResult<u32> {
+        let name = op.getattr(intern!(self.py, "name"))?;
+        if let Some(&i) = self.name_by_object.get(&(name.as_ptr() as usize)) {
+            return Ok(i);
+        }
+        let text: String = name.extract()?;
+        let next = self.name_by_text.len() as u32;
+        let i = *self.name_by_text.entry(text.clone()).or_insert(next);
+        if i == next {
+            self.out.names.push(text);
+        }
+        self.name_by_object.insert(name.as_ptr() as usize, i);
+        Ok(i)
+    }
+
+    fn add_values(&mut self, vs: &Bound<'py, PyList>, owner: u32) -> PyResult<()> {
+        for v in vs.iter() {
+            let index = self.out.ranks.len() as u32;
+            self.value_index.insert(v.as_ptr() as usize, index);
+            let t = v.getattr(intern!(self.py, "type"))?;
+            let key = t.as_ptr() as usize;
+            if !self.shape_by_type.contains_key(&key) {
+                let shape: Vec<i64> = t.getattr(intern!(self.py, "shape"))?.extract()?;
+                self.shape_by_type.insert(key, shape);
+            }
+            let shape = &self.shape_by_type[&key];
+            self.out.ranks.push(shape.len() as u32);
+            self.out.dims.extend_from_slice(shape);
+            self.out.value_block_owner.push(owner);
+            self.values.append(v)?;
+        }
+        Ok(())
+    }
+
+    /// Walks the ops of one block; `false` once an undefined operand stopped the walk.
+    fn block(&mut self, block_ops: &Bound<'py, PyList>, parent: u32) -> PyResult<bool> {
+        let py = self.py;
+        for op in block_ops.iter() {
+            let i = self.out.op_name.len() as u32;
+            let name = self.name(&op)?;
+            self.out.op_name.push(name);
+            self.out.op_parent.push(parent);
+            self.ops.append(&op)?;
+            let operands = self.list(&op, intern!(py, "operands"))?;
+            for (k, v) in operands.iter().enumerate() {
+                match self.value_index.get(&(v.as_ptr() as usize)) {
+                    Some(&index) => self.out.operands.push(index),
+                    None => {
+                        self.undefined = Some((i, k as u32));
+                        return Ok(false);
+                    }
+                }
+            }
+            self.out.operand_counts.push(operands.len() as u32);
+            let results = self.list(&op, intern!(py, "results"))?;
+            let first = self.out.ranks.len() as u32;
+            self.out.results.extend(first..first + results.len() as u32);
+            self.out.result_counts.push(results.len() as u32);
+            self.add_values(&results, NONE)?;
+            let regions = self.list(&op, intern!(py, "regions"))?;
+            for region in regions.iter() {
+                for block in self.list(&region, intern!(py, "blocks"))?.iter() {
+                    let args = self.list(&block, intern!(py, "args"))?;
+                    self.add_values(&args, i)?;
+                    let inner = self.list(&block, intern!(py, "ops"))?;
+                    if !self.block(&inner, i)? {
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// walk_program(top_ops) -> (walk, ops, values, undefined)
+///
+/// The ops nested in ``top_ops`` (a module's top-level ops, a list of ``Op``) and their
+/// values, numbered as ``shardwise.ir.freeze`` documents: ``walk`` holds the flat arrays,
+/// ``ops`` / ``values`` the objects in index order. ``undefined`` is ``None``, or
+/// ``(op, operand)`` for the first operand found that is not defined before its op (the walk
+/// stops there). Raises ``AttributeError`` / ``TypeError`` for objects that are not IR ops,
+/// blocks, regions or values, and ``TypeError`` for a type whose ``shape`` is not a tuple of
+/// ints.
+#[pyfunction]
+fn walk_program<'py>(
+    py: Python<'py>,
+    top_ops: Bound<'py, PyList>,
+) -> PyResult<(PyProgramWalk, Bound<'py, PyList>, Bound<'py, PyList>, Option<(u32, u32)>)> {
+    let out = PyProgramWalk {
+        names: Vec::new(),
+        op_name: Vec::new(),
+        op_parent: Vec::new(),
+        operand_counts: Vec::new(),
+        operands: Vec::new(),
+        result_counts: Vec::new(),
+        results: Vec::new(),
+        ranks: Vec::new(),
+        dims: Vec::new(),
+        value_block_owner: Vec::new(),
+    };
+    let mut w = Walker {
+        py,
+        out,
+        ops: PyList::empty(py),
+        values: PyList::empty(py),
+        value_index: HashMap::new(),
+        name_by_object: HashMap::new(),
+        name_by_text: HashMap::new(),
+        shape_by_type: HashMap::new(),
+        undefined: None,
+    };
+    w.block(&top_ops, NONE)?;
+    Ok((w.out, w.ops, w.values, w.undefined))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyProgramWalk>()?;
+    m.add_function(wrap_pyfunction!(walk_program, m)?)
+}
