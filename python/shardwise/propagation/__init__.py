@@ -40,7 +40,6 @@ axes, sharding group ids, barrier directions, side effects) are handed over with
 
 from __future__ import annotations
 
-import marshal
 import re
 import warnings
 from collections.abc import Sequence
@@ -524,43 +523,41 @@ def _save_debug(
 
 def _write_back(module: Module, frozen: Frozen, result: _native.PropagationResult, keep_rules: bool) -> None:
     meshes = module.meshes
-    # Programs repeat few shardings (a dozen over a 22k-op transformer step): each is built
-    # once, keyed by its wire's bytes (``marshal`` format 2, no back-references: equal bytes
-    # are equal wires; four times cheaper than ``repr``).
-    # Values in program order often repeat the previous value's sharding (three in five on a
-    # transformer step): that one is compared first, without building a key.
-    built: dict[bytes, TensorSharding] = {}
-    dumps = marshal.dumps
-    prev_wire: Any = None
-    prev: TensorSharding | None = None
 
-    def sharding(w: Any) -> TensorSharding | None:
-        nonlocal prev_wire, prev
-        if w is None:
-            return None
-        if w == prev_wire:
-            return prev
-        key = dumps(w, 2)
-        s = built.get(key)
-        if s is None:
-            s = built[key] = TensorSharding._from_wire(w, meshes.get(w[0]) if w[0] is not None else None)
-        prev_wire, prev = w, s
-        return s
+    def build(w: Any) -> TensorSharding:
+        return TensorSharding._from_wire(w, meshes.get(w[0]) if w[0] is not None else None)
 
+    # Programs repeat few shardings (a dozen over a 22k-op transformer step): the solver gives
+    # each distinct one once, with each value's index among them (-1: none), so each is
+    # built once. A value keeps its sharding object when it equals the new one; that
+    # comparison is made once per (old object, new sharding) pair.
+    table, index = result.sharding_table
+    built: list[TensorSharding | None] = [build(w) for w in table]
+    built.append(None)  # index -1
+    same: dict[tuple[int, int], tuple[TensorSharding, bool]] = {}
     region_args: dict[int, list[TensorSharding | None]] = {}
-    for v, w in zip(frozen.values, result.shardings):
+    for v, i in zip(frozen.values, index):
         if isinstance(v.owner, Block):
             owner = _block_owner(v)
             if owner is None:
                 continue
             if owner.name in _REGION_ARG_OPS:
-                region_args.setdefault(id(owner), [None] * len(owner.regions[0].entry.args))[v.index] = sharding(w)
+                region_args.setdefault(id(owner), [None] * len(owner.regions[0].entry.args))[v.index] = built[i]
                 continue
             if owner.name != "func.func":
                 continue
-        new = sharding(w)
+        new = built[i]
         old = v.sharding
-        if old is not new and (old is None or new is None or old != new):
+        if old is new:
+            continue
+        if old is None or new is None:
+            v.sharding = new
+            continue
+        key = (id(old), i)
+        known = same.get(key)
+        if known is None:
+            known = same[key] = (old, old == new)  # the entry holds ``old``: its id stays its own
+        if not known[1]:
             v.sharding = new
     for op in frozen.ops:
         if op.name in _REGION_ARG_OPS and id(op) in region_args:
@@ -569,7 +566,7 @@ def _write_back(module: Module, frozen: Frozen, result: _native.PropagationResul
     for f_index, ws in result.func_results:
         f = frozen.ops[f_index]
         assert isinstance(f, Func)
-        f.result_shardings = [sharding(w) for w in ws]
+        f.result_shardings = [None if w is None else build(w) for w in ws]
     erased = {id(frozen.ops[i]) for i in result.erased_ops}
     blocks = {id(frozen.ops[i].parent): frozen.ops[i].parent for i in result.erased_ops if frozen.ops[i].parent is not None}
     for block in blocks.values():
