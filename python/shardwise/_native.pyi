@@ -8,6 +8,8 @@ __version__: str
 __all__ = [
     "ConversionError",
     "FrozenGraph",
+    "ProgramWalk",
+    "walk_program",
     "InvalidShardingError",
     "MeshError",
     "ShardingError",
@@ -71,6 +73,15 @@ class MeshError(ShardingError): ...
 class ConversionError(ShardingError): ...
 
 @final
+class ProgramWalk:
+    @property
+    def num_ops(self) -> int: ...
+    @property
+    def num_values(self) -> int: ...
+
+def walk_program(top_ops: list[Any]) -> tuple[ProgramWalk, list[Any], list[Any], tuple[int, int] | None]: ...
+
+@final
 class FrozenGraph:
     def __new__(
         cls,
@@ -87,6 +98,8 @@ class FrozenGraph:
         rules: list[Any],
         op_rule: list[int],
     ) -> FrozenGraph: ...
+    @staticmethod
+    def from_walk(walk: ProgramWalk, rules: list[Any], op_rule: list[int]) -> FrozenGraph: ...
     @property
     def num_ops(self) -> int: ...
     @property

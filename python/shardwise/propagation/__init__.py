@@ -553,10 +553,10 @@ def _write_back(module: Module, frozen: Frozen, result: _native.PropagationResul
         if old is None or new is None:
             v.sharding = new
             continue
-        key = (id(old), i)
-        known = same.get(key)
+        pair = (id(old), i)
+        known = same.get(pair)
         if known is None:
-            known = same[key] = (old, old == new)  # the entry holds ``old``: its id stays its own
+            known = same[pair] = (old, old == new)  # the entry holds ``old``: its id stays its own
         if not known[1]:
             v.sharding = new
     for op in frozen.ops:
