@@ -69,3 +69,31 @@ def test_freeze_corpus_is_compact() -> None:
         ops += g.num_ops
         nbytes += g.nbytes
     assert nbytes / ops < 200  # bytes per op, rules included, shardings excluded
+
+
+def test_freeze_index_lookups_and_bad_input() -> None:
+    """``op_index`` / ``value_index`` give the same answers before and after ``Frozen`` builds
+    its maps (after a few searches), ``KeyError`` for a foreign object either way; the Rust
+    walk raises Python errors, no panic, on objects that are not IR ops."""
+    from shardwise import _native
+
+    b = Builder(Mesh({"x": 2}))
+    x = b.arg((8, 4))
+    y = x
+    for _ in range(12):
+        y = b.add(y, x)
+    module = b.ret(y)
+    fr = freeze(module)
+    foreign = Op("stablehlo.negate", [x], [x.type])
+    ops = [fr.op_index(op) for op in fr.ops]  # searched first, then from the map
+    assert ops == list(range(len(fr.ops)))
+    assert [fr.value_index(v) for v in fr.values] == list(range(len(fr.values)))
+    with pytest.raises(KeyError):
+        fr.op_index(foreign)
+    assert freeze(module).op_index(fr.ops[-1]) == len(fr.ops) - 1  # a fresh one searches
+    with pytest.raises(KeyError):
+        freeze(module).value_index(foreign.result)
+    with pytest.raises(AttributeError):
+        _native.walk_program([object()])
+    with pytest.raises(TypeError):
+        _native.walk_program("not a list")  # type: ignore[arg-type]

@@ -92,6 +92,10 @@ def _single(captured: Captured, candidate: tuple[list[Any], list[Any]]) -> Any:
 
 
 def _fields(out: Any) -> tuple[Any, ...]:
+    # The table of distinct shardings (what the write-back reads) says what ``shardings`` says.
+    table, index = out.sharding_table
+    assert [None if i < 0 else table[i] for i in index] == out.shardings
+    assert len({repr(w) for w in table}) == len(table)
     return (out.shardings, out.func_results, out.erased_ops, out.rule_ops, out.group_conflicts, out.rounds, out.visits, out.updates)
 
 
