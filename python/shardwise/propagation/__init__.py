@@ -40,6 +40,7 @@ axes, sharding group ids, barrier directions, side effects) are handed over with
 
 from __future__ import annotations
 
+import marshal
 import re
 import warnings
 from collections.abc import Sequence
@@ -563,10 +564,24 @@ def _write_back(module: Module, frozen: Frozen, result: _native.PropagationResul
         if op.name in _REGION_ARG_OPS and id(op) in region_args:
             shardings = region_args[id(op)]
             op.operand_shardings = None if any(s is None for s in shardings) else tuple(s for s in shardings if s is not None)
+    # Function results (a training step returns hundreds) repeat few shardings too: each
+    # is built once, keyed by its wire's bytes (``marshal`` format 2, no back-references:
+    # equal bytes are equal wires).
+    by_bytes: dict[bytes, TensorSharding] = {}
     for f_index, ws in result.func_results:
         f = frozen.ops[f_index]
         assert isinstance(f, Func)
-        f.result_shardings = [None if w is None else build(w) for w in ws]
+        results: list[TensorSharding | None] = []
+        for w in ws:
+            if w is None:
+                results.append(None)
+                continue
+            wire_bytes = marshal.dumps(w, 2)
+            s = by_bytes.get(wire_bytes)
+            if s is None:
+                s = by_bytes[wire_bytes] = build(w)
+            results.append(s)
+        f.result_shardings = results
     erased = {id(frozen.ops[i]) for i in result.erased_ops}
     blocks = {id(frozen.ops[i].parent): frozen.ops[i].parent for i in result.erased_ops if frozen.ops[i].parent is not None}
     for block in blocks.values():
