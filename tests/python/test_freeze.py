@@ -94,6 +94,37 @@ def test_freeze_index_lookups_and_bad_input() -> None:
     with pytest.raises(KeyError):
         freeze(module).value_index(foreign.result)
     with pytest.raises(AttributeError):
-        _native.walk_program([object()])
+        _native.walk_program([object()], set())
     with pytest.raises(TypeError):
-        _native.walk_program("not a list")  # type: ignore[arg-type]
+        _native.walk_program("not a list", set())  # type: ignore[arg-type]
+
+
+def test_freeze_classes_share_rules_and_unknown_ops_each_warn() -> None:
+    """Ops alike in name, attributes and types share one rule (one class of the Rust walk);
+    an op whose attributes differ gets its own; each op unknown to the registry warns."""
+    import warnings
+
+    from shardwise.rules.exceptions import UnknownOpWarning
+
+    b = Builder(Mesh({"x": 2}))
+    x = b.arg((8, 4))
+    sq = b.arg((4, 4))
+    a1 = b.add(x, x)
+    a2 = b.add(a1, x)
+    t1 = b.transpose(sq, (1, 0))
+    t2 = b.transpose(sq, (0, 1))  # same name and types, other attributes
+    u1 = b.op("my.unknown", [a2], [x.type])
+    u2 = b.op("my.unknown", [u1.result], [x.type])
+    module = b.ret(t1, t2, u2.result)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fr = freeze(module)
+    assert sum(issubclass(w.category, UnknownOpWarning) for w in caught) == 2
+    g = fr.graph
+    index = [fr.op_index(v.defining_op) for v in (a1, a2, t1, t2)]  # type: ignore[arg-type]
+    rules = [g.op_rules[i] for i in index]
+    assert rules[0] == rules[1] != 2**32 - 1
+    assert g.rule(index[2]) == "#sdy.op_sharding_rule<([j, i])->([i, j]) {i=4, j=4}>"
+    assert g.rule(index[3]) == "#sdy.op_sharding_rule<([i, j])->([i, j]) {i=4, j=4}>"
+    assert g.op_rules[fr.op_index(u1)] == g.op_rules[fr.op_index(u2)] == 2**32 - 1
+    assert fr.op_rule == g.op_rules

@@ -29,21 +29,27 @@ _SEARCHED_LOOKUPS = 8
 class Frozen:
     """A frozen module: ``graph`` (the Rust arrays) and the ``ops`` / ``values`` behind each index."""
 
-    __slots__ = ("graph", "ops", "values", "op_rule", "_op_index", "_value_index", "_lookups")
+    __slots__ = ("graph", "ops", "values", "_op_rule", "_op_index", "_value_index", "_lookups")
 
-    def __init__(self, graph: _native.FrozenGraph, ops: list[Op], values: list[Value], op_rule: list[int] | None = None) -> None:
+    def __init__(self, graph: _native.FrozenGraph, ops: list[Op], values: list[Value]) -> None:
         self.graph = graph
         self.ops = ops
         self.values = values
-        #: Per op, the index of its rule among the graph's distinct rules (``NO_RULE``: none);
-        #: empty when frozen without rules.
-        self.op_rule = op_rule or []
+        self._op_rule: list[int] | None = None
         # Maps from object to index, built at the first lookup past ``_SEARCHED_LOOKUPS``: a
         # propagation asks for a few (its functions), and a search of the list (in C, by
         # identity: IR objects define no equality) costs less than a map of every op.
         self._op_index: dict[int, int] | None = None
         self._value_index: dict[int, int] | None = None
         self._lookups = 0
+
+    @property
+    def op_rule(self) -> list[int]:
+        """Per op, the index of its rule among the graph's distinct rules (``NO_RULE``: none);
+        empty when frozen without rules."""
+        if self._op_rule is None:
+            self._op_rule = self.graph.op_rules
+        return self._op_rule
 
     def op_index(self, op: Op) -> int:
         """``op``'s index; ``KeyError`` when it is not an op of the frozen module."""
@@ -78,25 +84,36 @@ def freeze(module: Module, *, rules: bool = True, conservative: bool = False) ->
 
     Raises ``ProgramError`` when an op uses a value that is not defined before it in pre-order,
     and what ``rule_for`` raises."""
-    # The walk and numbering run in Rust (``rust/src/py/walk.rs``).
-    walk, ops, values, undefined = _native.walk_program(module.ops)
+    from shardwise.rules.from_ir import CONTEXT_OPS, RuleCache
+    from shardwise.rules.registry import silently_without_rule, user_op_names
+
+    # The walk, the numbering and the signature classes run in Rust (``rust/src/py/walk.rs``):
+    # ops of one class (name, attributes, operand and result types) share one rule, except
+    # those whose rule reads more than the op (``CONTEXT_OPS``, ops with a user's rule).
+    walk, ops, values, undefined = _native.walk_program(module.ops, set(CONTEXT_OPS) | user_op_names())
     if undefined is not None:
         op = ops[undefined[0]]
         raise ProgramError(f"{op.where()}: uses {op.operands[undefined[1]]} before it is defined")
     rule_wires: list[Any] = []
-    op_rule: list[int] = []
+    class_rule: list[int] = []
     if rules:
-        from shardwise.rules.from_ir import RuleCache
-
         distinct: dict[Any, int] = {}
         # Memoised rules are shared objects: one wire each. The rule is kept with its index
         # so that its id is not reused by a later rule while the map lives.
         by_object: dict[int, tuple[OpShardingRule, int]] = {}
         cache = RuleCache(module, conservative=conservative)
-        for op in ops:  # pre-order, as ``rules_for`` asks them
+        members: list[int] | None = None
+        for c, rep in enumerate(walk.class_reps):  # in pre-order of first ops, as ``rules_for`` asks them
+            op = ops[rep]
             rule = cache.rule(op)
             if rule is None:
-                op_rule.append(_NONE)
+                if not silently_without_rule(op.name, op.attributes):
+                    # Unknown to the registry: each op of the class asked (each warns).
+                    members = walk.op_classes if members is None else members
+                    for i in range(rep + 1, len(ops)):
+                        if members[i] == c:
+                            cache.rule(ops[i])
+                class_rule.append(_NONE)
                 continue
             seen = by_object.get(id(rule))
             if seen is None:
@@ -107,6 +124,6 @@ def freeze(module: Module, *, rules: bool = True, conservative: bool = False) ->
                 by_object[id(rule)] = (rule, known)
             else:
                 known = seen[1]
-            op_rule.append(known)
-    graph = _native.FrozenGraph.from_walk(walk, rule_wires, op_rule)
-    return Frozen(graph, ops, values, op_rule)
+            class_rule.append(known)
+    graph = _native.FrozenGraph.from_walk(walk, rule_wires, class_rule)
+    return Frozen(graph, ops, values)

@@ -51,6 +51,7 @@ __all__ = [
     "register_rule",
     "rule_for",
     "silently_without_rule",
+    "user_op_names",
     "unregister_op_rule",
     "unregister_rule",
 ]
@@ -271,6 +272,11 @@ def unregister_rule(target: str) -> bool:
 def unregister_op_rule(op_name: str) -> bool:
     """Removes the rule function registered for ``op_name``; whether there was one."""
     return _USER_OPS.pop(op_name, None) is not None
+
+
+def user_op_names() -> set[str]:
+    """The op names a rule function is registered for (``register_op_rule``)."""
+    return set(_USER_OPS)
 
 
 def is_user_op(op_name: str) -> bool:

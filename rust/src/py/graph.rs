@@ -42,11 +42,24 @@ impl PyGraph {
     }
 
     /// The graph of a walked program (``walk_program``) with its rules: ``rules`` (distinct
-    /// rules) and ``op_rule`` (per op, an index into them or 2**32-1; empty: no rules).
-    /// Raises ``ValueError`` as the constructor does.
+    /// rules) and ``class_rule`` (per signature class of the walk, an index into them or
+    /// 2**32-1; empty: no rules), which each op takes from its class. Raises ``ValueError``
+    /// for a class missing from ``class_rule`` and as the constructor does.
     #[staticmethod]
-    fn from_walk(py: Python<'_>, walk: &PyProgramWalk, rules: Vec<RuleW>, op_rule: Vec<u32>) -> PyResult<Self> {
+    fn from_walk(py: Python<'_>, walk: &PyProgramWalk, rules: Vec<RuleW>, class_rule: Vec<u32>) -> PyResult<Self> {
         let rules = rules.into_iter().map(Into::into).collect();
+        let op_rule = if class_rule.is_empty() {
+            Vec::new()
+        } else {
+            if class_rule.len() != walk.class_rep.len() {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "class_rule has {} entries, the walk {} classes",
+                    class_rule.len(),
+                    walk.class_rep.len()
+                )));
+            }
+            walk.op_class.iter().map(|&c| class_rule[c as usize]).collect()
+        };
         let input = GraphInput {
             names: walk.names.clone(),
             op_name: walk.op_name.clone(),
@@ -117,6 +130,13 @@ impl PyGraph {
     fn rule(&self, op: usize) -> PyResult<Option<String>> {
         self.check_op(op)?;
         Ok(self.inner.rule(op).map(crate::rule::print_rule))
+    }
+
+    /// Per op, the index of its rule among the distinct rules (2**32-1: none); empty when
+    /// frozen without rules.
+    #[getter]
+    fn op_rules(&self) -> Vec<u32> {
+        self.inner.op_rule.clone()
     }
 
     /// Number of distinct rules.

@@ -7,7 +7,7 @@
 //! results are numbered when the op is met, then the arguments of the blocks of its regions,
 //! each block's arguments before its ops.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -28,10 +28,28 @@ pub struct PyProgramWalk {
     pub ranks: Vec<u32>,
     pub dims: Vec<i64>,
     pub value_block_owner: Vec<u32>,
+    /// Per op, its signature class: ops of one class have the same name, equal attributes and
+    /// the same operand and result type objects, so one sharding rule serves them all (ops
+    /// named in `walk_program`'s `singletons` are alone in theirs).
+    pub op_class: Vec<u32>,
+    /// Per class, its first op.
+    pub class_rep: Vec<u32>,
 }
 
 #[pymethods]
 impl PyProgramWalk {
+    /// Per class, the index of its first op (classes numbered in order of first op).
+    #[getter]
+    fn class_reps(&self) -> Vec<u32> {
+        self.class_rep.clone()
+    }
+
+    /// Per op, its class.
+    #[getter]
+    fn op_classes(&self) -> Vec<u32> {
+        self.op_class.clone()
+    }
+
     #[getter]
     fn num_ops(&self) -> usize {
         self.op_name.len()
@@ -54,6 +72,15 @@ struct Walker<'py> {
     name_by_object: HashMap<usize, u32>,
     name_by_text: HashMap<String, u32>,
     shape_by_type: HashMap<usize, Vec<i64>>,
+    /// Per value, the address of its type object.
+    value_type: Vec<usize>,
+    /// Op names (as `name_by_text` numbers them) that get a class of their own.
+    singleton_names: HashSet<String>,
+    is_singleton: Vec<bool>,
+    /// (name, operand count, operand and result type addresses, hash of the attributes) ->
+    /// the classes with that key (their attributes told apart by equality).
+    classes: HashMap<(u32, u32, Vec<usize>, u64), Vec<u32>>,
+    class_attrs: Vec<Bound<'py, PyAny>>,
     /// `(op, operand)`: the first operand found not defined before its op.
     undefined: Option<(u32, u32)>,
 }
@@ -72,6 +99,7 @@ impl<'py> Walker<'py> {
         let next = self.name_by_text.len() as u32;
         let i = *self.name_by_text.entry(text.clone()).or_insert(next);
         if i == next {
+            self.is_singleton.push(self.singleton_names.contains(&text));
             self.out.names.push(text);
         }
         self.name_by_object.insert(name.as_ptr() as usize, i);
@@ -88,6 +116,7 @@ impl<'py> Walker<'py> {
                 let shape: Vec<i64> = t.getattr(intern!(self.py, "shape"))?.extract()?;
                 self.shape_by_type.insert(key, shape);
             }
+            self.value_type.push(key);
             let shape = &self.shape_by_type[&key];
             self.out.ranks.push(shape.len() as u32);
             self.out.dims.extend_from_slice(shape);
@@ -95,6 +124,47 @@ impl<'py> Walker<'py> {
             self.values.append(v)?;
         }
         Ok(())
+    }
+
+    /// Puts op `self.out.op_name.len() - 1` (named `name`, with `n_operands` operands and
+    /// its results numbered from `first_result`) in its class.
+    fn classify(&mut self, op: &Bound<'py, PyAny>, name: u32, n_operands: usize, first_result: u32) -> PyResult<()> {
+        let i = self.out.op_name.len() as u32 - 1;
+        if self.is_singleton[name as usize] {
+            self.new_class(i, None);
+            return Ok(());
+        }
+        let ops_from = self.out.operands.len() - n_operands;
+        let mut types: Vec<usize> = self.out.operands[ops_from..].iter().map(|&v| self.value_type[v as usize]).collect();
+        types.extend_from_slice(&self.value_type[first_result as usize..]);
+        let attrs = op.getattr(intern!(self.py, "attributes"))?;
+        let dict = attrs.cast::<pyo3::types::PyDict>()?;
+        // Order-insensitive, as dict equality is.
+        let mut h: u64 = dict.len() as u64;
+        for (k, v) in dict.iter() {
+            let item = (k.hash()? as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (v.hash()? as u64).rotate_left(29);
+            h = h.wrapping_add(item.wrapping_mul(0xBF58_476D_1CE4_E5B9));
+        }
+        let key = (name, n_operands as u32, types, h);
+        if let Some(candidates) = self.classes.get(&key) {
+            for &c in candidates {
+                if self.class_attrs[c as usize].eq(&attrs)? {
+                    self.out.op_class.push(c);
+                    return Ok(());
+                }
+            }
+        }
+        let c = self.new_class(i, Some(attrs));
+        self.classes.entry(key).or_default().push(c);
+        Ok(())
+    }
+
+    fn new_class(&mut self, op: u32, attrs: Option<Bound<'py, PyAny>>) -> u32 {
+        let c = self.out.class_rep.len() as u32;
+        self.out.class_rep.push(op);
+        self.class_attrs.push(attrs.unwrap_or_else(|| self.py.None().into_bound(self.py)));
+        self.out.op_class.push(c);
+        c
     }
 
     /// Walks the ops of one block; `false` once an undefined operand stopped the walk.
@@ -122,6 +192,7 @@ impl<'py> Walker<'py> {
             self.out.results.extend(first..first + results.len() as u32);
             self.out.result_counts.push(results.len() as u32);
             self.add_values(&results, NONE)?;
+            self.classify(&op, name, operands.len(), first)?;
             let regions = self.list(&op, intern!(py, "regions"))?;
             for region in regions.iter() {
                 for block in self.list(&region, intern!(py, "blocks"))?.iter() {
@@ -138,11 +209,12 @@ impl<'py> Walker<'py> {
     }
 }
 
-/// walk_program(top_ops) -> (walk, ops, values, undefined)
+/// walk_program(top_ops, singletons) -> (walk, ops, values, undefined)
 ///
 /// The ops nested in ``top_ops`` (a module's top-level ops, a list of ``Op``) and their
-/// values, numbered as ``shardwise.ir.freeze`` documents: ``walk`` holds the flat arrays,
-/// ``ops`` / ``values`` the objects in index order. ``undefined`` is ``None``, or
+/// values, numbered as ``shardwise.ir.freeze`` documents: ``walk`` holds the flat arrays and
+/// each op's signature class (ops named in ``singletons`` get a class each), ``ops`` /
+/// ``values`` the objects in index order. ``undefined`` is ``None``, or
 /// ``(op, operand)`` for the first operand found that is not defined before its op (the walk
 /// stops there). Raises ``AttributeError`` / ``TypeError`` for objects that are not IR ops,
 /// blocks, regions or values, and ``TypeError`` for a type whose ``shape`` is not a tuple of
@@ -151,6 +223,7 @@ impl<'py> Walker<'py> {
 fn walk_program<'py>(
     py: Python<'py>,
     top_ops: Bound<'py, PyList>,
+    singletons: HashSet<String>,
 ) -> PyResult<(PyProgramWalk, Bound<'py, PyList>, Bound<'py, PyList>, Option<(u32, u32)>)> {
     let out = PyProgramWalk {
         names: Vec::new(),
@@ -163,6 +236,8 @@ fn walk_program<'py>(
         ranks: Vec::new(),
         dims: Vec::new(),
         value_block_owner: Vec::new(),
+        op_class: Vec::new(),
+        class_rep: Vec::new(),
     };
     let mut w = Walker {
         py,
@@ -173,6 +248,11 @@ fn walk_program<'py>(
         name_by_object: HashMap::new(),
         name_by_text: HashMap::new(),
         shape_by_type: HashMap::new(),
+        value_type: Vec::new(),
+        singleton_names: singletons,
+        is_singleton: Vec::new(),
+        classes: HashMap::new(),
+        class_attrs: Vec::new(),
         undefined: None,
     };
     w.block(&top_ops, NONE)?;
