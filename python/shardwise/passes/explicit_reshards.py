@@ -108,7 +108,9 @@ class _Reshards:
         self.at = _Inserter()
         self._rules: RuleCache | None = None
         self.inserted = 0  # ops inserted so far
-        self.unchanged: set[tuple[object, ...]] = set()
+        # Combinations that needed no new op (see ``op``), each with the objects whose ids its
+        # key holds: kept alive, no other object can take one of those ids meanwhile.
+        self.unchanged: dict[tuple[object, ...], list[object]] = {}
 
     # ---------------------------------------------------------------- helpers
 
@@ -533,21 +535,22 @@ class _Reshards:
         # Ops that are alike in everything the steps below read (name, attributes, types, the
         # shardings of operands and results, directly and through propagation barriers) get
         # the same treatment; a combination that needed no new op is remembered and skipped.
+        # The key holds the ids of the types and shardings read (hashing the objects
+        # themselves calls Python per object); equal objects that are distinct only miss.
         key: tuple[object, ...] | None = None
+        objects: list[object] = []
         if op.name not in CONTEXT_OPS and not op.regions:
-            key = (
-                op.name,
-                full,
-                tuple(op.attributes.items()),
-                tuple([_signature(self, v) for v in op.operands]),
-                tuple([_signature(self, v) for v in op.results]),
-            )
+            for v in op.operands:
+                objects.extend(_signature(self, v))
+            for v in op.results:
+                objects.extend(_signature(self, v))
+            key = (op.name, full, len(op.operands), tuple(op.attributes.items()), *map(id, objects))
             if key in self.unchanged:
                 return
         before = self.inserted
         self.op_tail(op, full)
         if key is not None and self.inserted == before:
-            self.unchanged.add(key)
+            self.unchanged[key] = objects
 
     def op_tail(self, op: Op, full: bool) -> None:
         self.all_reduce_on_op(op)
