@@ -356,6 +356,14 @@ class Uses:
         """``value`` is used."""
         return bool(self._uses.get(value))
 
+    def any_used(self, values: Iterable[Value]) -> bool:
+        """Some value of ``values`` is used."""
+        uses = self._uses
+        for v in values:
+            if uses.get(v):
+                return True
+        return False
+
     def has_one_use(self, value: Value) -> bool:
         """``value`` has exactly one use (MLIR's ``hasOneUse``)."""
         return len(self._uses.get(value, ())) == 1

@@ -52,12 +52,15 @@ def _effect_free(op: Op) -> bool:
     return False
 
 
+_NEVER_DEAD = _TERMINATORS | {"sdy.mesh", "builtin.module"}
+
+
 def is_trivially_dead(op: Op, uses: Uses) -> bool:
     """MLIR's ``isOpTriviallyDead``: not a terminator, no used result, no side effects
     (looking into the regions of ops whose effects are their body's)."""
-    if op.name in _TERMINATORS or isinstance(op, Func) or op.name in ("sdy.mesh", "builtin.module"):
+    if op.name in _NEVER_DEAD or isinstance(op, Func):
         return False
-    if any(uses.has_uses(r) for r in op.results):
+    if uses.any_used(op.results):
         return False
     return _effect_free(op)
 
@@ -68,6 +71,10 @@ _EMPTY_LISTS = re.compile(r"#sdy<list_of_axis_ref_lists\[(\{\}(, \{\})*)?\]>")
 def _replace_with_operand(op: Op, uses: Uses) -> None:
     uses.replace_all_uses(op.results[0], op.operands[0])
     erase_op(op, uses)
+
+
+#: The ops ``_collective_pattern`` rewrites.
+_PATTERN_OPS = frozenset({"sdy.all_gather", "sdy.all_slice", "sdy.all_reduce", "sdy.reduce_scatter", "sdy.collective_permute", "sdy.all_to_all"})
 
 
 def _collective_pattern(op: Op, uses: Uses, meshes: dict[str, Mesh]) -> bool:
@@ -349,6 +356,6 @@ def canonicalize(module: Module, options: Options | None = None) -> None:
                     erase_op(op, uses)
                     changed = True
                     continue
-                if _collective_pattern(op, uses, meshes):
+                if op.name in _PATTERN_OPS and _collective_pattern(op, uses, meshes):
                     changed = True
 
