@@ -530,40 +530,28 @@ def _write_back(module: Module, frozen: Frozen, result: _native.PropagationResul
 
     # Programs repeat few shardings (a dozen over a 22k-op transformer step): the solver gives
     # each distinct one once, with each value's index among them (-1: none), so each is
-    # built once. A value keeps its sharding object when it equals the new one; that
-    # comparison is made once per (old object, new sharding) pair.
+    # built once; it sets op results' shardings itself (keeping an old object that equals
+    # the new one) and leaves block arguments to the loop below.
     table, index = result.sharding_table
     built: list[TensorSharding | None] = [build(w) for w in table]
+    block_args = result.write_result_shardings(frozen.graph, frozen.values, built)
     built.append(None)  # index -1
-    same: dict[tuple[int, int], tuple[TensorSharding, bool]] = {}
-    region_args: dict[int, list[TensorSharding | None]] = {}
-    for v, i in zip(frozen.values, index):
-        if isinstance(v.owner, Block):
-            owner = _block_owner(v)
-            if owner is None:
-                continue
-            if owner.name in _REGION_ARG_OPS:
-                region_args.setdefault(id(owner), [None] * len(owner.regions[0].entry.args))[v.index] = built[i]
-                continue
-            if owner.name != "func.func":
-                continue
-        new = built[i]
-        old = v.sharding
-        if old is new:
+    region_args: dict[int, tuple[Op, list[TensorSharding | None]]] = {}
+    for vi in block_args:
+        v, i = frozen.values[vi], index[vi]
+        owner = _block_owner(v)
+        if owner is None:
             continue
-        if old is None or new is None:
-            v.sharding = new
+        if owner.name in _REGION_ARG_OPS:
+            region_args.setdefault(id(owner), (owner, [None] * len(owner.regions[0].entry.args)))[1][v.index] = built[i]
             continue
-        pair = (id(old), i)
-        known = same.get(pair)
-        if known is None:
-            known = same[pair] = (old, old == new)  # the entry holds ``old``: its id stays its own
-        if not known[1]:
+        if owner.name != "func.func":
+            continue
+        new, old = built[i], v.sharding
+        if old is not new and (old is None or new is None or old != new):
             v.sharding = new
-    for op in frozen.ops:
-        if op.name in _REGION_ARG_OPS and id(op) in region_args:
-            shardings = region_args[id(op)]
-            op.operand_shardings = None if any(s is None for s in shardings) else tuple(s for s in shardings if s is not None)
+    for op, shardings in region_args.values():
+        op.operand_shardings = None if any(s is None for s in shardings) else tuple(s for s in shardings if s is not None)
     # Function results (a training step returns hundreds) repeat few shardings too: each
     # is built once, keyed by its wire's bytes (``marshal`` format 2, no back-references:
     # equal bytes are equal wires).
@@ -587,19 +575,24 @@ def _write_back(module: Module, frozen: Frozen, result: _native.PropagationResul
     for block in blocks.values():
         if block is not None:
             block.ops = [op for op in block.ops if id(op) not in erased]
-    rule_ops = set(result.rule_ops)
-    texts: dict[int, str | None] = {}  # by distinct rule: each printed once
-    for i, op in enumerate(frozen.ops):
+    if keep_rules:
+        # Each op propagated through keeps its rule; each distinct rule printed once.
+        op_rule, ops = frozen.op_rule, frozen.ops
+        texts: dict[int, str | None] = {}
+        for i in result.rule_ops:
+            attributes = ops[i].attributes
+            if "sdy.sharding_rule" in attributes:
+                continue
+            key = op_rule[i] if i < len(op_rule) else -1 - i
+            if key not in texts:
+                texts[key] = frozen.graph.rule(i)
+            text = texts[key]
+            if text is not None:
+                attributes["sdy.sharding_rule"] = text
+        return
+    for op in frozen.ops:
         existing = op.attributes.get("sdy.sharding_rule")
-        if keep_rules:
-            if existing is None and i in rule_ops:
-                key = frozen.op_rule[i] if i < len(frozen.op_rule) else -1 - i
-                if key not in texts:
-                    texts[key] = frozen.graph.rule(i)
-                text = texts[key]
-                if text is not None:
-                    op.attributes["sdy.sharding_rule"] = text
-        elif existing is not None and not _is_custom_rule(existing):
+        if existing is not None and not _is_custom_rule(existing):
             del op.attributes["sdy.sharding_rule"]
 
 

@@ -22,6 +22,7 @@
 use std::collections::HashMap;
 
 use pyo3::prelude::*;
+use pyo3::types::PyList;
 
 use super::errors::IntoPyResult;
 use super::graph::PyGraph;
@@ -108,6 +109,32 @@ enum Held {
 }
 
 impl PyPropagationResult {
+    /// The distinct value shardings in order of first use and, per value, the index of its
+    /// sharding among them (-1: none).
+    fn table(&self) -> (Vec<&TensorSharding>, Vec<i32>) {
+        let n = match &self.held {
+            Held::Full(out) => out.value_shardings.len(),
+            Held::Candidate(c) => c.num_values(),
+        };
+        let mut distinct: Vec<&TensorSharding> = Vec::new();
+        let mut seen: HashMap<&TensorSharding, i32> = HashMap::new();
+        let mut index = Vec::with_capacity(n);
+        for v in 0..n {
+            let s = match &self.held {
+                Held::Full(out) => out.value_shardings[v].as_ref(),
+                Held::Candidate(c) => c.value_sharding(v as u32),
+            };
+            index.push(match s {
+                None => -1,
+                Some(s) => *seen.entry(s).or_insert_with(|| {
+                    distinct.push(s);
+                    distinct.len() as i32 - 1
+                }),
+            });
+        }
+        (distinct, index)
+    }
+
     /// Everything but the value shardings.
     fn out(&self) -> &SolverOutput {
         match &self.held {
@@ -139,27 +166,69 @@ impl PyPropagationResult {
     /// dozen sharding objects instead of one per value.
     #[getter]
     fn sharding_table(&self) -> (Vec<ShardingW>, Vec<i32>) {
-        let n = match &self.held {
-            Held::Full(out) => out.value_shardings.len(),
-            Held::Candidate(c) => c.num_values(),
-        };
-        let mut distinct: Vec<ShardingW> = Vec::new();
-        let mut seen: HashMap<&TensorSharding, i32> = HashMap::new();
-        let mut index = Vec::with_capacity(n);
-        for v in 0..n {
-            let s = match &self.held {
-                Held::Full(out) => out.value_shardings[v].as_ref(),
-                Held::Candidate(c) => c.value_sharding(v as u32),
-            };
-            index.push(match s {
-                None => -1,
-                Some(s) => *seen.entry(s).or_insert_with(|| {
-                    distinct.push(ShardingW::from(s));
-                    distinct.len() as i32 - 1
-                }),
-            });
+        let (distinct, index) = self.table();
+        (distinct.into_iter().map(ShardingW::from).collect(), index)
+    }
+
+    /// Sets ``sharding`` on every op result among ``values`` (the frozen program's values, by
+    /// index; ``graph`` its graph) to its sharding after propagation: the object of
+    /// ``objects`` (one per entry of ``sharding_table``'s distinct list, in its order) or
+    /// ``None``. A value keeps its old object where that equals the new one (``==``, asked
+    /// once per pair of objects). Block arguments are left alone: returns their indices, for
+    /// the caller. Raises ``ValueError`` when ``values`` or ``objects`` do not match the result.
+    fn write_result_shardings<'py>(
+        &self,
+        py: Python<'py>,
+        graph: &PyGraph,
+        values: Bound<'py, PyList>,
+        objects: Bound<'py, PyList>,
+    ) -> PyResult<Vec<u32>> {
+        let (distinct, index) = self.table();
+        if values.len() != index.len() || objects.len() != distinct.len() || graph.inner.value_block_owner.len() != index.len() {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "write_result_shardings: {} values and {} objects for a result of {} values and {} distinct shardings",
+                values.len(),
+                objects.len(),
+                index.len(),
+                distinct.len()
+            )));
         }
-        (distinct, index)
+        let name = pyo3::intern!(py, "sharding");
+        let none = py.None().into_bound(py);
+        let mut block_args = Vec::new();
+        // (old object's address, new entry) -> equal; the old objects are held by `held`.
+        let mut same: HashMap<(usize, i32), bool> = HashMap::new();
+        let mut held: Vec<Bound<'py, PyAny>> = Vec::new();
+        for (v, &i) in index.iter().enumerate() {
+            if graph.inner.value_block_owner[v] != crate::graph::NONE {
+                block_args.push(v as u32);
+                continue;
+            }
+            let value = values.get_item(v)?;
+            let new = if i < 0 { none.clone() } else { objects.get_item(i as usize)? };
+            let old = value.getattr(name)?;
+            if old.is(&new) {
+                continue;
+            }
+            if old.is_none() || new.is_none() {
+                value.setattr(name, new)?;
+                continue;
+            }
+            let key = (old.as_ptr() as usize, i);
+            let equal = match same.get(&key) {
+                Some(&e) => e,
+                None => {
+                    let e = old.eq(&new)?;
+                    same.insert(key, e);
+                    held.push(old);
+                    e
+                }
+            };
+            if !equal {
+                value.setattr(name, new)?;
+            }
+        }
+        Ok(block_args)
     }
 
     /// The stored sharding of each of `values` after propagation. Raises ``IndexError`` for
