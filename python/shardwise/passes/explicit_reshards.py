@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 __all__ = ["insert_explicit_reshards"]
 
 UNREDUCED_OPS = OUT_SHARDING_ATTR_OPS
+#: Ops ``_Reshards.op`` treats apart (no memo, or another path, or the full version).
+_OP_SPECIAL = TERMINATORS | DATA_FLOW_OPS | {CALL, RESHARD, "stablehlo.concatenate", "mhlo.ragged_dot"}
 #: Ops whose results ``_signature`` reads through ``_Reshards.sharding`` (else: the result's
 #: own sharding, as ``get_sharding`` gives it).
 _SIGNATURE_SLOW_PATH = DATA_FLOW_OPS | UNREDUCED_OPS | {"sdy.propagation_barrier"}
@@ -516,7 +518,11 @@ class _Reshards:
         return False
 
     def op(self, op: Op) -> None:
-        if op.name in TERMINATORS:
+        name = op.name
+        if not self.full and name not in _OP_SPECIAL and name not in CONTEXT_OPS and not op.regions:
+            self.plain_op(op)
+            return
+        if name in TERMINATORS:
             return
         full = self.full_version(op)
         if is_data_flow_op(op):
@@ -550,6 +556,26 @@ class _Reshards:
         before = self.inserted
         self.op_tail(op, full)
         if key is not None and self.inserted == before:
+            self.unchanged[key] = objects
+
+    def plain_op(self, op: Op) -> None:
+        """``op`` for an op that is none of ``_OP_SPECIAL``, without regions and not in
+        ``CONTEXT_OPS``, outside the full version: the memo, then ``op_tail``."""
+        objects: list[object] = []
+        for values in (op.operands, op.results):
+            for v in values:
+                d = v.owner
+                if isinstance(d, Op) and d.name not in _SIGNATURE_SLOW_PATH:  # ``_signature``'s shortcut
+                    s = v.sharding
+                    objects += (v.type, s, s)
+                else:
+                    objects.extend(_signature(self, v))
+        key = (op.name, False, len(op.operands), tuple(op.attributes.items()), *map(id, objects))
+        if key in self.unchanged:
+            return
+        before = self.inserted
+        self.op_tail(op, False)
+        if self.inserted == before:
             self.unchanged[key] = objects
 
     def op_tail(self, op: Op, full: bool) -> None:
