@@ -7,6 +7,7 @@ from corpus import conformance_dir
 
 from shardwise import Builder, Mesh, ProgramError
 from shardwise.ir import Op
+from shardwise.ir.types import TensorType
 from shardwise.ir.freeze import freeze
 
 
@@ -66,6 +67,14 @@ def test_freeze_corpus_is_compact() -> None:
         for i, op in enumerate(fr.ops):
             assert [fr.values[v] for v in g.operands(i)] == op.operands
             assert [fr.values[v] for v in g.results(i)] == op.results
+        # What the walk collected for propagation, against the IR.
+        walk = fr.walk
+        assert walk.block_args == [i for i, v in enumerate(fr.values) if v.is_block_arg]
+        assert walk.sharded_results == [i for i, v in enumerate(fr.values) if not v.is_block_arg and v.sharding is not None]
+        assert walk.non_tensor_values == [i for i, v in enumerate(fr.values) if not isinstance(v.type, TensorType)]
+        symbolic = [i for i, op in enumerate(fr.ops) if op.name not in ("func.func", "func.call") and any("@" in t for t in op.attributes.values())]
+        assert walk.symbol_ops == symbolic
+        assert g.ops_named(["func.func", "stablehlo.add"]) == [i for i, op in enumerate(fr.ops) if op.name in ("func.func", "stablehlo.add")]
         ops += g.num_ops
         nbytes += g.nbytes
     assert nbytes / ops < 200  # bytes per op, rules included, shardings excluded
@@ -94,9 +103,9 @@ def test_freeze_index_lookups_and_bad_input() -> None:
     with pytest.raises(KeyError):
         freeze(module).value_index(foreign.result)
     with pytest.raises(AttributeError):
-        _native.walk_program([object()], set())
+        _native.walk_program([object()], set(), object)
     with pytest.raises(TypeError):
-        _native.walk_program("not a list", set())  # type: ignore[arg-type]
+        _native.walk_program("not a list", set(), object)  # type: ignore[arg-type]
 
 
 def test_freeze_classes_share_rules_and_unknown_ops_each_warn() -> None:

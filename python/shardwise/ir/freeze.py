@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from shardwise import _native
 from shardwise.errors import ProgramError
 from shardwise.ir.core import Module, Op, Value
+from shardwise.ir.types import TensorType
 
 if TYPE_CHECKING:
     from shardwise.rules.rule import OpShardingRule
@@ -27,14 +28,16 @@ _SEARCHED_LOOKUPS = 8
 
 
 class Frozen:
-    """A frozen module: ``graph`` (the Rust arrays) and the ``ops`` / ``values`` behind each index."""
+    """A frozen module: ``graph`` (the Rust arrays), the ``ops`` / ``values`` behind each index,
+    and ``walk`` (what the Rust walk collected on the way: ``_native.ProgramWalk``)."""
 
-    __slots__ = ("graph", "ops", "values", "_op_rule", "_op_index", "_value_index", "_lookups")
+    __slots__ = ("graph", "ops", "values", "walk", "_op_rule", "_op_index", "_value_index", "_lookups")
 
-    def __init__(self, graph: _native.FrozenGraph, ops: list[Op], values: list[Value]) -> None:
+    def __init__(self, graph: _native.FrozenGraph, ops: list[Op], values: list[Value], walk: _native.ProgramWalk) -> None:
         self.graph = graph
         self.ops = ops
         self.values = values
+        self.walk = walk
         self._op_rule: list[int] | None = None
         # Maps from object to index, built at the first lookup past ``_SEARCHED_LOOKUPS``: a
         # propagation asks for a few (its functions), and a search of the list (in C, by
@@ -90,7 +93,7 @@ def freeze(module: Module, *, rules: bool = True, conservative: bool = False) ->
     # The walk, the numbering and the signature classes run in Rust (``rust/src/py/walk.rs``):
     # ops of one class (name, attributes, operand and result types) share one rule, except
     # those whose rule reads more than the op (``CONTEXT_OPS``, ops with a user's rule).
-    walk, ops, values, undefined = _native.walk_program(module.ops, set(CONTEXT_OPS) | user_op_names())
+    walk, ops, values, undefined = _native.walk_program(module.ops, set(CONTEXT_OPS) | user_op_names(), TensorType)
     if undefined is not None:
         op = ops[undefined[0]]
         raise ProgramError(f"{op.where()}: uses {op.operands[undefined[1]]} before it is defined")
@@ -126,4 +129,4 @@ def freeze(module: Module, *, rules: bool = True, conservative: bool = False) ->
                 known = seen[1]
             class_rule.append(known)
     graph = _native.FrozenGraph.from_walk(walk, rule_wires, class_rule)
-    return Frozen(graph, ops, values)
+    return Frozen(graph, ops, values, walk)

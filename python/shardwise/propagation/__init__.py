@@ -323,6 +323,10 @@ def _direction(op: Op) -> str:
     return _DIRECTIONS.get(_int_attr(op, "allowed_direction"), "NONE")
 
 
+#: The ops ``_facts`` reads one by one.
+_FACT_OPS = ("func.call", "sdy.manual_computation", "sdy.sharding_group", "sdy.propagation_barrier", "stablehlo.custom_call")
+
+
 def _facts(module: Module, frozen: Frozen, forward: Sequence[Value]) -> dict[str, Any]:
     funcs = {f.sym_name: frozen.op_index(f) for f in module.funcs}
     main = _main_func(module)
@@ -333,14 +337,15 @@ def _facts(module: Module, frozen: Frozen, forward: Sequence[Value]) -> dict[str
     barriers: list[tuple[int, str]] = []
     side_effects: list[int] = []
     offload: list[int] = []
-    for i, op in enumerate(frozen.ops):
+    ops = frozen.ops
+    for i in frozen.graph.ops_named(list(_FACT_OPS)):
+        op = ops[i]
         name = op.name
         if name == "func.call":
             callee = _symbols(op.attributes.get("callee", ""))
             if callee and callee[0] in funcs:
                 callees.append((i, funcs[callee[0]]))
-            continue
-        if name == "sdy.manual_computation":
+        elif name == "sdy.manual_computation":
             manual_axes.append((i, [_unquote(s) for s in _STRING.findall(op.attributes.get("manual_axes", ""))]))
         elif name == "sdy.sharding_group":
             groups.append((i, _int_attr(op, "group_id")))
@@ -351,11 +356,13 @@ def _facts(module: Module, frozen: Frozen, forward: Sequence[Value]) -> dict[str
                 side_effects.append(i)
             if op.attributes.get("call_target_name", "").strip() in ('"MoveToDevice"', '"MoveToHost"'):
                 offload.append(i)
-        if name != "func.func":
-            for text in op.attributes.values():
-                if "@" in text:
-                    symbol_users.update(funcs[s] for s in _symbols(text) if s in funcs)
-    non_tensor = [i for i, v in enumerate(frozen.values) if not isinstance(v.type, TensorType)]
+    # Ops that may refer to a function (not functions or calls): those the freezing walk saw
+    # with a ``@`` in an attribute.
+    for i in frozen.walk.symbol_ops:
+        for text in ops[i].attributes.values():
+            if "@" in text:
+                symbol_users.update(funcs[s] for s in _symbols(text) if s in funcs)
+    non_tensor = frozen.walk.non_tensor_values
     return {
         "main_func": None if main is None else frozen.op_index(main),
         "callees": callees,
@@ -372,16 +379,21 @@ def _facts(module: Module, frozen: Frozen, forward: Sequence[Value]) -> dict[str
 
 def _stored(frozen: Frozen) -> list[Any]:
     """The wire of the sharding each value stores: ``Value.sharding``, or for the body
-    arguments of manual and named computations their in sharding."""
-    out: list[Any] = []
-    for v in frozen.values:
+    arguments of manual and named computations their in sharding. Reads only the op results
+    the freezing walk found with a sharding, and the block arguments."""
+    values = frozen.values
+    out: list[Any] = [None] * len(values)
+    for i in frozen.walk.sharded_results:
+        s = values[i].sharding
+        out[i] = None if s is None else s._wire()
+    for i in frozen.walk.block_args:
+        v = values[i]
         s = v.sharding
-        if v.is_block_arg:
-            owner = _block_owner(v)
-            if owner is not None and owner.name in _REGION_ARG_OPS:
-                shardings = owner.operand_shardings
-                s = shardings[v.index] if shardings is not None and v.index < len(shardings) else None
-        out.append(None if s is None else s._wire())
+        owner = _block_owner(v)
+        if owner is not None and owner.name in _REGION_ARG_OPS:
+            shardings = owner.operand_shardings
+            s = shardings[v.index] if shardings is not None and v.index < len(shardings) else None
+        out[i] = None if s is None else s._wire()
     return out
 
 

@@ -139,6 +139,12 @@ impl PyGraph {
         self.inner.op_rule.clone()
     }
 
+    /// The ops named one of ``names``, in index (pre-)order.
+    fn ops_named(&self, names: Vec<String>) -> Vec<u32> {
+        let wanted: Vec<bool> = self.inner.names.iter().map(|n| names.contains(n)).collect();
+        (0..self.inner.op_name.len() as u32).filter(|&op| wanted[self.inner.op_name[op as usize] as usize]).collect()
+    }
+
     /// Number of distinct rules.
     #[getter]
     fn num_rules(&self) -> usize {

@@ -34,6 +34,14 @@ pub struct PyProgramWalk {
     pub op_class: Vec<u32>,
     /// Per class, its first op.
     pub class_rep: Vec<u32>,
+    /// Op results whose ``sharding`` is set, and every block argument (values).
+    pub sharded_results: Vec<u32>,
+    pub block_args: Vec<u32>,
+    /// Values whose type is no tensor type (the ``tensor_type`` given to the walk).
+    pub non_tensor_values: Vec<u32>,
+    /// Ops other than functions and calls with an attribute whose text has a ``@`` (a symbol
+    /// reference, perhaps).
+    pub symbol_ops: Vec<u32>,
 }
 
 #[pymethods]
@@ -48,6 +56,30 @@ impl PyProgramWalk {
     #[getter]
     fn op_classes(&self) -> Vec<u32> {
         self.op_class.clone()
+    }
+
+    /// The op results whose ``sharding`` is not None, in index order.
+    #[getter]
+    fn sharded_results(&self) -> Vec<u32> {
+        self.sharded_results.clone()
+    }
+
+    /// Every block argument, in index order.
+    #[getter]
+    fn block_args(&self) -> Vec<u32> {
+        self.block_args.clone()
+    }
+
+    /// The values whose type is not an instance of the walk's ``tensor_type``.
+    #[getter]
+    fn non_tensor_values(&self) -> Vec<u32> {
+        self.non_tensor_values.clone()
+    }
+
+    /// The ops (not ``func.func`` or ``func.call``) with an attribute text holding ``@``.
+    #[getter]
+    fn symbol_ops(&self) -> Vec<u32> {
+        self.symbol_ops.clone()
     }
 
     #[getter]
@@ -77,6 +109,10 @@ struct Walker<'py> {
     /// Op names (as `name_by_text` numbers them) that get a class of their own.
     singleton_names: HashSet<String>,
     is_singleton: Vec<bool>,
+    /// Per op name, whether its attributes are not scanned for symbols (functions, calls).
+    skips_symbols: Vec<bool>,
+    tensor_type: Bound<'py, pyo3::types::PyType>,
+    is_tensor_by_type: HashMap<usize, bool>,
     /// (name, operand count, operand and result type addresses, hash of the attributes) ->
     /// the classes with that key (their attributes told apart by equality).
     classes: HashMap<(u32, u32, Vec<usize>, u64), Vec<u32>>,
@@ -100,6 +136,7 @@ impl<'py> Walker<'py> {
         let i = *self.name_by_text.entry(text.clone()).or_insert(next);
         if i == next {
             self.is_singleton.push(self.singleton_names.contains(&text));
+            self.skips_symbols.push(text == "func.func" || text == "func.call");
             self.out.names.push(text);
         }
         self.name_by_object.insert(name.as_ptr() as usize, i);
@@ -115,6 +152,15 @@ impl<'py> Walker<'py> {
             if !self.shape_by_type.contains_key(&key) {
                 let shape: Vec<i64> = t.getattr(intern!(self.py, "shape"))?.extract()?;
                 self.shape_by_type.insert(key, shape);
+                self.is_tensor_by_type.insert(key, t.is_instance(&self.tensor_type)?);
+            }
+            if !self.is_tensor_by_type[&key] {
+                self.out.non_tensor_values.push(index);
+            }
+            if owner != NONE {
+                self.out.block_args.push(index);
+            } else if !v.getattr(intern!(self.py, "sharding"))?.is_none() {
+                self.out.sharded_results.push(index);
             }
             self.value_type.push(key);
             let shape = &self.shape_by_type[&key];
@@ -130,6 +176,19 @@ impl<'py> Walker<'py> {
     /// its results numbered from `first_result`) in its class.
     fn classify(&mut self, op: &Bound<'py, PyAny>, name: u32, n_operands: usize, first_result: u32) -> PyResult<()> {
         let i = self.out.op_name.len() as u32 - 1;
+        let attrs = op.getattr(intern!(self.py, "attributes"))?;
+        let dict = attrs.cast::<pyo3::types::PyDict>()?;
+        if !self.skips_symbols[name as usize] {
+            for v in dict.values().iter() {
+                // A text that cannot be read here (not a str, not UTF-8) is listed: the caller
+                // looks again.
+                let maybe = v.cast::<pyo3::types::PyString>().map_or(true, |t| t.to_cow().map_or(true, |t| t.contains('@')));
+                if maybe {
+                    self.out.symbol_ops.push(i);
+                    break;
+                }
+            }
+        }
         if self.is_singleton[name as usize] {
             self.new_class(i, None);
             return Ok(());
@@ -137,8 +196,6 @@ impl<'py> Walker<'py> {
         let ops_from = self.out.operands.len() - n_operands;
         let mut types: Vec<usize> = self.out.operands[ops_from..].iter().map(|&v| self.value_type[v as usize]).collect();
         types.extend_from_slice(&self.value_type[first_result as usize..]);
-        let attrs = op.getattr(intern!(self.py, "attributes"))?;
-        let dict = attrs.cast::<pyo3::types::PyDict>()?;
         // Order-insensitive, as dict equality is.
         let mut h: u64 = dict.len() as u64;
         for (k, v) in dict.iter() {
@@ -209,12 +266,14 @@ impl<'py> Walker<'py> {
     }
 }
 
-/// walk_program(top_ops, singletons) -> (walk, ops, values, undefined)
+/// walk_program(top_ops, singletons, tensor_type) -> (walk, ops, values, undefined)
 ///
 /// The ops nested in ``top_ops`` (a module's top-level ops, a list of ``Op``) and their
-/// values, numbered as ``shardwise.ir.freeze`` documents: ``walk`` holds the flat arrays and
-/// each op's signature class (ops named in ``singletons`` get a class each), ``ops`` /
-/// ``values`` the objects in index order. ``undefined`` is ``None``, or
+/// values, numbered as ``shardwise.ir.freeze`` documents: ``walk`` holds the flat arrays,
+/// each op's signature class (ops named in ``singletons`` get a class each) and the lists
+/// propagation reads (sharded results, block arguments, values whose type is no
+/// ``tensor_type``, ops with symbol-like attributes); ``ops`` / ``values`` the objects in
+/// index order. ``undefined`` is ``None``, or
 /// ``(op, operand)`` for the first operand found that is not defined before its op (the walk
 /// stops there). Raises ``AttributeError`` / ``TypeError`` for objects that are not IR ops,
 /// blocks, regions or values, and ``TypeError`` for a type whose ``shape`` is not a tuple of
@@ -224,6 +283,7 @@ fn walk_program<'py>(
     py: Python<'py>,
     top_ops: Bound<'py, PyList>,
     singletons: HashSet<String>,
+    tensor_type: Bound<'py, pyo3::types::PyType>,
 ) -> PyResult<(PyProgramWalk, Bound<'py, PyList>, Bound<'py, PyList>, Option<(u32, u32)>)> {
     let out = PyProgramWalk {
         names: Vec::new(),
@@ -238,6 +298,10 @@ fn walk_program<'py>(
         value_block_owner: Vec::new(),
         op_class: Vec::new(),
         class_rep: Vec::new(),
+        sharded_results: Vec::new(),
+        block_args: Vec::new(),
+        non_tensor_values: Vec::new(),
+        symbol_ops: Vec::new(),
     };
     let mut w = Walker {
         py,
@@ -251,6 +315,9 @@ fn walk_program<'py>(
         value_type: Vec::new(),
         singleton_names: singletons,
         is_singleton: Vec::new(),
+        skips_symbols: Vec::new(),
+        tensor_type,
+        is_tensor_by_type: HashMap::new(),
         classes: HashMap::new(),
         class_attrs: Vec::new(),
         undefined: None,
