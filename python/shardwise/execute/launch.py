@@ -58,6 +58,8 @@ _FAILED = re.compile(r"shardwise launch: rank (\d+) failed")
 
 #: Environment variable marking every process of one job (mpiexec, proxies, ranks).
 _JOB_ENV = "SHARDWISE_LAUNCH_ID"
+#: Seconds a failing rank waits after printing its traceback, before it aborts the job.
+_ABORT_PAUSE = 0.5
 
 
 class LaunchError(ProgramError):
@@ -376,6 +378,9 @@ def rank_main(argv: Sequence[str] | None = None) -> None:
         rank = mpi.COMM_WORLD.Get_rank()
         sys.stderr.write(f"shardwise launch: rank {rank} failed:\n{traceback.format_exc()}")
         sys.stderr.flush()
+        # mpiexec forwards a rank's output asynchronously, and the abort kills every rank and
+        # its forwarding: without a pause the traceback was lost once in a test run.
+        time.sleep(_ABORT_PAUSE)
         mpi.COMM_WORLD.Abort(1)
 
 
