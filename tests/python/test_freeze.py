@@ -137,3 +137,12 @@ def test_freeze_classes_share_rules_and_unknown_ops_each_warn() -> None:
     assert g.rule(index[3]) == "#sdy.op_sharding_rule<([i, j])->([i, j]) {i=4, j=4}>"
     assert g.op_rules[fr.op_index(u1)] == g.op_rules[fr.op_index(u2)] == 2**32 - 1
     assert fr.op_rule == g.op_rules
+    # Equal types built apart (not one shared object) still make one class.
+    c = Builder(Mesh({"x": 2}))
+    y = c.arg((8, 4))
+    n1 = c.op("stablehlo.negate", [y], [TensorType((8, 4), "f32")])
+    n2 = c.op("stablehlo.negate", [n1.result], [TensorType((8, 4), "f32")])
+    assert n1.result.type is not n2.result.type
+    fr = freeze(c.ret(n2.result))
+    classes = fr.walk.op_classes
+    assert classes[fr.op_index(n1)] == classes[fr.op_index(n2)]

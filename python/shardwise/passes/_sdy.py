@@ -405,6 +405,11 @@ def _zero_result_shardings(op: Op) -> tuple[TensorSharding, ...] | None:
     return TensorSharding.parse_per_value(text)
 
 
+#: Ops with one result whose shardings ``transform_shardings`` reads elsewhere than on the
+#: result (functions have no results).
+_TRANSFORM_APART = REGION_DATA_FLOW_OPS | OUT_SHARDING_ATTR_OPS
+
+
 def transform_shardings(module: Module | Op, fn: TransformFn, *, consume_op: Callable[[Op], None] | None = None, transform: bool = True) -> None:
     """Shardy's ``transformShardings`` / ``walkShardings``: calls ``fn(sharding, site)`` on
     every sharding in pre-order (function argument then result shardings; a manual
@@ -416,6 +421,16 @@ def transform_shardings(module: Module | Op, fn: TransformFn, *, consume_op: Cal
     for op in ops:
         if consume_op is not None:
             consume_op(op)
+        results = op.results
+        if len(results) == 1 and op.name not in _TRANSFORM_APART:
+            # Most ops: one result, its own sharding (what ``_results`` does for one result).
+            r = results[0]
+            s = r.sharding
+            if s is not None:
+                new = fn(s, r)
+                if transform:
+                    r.sharding = new
+            continue
         if isinstance(op, Func):
             for a in op.args:
                 if a.sharding is not None:

@@ -108,10 +108,7 @@ class RuleCache:
         self.module = module
         self.conservative = conservative
         self._converter: _Converter | None = None
-        # Keyed by the types' identities (importers share one object per distinct type, and
-        # hashing a type calls Python): equal types held by distinct objects only miss. Each
-        # entry holds the op's types, so no key's id can be reused by another object.
-        self._memo: dict[tuple[object, ...], tuple[OpShardingRule, tuple[object, ...]]] = {}
+        self._memo: dict[tuple[object, ...], OpShardingRule] = {}
 
     def rule(self, op: Op) -> OpShardingRule | None:
         """``op``'s rule (``None`` where Shardy has none); raises what ``rule_for`` raises."""
@@ -119,14 +116,13 @@ class RuleCache:
         if name not in CONTEXT_OPS and not is_user_op(name):
             if silently_without_rule(name, op.attributes):  # constants, terminators, ...
                 return None
-            types = tuple([v.type for v in op.operands] + [r.type for r in op.results])
-            key = (name, len(op.operands), tuple(op.attributes.items()), *map(id, types))
+            key = (name, tuple(op.attributes.items()), tuple([v.type for v in op.operands]), tuple([r.type for r in op.results]))
             cached = self._memo.get(key)
             if cached is not None:
-                return cached[0]
+                return cached
             rule = rule_for(_plain_info(op), conservative=self.conservative)
             if rule is not None:
-                self._memo[key] = (rule, types)
+                self._memo[key] = rule
             return rule
         if self._converter is None:
             self._converter = _Converter(self.module)

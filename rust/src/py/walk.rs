@@ -29,7 +29,7 @@ pub struct PyProgramWalk {
     pub dims: Vec<i64>,
     pub value_block_owner: Vec<u32>,
     /// Per op, its signature class: ops of one class have the same name, equal attributes and
-    /// the same operand and result type objects, so one sharding rule serves them all (ops
+    /// equal operand and result types, so one sharding rule serves them all (ops
     /// named in `walk_program`'s `singletons` are alone in theirs).
     pub op_class: Vec<u32>,
     /// Per class, its first op.
@@ -104,8 +104,11 @@ struct Walker<'py> {
     name_by_object: HashMap<usize, u32>,
     name_by_text: HashMap<String, u32>,
     shape_by_type: HashMap<usize, Vec<i64>>,
-    /// Per value, the address of its type object.
-    value_type: Vec<usize>,
+    /// Per value, the number of its type (equal types, one number: `canonical_type`).
+    value_type: Vec<u32>,
+    type_class: HashMap<usize, u32>,
+    types_by_hash: HashMap<isize, Vec<(u32, Bound<'py, PyAny>)>>,
+    num_types: u32,
     /// Op names (as `name_by_text` numbers them) that get a class of their own.
     singleton_names: HashSet<String>,
     is_singleton: Vec<bool>,
@@ -113,9 +116,9 @@ struct Walker<'py> {
     skips_symbols: Vec<bool>,
     tensor_type: Bound<'py, pyo3::types::PyType>,
     is_tensor_by_type: HashMap<usize, bool>,
-    /// (name, operand count, operand and result type addresses, hash of the attributes) ->
+    /// (name, operand count, operand and result type numbers, hash of the attributes) ->
     /// the classes with that key (their attributes told apart by equality).
-    classes: HashMap<(u32, u32, Vec<usize>, u64), Vec<u32>>,
+    classes: HashMap<(u32, u32, Vec<u32>, u64), Vec<u32>>,
     class_attrs: Vec<Bound<'py, PyAny>>,
     /// `(op, operand)`: the first operand found not defined before its op.
     undefined: Option<(u32, u32)>,
@@ -153,6 +156,8 @@ impl<'py> Walker<'py> {
                 let shape: Vec<i64> = t.getattr(intern!(self.py, "shape"))?.extract()?;
                 self.shape_by_type.insert(key, shape);
                 self.is_tensor_by_type.insert(key, t.is_instance(&self.tensor_type)?);
+                let canonical = self.canonical_type(&t)?;
+                self.type_class.insert(key, canonical);
             }
             if !self.is_tensor_by_type[&key] {
                 self.out.non_tensor_values.push(index);
@@ -162,7 +167,7 @@ impl<'py> Walker<'py> {
             } else if !v.getattr(intern!(self.py, "sharding"))?.is_none() {
                 self.out.sharded_results.push(index);
             }
-            self.value_type.push(key);
+            self.value_type.push(self.type_class[&key]);
             let shape = &self.shape_by_type[&key];
             self.out.ranks.push(shape.len() as u32);
             self.out.dims.extend_from_slice(shape);
@@ -194,7 +199,7 @@ impl<'py> Walker<'py> {
             return Ok(());
         }
         let ops_from = self.out.operands.len() - n_operands;
-        let mut types: Vec<usize> = self.out.operands[ops_from..].iter().map(|&v| self.value_type[v as usize]).collect();
+        let mut types: Vec<u32> = self.out.operands[ops_from..].iter().map(|&v| self.value_type[v as usize]).collect();
         types.extend_from_slice(&self.value_type[first_result as usize..]);
         // Order-insensitive, as dict equality is.
         let mut h: u64 = dict.len() as u64;
@@ -222,6 +227,23 @@ impl<'py> Walker<'py> {
         self.class_attrs.push(attrs.unwrap_or_else(|| self.py.None().into_bound(self.py)));
         self.out.op_class.push(c);
         c
+    }
+
+    /// The number of the type equal (``==``) to `t` among those met so far: importers share
+    /// one object per distinct type, but other code may build equal types apart.
+    fn canonical_type(&mut self, t: &Bound<'py, PyAny>) -> PyResult<u32> {
+        let h = t.hash()?;
+        if let Some(candidates) = self.types_by_hash.get(&h) {
+            for &(c, ref other) in candidates {
+                if other.eq(t)? {
+                    return Ok(c);
+                }
+            }
+        }
+        let c = self.num_types;
+        self.num_types += 1;
+        self.types_by_hash.entry(h).or_default().push((c, t.clone()));
+        Ok(c)
     }
 
     /// Walks the ops of one block; `false` once an undefined operand stopped the walk.
@@ -313,6 +335,9 @@ fn walk_program<'py>(
         name_by_text: HashMap::new(),
         shape_by_type: HashMap::new(),
         value_type: Vec::new(),
+        type_class: HashMap::new(),
+        types_by_hash: HashMap::new(),
+        num_types: 0,
         singleton_names: singletons,
         is_singleton: Vec::new(),
         skips_symbols: Vec::new(),
