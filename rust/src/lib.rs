@@ -7,6 +7,7 @@
 pub mod axis;
 pub mod convert;
 pub mod error;
+pub mod fast_hash;
 pub mod graph;
 mod lexer;
 pub mod mesh;

@@ -19,6 +19,8 @@
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
+use crate::fast_hash::FastHasher;
+
 use super::factor_prop::PropagationDirection;
 use super::solver::Shared;
 use crate::sharding::TensorSharding;
@@ -63,55 +65,6 @@ pub struct StepCache {
 /// tens of MB (an entry holds copies of the shardings its step read and wrote).
 const MAX_ENTRIES: usize = 1 << 16;
 
-/// A fast non-cryptographic hasher (the multiply-rotate mix of rustc's `FxHasher`): the keys
-/// are the program's own shardings, so there is no adversary to resist, and SipHash cost more
-/// than many lookups save.
-#[derive(Default)]
-struct StepHasher(u64);
-
-impl StepHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-impl Hasher for StepHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.add(u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]));
-        }
-        let mut last = [0u8; 8];
-        let rest = chunks.remainder();
-        last[..rest.len()].copy_from_slice(rest);
-        self.add(u64::from_le_bytes(last) ^ ((rest.len() as u64) << 56));
-    }
-
-    fn write_u8(&mut self, i: u8) {
-        self.add(u64::from(i));
-    }
-
-    fn write_u32(&mut self, i: u32) {
-        self.add(u64::from(i));
-    }
-
-    fn write_u64(&mut self, i: u64) {
-        self.add(i);
-    }
-
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-
-    fn write_i64(&mut self, i: i64) {
-        self.add(i as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 impl StepCache {
     /// An empty cache.
     pub fn new() -> StepCache {
@@ -141,7 +94,7 @@ impl StepCache {
 
     /// The hash [`StepCache::get`] and [`StepCache::insert`] take.
     pub(crate) fn hash(context: &StepContext, reads: &[Option<&TensorSharding>]) -> u64 {
-        let mut h = StepHasher::default();
+        let mut h = FastHasher::default();
         context.hash(&mut h);
         reads.hash(&mut h);
         h.finish()

@@ -9,6 +9,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::fast_hash::FastMap;
+
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -100,13 +102,13 @@ struct Walker<'py> {
     out: PyProgramWalk,
     ops: Bound<'py, PyList>,
     values: Bound<'py, PyList>,
-    value_index: HashMap<usize, u32>,
-    name_by_object: HashMap<usize, u32>,
+    value_index: FastMap<usize, u32>,
+    name_by_object: FastMap<usize, u32>,
     name_by_text: HashMap<String, u32>,
-    shape_by_type: HashMap<usize, Vec<i64>>,
+    shape_by_type: FastMap<usize, Vec<i64>>,
     /// Per value, the number of its type (equal types, one number: `canonical_type`).
     value_type: Vec<u32>,
-    type_class: HashMap<usize, u32>,
+    type_class: FastMap<usize, u32>,
     types_by_hash: HashMap<isize, Vec<(u32, Bound<'py, PyAny>)>>,
     num_types: u32,
     /// Op names (as `name_by_text` numbers them) that get a class of their own.
@@ -115,10 +117,10 @@ struct Walker<'py> {
     /// Per op name, whether its attributes are not scanned for symbols (functions, calls).
     skips_symbols: Vec<bool>,
     tensor_type: Bound<'py, pyo3::types::PyType>,
-    is_tensor_by_type: HashMap<usize, bool>,
+    is_tensor_by_type: FastMap<usize, bool>,
     /// (name, operand count, operand and result type numbers, hash of the attributes) ->
     /// the classes with that key (their attributes told apart by equality).
-    classes: HashMap<(u32, u32, Vec<u32>, u64), Vec<u32>>,
+    classes: FastMap<(u32, u32, Vec<u32>, u64), Vec<u32>>,
     class_attrs: Vec<Bound<'py, PyAny>>,
     /// `(op, operand)`: the first operand found not defined before its op.
     undefined: Option<(u32, u32)>,
@@ -330,20 +332,20 @@ fn walk_program<'py>(
         out,
         ops: PyList::empty(py),
         values: PyList::empty(py),
-        value_index: HashMap::new(),
-        name_by_object: HashMap::new(),
+        value_index: FastMap::default(),
+        name_by_object: FastMap::default(),
         name_by_text: HashMap::new(),
-        shape_by_type: HashMap::new(),
+        shape_by_type: FastMap::default(),
         value_type: Vec::new(),
-        type_class: HashMap::new(),
+        type_class: FastMap::default(),
         types_by_hash: HashMap::new(),
         num_types: 0,
         singleton_names: singletons,
         is_singleton: Vec::new(),
         skips_symbols: Vec::new(),
         tensor_type,
-        is_tensor_by_type: HashMap::new(),
-        classes: HashMap::new(),
+        is_tensor_by_type: FastMap::default(),
+        classes: FastMap::default(),
         class_attrs: Vec::new(),
         undefined: None,
     };
