@@ -520,7 +520,7 @@ class _Reshards:
     def op(self, op: Op) -> None:
         name = op.name
         if not self.full and name not in _OP_SPECIAL and name not in CONTEXT_OPS and not op.regions:
-            self.plain_op(op)
+            self.memoised_tail(op, False)  # most ops: none of the paths below applies
             return
         if name in TERMINATORS:
             return
@@ -538,43 +538,27 @@ class _Reshards:
                 self.uses.replace_all_uses(op.results[0], op.operands[0])
                 erase_op(op, self.uses)
                 return
-        # Ops that are alike in everything the steps below read (name, attributes, types, the
-        # shardings of operands and results, directly and through propagation barriers) get
-        # the same treatment; a combination that needed no new op is remembered and skipped.
-        # The key holds the ids of the types and shardings read (hashing the objects
-        # themselves calls Python per object); equal objects that are distinct only miss.
-        key: tuple[object, ...] | None = None
-        objects: list[object] = []
-        if op.name not in CONTEXT_OPS and not op.regions:
-            for v in op.operands:
-                objects.extend(_signature(self, v))
-            for v in op.results:
-                objects.extend(_signature(self, v))
-            key = (op.name, full, len(op.operands), tuple(op.attributes.items()), *map(id, objects))
-            if key in self.unchanged:
-                return
-        before = self.inserted
-        self.op_tail(op, full)
-        if key is not None and self.inserted == before:
-            self.unchanged[key] = objects
+        if op.name in CONTEXT_OPS or op.regions:
+            self.op_tail(op, full)
+        else:
+            self.memoised_tail(op, full)
 
-    def plain_op(self, op: Op) -> None:
-        """``op`` for an op that is none of ``_OP_SPECIAL``, without regions and not in
-        ``CONTEXT_OPS``, outside the full version: the memo, then ``op_tail``."""
+    def memoised_tail(self, op: Op, full: bool) -> None:
+        """``op_tail``, skipped where it is known to add nothing: ops that are alike in
+        everything it reads (name, attributes, types, the shardings of operands and results,
+        directly and through propagation barriers) get the same treatment, so a combination
+        that needed no new op is remembered. The key holds the ids of the types and shardings
+        read (hashing the objects calls Python per object): equal objects that are distinct
+        only miss."""
         objects: list[object] = []
         for values in (op.operands, op.results):
             for v in values:
-                d = v.owner
-                if isinstance(d, Op) and d.name not in _SIGNATURE_SLOW_PATH:  # ``_signature``'s shortcut
-                    s = v.sharding
-                    objects += (v.type, s, s)
-                else:
-                    objects.extend(_signature(self, v))
-        key = (op.name, False, len(op.operands), tuple(op.attributes.items()), *map(id, objects))
+                objects.extend(_signature(self, v))
+        key = (op.name, full, len(op.operands), tuple(op.attributes.items()), *map(id, objects))
         if key in self.unchanged:
             return
         before = self.inserted
-        self.op_tail(op, False)
+        self.op_tail(op, full)
         if self.inserted == before:
             self.unchanged[key] = objects
 

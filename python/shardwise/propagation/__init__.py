@@ -48,7 +48,7 @@ from typing import Any
 
 from shardwise import _native
 from shardwise.errors import ProgramError
-from shardwise.ir.core import Block, Func, Module, Op, Value
+from shardwise.ir.core import Func, Module, Op, Value
 from shardwise.ir.freeze import Frozen, freeze
 from shardwise.ir.types import DYNAMIC, OpaqueType, TensorType
 from shardwise.explanation.records import Conflict, Hop, Layer, load_conflicts, load_hops, load_steps
