@@ -9,12 +9,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::fast_hash::FastMap;
-
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
+use crate::fast_hash::FastMap;
 use crate::graph::NONE;
 
 /// The flat arrays of a walked program, waiting for its rules (`FrozenGraph.from_walk`).
@@ -36,8 +35,9 @@ pub struct PyProgramWalk {
     pub op_class: Vec<u32>,
     /// Per class, its first op.
     pub class_rep: Vec<u32>,
-    /// Op results whose ``sharding`` is set, and every block argument (values).
+    /// Op results whose ``sharding`` is set (values).
     pub sharded_results: Vec<u32>,
+    /// Every block argument (values).
     pub block_args: Vec<u32>,
     /// Values whose type is no tensor type (the ``tensor_type`` given to the walk).
     pub non_tensor_values: Vec<u32>,
