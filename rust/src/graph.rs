@@ -94,6 +94,7 @@ pub struct Graph {
 }
 
 /// Everything the freezer collects, as flat lists.
+#[derive(Debug, Clone, Default)]
 pub struct GraphInput {
     pub names: Vec<String>,
     pub op_name: Vec<u32>,

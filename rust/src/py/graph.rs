@@ -60,20 +60,7 @@ impl PyGraph {
             }
             walk.op_class.iter().map(|&c| class_rule[c as usize]).collect()
         };
-        let input = GraphInput {
-            names: walk.names.clone(),
-            op_name: walk.op_name.clone(),
-            op_parent: walk.op_parent.clone(),
-            operand_counts: walk.operand_counts.clone(),
-            operands: walk.operands.clone(),
-            result_counts: walk.result_counts.clone(),
-            results: walk.results.clone(),
-            ranks: walk.ranks.clone(),
-            dims: walk.dims.clone(),
-            value_block_owner: walk.value_block_owner.clone(),
-            rules,
-            op_rule,
-        };
+        let input = GraphInput { rules, op_rule, ..walk.graph.clone() };
         let g = py.detach(|| Graph::new(input)).py(py)?;
         Ok(PyGraph { inner: Arc::new(g) })
     }

@@ -14,21 +14,13 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use crate::fast_hash::FastMap;
-use crate::graph::NONE;
+use crate::graph::{GraphInput, NONE};
 
 /// The flat arrays of a walked program, waiting for its rules (`FrozenGraph.from_walk`).
 #[pyclass(frozen, module = "shardwise._native", name = "ProgramWalk")]
 pub struct PyProgramWalk {
-    pub names: Vec<String>,
-    pub op_name: Vec<u32>,
-    pub op_parent: Vec<u32>,
-    pub operand_counts: Vec<u32>,
-    pub operands: Vec<u32>,
-    pub result_counts: Vec<u32>,
-    pub results: Vec<u32>,
-    pub ranks: Vec<u32>,
-    pub dims: Vec<i64>,
-    pub value_block_owner: Vec<u32>,
+    /// The graph's arrays, without rules (`rules` and `op_rule` empty).
+    pub graph: GraphInput,
     /// Per op, its signature class: ops of one class have the same name, equal attributes and
     /// equal operand and result types, so one sharding rule serves them all (ops
     /// named in `walk_program`'s `singletons` are alone in theirs).
@@ -86,12 +78,12 @@ impl PyProgramWalk {
 
     #[getter]
     fn num_ops(&self) -> usize {
-        self.op_name.len()
+        self.graph.op_name.len()
     }
 
     #[getter]
     fn num_values(&self) -> usize {
-        self.ranks.len()
+        self.graph.ranks.len()
     }
 }
 
@@ -142,7 +134,7 @@ impl<'py> Walker<'py> {
         if i == next {
             self.is_singleton.push(self.singleton_names.contains(&text));
             self.skips_symbols.push(text == "func.func" || text == "func.call");
-            self.out.names.push(text);
+            self.out.graph.names.push(text);
         }
         self.name_by_object.insert(name.as_ptr() as usize, i);
         Ok(i)
@@ -150,7 +142,7 @@ impl<'py> Walker<'py> {
 
     fn add_values(&mut self, vs: &Bound<'py, PyList>, owner: u32) -> PyResult<()> {
         for v in vs.iter() {
-            let index = self.out.ranks.len() as u32;
+            let index = self.out.graph.ranks.len() as u32;
             self.value_index.insert(v.as_ptr() as usize, index);
             let t = v.getattr(intern!(self.py, "type"))?;
             let key = t.as_ptr() as usize;
@@ -171,18 +163,18 @@ impl<'py> Walker<'py> {
             }
             self.value_type.push(self.type_class[&key]);
             let shape = &self.shape_by_type[&key];
-            self.out.ranks.push(shape.len() as u32);
-            self.out.dims.extend_from_slice(shape);
-            self.out.value_block_owner.push(owner);
+            self.out.graph.ranks.push(shape.len() as u32);
+            self.out.graph.dims.extend_from_slice(shape);
+            self.out.graph.value_block_owner.push(owner);
             self.values.append(v)?;
         }
         Ok(())
     }
 
-    /// Puts op `self.out.op_name.len() - 1` (named `name`, with `n_operands` operands and
+    /// Puts op `self.out.graph.op_name.len() - 1` (named `name`, with `n_operands` operands and
     /// its results numbered from `first_result`) in its class.
     fn classify(&mut self, op: &Bound<'py, PyAny>, name: u32, n_operands: usize, first_result: u32) -> PyResult<()> {
-        let i = self.out.op_name.len() as u32 - 1;
+        let i = self.out.graph.op_name.len() as u32 - 1;
         let attrs = op.getattr(intern!(self.py, "attributes"))?;
         let dict = attrs.cast::<pyo3::types::PyDict>()?;
         if !self.skips_symbols[name as usize] {
@@ -200,8 +192,8 @@ impl<'py> Walker<'py> {
             self.new_class(i, None);
             return Ok(());
         }
-        let ops_from = self.out.operands.len() - n_operands;
-        let mut types: Vec<u32> = self.out.operands[ops_from..].iter().map(|&v| self.value_type[v as usize]).collect();
+        let ops_from = self.out.graph.operands.len() - n_operands;
+        let mut types: Vec<u32> = self.out.graph.operands[ops_from..].iter().map(|&v| self.value_type[v as usize]).collect();
         types.extend_from_slice(&self.value_type[first_result as usize..]);
         // Order-insensitive, as dict equality is.
         let mut h: u64 = dict.len() as u64;
@@ -252,26 +244,26 @@ impl<'py> Walker<'py> {
     fn block(&mut self, block_ops: &Bound<'py, PyList>, parent: u32) -> PyResult<bool> {
         let py = self.py;
         for op in block_ops.iter() {
-            let i = self.out.op_name.len() as u32;
+            let i = self.out.graph.op_name.len() as u32;
             let name = self.name(&op)?;
-            self.out.op_name.push(name);
-            self.out.op_parent.push(parent);
+            self.out.graph.op_name.push(name);
+            self.out.graph.op_parent.push(parent);
             self.ops.append(&op)?;
             let operands = self.list(&op, intern!(py, "operands"))?;
             for (k, v) in operands.iter().enumerate() {
                 match self.value_index.get(&(v.as_ptr() as usize)) {
-                    Some(&index) => self.out.operands.push(index),
+                    Some(&index) => self.out.graph.operands.push(index),
                     None => {
                         self.undefined = Some((i, k as u32));
                         return Ok(false);
                     }
                 }
             }
-            self.out.operand_counts.push(operands.len() as u32);
+            self.out.graph.operand_counts.push(operands.len() as u32);
             let results = self.list(&op, intern!(py, "results"))?;
-            let first = self.out.ranks.len() as u32;
-            self.out.results.extend(first..first + results.len() as u32);
-            self.out.result_counts.push(results.len() as u32);
+            let first = self.out.graph.ranks.len() as u32;
+            self.out.graph.results.extend(first..first + results.len() as u32);
+            self.out.graph.result_counts.push(results.len() as u32);
             self.add_values(&results, NONE)?;
             self.classify(&op, name, operands.len(), first)?;
             let regions = self.list(&op, intern!(py, "regions"))?;
@@ -310,16 +302,7 @@ fn walk_program<'py>(
     tensor_type: Bound<'py, pyo3::types::PyType>,
 ) -> PyResult<(PyProgramWalk, Bound<'py, PyList>, Bound<'py, PyList>, Option<(u32, u32)>)> {
     let out = PyProgramWalk {
-        names: Vec::new(),
-        op_name: Vec::new(),
-        op_parent: Vec::new(),
-        operand_counts: Vec::new(),
-        operands: Vec::new(),
-        result_counts: Vec::new(),
-        results: Vec::new(),
-        ranks: Vec::new(),
-        dims: Vec::new(),
-        value_block_owner: Vec::new(),
+        graph: GraphInput::default(),
         op_class: Vec::new(),
         class_rep: Vec::new(),
         sharded_results: Vec::new(),
