@@ -10,6 +10,9 @@ For each program:
   beforehand (parsing excluded), and the time of each pass of the pipeline;
 * ``shardy``: jaxlib's ``sdy-propagation-pipeline`` on a module parsed beforehand;
 * ``load``: ``shardwise.load_mlir`` (import through jaxlib's MLIR bindings), measured apart;
+* end to end, text to text: ``Module.to_mlir`` of the propagated module (shardwise's writer,
+  then jaxlib's parser and printer), and Shardy's ``ir.Module.parse`` and printing of its
+  propagated module, so that reading + propagating + writing compare side by side;
 * the frozen program's bytes per op; the two results compared value by value (identical
   module text after a round trip through shardwise's loader).
 
@@ -118,6 +121,43 @@ def test_shardy(benchmark: Any, layers: int) -> None:
 
     benchmark.pedantic(run, setup=setup, rounds=_rounds(layers), iterations=1)
     _entry(layers)["shardy_s"] = benchmark.stats.stats.min
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+def test_to_mlir(benchmark: Any, layers: int) -> None:
+    module = shardwise.propagate(load_mlir(_text(layers)))
+    benchmark.pedantic(module.to_mlir, rounds=_rounds(layers), iterations=1)
+    _entry(layers)["write_s"] = benchmark.stats.stats.min
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+def test_shardy_parse(benchmark: Any, layers: int) -> None:
+    from jax._src.interpreters import mlir as jax_mlir
+    from jax._src.lib.mlir import ir
+
+    text = _text(layers)
+    ctx = jax_mlir.make_ir_context()
+
+    def parse() -> None:
+        with ctx:
+            ir.Module.parse(text)
+
+    benchmark.pedantic(parse, rounds=_rounds(layers), iterations=1)
+    _entry(layers)["shardy_parse_s"] = benchmark.stats.stats.min
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+def test_shardy_print(benchmark: Any, layers: int) -> None:
+    ctx, (module, pm) = _shardy_module(_text(layers))
+    with ctx:
+        pm.run(module.operation)
+
+    def print_module() -> None:
+        with ctx:
+            str(module.operation)
+
+    benchmark.pedantic(print_module, rounds=_rounds(layers), iterations=1)
+    _entry(layers)["shardy_print_s"] = benchmark.stats.stats.min
 
 
 @pytest.mark.parametrize("layers", LAYERS)

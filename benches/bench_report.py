@@ -12,8 +12,11 @@ from typing import Any
 
 from shardwise.files import write_atomic
 
-#: layers -> {"ops", "load_s", "shardwise_s", "shardy_s", "passes", "frozen_bytes_per_op", ...}
+#: layers -> {"ops", "load_s", "shardwise_s", "write_s", "shardy_s", "shardy_parse_s",
+#: "shardy_print_s", "passes", "frozen_bytes_per_op", ...}
 RESULTS: dict[int, dict[str, Any]] = {}
+#: The timings of reading, propagating and writing MLIR text, shardwise's and Shardy's.
+_END_TO_END = ("load_s", "shardwise_s", "write_s", "shardy_parse_s", "shardy_s", "shardy_print_s")
 #: (call, threads) -> {"ops", "candidates", "annotations", "seconds", "per_second",
 #: "annotations_per_second"}; call: "propagate_many" (one call: preparation included) or
 #: "CandidateBatch" (a prepared batch's later calls)
@@ -43,6 +46,21 @@ def table() -> str:
             f"| {layers} | {e.get('ops', '–')} | {fmt(ours)} | {fmt(theirs)} | {ratio} | {fmt(load)} | "
             f"{'–' if frozen is None else f'{frozen:.0f}'} | {ident} |"
         )
+    ends = [e for _, e in sorted(RESULTS.items()) if all(k in e for k in _END_TO_END)]
+    if ends:
+        lines.append("")
+        lines.append(
+            "| ops | shardwise read / propagate / write µs/op | shardwise total | Shardy parse / propagate / print µs/op "
+            "| Shardy total | Shardy / shardwise |"
+        )
+        lines.append("|---:|---:|---:|---:|---:|---:|")
+        for e in ends:
+            ours = [_us_per_op(e, k) or 0.0 for k in ("load_s", "shardwise_s", "write_s")]
+            theirs = [_us_per_op(e, k) or 0.0 for k in ("shardy_parse_s", "shardy_s", "shardy_print_s")]
+            lines.append(
+                f"| {e['ops']} | {' / '.join(f'{x:.1f}' for x in ours)} | {sum(ours):.1f} | "
+                f"{' / '.join(f'{x:.1f}' for x in theirs)} | {sum(theirs):.1f} | {sum(theirs) / sum(ours):.2f}× |"
+            )
     for layers in sorted(RESULTS):
         passes = RESULTS[layers].get("passes")
         if passes:
@@ -70,7 +88,12 @@ def plot(path: Path) -> None:
 
     rows = [RESULTS[k] for k in sorted(RESULTS) if RESULTS[k].get("ops")]
     fig, ax = plt.subplots(figsize=(6, 4))
-    for key, label in (("shardwise_s", "shardwise.propagate"), ("shardy_s", "Shardy (jaxlib)"), ("load_s", "shardwise.load_mlir")):
+    for key, label in (
+        ("shardwise_s", "shardwise.propagate"),
+        ("shardy_s", "Shardy (jaxlib)"),
+        ("load_s", "shardwise.load_mlir"),
+        ("write_s", "shardwise Module.to_mlir"),
+    ):
         pts = [(e["ops"], _us_per_op(e, key)) for e in rows if key in e]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)

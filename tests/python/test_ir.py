@@ -86,6 +86,35 @@ def test_import_structure_and_shardings() -> None:
     assert 'stablehlo.add %arg0, %0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>]>}' in m.to_mlir()
 
 
+def test_locations_read_as_jaxlib_prints_them_and_survive_copies() -> None:
+    """Locations are printed when first read (the importer keeps jaxlib's objects): the text is
+    jaxlib's, for the original ops, their copies and ops given a location by hand."""
+    text = """
+    func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+      %0 = stablehlo.negate %arg0 : tensor<8xf32> loc("model.py":12:3)
+      %1 = stablehlo.abs %0 : tensor<8xf32> loc(callsite("layer"("model.py":40:7) at "main.py":3:1))
+      %2 = stablehlo.add %0, %1 : tensor<8xf32> loc(fused["a.py":1:2, "b.py":3:4])
+      return %2 : tensor<8xf32>
+    }
+    """
+    expected = ['loc("model.py":12:3)', 'loc(callsite("layer"("model.py":40:7) at "main.py":3:1))', 'loc(fused["a.py":1:2, "b.py":3:4])']
+    with context():
+        module = ir().Module.parse(text)
+        printed = [str(op.location) for op in module.body.operations[0].regions[0].blocks[0].operations][:3]
+    assert printed == expected
+    m = load_mlir(text)
+    copy = m.copy()  # copied before any location is read
+    assert [op.location for op in m.func().body.ops[:3]] == expected
+    assert [op.location for op in copy.func().body.ops[:3]] == expected
+    neg = copy.func().body.ops[0]
+    assert neg.where() == 'stablehlo.negate at loc("model.py":12:3)'
+    neg.location = None
+    assert neg.where() == "stablehlo.negate" and m.func().body.ops[0].location == expected[0]
+    # Equal types and attribute texts read from jaxlib are shared objects.
+    f = m.func()
+    assert f.body.ops[0].results[0].type is f.body.ops[1].results[0].type is f.args[0].type
+
+
 def test_manual_computation_operand_and_result_shardings() -> None:
     root = conformance_dir()
     if root is None:

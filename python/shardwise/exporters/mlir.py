@@ -45,6 +45,9 @@ class _Writer:
     def __init__(self) -> None:
         self.names: dict[int, str] = {}
         self.counter = 0
+        # The text of each result-sharding attribute written so far, by slot form and
+        # shardings (all set): a propagated program holds few distinct shardings.
+        self.slot_texts: dict[tuple[str, tuple[TensorSharding | None, ...]], str | None] = {}
 
     def name(self, v: Value) -> str:
         try:
@@ -109,7 +112,14 @@ class _Writer:
                 attrs["res_attrs"] = _dict_list(op.result_attrs, op.result_shardings)
         elif op.name != "builtin.module":
             slot = result_slot(op.name)
-            text = _slot_text(slot, [r.sharding for r in op.results], op)
+            shardings = [r.sharding for r in op.results]
+            if any(s is None for s in shardings):
+                text = _slot_text(slot, shardings, op)  # reads the results' types too
+            else:
+                key = (slot.form, tuple(shardings))
+                text = self.slot_texts.get(key)
+                if text is None:
+                    text = self.slot_texts[key] = _slot_text(slot, shardings, op)
             if text is not None:
                 attrs[slot.attribute] = text
             if op.name in OPERAND_SLOTS and op.operand_shardings is not None:

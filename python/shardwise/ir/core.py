@@ -93,7 +93,7 @@ class Op:
     """An operation. ``attributes`` maps names to MLIR attribute text (sharding attributes are
     held by the values instead); ``location`` is the source location text, if known."""
 
-    __slots__ = ("name", "operands", "results", "attributes", "regions", "parent", "operand_shardings", "location")
+    __slots__ = ("name", "operands", "results", "attributes", "regions", "parent", "operand_shardings", "_location")
 
     def __init__(
         self,
@@ -113,7 +113,30 @@ class Op:
             self.add_region(r)
         self.parent: Block | None = None
         self.operand_shardings: tuple[TensorSharding, ...] | None = None
-        self.location = location
+        self._location: object = location
+
+    @property
+    def location(self) -> str | None:
+        """The source location as MLIR prints it (``loc("model.py":12:3)``), or ``None``.
+
+        The importer keeps jaxlib's location object and prints it the first time this is read
+        (``shardwise.importers.mlir``): printing every op's location took about a tenth of
+        loading a program, and only error messages and explanations read it. Copies share the
+        unprinted object (``copy_location``)."""
+        loc = self._location
+        if loc is None or type(loc) is str:
+            return loc
+        text = str(loc)
+        self._location = text
+        return text
+
+    @location.setter
+    def location(self, value: str | None) -> None:
+        self._location = value
+
+    def copy_location(self, other: Op) -> None:
+        """Gives this op ``other``'s location without printing it."""
+        self._location = other._location
 
     def add_region(self, region: Region) -> Region:
         region.parent = self

@@ -491,7 +491,8 @@ def clone_op(op: Op, mapping: Mapping | None = None) -> Op:
     mapping = mapping if mapping is not None else Mapping()
     if isinstance(op, Func):
         return clone_func(op, op.sym_name, mapping)
-    new = Op(op.name, [mapping.lookup_or_default(v) for v in op.operands], [r.type for r in op.results], dict(op.attributes), (), op.location)
+    new = Op(op.name, [mapping.lookup_or_default(v) for v in op.operands], [r.type for r in op.results], dict(op.attributes))
+    new.copy_location(op)
     new.operand_shardings = op.operand_shardings
     for r, nr in zip(op.results, new.results):
         _copy_value_fields(r, nr)
@@ -524,7 +525,8 @@ def clone_func(func: Func, name: str, mapping: Mapping | None = None) -> Func:
     mapping = mapping if mapping is not None else Mapping()
     attrs = {k: v for k, v in func.attributes.items() if k != "sym_name"}
     declaration = not func.regions[0].blocks
-    new = Func(name, func.arg_types if not declaration else (), func.result_types, attrs, func.location, declaration=declaration)
+    new = Func(name, func.arg_types if not declaration else (), func.result_types, attrs, declaration=declaration)
+    new.copy_location(func)
     new.arg_attrs = [dict(d) for d in func.arg_attrs]
     new.result_attrs = [dict(d) for d in func.result_attrs]
     new.result_shardings = list(func.result_shardings)

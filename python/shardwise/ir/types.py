@@ -19,17 +19,19 @@ class TensorType:
     ``element_type`` (MLIR spelling: ``f32``, ``bf16``, ``i1``, ``complex<f32>``, …); an
     ``encoding`` suffix is kept verbatim."""
 
-    __slots__ = ("shape", "element_type", "encoding", "_hash")
+    __slots__ = ("shape", "element_type", "encoding", "_hash", "_text")
     shape: tuple[int, ...]
     element_type: str
     encoding: str | None
     _hash: int
+    _text: str | None
 
     def __init__(self, shape: tuple[int, ...] | list[int], element_type: str, encoding: str | None = None) -> None:
         object.__setattr__(self, "shape", tuple(int(d) for d in shape))
         object.__setattr__(self, "element_type", element_type)
         object.__setattr__(self, "encoding", encoding)
         object.__setattr__(self, "_hash", hash((self.shape, element_type, encoding)))
+        object.__setattr__(self, "_text", None)
         if any(d < 0 and d != DYNAMIC for d in self.shape):
             raise ValueError(f"tensor dimension sizes must be >= 0 or -1 (dynamic), got {self.shape}")
 
@@ -41,9 +43,14 @@ class TensorType:
         return len(self.shape)
 
     def __str__(self) -> str:
-        dims = "".join(("?" if d == DYNAMIC else str(d)) + "x" for d in self.shape)
-        enc = f", {self.encoding}" if self.encoding else ""
-        return f"tensor<{dims}{self.element_type}{enc}>"
+        # Printed once per type object (the MLIR writer prints every operand's type).
+        text = self._text
+        if text is None:
+            dims = "".join(("?" if d == DYNAMIC else str(d)) + "x" for d in self.shape)
+            enc = f", {self.encoding}" if self.encoding else ""
+            text = f"tensor<{dims}{self.element_type}{enc}>"
+            object.__setattr__(self, "_text", text)
+        return text
 
     def __repr__(self) -> str:
         return f"TensorType({self.shape}, {self.element_type!r})"
