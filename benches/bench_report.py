@@ -80,14 +80,15 @@ def table() -> str:
 
 
 def plot(path: Path) -> None:
-    """µs/op against ops (log x), shardwise and Shardy."""
+    """µs/op against ops (log x), shardwise and Shardy: propagation, reading and writing, and
+    the end-to-end sums."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = [RESULTS[k] for k in sorted(RESULTS) if RESULTS[k].get("ops")]
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
     for key, label in (
         ("shardwise_s", "shardwise.propagate"),
         ("shardy_s", "Shardy (jaxlib)"),
@@ -97,12 +98,17 @@ def plot(path: Path) -> None:
         pts = [(e["ops"], _us_per_op(e, key)) for e in rows if key in e]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+    ends = [e for e in rows if all(k in e for k in _END_TO_END)]
+    for keys, label in ((_END_TO_END[:3], "shardwise end to end (read, propagate, write)"), (_END_TO_END[3:], "Shardy end to end (parse, propagate, print)")):
+        if ends:
+            ax.plot([e["ops"] for e in ends], [sum(_us_per_op(e, k) or 0.0 for k in keys) for e in ends], marker="s", linestyle="--", label=label)
     ax.set_xscale("log")
     ax.set_xlabel("ops in the program")
     ax.set_ylabel("µs per op")
     ax.set_title("sdy-propagation-pipeline on transformer training steps")
     ax.grid(True, alpha=0.3)
-    ax.legend()
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, fontsize=8)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".png")
     os.close(fd)
     fig.savefig(tmp, dpi=120, bbox_inches="tight")

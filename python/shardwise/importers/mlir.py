@@ -127,8 +127,9 @@ class _Importer:
                 raise ProgramError(f"{f.where()}: functions with several blocks are not supported")
             for a, v in zip(blocks[0].arguments, f.args):
                 self.values[a] = v
+            body = f.body
             for inner in blocks[0].operations:
-                f.body.append(self.op(inner))
+                body.append(self.op(inner))
         return f
 
     @staticmethod
