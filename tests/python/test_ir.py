@@ -110,7 +110,7 @@ def test_locations_read_as_jaxlib_prints_them_and_survive_copies() -> None:
     assert neg.where() == 'stablehlo.negate at loc("model.py":12:3)'
     neg.location = None
     assert neg.where() == "stablehlo.negate" and m.func().body.ops[0].location == expected[0]
-    # Equal types and attribute texts read from jaxlib are shared objects.
+    # Equal types read from jaxlib are one object (printed and parsed once).
     f = m.func()
     assert f.body.ops[0].results[0].type is f.body.ops[1].results[0].type is f.args[0].type
 

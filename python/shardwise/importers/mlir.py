@@ -56,7 +56,7 @@ class _Importer:
     """One walk over jaxlib's module. jaxlib uniques types and attributes in its context, so
     each distinct one is printed once (``type_of``, ``text_of``; a transformer step has about
     a dozen distinct result types and thirty attributes), and op locations are kept unprinted
-    (``Op.location``): printing them took about half the loading time."""
+    (``Op.location``): printing them all took 37-50 ms of a 22k-op step's 330 ms."""
 
     def __init__(self) -> None:
         self.values: dict[Any, Value] = {}
