@@ -146,3 +146,42 @@ def test_freeze_classes_share_rules_and_unknown_ops_each_warn() -> None:
     fr = freeze(c.ret(n2.result))
     classes = fr.walk.op_classes
     assert classes[fr.op_index(n1)] == classes[fr.op_index(n2)]
+
+
+def test_freeze_deep_nesting_raises_instead_of_crashing() -> None:
+    """The Rust walk recurses once per region level: past its limit a ``RecursionError``, not
+    an overflowed stack (20,000 levels crashed the interpreter before the limit)."""
+    from shardwise.ir.core import Block, Module, Region
+
+    def nested(depth: int) -> Module:
+        m = Module()
+        block = m.op.regions[0].entry
+        for _ in range(depth):
+            op = Op("test.wrap", regions=[Region([Block()])])
+            block.append(op)
+            block = op.regions[0].entry
+        return m
+
+    assert len(freeze(nested(2048), rules=False).ops) == 2048
+    with pytest.raises(RecursionError, match="nested deeper than 2048"):
+        freeze(nested(20000), rules=False)
+
+
+def test_freeze_asks_every_op_of_large_unknown_classes() -> None:
+    """Each op unknown to the registry is asked for its rule (and warns), class after class,
+    with many classes (their members listed once)."""
+    import warnings
+
+    from shardwise.rules.exceptions import UnknownOpWarning
+
+    b = Builder(Mesh({"x": 2}))
+    x = b.arg((8, 4))
+    v = x
+    for i in range(300):
+        v = b.op("my.unknown", [v], [x.type], {"k": str(i % 100)}).result
+    module = b.ret(v)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fr = freeze(module)
+    assert sum(issubclass(w.category, UnknownOpWarning) for w in caught) == 300
+    assert len(set(fr.walk.op_classes)) >= 100

@@ -48,8 +48,8 @@ class Frozen:
 
     @property
     def op_rule(self) -> list[int]:
-        """Per op, the index of its rule among the graph's distinct rules (``NO_RULE``: none);
-        empty when frozen without rules."""
+        """Per op, the index of its rule among the graph's distinct rules (``NO_RULE``: none;
+        every op when frozen without rules)."""
         if self._op_rule is None:
             self._op_rule = self.graph.op_rules
         return self._op_rule
@@ -86,7 +86,7 @@ def freeze(module: Module, *, rules: bool = True, conservative: bool = False) ->
     Shardy's conservative variants), identical rules stored once.
 
     Raises ``ProgramError`` when an op uses a value that is not defined before it in pre-order,
-    and what ``rule_for`` raises."""
+    ``RecursionError`` for regions nested more than 2048 deep, and what ``rule_for`` raises."""
     from shardwise.rules.from_ir import CONTEXT_OPS, RuleCache
     from shardwise.rules.registry import silently_without_rule, user_op_names
 
@@ -105,16 +105,20 @@ def freeze(module: Module, *, rules: bool = True, conservative: bool = False) ->
         # so that its id is not reused by a later rule while the map lives.
         by_object: dict[int, tuple[OpShardingRule, int]] = {}
         cache = RuleCache(module, conservative=conservative)
-        members: list[int] | None = None
+        members: dict[int, list[int]] | None = None
         for c, rep in enumerate(walk.class_reps):  # in pre-order of first ops, as ``rules_for`` asks them
             op = ops[rep]
             rule = cache.rule(op)
             if rule is None:
                 if not silently_without_rule(op.name, op.attributes):
-                    # Unknown to the registry: each op of the class asked (each warns).
-                    members = walk.op_classes if members is None else members
-                    for i in range(rep + 1, len(ops)):
-                        if members[i] == c:
+                    # Unknown to the registry: each op of the class asked (each warns). The
+                    # classes' members are listed once, not searched for class by class.
+                    if members is None:
+                        members = {}
+                        for i, k in enumerate(walk.op_classes):
+                            members.setdefault(k, []).append(i)
+                    for i in members[c]:
+                        if i > rep:
                             cache.rule(ops[i])
                 class_rule.append(_NONE)
                 continue

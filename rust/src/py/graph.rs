@@ -119,8 +119,8 @@ impl PyGraph {
         Ok(self.inner.rule(op).map(crate::rule::print_rule))
     }
 
-    /// Per op, the index of its rule among the distinct rules (2**32-1: none); empty when
-    /// frozen without rules.
+    /// Per op, the index of its rule among the distinct rules (2**32-1: none; every op when
+    /// frozen without rules).
     #[getter]
     fn op_rules(&self) -> Vec<u32> {
         self.inner.op_rule.clone()

@@ -16,6 +16,10 @@ use pyo3::types::PyList;
 use crate::fast_hash::FastMap;
 use crate::graph::{GraphInput, NONE};
 
+/// The deepest nesting of regions the walk follows (it recurses once per level): deeper
+/// programs get a `RecursionError` instead of overflowing the thread's stack.
+const MAX_NESTING: usize = 2048;
+
 /// The flat arrays of a walked program, waiting for its rules (`FrozenGraph.from_walk`).
 #[pyclass(frozen, module = "shardwise._native", name = "ProgramWalk")]
 pub struct PyProgramWalk {
@@ -116,6 +120,8 @@ struct Walker<'py> {
     class_attrs: Vec<Bound<'py, PyAny>>,
     /// `(op, operand)`: the first operand found not defined before its op.
     undefined: Option<(u32, u32)>,
+    /// How many regions deep the walk is.
+    depth: usize,
 }
 
 impl<'py> Walker<'py> {
@@ -267,6 +273,13 @@ impl<'py> Walker<'py> {
             self.add_values(&results, NONE)?;
             self.classify(&op, name, operands.len(), first)?;
             let regions = self.list(&op, intern!(py, "regions"))?;
+            if !regions.is_empty() && self.depth >= MAX_NESTING {
+                return Err(pyo3::exceptions::PyRecursionError::new_err(format!(
+                    "regions nested deeper than {MAX_NESTING} levels (at op {i}, {})",
+                    self.out.graph.names[name as usize]
+                )));
+            }
+            self.depth += 1;
             for region in regions.iter() {
                 for block in self.list(&region, intern!(py, "blocks"))?.iter() {
                     let args = self.list(&block, intern!(py, "args"))?;
@@ -277,6 +290,7 @@ impl<'py> Walker<'py> {
                     }
                 }
             }
+            self.depth -= 1;
         }
         Ok(true)
     }
@@ -292,8 +306,8 @@ impl<'py> Walker<'py> {
 /// index order. ``undefined`` is ``None``, or
 /// ``(op, operand)`` for the first operand found that is not defined before its op (the walk
 /// stops there). Raises ``AttributeError`` / ``TypeError`` for objects that are not IR ops,
-/// blocks, regions or values, and ``TypeError`` for a type whose ``shape`` is not a tuple of
-/// ints.
+/// blocks, regions or values, ``TypeError`` for a type whose ``shape`` is not a tuple of
+/// ints, and ``RecursionError`` for regions nested more than 2048 deep.
 #[pyfunction]
 fn walk_program<'py>(
     py: Python<'py>,
@@ -331,6 +345,7 @@ fn walk_program<'py>(
         classes: FastMap::default(),
         class_attrs: Vec::new(),
         undefined: None,
+        depth: 0,
     };
     w.block(&top_ops, NONE)?;
     Ok((w.out, w.ops, w.values, w.undefined))
