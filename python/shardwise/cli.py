@@ -313,10 +313,19 @@ def partition_file(console: Console, path: str, outdir: str, mesh: str | None) -
 def check_table(title: str, outputs: Sequence[Any]) -> Table:
     """The per-result table of a partition check (``OutputCheck`` rows)."""
     table = Table(title=title, header_style="bold")
-    for col in ("result", "shape", "dtype", "max abs err", "max rel err", "tolerance", "status"):
+    for col in ("result", "shape", "dtype", "max abs err", "max rel err", "tolerance", "vs float64: split / unsplit", "status"):
         table.add_column(col)
     for o in outputs:
-        table.add_row(str(o.index), str(list(o.shape)), o.dtype, f"{o.max_abs:.3g}", f"{o.max_rel:.3g}", "exact" if o.rtol == 0 else f"{o.rtol:g}", Text("pass", "green") if o.passed else Text("FAIL", "bold red"))
+        tolerance = "exact" if o.rtol == 0 else f"{o.rtol:g}"
+        exact = ""
+        if o.bound is not None:
+            tolerance = f"{o.bound:.3g} (vs float64)"
+            exact = f"{o.exact_err:.3g} / {o.own_err:.3g}"
+        table.add_row(str(o.index), str(list(o.shape)), o.dtype, f"{o.max_abs:.3g}", f"{o.max_rel:.3g}", tolerance, exact, Text("pass", "green") if o.passed else Text("FAIL", "bold red"))
+    if any(o.bound is not None for o in outputs):
+        from shardwise.spmd.partition.check import EPS_FLOOR, ERROR_FACTOR
+
+        table.caption = f"over the fast tolerance: passes within {ERROR_FACTOR:g}x the unpartitioned program's own error against float64 (or {EPS_FLOOR:g} eps)"
     return table
 
 

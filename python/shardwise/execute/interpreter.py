@@ -52,13 +52,23 @@ def register(*names: str, elementwise: bool = False) -> Callable[[OpFn], OpFn]:
 
 
 
+#: Floating element types and the type ``wide`` interpretation computes them in.
+_WIDE = {"f16": "f64", "bf16": "f64", "f32": "f64", "f8E4M3FN": "f64", "f8E5M2": "f64", "complex<f32>": "complex<f64>"}
+
+
 class Interpreter:
     """Evaluates functions of one module. ``xp`` is the array namespace, ``comm`` the
     communicator for collectives (``None``: a program with collectives raises
-    ``ProgramError``), ``rank`` the value of ``stablehlo.partition_id``."""
+    ``ProgramError``), ``rank`` the value of ``stablehlo.partition_id``.
 
-    def __init__(self, module: Module | None, xp: Any, comm: Communicator | None = None, rank: int = 0) -> None:
+    ``wide``: every floating value is computed in float64 (complex in complex128) whatever its
+    declared type, so the program runs without its own rounding: the reference against which
+    ``shardwise run --check`` measures both the partitioned and the unpartitioned program. Bit
+    reinterpretation (``bitcast_convert``) still sees the declared type (``declared_dtype``)."""
+
+    def __init__(self, module: Module | None, xp: Any, comm: Communicator | None = None, rank: int = 0, *, wide: bool = False) -> None:
         self.xp = xp
+        self.wide = wide
         self.comm = comm
         self.rank = comm.rank if comm is not None else rank
         self.funcs: dict[str, Func] = {f.sym_name: f for f in module.funcs} if module is not None else {}
@@ -70,7 +80,16 @@ class Interpreter:
 
     # -- values ---------------------------------------------------------------------------
     def dtype(self, v: Value) -> Any:
-        """The namespace dtype of value ``v``'s element type."""
+        """The namespace dtype the interpreter holds value ``v`` in: its element type's, or
+        float64 / complex128 for a floating type under ``wide``."""
+        t = v.type
+        if not isinstance(t, TensorType):
+            raise ProgramError(f"value of type {t} is not a tensor")
+        e = t.element_type
+        return xp_dtype(self.xp, _WIDE.get(e, e) if self.wide else e)
+
+    def declared_dtype(self, v: Value) -> Any:
+        """The namespace dtype of value ``v``'s declared element type (also under ``wide``)."""
         t = v.type
         if not isinstance(t, TensorType):
             raise ProgramError(f"value of type {t} is not a tensor")
@@ -255,22 +274,24 @@ def run(
     comm: Communicator | None = None,
     rank: int = 0,
     func: str = "main",
+    wide: bool = False,
 ) -> list[Any]:
     """Runs a function (``Func``, or function ``func`` of a ``Module``) on ``inputs`` and returns
     its results as arrays of namespace ``xp`` (numpy when ``None``).
 
     ``inputs``: one array per argument, of the argument's shape (dtype is converted to the
     argument's element type). ``comm``: the communicator collectives use; ``rank``: the value of
-    ``stablehlo.partition_id`` when there is no communicator.
+    ``stablehlo.partition_id`` when there is no communicator. ``wide``: compute every float in
+    float64 (see ``Interpreter``); the float results then come back as float64.
 
     Raises ``ProgramError`` naming the op and its location for an op the interpreter lacks, a
     malformed attribute, or inputs of the wrong count or shape.
     """
-    interp, f = _prepare(func_or_module, xp, comm, rank, func)
+    interp, f = _prepare(func_or_module, xp, comm, rank, func, wide)
     return run_with(interp, f, inputs)
 
 
-def _prepare(func_or_module: Func | Module, xp: Any, comm: Communicator | None, rank: int, func: str) -> tuple[Interpreter, Func]:
+def _prepare(func_or_module: Func | Module, xp: Any, comm: Communicator | None, rank: int, func: str, wide: bool = False) -> tuple[Interpreter, Func]:
     if xp is None:
         import array_api_compat.numpy as xp_numpy
 
@@ -286,7 +307,7 @@ def _prepare(func_or_module: Func | Module, xp: Any, comm: Communicator | None, 
         module = _module_of(f)
     else:
         raise ProgramError(f"run expects a Func or a Module, got {type(func_or_module).__name__}")
-    interp = Interpreter(module, xp, comm, rank)
+    interp = Interpreter(module, xp, comm, rank, wide=wide)
     if module is None:
         interp.funcs[f.sym_name] = f
     return interp, f

@@ -336,7 +336,9 @@ def _bitcast_convert(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     """Reinterprets the bits; between element sizes the last dimension splits or merges
     (little-endian element order, as XLA on little-endian hosts)."""
     xp, x = it.xp, args[0]
-    want = it.result_dtype(op)
+    want = it.declared_dtype(op.results[0])
+    if it.wide:  # the bits are those of the declared types
+        x = astype(xp, x, it.declared_dtype(op.operands[0]))
     out = bitcast(xp.reshape(x, (-1,)) if x.ndim else xp.reshape(x, (1,)), want)
     return [xp.reshape(out, op.results[0].shape)]
 

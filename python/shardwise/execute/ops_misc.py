@@ -21,6 +21,8 @@ from shardwise.ir.core import Op
 def _constant(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     value = parse_dense(op.attributes["value"])
     dtype = it.result_dtype(op)
+    if it.wide and (value.dtype.kind in "fc" or value.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2")):
+        value = value.astype(np.complex128 if value.dtype.kind == "c" else np.float64)
     if value.dtype.name == "bfloat16":  # not an array-API dtype: only the numpy namespace has it
         return [it.xp.asarray(value)]
     return [it.xp.asarray(value, dtype=dtype)]

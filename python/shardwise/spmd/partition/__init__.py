@@ -21,6 +21,7 @@ from shardwise.ir.core import Module
 from shardwise.mesh import Mesh
 from shardwise.spmd.partition.global_step import Collective, drop_empty_meshes, lower_to_collectives, replicate_unsupported, single_mesh
 from shardwise.spmd.partition.groups import check_device_ids
+from shardwise.spmd.partition.inline import inline_calls
 from shardwise.spmd.partition.local_step import localize
 from shardwise.spmd.partition.meta import build_meta, write_outdir
 from shardwise.spmd.redistribute import CostModel
@@ -150,6 +151,7 @@ def partition(
     if propagate or (propagate is None and needs_propagation(work)):
         work = run_propagation(work)
     drop_empty_meshes(work)
+    inline_calls(work)
     added = 0
     for f in work.funcs:
         if f.regions[0].blocks:
