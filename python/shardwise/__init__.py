@@ -20,11 +20,17 @@ from shardwise.errors import (
     ConversionError,
     InvalidRuleError,
     InvalidShardingError,
+    LaunchError,
+    LaunchTimeout,
     MeshError,
+    PipelineError,
     ProgramError,
+    RankAborted,
+    SearchError,
     ShardingError,
     ShardingParseError,
     ShardwiseError,
+    UnknownValueError,
 )
 from shardwise.importers import from_jax, load_mlir
 from shardwise.ir import Block, Builder, Func, Module, Op, Region, TensorType, Value
@@ -54,6 +60,12 @@ from shardwise.search.cost_model import DeviceModel
 from shardwise.search.report import Report
 
 __all__ = [
+    "LaunchError",
+    "LaunchTimeout",
+    "PipelineError",
+    "RankAborted",
+    "SearchError",
+    "UnknownValueError",
     "auto_shard",
     "DeviceModel",
     "Report",

@@ -16,6 +16,9 @@ The passes are in ``shardwise.passes`` (import/export steps) and ``shardwise.pro
 
 from __future__ import annotations
 
+import re
+
+from shardwise.errors import PipelineError
 from shardwise.ir.core import Module
 from shardwise.ir.gc import no_cyclic_gc
 
@@ -42,8 +45,19 @@ def pipeline_text(pipeline: str = "full", *, conservative: bool = False) -> str:
     """The Shardy pipeline string for a short name (``full``, ``basic``, …) or a pipeline
     string, with ``conservative-propagation=true`` added to a named pipeline's pass when asked.
 
-    Raises ``ValueError`` for ``conservative`` with a pipeline string (write the option in it)."""
+    Raises ``ValueError`` for ``conservative`` with a pipeline string (write the option in it),
+    ``PipelineError`` for a bare word that is neither a short name nor a pass or pipeline
+    shardwise runs (the message lists the short names first)."""
     if pipeline not in PIPELINES:
+        if re.fullmatch(r"[\w.-]+", pipeline.strip()):
+            from shardwise.passes.pipeline import PIPELINES as COMPOSITES
+            from shardwise.passes.registry import PASSES
+
+            if pipeline.strip() not in PASSES and pipeline.strip() not in COMPOSITES:
+                raise PipelineError(
+                    f"unknown pipeline {pipeline!r}: expected a name ({', '.join(PIPELINES)}) or a Shardy pass pipeline "
+                    f"such as 'builtin.module(sdy-propagation-pipeline)'"
+                )
         if conservative:
             raise ValueError(f"conservative=True needs a pipeline name {sorted(PIPELINES)}; add conservative-propagation=true to {pipeline!r}")
         return pipeline

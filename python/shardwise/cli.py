@@ -1,27 +1,12 @@
-"""The ``shardwise`` command.
-
-``shardwise demo`` tours the sharding representation on a bundled example;
-``shardwise show SHARDING --mesh x=2,y=4 --shape 8,16`` parses, validates and explains one
-sharding (device grid and the same layout in other frameworks' formats);
-``shardwise rules IN.mlir -o OUT.mlir [--conservative]`` writes the module with
-``sdy.sharding_rule`` on every op, like Shardy's ``sdy-populate-op-sharding-rules``;
-``shardwise propagate IN.mlir -o OUT.mlir [--pipeline P] [--conservative]`` runs Shardy's
-propagation pipeline (``shardwise.api.propagate``) and writes the sharded module;
-``shardwise partition IN.mlir -o OUTDIR [--mesh x=2,y=4]`` writes the SPMD-partitioned program
-(``partitioned.mlir``, ``rank{r}.mlir``, ``meta.json``); ``shardwise run OUTDIR --check
-[--seed S]`` simulates every rank and compares with the unpartitioned program;
-``shardwise launch -n N OUTDIR [--backend mpi|nccl] [--check] [--timeout S]`` runs the ranks
-as MPI processes (``mpiexec``) and compares likewise.
-``shardwise iopddl FILE.json[.gz] --time-limit S [--method auto|ilp|local|penalty]`` solves an IOPDDL
-contest instance and prints the strategy list and, last, ``cost: N`` (``cost: inf`` if over the
-usage limit).
-Errors in the input end the command with exit status 2 and a one-line message.
-"""
+"""The ``shardwise`` command: one subcommand per job (``_DESCRIPTION`` is its ``--help``).
+Errors in the input end the command with exit status 2 and one line ``shardwise: error: ...``
+on stderr; a failed check or an over-budget plan ends it with exit status 1."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -31,23 +16,45 @@ from rich.table import Table
 from rich.text import Text
 
 from shardwise import __version__
-from shardwise.errors import ShardingError, ShardwiseError
+from shardwise.api import PIPELINES as PIPELINE_NAMES
+from shardwise.errors import PipelineError, ShardingError, ShardwiseError
+from shardwise.rules.exceptions import UnknownOpWarning
 from shardwise.mesh import Mesh
 from shardwise.sharding import TensorSharding
 
 
+_DESCRIPTION = """\
+Decides how every tensor of a StableHLO + sdy program is split across a device mesh, as
+OpenXLA Shardy does, searches the choices left open, and runs the split program.
+
+commands:
+  shardwise demo                                  tour of the representation, propagation,
+                                                  partitioning and checking (bundled example)
+  shardwise show SHARDING --mesh x=2,y=4 [--shape 8,16]
+                                                  parse, validate and picture one sharding
+  shardwise rules IN.mlir -o OUT.mlir             add every op's sharding rule
+  shardwise propagate IN.mlir -o OUT.mlir [--pipeline full|user-priority|op-priority|aggressive|basic]
+                                                  Shardy's propagation; --explain VALUE says why
+  shardwise auto IN.mlir -o OUT.mlir --mesh x=2,y=4 [--memory-budget 16GiB]
+                 [--method auto|ilp|local|penalty|limited|bfs]
+                                                  choose shardings by cost within a budget
+  shardwise partition IN.mlir -o OUTDIR [--mesh x=2,y=4]
+                                                  per-rank SPMD programs and meta.json
+  shardwise run OUTDIR [--check]                  run every rank in the in-process simulator;
+                                                  --check compares with the unpartitioned program
+  shardwise launch -n N OUTDIR [--backend mpi|nccl] [--check]
+                                                  run the ranks as MPI processes
+  shardwise iopddl FILE.json[.gz] --time-limit S [--method auto|ilp|limited|local|penalty]
+                                                  solve an IOPDDL contest instance
+
+Meshes are written x=2,y=4 (or Shardy's #sdy.mesh<["x"=2, "y"=4]>). Errors in the input end a
+command with exit status 2 and one line on stderr; a failed check or an over-budget plan with 1.
+"""
+
+
 def parse_mesh_arg(text: str) -> Mesh:
-    """``x=2,y=4`` or sdy text ``#sdy.mesh<["x"=2, "y"=4]>`` / ``<["x"=2]>``."""
-    text = text.strip()
-    if text.startswith(("#sdy.mesh", "<", "mesh<")):
-        return Mesh.parse(text)
-    axes = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        name, eq, size = part.partition("=")
-        if not eq or not size.strip().lstrip("-").isdigit():
-            raise ShardingError(f"--mesh: expected name=size pairs like x=2,y=4, got {part!r}")
-        axes.append((name.strip(), int(size)))
-    return Mesh(axes)
+    """``x=2,y=4`` or sdy text ``#sdy.mesh<["x"=2, "y"=4]>`` / ``<["x"=2]>`` (``Mesh.from_spec``)."""
+    return Mesh.from_spec(text)
 
 
 def parse_shape_arg(text: str) -> tuple[int, ...]:
@@ -168,6 +175,7 @@ def propagate_file(
     from shardwise.explanation import explain as explain_value
     from shardwise.importers.mlir import load_mlir
 
+    text = pipeline_text(pipeline, conservative=conservative)  # a bad --pipeline fails before the file is read
     err = Console(stderr=True)
     times: dict[str, float] = {}
     with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err, transient=True) as progress:
@@ -178,7 +186,7 @@ def propagate_file(
         explanations = [explain_value(module, v, pipeline=pipeline, conservative=conservative) for v in explain]
         progress.update(task, advance=1, description=f"propagate ({sum(1 for _ in module.walk())} ops)")
         t = time.perf_counter()
-        propagate(module, pipeline_text(pipeline, conservative=conservative), in_place=True)
+        propagate(module, text, in_place=True)
         times["propagate"] = time.perf_counter() - t
         progress.update(task, advance=1, description="export")
         t = time.perf_counter()
@@ -350,6 +358,27 @@ def launch_outdir(console: Console, outdir: str, n: int, *, backend: str, check:
     return res.passed
 
 
+def run_only(console: Console, outdir: str, seed: int) -> None:
+    """``shardwise run OUTDIR`` (no ``--check``): every rank in the simulator on random inputs;
+    prints rank 0's collectives, bytes sent and peak live bytes per device."""
+    from shardwise.spmd.load import simulate_outdir
+
+    res = simulate_outdir(outdir, seed=seed)
+    console.print(_collectives_table(res.collectives[0] if res.collectives else []))
+    n = len(res.peak_bytes)
+    sent = max((res.bytes_sent(r) for r in range(n)), default=0)
+    console.print(f"{n} simulated ranks ran; bytes sent per device: max {sent}; peak live bytes per device: max {max(res.peak_bytes, default=0)}", highlight=False)
+
+
+def _collectives_table(records: Sequence[Any]) -> Table:
+    coll = Table(title="collectives on rank 0 (simulated)", header_style="bold")
+    for col in ("kind", "group", "local shape", "bytes sent", "bytes received"):
+        coll.add_column(col)
+    for c in records:
+        coll.add_row(c.kind, str(list(c.group)), f"{list(c.shape)} {c.dtype}", str(c.bytes_sent), str(c.bytes_received))
+    return coll
+
+
 def run_check(console: Console, outdir: str, seed: int) -> bool:
     """``shardwise run OUTDIR --check``: simulates every rank on random inputs and prints the
     comparison with the unpartitioned program; returns whether every result passed."""
@@ -357,12 +386,7 @@ def run_check(console: Console, outdir: str, seed: int) -> bool:
 
     res = check_outdir(outdir, seed=seed)
     console.print(check_table(f"{outdir}: simulated ranks vs the unpartitioned program (seed {seed})", res.outputs))
-    coll = Table(title="collectives on rank 0 (simulated)", header_style="bold")
-    for col in ("kind", "group", "local shape", "bytes sent", "bytes received"):
-        coll.add_column(col)
-    for c in res.collectives:
-        coll.add_row(c.kind, str(list(c.group)), f"{list(c.shape)} {c.dtype}", str(c.bytes_sent), str(c.bytes_received))
-    console.print(coll)
+    console.print(_collectives_table(res.collectives))
     console.print(f"bytes sent per device: max {max(res.bytes_sent, default=0)}; peak live bytes per device: max {max(res.peak_bytes, default=0)}", highlight=False)
     console.print(Text("PASS", "bold green") if res.passed else Text("FAIL", "bold red"))
     return bool(res.passed)
@@ -404,7 +428,7 @@ def auto_file(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="shardwise", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="shardwise", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"shardwise {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="tour the sharding representation on a bundled example")
@@ -440,11 +464,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     pa.add_argument("-o", "--output", required=True, help="output directory (written atomically)")
     pa.add_argument("--mesh", help="x=2,y=4; must agree with the module's mesh (required when it has none)")
     ru = sub.add_parser("run", help="run a partition directory in the in-process SPMD simulator")
-    ru.add_argument("outdir", help="a directory written by `shardwise partition`")
-    ru.add_argument("--check", action="store_true", required=True, help="compare with the unpartitioned program")
+    ru.add_argument("outdir", help="a directory written by 'shardwise partition'")
+    ru.add_argument("--check", action="store_true", help="compare every result with the unpartitioned program (without it: run and report collectives and memory)")
     ru.add_argument("--seed", type=int, default=0, help="seed of the random global inputs (default 0)")
     la = sub.add_parser("launch", help="run a partition directory on MPI ranks (mpiexec; pip install 'shardwise[mpi]')")
-    la.add_argument("outdir", help="a directory written by `shardwise partition`")
+    la.add_argument("outdir", help="a directory written by 'shardwise partition'")
     la.add_argument("-n", type=int, required=True, help="number of ranks: the partition's device count")
     la.add_argument("--backend", choices=("mpi", "nccl"), default="mpi", help="mpi: numpy on CPU ranks; nccl: CuPy + NCCL, one GPU per rank (default: mpi)")
     la.add_argument("--check", action="store_true", help="rank 0 compares every result with the unpartitioned program")
@@ -459,13 +483,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     au = sub.add_parser("auto", help="choose every value's sharding by cost (ILP, local search or BFS) within a memory budget")
     au.add_argument("input", help="StableHLO MLIR file (values already sharded are kept)")
     au.add_argument("-o", "--output", required=True, help="where to write the sharded module (atomically)")
-    au.add_argument("--mesh", help="data=2,model=4: replaces the module's only mesh or adds @mesh (required when it has none)")
+    au.add_argument("--mesh", help="x=2,y=4: replaces the module's only mesh or adds @mesh (required when it has none)")
     au.add_argument("--memory-budget", help="bytes per device, e.g. 16GiB, 512MB (default: no limit)")
     au.add_argument("--method", choices=["ilp", "local", "penalty", "limited", "bfs", "auto"], default="ilp", help="search (default ilp)")
     au.add_argument("--time-limit", type=float, default=10.0, help="solver seconds (default 10)")
     au.add_argument("--json", action="store_true", help="print the report as JSON (Report.to_dict) on stdout")
     args = parser.parse_args(argv)
     console = Console()
+    with warnings.catch_warnings():
+        # One plain line per distinct warning (an op without a sharding rule: once per op name).
+        warnings.simplefilter("once", UnknownOpWarning)
+        warnings.showwarning = _show_warning
+        return _run(args, console)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
+    print(f"shardwise: warning: {message}", file=sys.stderr)
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
     try:
         if args.command == "demo":
             demo(console)
@@ -473,12 +509,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             demo_propagation(console)
             demo_partition(console)
         elif args.command == "propagate":
-            propagate_file(
-                console, args.input, args.output, pipeline=args.pipeline, conservative=args.conservative, explain=args.explain, as_json=args.json
-            )
+            try:
+                propagate_file(
+                    console, args.input, args.output, pipeline=args.pipeline, conservative=args.conservative, explain=args.explain, as_json=args.json
+                )
+            except PipelineError as e:
+                if str(e).startswith("unknown pipeline"):
+                    raise
+                names = ", ".join(PIPELINE_NAMES)
+                raise PipelineError(f"--pipeline takes a name ({names}) or a Shardy pass pipeline; {e}") from None
         elif args.command == "partition":
             partition_file(console, args.input, args.output, args.mesh)
         elif args.command == "run":
+            if not args.check:
+                run_only(console, args.outdir, args.seed)
+                return 0
             return 0 if run_check(console, args.outdir, args.seed) else 1
         elif args.command == "launch":
             return 0 if launch_outdir(console, args.outdir, args.n, backend=args.backend, check=args.check, seed=args.seed, timeout=args.timeout) else 1

@@ -12,6 +12,11 @@
   │    └─ ``ConversionError``: another format cannot express the value
   ├─ ``ProgramError``: a program (MLIR text or IR) is malformed or unsupported; the message
   │    names the op and its source location
+  │    ├─ ``LaunchError``: an MPI job of ``shardwise launch`` ended badly
+  │    │    └─ ``LaunchTimeout``: it ran past its timeout
+  │    └─ ``RankAborted``: a simulated rank stopped because another rank failed
+  ├─ ``PipelineError``: a pass pipeline cannot be run (malformed text, unknown pass or option)
+  ├─ ``UnknownValueError``: a value name that names no value of the module
   ├─ ``OpInfoError``: an op cannot be read by the rule registry (a missing or malformed
   │    attribute, shapes that do not fit the op)
   └─ ``SearchError``: a strategy graph or search input (IOPDDL instance, memory budget,
@@ -34,6 +39,35 @@ class ProgramError(ShardwiseError):
     the op and its location (``loc("file":line:col)``) when known."""
 
 
+class LaunchError(ProgramError):
+    """An MPI job ended badly. ``returncode``: mpiexec's exit status (``None`` after a
+    timeout); ``rank``: the first rank that reported a failure (``None`` when none did);
+    ``output``: the job's combined stdout and stderr (lines prefixed ``[rank]``)."""
+
+    def __init__(self, message: str, *, returncode: int | None, rank: int | None, output: str) -> None:
+        super().__init__(message)
+        self.returncode = returncode
+        self.rank = rank
+        self.output = output
+
+
+class LaunchTimeout(LaunchError):
+    """The job ran past its timeout and its process group was killed."""
+
+
+class RankAborted(ProgramError):
+    """Raised in a rank waiting in a collective when another rank failed."""
+
+
+class PipelineError(ShardwiseError):
+    """A pass pipeline cannot be run: malformed pipeline text, an unknown pass or option, an
+    option value of the wrong type, or a pass shardwise does not implement here."""
+
+
+class UnknownValueError(ShardwiseError):
+    """A value name that names no value of the module (the message lists close names)."""
+
+
 class OpInfoError(ShardwiseError):
     """An op description cannot be read: a missing or malformed attribute, or shapes that do
     not fit the op. The message names the op, the attribute or value, what was expected and
@@ -49,10 +83,15 @@ __all__ = [
     "ConversionError",
     "InvalidRuleError",
     "InvalidShardingError",
+    "LaunchError",
+    "LaunchTimeout",
     "MeshError",
     "OpInfoError",
+    "PipelineError",
     "ProgramError",
+    "RankAborted",
     "SearchError",
+    "UnknownValueError",
     "ShardingError",
     "ShardingParseError",
     "ShardwiseError",

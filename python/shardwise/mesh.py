@@ -109,6 +109,33 @@ class Mesh:
         return cls._from_wire(_native.mesh_parse(text))
 
     @classmethod
+    def from_spec(cls, spec: Mesh | Mapping[str, int] | str) -> Mesh:
+        """A mesh from what users write for one: a ``Mesh``; a mapping axis -> size
+        (``{"data": 2, "model": 4}``); the short text ``data=2,model=4`` of the command line; or
+        Shardy's text ``#sdy.mesh<["data"=2, "model"=4]>`` (also ``<[...]>``). The one parser
+        of ``x=2,y=4`` for the CLI, ``partition`` and ``auto_shard``.
+
+        Raises ``MeshError`` for short text that is not ``name=size`` pairs (naming the bad
+        part) and for invalid meshes, ``ShardingParseError`` for malformed Shardy text."""
+        if isinstance(spec, Mesh):
+            return spec
+        if isinstance(spec, Mapping):
+            return cls(dict(spec))
+        if not isinstance(spec, str):
+            raise MeshError(f"a mesh must be a Mesh, a mapping axis -> size or text like x=2,y=4, got {type(spec).__name__}")
+        text = spec.strip()
+        if text.startswith(("#sdy.mesh", "<", "mesh<")):
+            return cls.parse(text)
+        axes: list[tuple[str, int]] = []
+        for part in (p.strip() for p in text.split(",")):
+            name, eq, size = part.partition("=")
+            if not eq or not name.strip() or not size.strip().lstrip("-").isdigit():
+                shown = spec if len(spec) <= 80 else spec[:77] + "..."
+                raise MeshError(f"a mesh must look like x=2,y=4 (name=size pairs), got {shown!r} (bad part {part[:40]!r})")
+            axes.append((name.strip(), int(size)))
+        return cls(axes)
+
+    @classmethod
     def parse_op(cls, text: str) -> tuple[str, Mesh]:
         """Parses a module-level definition ``sdy.mesh @name = <["x"=2]>`` into (name, mesh)."""
         name, wire = _native.mesh_op_parse(text)

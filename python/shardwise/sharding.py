@@ -463,7 +463,7 @@ class TensorSharding(_Frozen):
 
     def visualize(self, shape: Sequence[int], *, meshes: Meshes = None) -> RenderableType:
         """A rich table of which devices hold which block of a rank-1 or rank-2 tensor, like
-        ``jax.debug.visualize_array_sharding``."""
+        ``jax.debug.visualize_array_sharding``; ``print(ts.visualize(shape))`` draws it."""
         from shardwise.visualize import device_grid
 
         return device_grid(self, shape, self.resolve_mesh(meshes))

@@ -5,18 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich import box
-from rich.table import Table
 from rich.text import Text
 
 from shardwise.errors import ShardingError
 from shardwise.mesh import Mesh
 from shardwise.sharding import TensorSharding
+from shardwise.tables import PrintableTable
 
 _COLORS = ["cyan", "magenta", "green", "yellow", "blue", "red", "bright_cyan", "bright_magenta"]
 _WIDTH = 64  # characters the whole grid aims for
 
 
-def device_grid(ts: TensorSharding, shape: Sequence[int], mesh: Mesh) -> Table:
+def device_grid(ts: TensorSharding, shape: Sequence[int], mesh: Mesh) -> PrintableTable:
     """A table with one cell per block of a rank-1 or rank-2 tensor: the index range of the
     block and the devices that hold it (blocks of padding only are left out). Cell widths are
     proportional to block sizes.
@@ -37,7 +37,7 @@ def device_grid(ts: TensorSharding, shape: Sequence[int], mesh: Mesh) -> Table:
     title = f"{ts}  shape={tuple(shape)}"
     if ts.unreduced:
         title += "  (unreduced: devices hold partial sums)"
-    table = Table(title=title, box=box.SQUARE, show_header=False, show_lines=True, padding=(0, 1))
+    table = PrintableTable(title=title, box=box.SQUARE, show_header=False, show_lines=True, padding=(0, 1))
     for lo, hi in col_ranges:
         width = max(8, round(_WIDTH * (hi - lo) / max(1, shape2[1])))
         table.add_column(justify="center", width=width)

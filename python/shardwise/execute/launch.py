@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shardwise.errors import ProgramError, ShardwiseError
+from shardwise.errors import LaunchError, LaunchTimeout, ShardwiseError
 from shardwise.files import write_atomic
 from shardwise.execute.simulator import CollectiveRecord
 from shardwise.spmd.partition.check import OutputCheck
@@ -60,22 +60,6 @@ _FAILED = re.compile(r"shardwise launch: rank (\d+) failed")
 _JOB_ENV = "SHARDWISE_LAUNCH_ID"
 #: Seconds a failing rank waits after printing its traceback, before it aborts the job.
 _ABORT_PAUSE = 0.5
-
-
-class LaunchError(ProgramError):
-    """An MPI job ended badly. ``returncode``: mpiexec's exit status (``None`` after a
-    timeout); ``rank``: the first rank that reported a failure (``None`` when none did);
-    ``output``: the job's combined stdout and stderr (lines prefixed ``[rank]``)."""
-
-    def __init__(self, message: str, *, returncode: int | None, rank: int | None, output: str) -> None:
-        super().__init__(message)
-        self.returncode = returncode
-        self.rank = rank
-        self.output = output
-
-
-class LaunchTimeout(LaunchError):
-    """The job ran past its timeout and its process group was killed."""
 
 
 @dataclass(frozen=True)
@@ -262,7 +246,8 @@ def launch(
     and ``collectives`` the last run's. ``keep_outputs``: also return every rank's results.
 
     Raises ``ShardwiseError`` for a directory that is not a partition, ``n`` different from its
-    number of ranks or an unknown backend; ``LaunchError`` when a rank fails (message: its
+    number of ranks, an unknown backend, or ``nccl`` without CuPy or a GPU (before any rank
+    starts); ``LaunchError`` when a rank fails (message: its
     traceback); ``LaunchTimeout`` when the job runs past ``timeout``."""
     from shardwise.spmd.load import load_meta
 
@@ -277,6 +262,13 @@ def launch(
         raise ShardwiseError(f"reductions must be 'ordered' or 'native', got {reductions!r}")
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise ShardwiseError(f"repeat must be a positive int, got {repeat!r}")
+    if backend == "nccl":
+        # Checked here, once, so a missing CuPy or GPU is one line and not n rank tracebacks.
+        from shardwise.execute.nccl import gpu_count, import_cupy
+
+        import_cupy()
+        if gpu_count() < 1:
+            raise ShardwiseError("the NCCL backend needs a CUDA GPU, and CuPy sees none (use --backend mpi on CPUs)")
     with tempfile.TemporaryDirectory(prefix="shardwise-launch-") as tmp:
         summary = Path(tmp) / "summary.json"
         args = ["-m", "shardwise.execute.launch", os.fspath(outdir), "--backend", backend, "--seed", str(seed), "--summary", str(summary), "--reductions", reductions]

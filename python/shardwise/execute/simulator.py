@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from shardwise.errors import ProgramError
+from shardwise.errors import ProgramError, RankAborted
 from shardwise.execute._util import nbytes
 from shardwise.execute.comm import reduce_arrays
 from shardwise.execute.interpreter import Interpreter, _prepare, run_with
@@ -56,10 +56,6 @@ class World:
     def abort(self) -> None:
         """Breaks the barrier: every rank waiting in a collective raises instead of hanging."""
         self.barrier.abort()
-
-
-class RankAborted(ProgramError):
-    """Raised in a rank waiting in a collective when another rank failed."""
 
 
 

@@ -17,14 +17,10 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from shardwise.errors import ShardwiseError
+from shardwise.errors import UnknownValueError
 from shardwise.ir.core import Block, Func, Module, Op, Value
 
 __all__ = ["UnknownValueError", "resolve", "value_names"]
-
-
-class UnknownValueError(ShardwiseError):
-    """A value name that names no value of the module (the message lists close names)."""
 
 
 def _main(module: Module) -> Func | None:

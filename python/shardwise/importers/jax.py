@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from shardwise.errors import MeshError
 from shardwise.ir.core import Module
 from shardwise.mesh import Mesh
 
@@ -17,7 +18,8 @@ def from_jax(fn: Callable[..., Any], *args: Any, mesh: Mesh | Any | None = None,
     (one ``PartitionSpec`` or None per argument), the arguments carry those input shardings.
 
     Raises ``ImportError`` without jax, ``ValueError`` when ``in_specs`` does not match ``args``,
-    and what ``load_mlir`` raises.
+    ``MeshError`` when JAX has fewer devices than ``mesh`` (the message says how to get CPU
+    devices), and what ``load_mlir`` raises.
     """
     import jax
     from jax.sharding import NamedSharding
@@ -42,6 +44,13 @@ def _jax_mesh(mesh: Any) -> Any:
     if not isinstance(mesh, Mesh):
         return mesh
     if mesh.device_ids:
-        raise ValueError(f"meshes with an explicit device order cannot be made into a JAX mesh here: {mesh}")
+        raise MeshError(f"meshes with an explicit device order cannot be made into a JAX mesh here: {mesh}")
     n = len(mesh.axes)
+    have = len(jax.devices())
+    if have < mesh.size:
+        raise MeshError(
+            f"mesh {mesh} needs {mesh.size} devices, JAX has {have}; for CPU devices set "
+            f"XLA_FLAGS=--xla_force_host_platform_device_count={mesh.size} before jax is first imported "
+            f"(e.g. os.environ['XLA_FLAGS'] = ... at the top of the script)"
+        )
     return jax.make_mesh(tuple(a.size for a in mesh.axes), mesh.axis_names, axis_types=(AxisType.Auto,) * n)

@@ -6,6 +6,7 @@ bindings and walked once.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from sys import intern
 from typing import Any
@@ -39,12 +40,25 @@ def load_mlir(source: str | os.PathLike[str]) -> Module:
             return _Importer().module(mlir_module.operation)
 
 
+#: Characters every MLIR module's text has and file names almost never do.
+_MLIR_SYNTAX = re.compile(r"[{}()<>=%@]")
+
+
 def _read(source: str | os.PathLike[str]) -> str:
-    if isinstance(source, os.PathLike) or ("\n" not in source and len(source) < 4096 and Path(source).is_file()):
+    if not isinstance(source, (str, os.PathLike)):
+        raise ProgramError(f"load_mlir takes MLIR text or a path (str or os.PathLike), got {type(source).__name__}")
+    path_like = isinstance(source, os.PathLike) or ("\n" not in source and len(source) < 4096 and (Path(source).is_file() or not _MLIR_SYNTAX.search(source)))
+    if path_like:
+        path = Path(source)
+        if not path.exists():
+            raise ProgramError(f"no such file: {str(source)!r} (load_mlir takes MLIR text or the path of an existing file)")
+        if path.is_dir():
+            raise ProgramError(f"{str(source)!r} is a directory, expected an MLIR file")
         try:
-            return Path(source).read_text()
+            return path.read_text()
         except (OSError, UnicodeDecodeError) as e:
             raise ProgramError(f"cannot read {source}: {e}") from None
+    assert isinstance(source, str)
     return source
 
 

@@ -335,7 +335,9 @@ def _bind(steps: list[Step], anchor: str) -> list[Union[_Bound, tuple[str, list[
             raise PipelineError(f"pass {s.name} is not supported here: {UNSUPPORTED[s.name]}")
         info = PASSES.get(s.name)
         if info is None:
-            raise PipelineError(f"unknown pass {s.name!r}; shardwise runs: {', '.join(sorted(PASSES))}")
+            raise PipelineError(
+                f"unknown pass {s.name!r}; shardwise runs the pipelines {', '.join(PIPELINES)} and the passes {', '.join(sorted(PASSES))}"
+            )
         if anchor == "func.func" and info.anchor != "func.func":
             raise PipelineError(f"pass {s.name} runs on builtin.module, it cannot be nested in func.func(...)")
         out.append(_Bound(s.name, info.resolve(s.options)))

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Union
 
-from shardwise.errors import ShardwiseError
+from shardwise.errors import PipelineError
 from shardwise.ir.core import Func, Module
 
 __all__ = ["Options", "OptionValue", "PassInfo", "PASSES", "PipelineError", "UNSUPPORTED", "register_pass"]
@@ -24,11 +24,6 @@ Options = Mapping[str, OptionValue]
 
 ModulePassFn = Callable[[Module, Options], None]
 FuncPassFn = Callable[[Module, Func, Options], None]
-
-
-class PipelineError(ShardwiseError):
-    """A pass pipeline cannot be run: malformed pipeline text, an unknown pass or option, an
-    option value of the wrong type, or a pass shardwise does not implement here."""
 
 
 @dataclass(frozen=True)

@@ -109,12 +109,38 @@ def resolve_mesh(module: Module, mesh: Mesh | Mapping[str, int] | str | None) ->
         if not meshes:
             raise ProgramError("auto_shard: the module has no sdy.mesh; pass mesh= (e.g. {'data': 2, 'model': 4})")
         return next(iter(meshes.items()))
-    from shardwise.spmd.partition import _parse_mesh
-
-    m = _parse_mesh(mesh)
+    m = Mesh.from_spec(mesh)
     name = next(iter(meshes)) if meshes else "mesh"
+    if meshes:
+        used = _axes_used(module)
+        missing = sorted(used - set(m.axis_names))
+        if missing:
+            raise ProgramError(
+                f"auto_shard: mesh {m} has no axis {', '.join(repr(a) for a in missing)}, which the module's shardings on "
+                f"@{name} = {meshes[name]} use; give the new mesh those axis names, or a module without shardings"
+            )
     module.add_mesh(name, m)
     return name, m
+
+
+def _axes_used(module: Module) -> set[str]:
+    """The mesh axis names any sharding of ``module`` refers to."""
+    names: set[str] = set()
+
+    def add(s: TensorSharding | None) -> None:
+        if s is not None:
+            names.update(a.name for d in s.dims for a in d.axes)
+            names.update(a.name for a in (*s.replicated, *s.unreduced))
+
+    for v in module.values():
+        add(v.sharding)
+    for op in module.walk():
+        for s in op.operand_shardings or ():
+            add(s)
+    for f in module.funcs:
+        for r in f.result_shardings:
+            add(r)
+    return names
 
 
 def _main_func(module: Module) -> Func:

@@ -26,6 +26,8 @@ the best integer solution found so far is returned (never worse than the warm st
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -44,6 +46,32 @@ FORBIDDEN_COST = 10**18
 #: more than ``(1 - LAZY_MARGIN)`` of the limit.
 LAZY_MARGIN = 0.02
 
+
+
+_BANNER_SHOWN = False
+
+
+def new_highs(highspy: Any) -> Any:
+    """A ``highspy.Highs`` with its output off. HiGHS prints its banner on the C-level
+    standard output the first time a ``Highs`` is constructed in a process, before any option
+    can be set; that first construction runs with file descriptor 1 pointed at ``/dev/null``,
+    so ``shardwise auto --json`` and library callers get a clean stdout."""
+    global _BANNER_SHOWN
+    if _BANNER_SHOWN:
+        h = highspy.Highs()
+    else:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        try:
+            with open(os.devnull, "w") as null:
+                os.dup2(null.fileno(), 1)
+                h = highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+        _BANNER_SHOWN = True
+    h.setOptionValue("output_flag", False)
+    return h
 
 def solve_ilp(
     graph: StrategyGraph,
@@ -135,8 +163,7 @@ def solve_ilp(
         if evaluate(graph, red.expand({})).feasible:
             choice, optimal = {}, True
     else:
-        h = highspy.Highs()  # type: ignore[no-untyped-call]
-        h.setOptionValue("output_flag", False)
+        h = new_highs(highspy)
         h.setOptionValue("threads", int(threads))
         h.setOptionValue("time_limit", max(t_limit - (time.perf_counter() - start), 0.01))
         h.addCols(n, np.array(obj), np.zeros(n), np.array(ub), 0, np.array([], dtype=np.int32),

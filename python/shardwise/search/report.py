@@ -9,10 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from shardwise.errors import SearchError
 from shardwise.ir.types import TensorType
+from shardwise.tables import PrintableTable
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from shardwise.search.auto import AutoProblem
     from shardwise.search.local import Solution
 
@@ -72,13 +71,12 @@ class Report:
         d["seconds"] = self.seconds
         return d
 
-    def table(self, *, only_sharded: bool = False) -> Table:
+    def table(self, *, only_sharded: bool = False) -> PrintableTable:
         """A rich table, one row per node (``only_sharded``: rows with a sharded strategy or
-        communication only), totals in the caption."""
-        from rich.table import Table
+        communication only), totals in the caption; ``print(report.table())`` draws it."""
         from rich.text import Text
 
-        t = Table(title=f"auto_shard ({self.method}) on {self.mesh}", header_style="bold")
+        t = PrintableTable(title=f"auto_shard ({self.method}) on {self.mesh}", header_style="bold")
         for col in ("node", "strategy", "compute (us)", "comm (bytes)", "comm (us)", "collectives", "memory (bytes)"):
             t.add_column(col, overflow="fold")
         for n in self.nodes:

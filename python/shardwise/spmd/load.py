@@ -69,6 +69,24 @@ def unpartitioned(global_module: Module) -> Module:
     return m
 
 
+def simulate_outdir(outdir: str | os.PathLike[str], *, seed: int = 0) -> Any:
+    """Every rank of a partition directory in the in-process simulator on the blocks of random
+    global inputs (``random_inputs(seed)``), without a comparison; returns the
+    ``SimulationResult`` (outputs, collective records, peak live bytes per rank)."""
+    import numpy as np
+
+    from shardwise.execute.inputs import random_inputs
+    from shardwise.execute.simulator import simulate
+    from shardwise.spmd.partition.check import shard_inputs
+
+    meta = load_meta(outdir)
+    func = meta.get("func", "main")
+    g = load_global(outdir)
+    ranks = [load_partition(outdir, r)[0] for r in range(meta["num_ranks"])]
+    inputs = [np.asarray(x) for x in random_inputs(g.func(func), seed)]
+    return simulate(ranks, shard_inputs(g, inputs, len(ranks), func), func=func)
+
+
 def check_outdir(outdir: str | os.PathLike[str], *, seed: int = 0) -> Any:
     """``check_partition`` on a partition directory: the rank programs in the simulator against
     ``unpartitioned(partitioned.mlir)``; returns a ``CheckResult``."""

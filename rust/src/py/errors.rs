@@ -6,12 +6,12 @@ use pyo3::prelude::*;
 
 use crate::error::{Error, ErrorKind};
 
-create_exception!(_native, ShardwiseError, PyValueError, "Base of every shardwise error (a ValueError).");
-create_exception!(_native, ShardingError, ShardwiseError, "A mesh or sharding is malformed, invalid or not convertible.");
-create_exception!(_native, ShardingParseError, ShardingError, "Malformed sharding or mesh text; `offset` is where parsing stopped.");
-create_exception!(_native, InvalidShardingError, ShardingError, "A sharding breaks an invariant; `rule` names it.");
-create_exception!(_native, MeshError, ShardingError, "A mesh is malformed, or a named mesh is missing.");
-create_exception!(_native, ConversionError, ShardingError, "A conversion to or from another format cannot express the value.");
+create_exception!(shardwise, ShardwiseError, PyValueError, "Base of every shardwise error (a ValueError).");
+create_exception!(shardwise, ShardingError, ShardwiseError, "A mesh or sharding is malformed, invalid or not convertible.");
+create_exception!(shardwise, ShardingParseError, ShardingError, "Malformed sharding or mesh text; `offset` is where parsing stopped.");
+create_exception!(shardwise, InvalidShardingError, ShardingError, "A sharding breaks an invariant; `rule` names it.");
+create_exception!(shardwise, MeshError, ShardingError, "A mesh is malformed, or a named mesh is missing.");
+create_exception!(shardwise, ConversionError, ShardingError, "A conversion to or from another format cannot express the value.");
 
 /// Converts a core error into the matching Python exception, with `rule` / `offset` attributes.
 pub fn to_py(py: Python<'_>, e: Error) -> PyErr {

@@ -14,7 +14,7 @@ use crate::error::{Error, ErrorKind};
 use crate::rule::{self, EinsumOptions, FactorKind, OpShardingRule, RuleBuilder};
 
 create_exception!(
-    _native,
+    shardwise,
     InvalidRuleError,
     InvalidShardingError,
     "An operation sharding rule breaks an invariant, or cannot be built for the op; `rule` names it."

@@ -19,7 +19,7 @@ from typing import Any
 from shardwise.errors import MeshError, ProgramError
 from shardwise.ir.core import Module
 from shardwise.mesh import Mesh
-from shardwise.spmd.partition.global_step import Collective, drop_empty_meshes, lower_to_collectives, replicate_unsupported, single_mesh
+from shardwise.spmd.partition.global_step import Collective, drop_empty_meshes, drop_unused_meshes, lower_to_collectives, replicate_unsupported, single_mesh
 from shardwise.spmd.partition.groups import check_device_ids
 from shardwise.spmd.partition.inline import inline_calls
 from shardwise.spmd.partition.local_step import localize
@@ -53,25 +53,6 @@ class Partition:
         """Writes ``partitioned.mlir``, ``rank{r}.mlir`` and ``meta.json`` to ``outdir``
         through a temporary directory renamed into place (nothing half-written)."""
         write_outdir(self, outdir)
-
-
-def _parse_mesh(mesh: Mesh | Mapping[str, int] | str) -> Mesh:
-    if isinstance(mesh, Mesh):
-        return mesh
-    if isinstance(mesh, Mapping):
-        return Mesh(dict(mesh))
-    if isinstance(mesh, str):
-        text = mesh.strip()
-        if text.startswith("<") or text.startswith("#sdy.mesh"):
-            return Mesh.parse(text)
-        axes: dict[str, int] = {}
-        for part in text.split(","):
-            name, eq, size = part.partition("=")
-            if not eq or not name.strip() or not size.strip().isdigit():
-                raise MeshError(f"--mesh must look like x=2,y=4, got {mesh!r} (bad part {part!r})")
-            axes[name.strip()] = int(size)
-        return Mesh(axes)
-    raise TypeError(f"mesh must be a Mesh, a mapping or text like 'x=2,y=4', got {type(mesh).__name__}")
 
 
 def needs_propagation(module: Module) -> bool:
@@ -135,8 +116,9 @@ def partition(
     from shardwise.passes import run_pipeline
 
     work = module.copy()
+    drop_unused_meshes(work)
     if mesh is not None:
-        want = _parse_mesh(mesh)
+        want = Mesh.from_spec(mesh)
         meshes = work.meshes
         if not meshes:
             work.add_mesh("mesh", want)

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 from shardwise.errors import ProgramError
-from shardwise.ir.core import Func, Module, Op, Value
+from shardwise.ir.core import Block, Func, Module, Op, Value
 from shardwise.ir.rewrite import Uses, erase_op, insert_after, insert_before
 from shardwise.ir.types import TensorType
 from shardwise.mesh import Mesh
@@ -30,7 +30,7 @@ from shardwise.spmd.partition.coverage import contracted_dims, replicated_dims
 from shardwise.spmd.partition.groups import ceil_div
 from shardwise.spmd.redistribute import CostModel, dtype_bytes, plan_reshard
 
-__all__ = ["Collective", "lower_to_collectives", "single_mesh"]
+__all__ = ["Collective", "drop_unused_meshes", "lower_to_collectives", "single_mesh"]
 
 _LOWERED = ("sdy.reshard", "sdy.sharding_constraint")
 
@@ -52,12 +52,64 @@ class Collective:
 def single_mesh(module: Module) -> tuple[str, Mesh]:
     """The module's one mesh with axes (name, mesh; meshes without axes, such as JAX's
     ``@empty_mesh``, mean replicated and are ignored); ``ProgramError`` when it has none or
-    several."""
+    several (naming them, with a value sharded on each)."""
     meshes = {k: m for k, m in module.meshes.items() if m.axes}
     if len(meshes) != 1:
-        raise ProgramError(f"partitioning needs exactly one sdy.mesh with axes in the module, got {len(meshes)} ({list(meshes)})")
+        if not meshes:
+            raise ProgramError("partitioning needs an sdy.mesh with axes in the module, got none")
+        users = _mesh_users(module)
+        where = "; ".join(f"@{k} = {m}" + (f" (e.g. {users[k]})" if k in users else " (unused)") for k, m in meshes.items())
+        raise ProgramError(
+            f"partitioning puts a program on one mesh, but this module has {len(meshes)} meshes with axes: {where}; "
+            "reshard its values onto one mesh (the Shardonnay RFC's per-tensor meshes are not partitioned yet)"
+        )
     ((name, mesh),) = meshes.items()
     return name, mesh
+
+
+def _describe(v: Value) -> str:
+    op = v.defining_op
+    if op is not None:
+        return f"result {v.index} of {op.where()}"
+    region = v.owner.parent if isinstance(v.owner, Block) else None
+    owner = region.parent if region is not None else None
+    if isinstance(owner, Func):
+        return f"argument {v.index} of @{owner.sym_name}"
+    return f"block argument {v.index}" + (f" of {owner.where()}" if owner is not None else "")
+
+
+def _mesh_users(module: Module) -> dict[str, str]:
+    """For each mesh name some sharding of ``module`` refers to, a description of the first
+    value sharded on it."""
+    users: dict[str, str] = {}
+    for f in module.funcs:
+        for i, r in enumerate(f.result_shardings):
+            if r is not None and r.mesh_name and r.mesh_name not in users:
+                users[r.mesh_name] = f"result {i} of @{f.sym_name}"
+    for v in module.values():
+        s = v.sharding
+        if s is not None and s.mesh_name and s.mesh_name not in users:
+            users[s.mesh_name] = _describe(v)
+    for op in module.walk():
+        for s in op.operand_shardings or ():
+            if s is not None and s.mesh_name and s.mesh_name not in users:
+                users[s.mesh_name] = f"an operand of {op.where()}"
+    return users
+
+
+def drop_unused_meshes(module: Module) -> None:
+    """Removes the ``sdy.mesh`` definitions with axes that no sharding refers to, when there
+    are several (JAX programs can declare meshes they do not use)."""
+    with_axes = [k for k, m in module.meshes.items() if m.axes]
+    if len(with_axes) < 2:
+        return
+    users = _mesh_users(module)
+    unused = {k for k in with_axes if k not in users}
+    if not unused or len(unused) == len(with_axes):
+        return
+    for op in list(module.ops):
+        if op.name == "sdy.mesh" and op.attributes["sym_name"].strip('"') in unused:
+            erase_op(op)
 
 
 def drop_empty_meshes(module: Module) -> None:
