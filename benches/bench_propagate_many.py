@@ -30,21 +30,24 @@ from test_propagate_many import _candidates  # noqa: E402
 import shardwise  # noqa: E402
 from shardwise.importers.mlir import load_mlir  # noqa: E402
 
-from bench_report import CANDIDATES  # noqa: E402
+from bench_report import CANDIDATES, SMOKE  # noqa: E402
+
+#: Layers of the transformer step and candidate sets per call (smaller in a smoke run).
+LAYERS, CANDIDATE_SETS = (2, 20) if SMOKE else (7, 200)
 
 _MODULE: list[Any] = []
 
 
 def _module() -> Any:
     if not _MODULE:
-        _MODULE.append(load_mlir(transformer_step(7)))
+        _MODULE.append(load_mlir(transformer_step(LAYERS)))
     return _MODULE[0]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_candidates_per_second(benchmark: Any, threads: int) -> None:
     m = _module()
-    cands = _candidates(m, 200, seed=7)
+    cands = _candidates(m, CANDIDATE_SETS, seed=7)
     results = benchmark.pedantic(shardwise.propagate_many, args=(m, cands), kwargs={"threads": threads}, rounds=3, iterations=1)
     assert results.batched
     _record("propagate_many", threads, m, cands, benchmark.stats.stats.min)
@@ -54,12 +57,12 @@ def test_candidates_per_second(benchmark: Any, threads: int) -> None:
 def test_batch_candidates_per_second(benchmark: Any, threads: int) -> None:
     m = _module()
     batch = shardwise.CandidateBatch(m)
-    assert batch.propagate(_candidates(m, 200, seed=100), threads=threads).batched
+    assert batch.propagate(_candidates(m, CANDIDATE_SETS, seed=100), threads=threads).batched
     seeds = iter(range(1000, 2000))
     drawn: list[Any] = []
 
     def fresh() -> tuple[tuple[Any, ...], dict[str, Any]]:
-        drawn.append(_candidates(m, 200, seed=next(seeds)))
+        drawn.append(_candidates(m, CANDIDATE_SETS, seed=next(seeds)))
         return (drawn[-1],), {"threads": threads}
 
     results = benchmark.pedantic(batch.propagate, setup=fresh, rounds=10, iterations=1)

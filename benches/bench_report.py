@@ -23,6 +23,9 @@ _END_TO_END = ("load_s", "shardwise_s", "write_s", "shardy_parse_s", "shardy_s",
 CANDIDATES: dict[tuple[str, int], dict[str, Any]] = {}
 
 OUT = Path(os.environ.get("SHARDWISE_BENCH_OUT", Path(__file__).resolve().parent / "results"))
+#: ``SHARDWISE_BENCH_SMOKE=1``: every benchmark on its smallest input, so that the test suite
+#: runs them all (``tests/python/test_benches.py``) and none can rot unnoticed.
+SMOKE = os.environ.get("SHARDWISE_BENCH_SMOKE", "") not in ("", "0")
 
 
 def _us_per_op(e: dict[str, Any], key: str) -> float | None:

@@ -30,6 +30,7 @@ OpenXLA Shardy does, searches the choices left open, and runs the split program.
 commands:
   shardwise demo                                  tour of the representation, propagation,
                                                   partitioning and checking (bundled example)
+  shardwise example [NAME -o FILE]                list or write a bundled example program
   shardwise show SHARDING --mesh x=2,y=4 [--shape 8,16]
                                                   parse, validate and picture one sharding
   shardwise rules IN.mlir -o OUT.mlir             add every op's sharding rule
@@ -150,6 +151,28 @@ def demo(console: Console) -> None:
         except ShardingError as e:
             bad.add_row(Text(text + (f" on shape {shape}" if shape else "")), Text(str(e)), str(getattr(e, "rule", None) or type(e).__name__))
     console.print(bad)
+
+
+def example(console: Console, name: str | None, output: str | None) -> None:
+    """``shardwise example``: lists the bundled programs, or writes ``name`` to ``output``
+    (atomically) or standard output."""
+    from shardwise import examples
+    from shardwise.files import write_atomic
+
+    if name is None:
+        table = Table(title="bundled example programs (shardwise example NAME -o FILE)", header_style="bold")
+        table.add_column("name")
+        table.add_column("program")
+        for n, what in examples.EXAMPLES.items():
+            table.add_row(n, what)
+        console.print(table)
+        return
+    text = examples.text(name)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    write_atomic(output, text)
+    console.print(f"wrote {output} ({name})", highlight=False)
 
 
 def propagate_file(
@@ -432,6 +455,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"shardwise {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="tour the sharding representation on a bundled example")
+    ex = sub.add_parser("example", help="list the bundled example programs, or write one to a file")
+    ex.add_argument("name", nargs="?", help="an example's name (without it: list them)")
+    ex.add_argument("-o", "--output", help="where to write it (default: standard output)")
     p = sub.add_parser("show", help="parse, validate and picture one sharding")
     p.add_argument("sharding", help='e.g. \'#sdy.sharding<@mesh, [{"x"}, {}]>\'')
     p.add_argument("--mesh", required=True, help='x=2,y=4 or \'#sdy.mesh<["x"=2, "y"=4]>\'')
@@ -508,6 +534,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             demo_program(console)
             demo_propagation(console)
             demo_partition(console)
+        elif args.command == "example":
+            example(console, args.name, args.output)
         elif args.command == "propagate":
             try:
                 propagate_file(

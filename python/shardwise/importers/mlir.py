@@ -40,14 +40,19 @@ def load_mlir(source: str | os.PathLike[str]) -> Module:
             return _Importer().module(mlir_module.operation)
 
 
-#: Characters every MLIR module's text has and file names almost never do.
+#: Characters every MLIR module's text has and file names almost never do: a one-line string
+#: without them (and without spaces), or ending in ``.mlir``, is taken for a path.
 _MLIR_SYNTAX = re.compile(r"[{}()<>=%@]")
 
 
 def _read(source: str | os.PathLike[str]) -> str:
     if not isinstance(source, (str, os.PathLike)):
         raise ProgramError(f"load_mlir takes MLIR text or a path (str or os.PathLike), got {type(source).__name__}")
-    path_like = isinstance(source, os.PathLike) or ("\n" not in source and len(source) < 4096 and (Path(source).is_file() or not _MLIR_SYNTAX.search(source)))
+    path_like = isinstance(source, os.PathLike) or (
+        "\n" not in source
+        and len(source) < 4096
+        and (Path(source).exists() or source.endswith(".mlir") or not (_MLIR_SYNTAX.search(source) or any(c.isspace() for c in source.strip())))
+    )
     if path_like:
         path = Path(source)
         if not path.exists():
