@@ -21,6 +21,7 @@ from shardwise.ir.core import Module
 from shardwise.mesh import Mesh
 from shardwise.spmd.partition.global_step import Collective, drop_empty_meshes, drop_unused_meshes, lower_to_collectives, replicate_unsupported, single_mesh
 from shardwise.spmd.partition.groups import check_device_ids
+from shardwise.spmd.partition.chlo_rules import chlo_rules
 from shardwise.spmd.partition.inline import inline_calls
 from shardwise.spmd.partition.local_step import localize
 from shardwise.spmd.partition.meta import build_meta, write_outdir
@@ -106,7 +107,10 @@ def partition(
 
     ``mesh``: must equal the module's mesh when the module has one (``MeshError`` naming both
     otherwise); a module without a mesh gets it as ``@mesh`` (everything replicated).
-    ``propagate``: run ``shardwise.propagate`` first (default: when ``needs_propagation``).
+    ``propagate``: run ``shardwise.propagate`` first (default: when ``needs_propagation``),
+    on the program as XLA's propagation sees it: calls inlined, elementwise CHLO ops with the
+    pointwise rule (``inline.py``, ``chlo_rules.py``). A module propagated beforehand keeps its
+    shardings; its calls are inlined with reshards where call sites and callees disagree.
     ``cost_model``: the planner's cost model (default ``CostModel()``).
 
     Raises ``ProgramError`` naming the op for what cannot be partitioned (several meshes,
@@ -130,19 +134,23 @@ def partition(
         raise ProgramError("the module has no sdy.mesh; pass mesh= (e.g. --mesh x=2,y=4)")
     mesh_name, the_mesh = single_mesh(work)
     check_device_ids(the_mesh)
-    if propagate or (propagate is None and needs_propagation(work)):
-        work = run_propagation(work)
-    drop_empty_meshes(work)
-    inline_calls(work)
-    added = 0
-    for f in work.funcs:
-        if f.regions[0].blocks:
-            added += replicate_unsupported(work, f)
-    run_pipeline(work, "builtin.module(func.func(sdy-insert-explicit-reshards{enable-full-version=true}))")
-    collectives: list[Collective] = []
-    for f in work.funcs:
-        if f.regions[0].blocks:
-            collectives += lower_to_collectives(work, f, cost_model)
+    with chlo_rules():
+        if propagate or (propagate is None and needs_propagation(work)):
+            # What XLA does before its Shardy and SPMD partitioner run: calls inlined (so each
+            # call site gets its own shardings) and CHLO legalized (``chlo_rules``).
+            inline_calls(work, decided=False)
+            work = run_propagation(work)
+        drop_empty_meshes(work)
+        inline_calls(work)
+        added = 0
+        for f in work.funcs:
+            if f.regions[0].blocks:
+                added += replicate_unsupported(work, f)
+        run_pipeline(work, "builtin.module(func.func(sdy-insert-explicit-reshards{enable-full-version=true}))")
+        collectives: list[Collective] = []
+        for f in work.funcs:
+            if f.regions[0].blocks:
+                collectives += lower_to_collectives(work, f, cost_model)
     ranks = [localize(work, r) for r in range(the_mesh.size)]
     part = Partition(work, ranks, mesh_name, the_mesh, collectives, added_reshards=added)
     part.meta = build_meta(part)

@@ -13,10 +13,13 @@ replicated before and back after it, the fallback the issue's "Partitioner" sect
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from shardwise.execute.attrs import parse_array, parse_conv_dims, parse_int, parse_struct
 from shardwise.execute.regions import body_kind
 from shardwise.ir.core import Op
 from shardwise.ir.types import TensorType
+from shardwise.spmd.partition.chlo_rules import CHLO_POINTWISE
 
 __all__ = ["LOCAL_OPS", "contracted_dims", "replicated_dims"]
 
@@ -26,11 +29,12 @@ _ELEMENTWISE = {
     "is_finite", "log", "log_plus_one", "logistic", "maximum", "minimum", "multiply", "negate", "not", "or",
     "popcnt", "power", "real", "reduce_precision", "remainder", "round_nearest_afz", "round_nearest_even",
     "rsqrt", "select", "shift_left", "shift_right_arithmetic", "shift_right_logical", "sign", "sine", "sqrt",
-    "subtract", "tan", "tanh", "xor", "erf_inv",
+    "subtract", "tan", "tanh", "xor",
 }  # fmt: skip
 
 LOCAL_OPS = frozenset(
     {f"stablehlo.{n}" for n in _ELEMENTWISE}
+    | set(CHLO_POINTWISE)
     | {
         "stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.transpose", "stablehlo.dot",
         "stablehlo.dot_general", "stablehlo.iota", "stablehlo.constant", "stablehlo.while", "stablehlo.case",
@@ -42,7 +46,8 @@ LOCAL_OPS = frozenset(
     }
 )  # fmt: skip
 """Ops rewritten exactly on any sharding their factor rule allows (types and shape attributes
-change; iota and splat constants are specialised to the rank's block)."""
+change; iota and splat constants are specialised to the rank's block). The elementwise CHLO
+ops are among them: the partitioner gives them the pointwise rule (``chlo_rules``)."""
 
 
 def _rank(v: object) -> int:
@@ -119,16 +124,43 @@ def replicated_dims(op: Op) -> tuple[list[set[int]], list[set[int]]] | None:
         return [dims, dims, set()], [dims]
     if name == "stablehlo.gather" and len(op.operands) == 2:
         # Batch dimensions (the operand's batching dims, the indices' dims but the index
-        # vector, the result's non-offset dims) are computed on local blocks; the gathered
-        # operand dimensions, the index vector and the result's offset dims stay whole.
+        # vector, the result's non-offset dims) are computed on local blocks, and so are the
+        # offset dimensions taken whole (slice size = operand size: Shardy's pass-through
+        # factor; the partitioner shrinks their slice size to the local one); the gathered
+        # operand dimensions, the index vector and the other offset dims stay whole.
         dn = parse_struct(op.attributes["dimension_numbers"], "gather")
-        rank = _rank(op.operands[0])
+        shape = op.operands[0].type.shape
         batching = set(dn.get("operand_batching_dims", []))
         ivd = dn.get("index_vector_dim", _rank(op.operands[1]))
+        sizes = parse_array(op.attributes["slice_sizes"])
+        passing = _offset_pass_through(shape, [sizes[d] for d in range(len(shape))], dn.get("offset_dims", []), set(dn.get("collapsed_slice_dims", [])) | batching)
         return (
-            [set(range(rank)) - batching, {ivd} if ivd < _rank(op.operands[1]) else set()],
-            [set(dn.get("offset_dims", []))],
+            [set(range(len(shape))) - batching - set(passing), {ivd} if ivd < _rank(op.operands[1]) else set()],
+            [set(dn.get("offset_dims", [])) - set(passing.values())],
         )
+    if name == "stablehlo.scatter" and len(op.operands) == 3:
+        # One input, indices, one update tensor. The input dimensions that the update window
+        # covers whole (window size = input size: Shardy's pass-through factor) are computed
+        # on local blocks, with the updates' window dimension and the result's sharded alike;
+        # so are the explicit batching dimensions (input, indices, updates). Everything else
+        # (scattered input dimensions, the index vector, implicit batch dims, which combine
+        # updates from every rank) stays whole.
+        dn = parse_struct(op.attributes["scatter_dimension_numbers"], "scatter")
+        shape = op.operands[0].type.shape
+        upd = op.operands[2].type.shape
+        in_batching = list(dn.get("input_batching_dims", []))
+        idx_batching = list(dn.get("scatter_indices_batching_dims", []))
+        win = list(dn.get("update_window_dims", []))
+        skipped = set(dn.get("inserted_window_dims", [])) | set(in_batching)
+        passing = _offset_pass_through(shape, _window_sizes(shape, upd, win, skipped), win, skipped)
+        ivd = dn.get("index_vector_dim", _rank(op.operands[1]))
+        idx_rank = _rank(op.operands[1])
+        idx_scatter = [d for d in range(idx_rank) if d != ivd]
+        upd_scatter = [d for d in range(len(upd)) if d not in win]
+        ok_upd = set(passing.values()) | {upd_scatter[idx_scatter.index(d)] for d in idx_batching if d in idx_scatter}
+        ok_idx = set(idx_batching)
+        in_dims = set(range(len(shape))) - set(passing) - set(in_batching)
+        return [in_dims, set(range(idx_rank)) - ok_idx, set(range(len(upd))) - ok_upd], [set(in_dims)]
     if name == "stablehlo.convolution" and len(op.operands) == 2:
         groups = (parse_int(op.attributes.get(k, "1")) for k in ("feature_group_count", "batch_group_count"))
         if all(g == 1 for g in groups):
@@ -142,6 +174,28 @@ def replicated_dims(op: Op) -> tuple[list[set[int]], list[set[int]]] | None:
                 [set(d.out_spatial)],
             )
     return _all(op)
+
+
+def _offset_pass_through(shape: tuple[int, ...], sizes: Sequence[int], offset_dims: Sequence[int], skipped: set[int]) -> dict[int, int]:
+    """Operand dimension -> slices (result or updates) dimension, for the offset dimensions
+    taken whole: offset dims map in order to the operand dims that are neither collapsed nor
+    batching (``skipped``), as in Shardy's ``addGatherScatterFactors``."""
+    out: dict[int, int] = {}
+    free = [d for d in range(len(shape)) if d not in skipped]
+    for operand_dim, slices_dim in zip(free, sorted(offset_dims)):
+        if sizes[operand_dim] == shape[operand_dim]:
+            out[operand_dim] = slices_dim
+    return out
+
+
+def _window_sizes(shape: tuple[int, ...], upd: tuple[int, ...], window: Sequence[int], skipped: set[int]) -> list[int]:
+    """Per input dimension of a scatter, the size of the update window along it (1 for
+    inserted and batching dimensions)."""
+    sizes = [1] * len(shape)
+    free = [d for d in range(len(shape)) if d not in skipped]
+    for operand_dim, upd_dim in zip(free, sorted(window)):
+        sizes[operand_dim] = upd[upd_dim]
+    return sizes
 
 
 def contracted_dims(op: Op) -> tuple[int, int] | None:

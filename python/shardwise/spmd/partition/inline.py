@@ -26,6 +26,8 @@ from shardwise.errors import ProgramError
 from shardwise.ir.core import Func, Module, Op, Value
 from shardwise.ir.rewrite import Mapping, SymbolTable, Uses, clone_op, erase_op, insert_before
 from shardwise.passes._sdy import CALL, RESHARD, callee_name, fully_replicated, is_equivalent, mesh_ref
+
+CONSTRAINT = "sdy.sharding_constraint"
 from shardwise.sharding import TensorSharding
 
 __all__ = ["inline_calls"]
@@ -86,10 +88,20 @@ def _replicated_like(s: TensorSharding, rank: int) -> TensorSharding:
     return fully_replicated(mesh_ref(s), rank, True)
 
 
-def _join(value: Value, want: TensorSharding | None, anchor: Op, uses: Uses) -> Value:
+def _join(value: Value, want: TensorSharding | None, anchor: Op, uses: Uses, decided: bool) -> Value:
     """``value`` itself when its sharding is equivalent to ``want``; otherwise the result of a
-    new ``sdy.reshard`` to ``want`` (replicated when ``want`` is ``None``) put before ``anchor``."""
+    new ``sdy.reshard`` to ``want`` (replicated when ``want`` is ``None``) put before ``anchor``.
+    Before propagation (``decided`` false) a missing ``want`` asks nothing, and a given one
+    becomes an ``sdy.sharding_constraint``."""
     have = value.sharding
+    if not decided:
+        if want is None:
+            return value
+        c = Op(CONSTRAINT, [value], [value.type], location=anchor.location)
+        c.results[0].sharding = want
+        insert_before(anchor, c)
+        uses.add(c)
+        return c.results[0]
     if is_equivalent(have, want):
         return value
     ref = want if want is not None else have
@@ -102,7 +114,7 @@ def _join(value: Value, want: TensorSharding | None, anchor: Op, uses: Uses) -> 
     return r.results[0]
 
 
-def _inline_call(call: Op, callee: Func, uses: Uses) -> None:
+def _inline_call(call: Op, callee: Func, uses: Uses, decided: bool) -> None:
     if len(call.operands) != len(callee.args) or len(call.results) != len(callee.result_types):
         raise ProgramError(
             f"{call.where()} passes {len(call.operands)} operands and takes {len(call.results)} results, "
@@ -110,24 +122,31 @@ def _inline_call(call: Op, callee: Func, uses: Uses) -> None:
         )
     mapping = Mapping()
     for operand, arg in zip(call.operands, callee.args):
-        mapping.map(arg, _join(operand, arg.sharding, call, uses))
+        mapping.map(arg, _join(operand, arg.sharding, call, uses, decided))
     body = callee.body.ops
     for op in body[:-1]:
         new = clone_op(op, mapping)
         insert_before(call, new)
         uses.add(new)
     ret = body[-1]
-    for returned, result in zip(ret.operands, call.results):
-        value = _join(mapping.lookup_or_default(returned), result.sharding, call, uses)
+    result_shardings = [r.sharding for r in call.results] if decided else list(callee.result_shardings)
+    for returned, result, want in zip(ret.operands, call.results, result_shardings):
+        value = _join(mapping.lookup_or_default(returned), want, call, uses, decided)
         uses.replace_all_uses(result, value)
     uses.drop(call)
     erase_op(call)
 
 
-def inline_calls(module: Module) -> int:
+def inline_calls(module: Module, *, decided: bool = True) -> int:
     """Replaces every ``func.call`` reachable from the public functions of ``module`` (in
     place; nested regions, ``while``/``case`` bodies and manual computations included) by the
     callee's body, then removes the private functions. Returns the number of calls inlined.
+
+    ``decided``: the module is propagated; where a call site's sharding differs from its
+    callee's an ``sdy.reshard`` joins them. Before propagation (``decided=False``, what XLA's
+    inliner sees: its Shardy runs on the inlined program) the body is substituted as it is,
+    and a sharding the callee declares on an argument or result becomes an
+    ``sdy.sharding_constraint``, so that propagation then specialises each call site.
 
     Raises ``ProgramError`` naming the call for a missing callee, a declaration without a body,
     recursion, or a call whose operand or result count disagrees with its callee."""
@@ -142,7 +161,7 @@ def inline_calls(module: Module) -> int:
         for call in calls:
             callee = symbols.lookup(callee_name(call))
             assert isinstance(callee, Func)
-            _inline_call(call, callee, uses)
+            _inline_call(call, callee, uses, decided)
             inlined += 1
     for f in list(module.funcs):
         if not _is_public(f):

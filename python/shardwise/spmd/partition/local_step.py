@@ -126,6 +126,8 @@ class _Local:
             self.whole_dims(op, globals_[0], locals_[0], "limit_indices")
         elif op.name == "stablehlo.dynamic_slice":
             self.whole_dims(op, globals_[0], locals_[0], "slice_sizes")
+        elif op.name == "stablehlo.gather":
+            self.gather_sizes(op, self.orig[orig_operands[0]][0], op.operands[0].type)
         elif op.name == "stablehlo.reduce":
             self.mask_reduce(op)
         elif op.name in ("stablehlo.dot_general", "stablehlo.dot"):
@@ -163,6 +165,21 @@ class _Local:
                     raise ProgramError(f"{op.where()}: dimension {k} is sharded but not taken whole")
                 values[k] = b
         op.attributes[attr] = _i64s(values)
+
+    def gather_sizes(self, op: Op, g: Type, loc: Type) -> None:
+        """A gather's ``slice_sizes`` on the local operand: a dimension taken whole (the
+        pass-through offset dims of ``coverage.replicated_dims``) takes the local size; a
+        sharded batching dimension keeps its slice of 1."""
+        assert isinstance(g, TensorType) and isinstance(loc, TensorType)
+        if g == loc:
+            return
+        values = list(parse_array(op.attributes["slice_sizes"]))
+        for k, (a, b) in enumerate(zip(g.shape, loc.shape)):
+            if a != b and values[k] != 1:
+                if values[k] != a:
+                    raise ProgramError(f"{op.where()}: operand dimension {k} is sharded but not taken whole")
+                values[k] = b
+        op.attributes["slice_sizes"] = _i64s(values)
 
     def iota(self, op: Op, s: TensorSharding | None, g: Type) -> None:
         if s is None:
