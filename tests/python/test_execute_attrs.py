@@ -137,10 +137,10 @@ def test_op_without_implementation_is_named() -> None:
     from shardwise.execute import run
 
     m = load_mlir(
-        """func.func @main(%arg0: tensor<4x4xf32>) -> tensor<4x4xf32> {
-  %0 = stablehlo.cholesky %arg0 : tensor<4x4xf32>
+        """func.func @main(%arg0: tensor<4x4xf32>, %arg1: tensor<4xf32>) -> tensor<4x4xf32> {
+  %0 = "stablehlo.batch_norm_inference"(%arg0, %arg1, %arg1, %arg1, %arg1) {epsilon = 1.0e-05 : f32, feature_index = 1 : i64} : (tensor<4x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4x4xf32>
   return %0 : tensor<4x4xf32>
 }"""
     )
-    with pytest.raises(ProgramError, match=r"stablehlo\.cholesky at loc\(.*\): the interpreter has no implementation of stablehlo\.cholesky"):
-        run(m, [np.eye(4, dtype=np.float32)])
+    with pytest.raises(ProgramError, match=r"stablehlo\.batch_norm_inference at loc\(.*\): the interpreter has no implementation of stablehlo\.batch_norm_inference"):
+        run(m, [np.eye(4, dtype=np.float32), np.ones(4, dtype=np.float32)])

@@ -5,6 +5,7 @@ from shardwise.execute import (  # noqa: F401
     ops_collective,
     ops_control,
     ops_elementwise,
+    ops_fft,
     ops_index,
     ops_linalg,
     ops_manual,
@@ -12,4 +13,5 @@ from shardwise.execute import (  # noqa: F401
     ops_reduce,
     ops_shape,
     ops_sort,
+    ops_special,
 )

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from shardwise.execute._util import astype, upcast
+from shardwise.execute._util import astype, bitcast, is_complex, itemsize, uint_of, upcast
 from shardwise.execute.interpreter import Interpreter, register
 from shardwise.ir.core import Op
 
@@ -30,7 +30,7 @@ def _host(fn: Callable[[float], float]) -> Callable[[Any, Any], Any]:
 
     def apply(xp: Any, x: Any) -> Any:
         host = np.asarray(astype(xp, x, xp.float64))
-        out = vec(host).astype(np.float64)
+        out = np.asarray(vec(host), dtype=np.float64)  # a 0-d input gives a Python float
         return astype(xp, xp.asarray(out), x.dtype)
 
     return apply
@@ -58,6 +58,55 @@ for _name, _fn in {
     "chlo.lgamma": _host(_lgamma),
 }.items():
     _unary(_name, _fn)
+
+
+@register("chlo.square", elementwise=True)
+def _square(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
+    """``x * x`` (CHLO ``square``). A complex ``a + bi`` squares as ``(a - b)(a + b) + 2abi``,
+    the formula of CHLO's decomposition (exact real part when ``|a| == |b|``)."""
+    xp, x = it.xp, args[0]
+    if is_complex(xp, x):
+        a, b = xp.real(x), xp.imag(x)
+        re, im = (a - b) * (a + b), 2 * a * b
+        return [astype(xp, re, x.dtype) + astype(xp, im, x.dtype) * xp.asarray(1j, dtype=x.dtype)]
+    y = upcast(xp, x)
+    return [astype(xp, y * y, x.dtype)]
+
+
+@register("chlo.conj", elementwise=True)
+def _conj(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
+    """Complex conjugate (CHLO ``conj``); the identity on real operands."""
+    xp, x = it.xp, args[0]
+    return [xp.conj(x) if is_complex(xp, x) else x]
+
+
+@register("chlo.next_after", elementwise=True)
+def _next_after(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
+    """The representable value after ``x`` in the direction of ``y`` (CHLO ``next_after``, C
+    ``nextafter``), on the bits of the element type (so also bf16/f16, and under ``wide`` on
+    the declared type): NaN if either is NaN; ``y`` if ``x == y``; the smallest subnormal with
+    ``y``'s sign if ``x`` is zero; otherwise the magnitude bits of ``x`` step by one, up when
+    ``|y| > |x|`` with the same sign, down otherwise."""
+    xp = it.xp
+    declared = it.declared_dtype(op.operands[0])
+    x, y = astype(xp, args[0], declared), astype(xp, args[1], declared)
+    size = itemsize(xp, declared)
+    u = uint_of(xp, size)
+    xb, yb = bitcast(x, u), bitcast(y, u)
+    sign_mask = xp.asarray(1 << (8 * size - 1), dtype=u)
+    one = xp.asarray(1, dtype=u)
+    xf, yf = upcast(xp, x), upcast(xp, y)
+    nan = xp.isnan(xf) | xp.isnan(yf)
+    x_mag = xb & ~sign_mask
+    # Moving away from zero adds one to the magnitude bits; toward zero subtracts one.
+    away = (xf < yf) == (xf > 0)
+    stepped = xp.where(away, xb + one, xb - one)
+    zero_x = x_mag == 0
+    tiny = (yb & sign_mask) | one
+    out = xp.where(zero_x, tiny, stepped)
+    out = xp.where(xf == yf, yb, out)
+    res = xp.where(nan, xf + yf, upcast(xp, bitcast(out, declared)))
+    return [astype(xp, res, it.result_dtype(op))]
 
 
 @register("chlo.is_inf", elementwise=True)

@@ -1,4 +1,4 @@
-"""dot, dot_general and convolution (StableHLO spec). Products of floats narrower than 32 bits
+"""dot, dot_general, convolution, triangular_solve and cholesky (StableHLO spec). Products of floats narrower than 32 bits
 and of float32 are accumulated in float64 and rounded once to the result type (the op's
 declared result type, i.e. ``preferred_element_type``)."""
 
@@ -10,8 +10,8 @@ from typing import Any
 
 from shardwise.execute._util import astype, scalar_of
 from shardwise.errors import ProgramError
-from shardwise.execute._util import accumulate, is_bool
-from shardwise.execute.attrs import parse_array, parse_conv_dims, parse_dense, parse_int, parse_struct
+from shardwise.execute._util import accumulate, is_bool, is_complex, upcast
+from shardwise.execute.attrs import parse_array, parse_bool, parse_conv_dims, parse_dense, parse_enum, parse_int, parse_struct
 from shardwise.execute.interpreter import Interpreter, register
 from shardwise.execute.ops_shape import pad
 from shardwise.ir.core import Op
@@ -143,3 +143,91 @@ def _conv_groups(xp: Any, x: Any, w: Any, groups: int, kernel: tuple[int, ...], 
             acc = acc + xp.matmul(kw, patch)
         outs.append(xp.reshape(acc, (n, og, *out_spatial)))
     return outs[0] if groups == 1 else xp.concat(outs, axis=1)
+
+
+def _adjoint(xp: Any, a: Any) -> Any:
+    """The conjugate transpose of the last two dimensions."""
+    t = xp.matrix_transpose(a) if hasattr(xp, "matrix_transpose") else xp.swapaxes(a, -1, -2)
+    return xp.conj(t) if is_complex(xp, t) else t
+
+
+def _triangle(xp: Any, a: Any, lower: bool) -> Any:
+    return xp.tril(a) if lower else xp.triu(a)
+
+
+# JAX itself lowers Cholesky to the LAPACK custom call lapack_?potrf_ffi on CPU; other
+# producers (and XLA's own expanders) emit stablehlo.cholesky.
+@register("stablehlo.cholesky")
+def cholesky(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
+    """Cholesky factor of each Hermitian positive-definite ``[..., N, N]`` matrix (StableHLO
+    spec, "cholesky"): ``lower`` gives ``L`` with ``a = L L^H``, else ``U`` with ``a = U^H U``;
+    only that triangle of ``a`` is read. The other triangle of the result is zero (the spec
+    leaves it implementation-defined), and a matrix that is not positive definite gives NaNs
+    in the whole matrix (the spec: implementation-defined; XLA's CPU result is the same). Computed column by column
+    (Cholesky-Banachiewicz) in double precision, rounded once to the result type."""
+    xp = it.xp
+    lower = parse_bool(op.attributes["lower"]) if "lower" in op.attributes else False
+    a = accumulate(xp, upcast(xp, args[0]))
+    if not lower:  # U^H U = a  <=>  L L^H = a with L = U^H, and L's lower triangle is a's upper one, conjugated
+        a = _adjoint(xp, a)
+    n = a.shape[-1]
+    rows = xp.reshape(xp.arange(n), (n,))
+    cols: list[Any] = []
+    for j in range(n):
+        s = a[..., :, j]
+        for k in range(j):
+            ljk = cols[k][..., j : j + 1]
+            s = s - cols[k] * (xp.conj(ljk) if is_complex(xp, ljk) else ljk)
+        d = xp.sqrt(xp.real(s[..., j : j + 1]) if is_complex(xp, s) else s[..., j : j + 1])
+        col = s / (astype(xp, d, s.dtype) if is_complex(xp, s) else d)
+        col = xp.where(rows >= j, col, xp.zeros_like(col))
+        cols.append(col)
+    factor = xp.stack(cols, axis=-1) if cols else a
+    failed = xp.any(xp.isnan(factor), axis=(-2, -1), keepdims=True)
+    factor = xp.where(failed, xp.full_like(factor, math.nan), factor)
+    if not lower:
+        factor = _adjoint(xp, factor)
+    return [astype(xp, factor, it.result_dtype(op))]
+
+
+@register("stablehlo.triangular_solve")
+def _triangular_solve(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
+    """Solves ``op(a) x = b`` (``left_side``) or ``x op(a) = b`` for batches of triangular
+    ``a`` (StableHLO spec, "triangular_solve"): only the ``lower`` (or upper) triangle of ``a``
+    is read, its diagonal taken as ones if ``unit_diagonal``; ``op`` is the identity, the
+    transpose or the adjoint (``transpose_a``). By forward / backward substitution in double
+    precision, rounded once to the result type."""
+    xp = it.xp
+    left = parse_bool(op.attributes.get("left_side", "false"))
+    lower = parse_bool(op.attributes.get("lower", "false"))
+    unit = parse_bool(op.attributes.get("unit_diagonal", "false"))
+    transpose = parse_enum(op.attributes["transpose_a"]) if "transpose_a" in op.attributes else "NO_TRANSPOSE"
+    a = _triangle(xp, accumulate(xp, upcast(xp, args[0])), lower)
+    b = accumulate(xp, upcast(xp, args[1]))
+    n = a.shape[-1]
+    if unit:
+        eye = xp.eye(n, dtype=a.dtype)
+        a = a * (1 - eye) + eye
+    if transpose == "TRANSPOSE":
+        a, lower = xp.swapaxes(a, -1, -2), not lower
+    elif transpose == "ADJOINT":
+        a, lower = _adjoint(xp, a), not lower
+    elif transpose != "NO_TRANSPOSE":
+        raise ProgramError(f"{op.where()}: unknown transpose_a {transpose!r}")
+    if not left:  # x T = b  <=>  T^T x^T = b^T
+        a, b, lower = xp.swapaxes(a, -1, -2), xp.swapaxes(b, -1, -2), not lower
+    if a.dtype != b.dtype:
+        common = xp.result_type(a.dtype, b.dtype)
+        a, b = astype(xp, a, common), astype(xp, b, common)
+    xs: list[Any] = [None] * n
+    order = range(n) if lower else range(n - 1, -1, -1)
+    for i in order:
+        r = b[..., i, :]
+        for k in range(n):
+            if xs[k] is not None:
+                r = r - a[..., i, k : k + 1] * xs[k]
+        xs[i] = r / a[..., i, i : i + 1]
+    x = xp.stack(xs, axis=-2) if n else b
+    if not left:
+        x = xp.swapaxes(x, -1, -2)
+    return [astype(xp, x, it.result_dtype(op))]

@@ -71,6 +71,21 @@ def _name(source: str | os.PathLike[str]) -> str:
     return f" from {source}" if isinstance(source, os.PathLike) or "\n" not in str(source) else ""
 
 
+_VALUE_ATTR = re.compile(r"<\{value = (.*)\}> : \(")
+
+
+def _attributes_from_asm(o: Any) -> dict[str, str]:
+    """The attributes of a constant whose ``value`` jaxlib's Python bindings cannot hand over
+    (dense complex elements: indexing the attribute map raises ``TypeError``), read from the
+    op's generic form as MLIR prints it. ``ProgramError`` for any other op."""
+    names = [str(n) for n in o.attributes]
+    text = o.get_asm(print_generic_op_form=True, large_elements_limit=None)
+    m = _VALUE_ATTR.search(text)
+    if names != ["value"] or m is None:
+        raise ProgramError(f"{o.name} at {o.location}: jaxlib's Python bindings cannot read its attributes {names}")
+    return {"value": m.group(1)}
+
+
 class _Importer:
     """One walk over jaxlib's module. jaxlib uniques types and attributes in its context, so
     each distinct one is printed once (``type_of``, ``text_of``; a transformer step has about
@@ -117,7 +132,10 @@ class _Importer:
         # them up in sets and dicts, which an identical object answers without comparing text
         # (a 22k-op step's pipeline ran 6-8% faster).
         attributes = o.attributes
-        attrs = {intern(n): self.text_of(attributes[n]) for n in attributes}
+        try:
+            attrs = {intern(n): self.text_of(attributes[n]) for n in attributes}
+        except TypeError:
+            attrs = _attributes_from_asm(o)
         op = Op(intern(o.name), [self.value(v, o) for v in o.operands], [self.type_of(r.type) for r in o.results], attrs)
         op._location = o.location
         for r, v in zip(o.results, op.results):
