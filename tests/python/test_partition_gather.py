@@ -71,3 +71,26 @@ def test_cross_entropy_gradient_scatter_stays_on_the_batch() -> None:
 
     part = _partition_and_check(jax.grad(loss), logits, labels, out_shardings=NamedSharding(mesh, P("x", None)))
     assert all(c.kind == "sdy.all_reduce" for c in part.collectives), [c.text for c in part.collectives]
+
+
+def test_row_sharded_embedding_table_gathers_locally_and_all_reduces() -> None:
+    """Megatron's vocab-parallel embedding: the table's rows on ``y``; each rank gathers the
+    ids in its rows, zeros the rest, and one all-reduce of the activations sums them (XLA's
+    index-parallel gather), instead of all-gathering the table."""
+    mesh = _mesh()
+    table, ids = _arg(mesh, (64, 32), P("y", None)), _arg(mesh, (2, 8), P("x", None), jnp.int32)
+    part = _partition_and_check(lambda t, i: jnp.take(t, i, axis=0), table, ids, out_shardings=NamedSharding(mesh, P("x", None, None)))
+    assert [c.kind for c in part.collectives] == ["sdy.all_reduce"], [c.text for c in part.collectives]
+
+
+def test_row_sharded_embedding_gradient_scatters_locally() -> None:
+    """The embedding's gradient: scatter-add of the token gradients into the row-sharded
+    table; each rank applies the updates of its rows and skips the rest."""
+    mesh = _mesh()
+    table, ids = _arg(mesh, (64, 32), P("y", None)), _arg(mesh, (16,), P(), jnp.int32)
+
+    def loss(t: Any, i: Any) -> Any:
+        return (jnp.take(t, i, axis=0) ** 2).sum()
+
+    part = _partition_and_check(jax.grad(loss), table, ids, out_shardings=NamedSharding(mesh, P("y", None)))
+    assert not any(c.kind == "sdy.all_gather" and c.shape == (64, 32) for c in part.collectives), [c.text for c in part.collectives]

@@ -134,8 +134,12 @@ def replicated_dims(op: Op) -> tuple[list[set[int]], list[set[int]]] | None:
         ivd = dn.get("index_vector_dim", _rank(op.operands[1]))
         sizes = parse_array(op.attributes["slice_sizes"])
         passing = _offset_pass_through(shape, [sizes[d] for d in range(len(shape))], dn.get("offset_dims", []), set(dn.get("collapsed_slice_dims", [])) | batching)
+        # Collapsed dimensions the indices address (index-parallel: a row-sharded embedding
+        # table): each rank gathers its own rows, zeros the others and the rule's reduction
+        # factor all-reduces them (``local_step.shift_indices`` / ``mask_gather``).
+        indexed = set(dn.get("collapsed_slice_dims", [])) & set(dn.get("start_index_map", []))
         return (
-            [set(range(len(shape))) - batching - set(passing), {ivd} if ivd < _rank(op.operands[1]) else set()],
+            [set(range(len(shape))) - batching - set(passing) - indexed, {ivd} if ivd < _rank(op.operands[1]) else set()],
             [set(dn.get("offset_dims", [])) - set(passing.values())],
         )
     if name == "stablehlo.scatter" and len(op.operands) == 3:
@@ -159,7 +163,10 @@ def replicated_dims(op: Op) -> tuple[list[set[int]], list[set[int]]] | None:
         upd_scatter = [d for d in range(len(upd)) if d not in win]
         ok_upd = set(passing.values()) | {upd_scatter[idx_scatter.index(d)] for d in idx_batching if d in idx_scatter}
         ok_idx = set(idx_batching)
-        in_dims = set(range(len(shape))) - set(passing) - set(in_batching)
+        # Inserted dimensions the indices address: each rank applies the updates that fall in
+        # its rows (indices shifted; the others are out of bounds and skipped).
+        indexed = set(dn.get("inserted_window_dims", [])) & set(dn.get("scatter_dims_to_operand_dims", []))
+        in_dims = set(range(len(shape))) - set(passing) - set(in_batching) - indexed
         return [in_dims, set(range(idx_rank)) - ok_idx, set(range(len(upd))) - ok_upd], [set(in_dims)]
     if name == "stablehlo.convolution" and len(op.operands) == 2:
         groups = (parse_int(op.attributes.get(k, "1")) for k in ("feature_group_count", "batch_group_count"))

@@ -95,6 +95,30 @@ class Emitter:
     def add(self, x: Value, y: Value) -> Value:
         return self._put(Op("stablehlo.add", [x, y], [x.type]))
 
+    def binary(self, name: str, x: Value, y: Value) -> Value:
+        """``stablehlo.<name>`` of two values of one type (``subtract``, ``and``, ...)."""
+        return self._put(Op(f"stablehlo.{name}", [x, y], [x.type]))
+
+    def compare(self, x: Value, y: Value, direction: str) -> Value:
+        """``stablehlo.compare`` (``LT``, ``GE``, ...; signed comparison of integers)."""
+        t = x.type
+        assert isinstance(t, TensorType)
+        attrs = {"comparison_direction": f"#stablehlo<comparison_direction {direction}>"}
+        return self._put(Op("stablehlo.compare", [x, y], [TensorType(t.shape, "i1")], attrs))
+
+    def broadcast_in_dim(self, x: Value, shape: Sequence[int], dims: Sequence[int]) -> Value:
+        t = x.type
+        assert isinstance(t, TensorType)
+        return self._put(Op("stablehlo.broadcast_in_dim", [x], [TensorType(tuple(shape), t.element_type)], {"broadcast_dimensions": _i64s(dims)}))
+
+    def reshape(self, x: Value, shape: Sequence[int]) -> Value:
+        t = x.type
+        assert isinstance(t, TensorType)
+        return self._put(Op("stablehlo.reshape", [x], [TensorType(tuple(shape), t.element_type)]))
+
+    def select(self, pred: Value, on_true: Value, on_false: Value) -> Value:
+        return self._put(Op("stablehlo.select", [pred, on_true, on_false], [on_true.type]))
+
     def _body(self, kind: str, element_type: str) -> Region:
         scalar = TensorType((), element_type)
         block = Block([scalar, scalar])

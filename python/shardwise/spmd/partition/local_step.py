@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from shardwise.errors import ProgramError
-from shardwise.execute.attrs import parse_array, parse_int
+from shardwise.execute.attrs import parse_array, parse_int, parse_struct
 from shardwise.ir.core import Block, Func, Module, Op, Value
 from shardwise.ir.rewrite import erase_op, insert_before
 from shardwise.ir.types import TensorType, Type
@@ -132,11 +132,17 @@ class _Local:
             self.mask_reduce(op)
         elif op.name in ("stablehlo.dot_general", "stablehlo.dot"):
             self.mask_dot(op)
+        elif op.name == "stablehlo.scatter" and len(op.operands) == 3:
+            self.shift_indices(op, "scatter_dimension_numbers", "inserted_window_dims", "scatter_dims_to_operand_dims")
         for r, t in zip(op.results, locals_):
             r.type = t
             r.sharding = None
         if op.name == "stablehlo.iota":
             self.iota(op, shardings[0], globals_[0])
+        elif op.name == "stablehlo.gather":
+            in_range = self.shift_indices(op, "dimension_numbers", "collapsed_slice_dims", "start_index_map")
+            if in_range is not None:
+                self.mask_gather(op, in_range)
 
     def orig_sharding(self, v: Value) -> TensorSharding:
         """The global sharding of ``v`` (replicated when it has none)."""
@@ -180,6 +186,71 @@ class _Local:
                     raise ProgramError(f"{op.where()}: operand dimension {k} is sharded but not taken whole")
                 values[k] = b
         op.attributes["slice_sizes"] = _i64s(values)
+
+    def shift_indices(self, op: Op, numbers: str, slice_dims: str, index_map: str) -> Value | None:
+        """Index-parallel gather and scatter (XLA's ``spmd/gather_scatter_handler.cc``): where
+        an operand dimension that the indices address one element at a time (collapsed /
+        inserted, size-1 slices) is sharded, each rank holds rows ``[start, start+size)`` of
+        it, so the index component for that dimension is shifted by ``-start``. Scatter skips
+        the update windows that fall outside (StableHLO's out-of-bounds rule), so it is done;
+        gather clamps them, so the returned predicate (per index, of the indices' shape
+        without the index vector dimension) says which rows are this rank's, for
+        ``mask_gather``. ``None`` when no such dimension is sharded."""
+        gt, s = self.orig[self.orig_operands[0]]
+        if not isinstance(gt, TensorType) or s is None:
+            return None
+        dn = parse_struct(op.attributes[numbers], "scatter" if op.name == "stablehlo.scatter" else "gather")
+        to_operand = list(dn.get(index_map, []))
+        sharded = []
+        for c in dn.get(slice_dims, []):
+            d, size, _ = self.dim_info(gt, s, c)
+            if size != d and c in to_operand:
+                sharded.append((to_operand.index(c), self.dim_info_start(d, list(s.dims[c].axes)), size))
+        if not sharded:
+            return None
+        self.em.anchor = op
+        indices = op.operands[1]
+        it = indices.type
+        assert isinstance(it, TensorType)
+        ivd = int(dn.get("index_vector_dim", it.rank))
+        scalar = TensorType((), it.element_type)
+        if ivd < it.rank:
+            starts = [0] * it.shape[ivd]
+            for k, start, _ in sharded:
+                starts[k] = start
+            offset = self.em.constant("[" + ", ".join(map(str, starts)) + "]", TensorType((it.shape[ivd],), it.element_type))
+            shifted = self.em.binary("subtract", indices, self.em.broadcast_in_dim(offset, it.shape, [ivd]))
+        else:
+            ((_, start, _),) = sharded
+            shifted = self.em.binary("subtract", indices, self.em.broadcast_in_dim(self.em.constant(str(start), scalar), it.shape, []))
+        op.operands[1] = shifted
+        if op.name == "stablehlo.scatter":
+            return None
+        batch_shape = [n for i, n in enumerate(it.shape) if i != ivd]
+        ok: Value | None = None
+        for k, _, size in sharded:
+            comp = self.em.reshape(self.em.slice(shifted, ivd, k, k + 1), batch_shape) if ivd < it.rank else shifted
+            bt = TensorType(tuple(batch_shape), it.element_type)
+            zero = self.em.broadcast_in_dim(self.em.constant("0", scalar), bt.shape, [])
+            limit = self.em.broadcast_in_dim(self.em.constant(str(size), scalar), bt.shape, [])
+            inside = self.em.binary("and", self.em.compare(comp, zero, "GE"), self.em.compare(comp, limit, "LT"))
+            ok = inside if ok is None else self.em.binary("and", ok, inside)
+        return ok
+
+    def mask_gather(self, op: Op, in_range: Value) -> None:
+        """Zeros the gathered rows whose index is not this rank's (``shift_indices``); the
+        all-reduce of the rule's reduction factor then sums the ranks' rows."""
+        rt = op.results[0].type
+        assert isinstance(rt, TensorType)
+        dn = parse_struct(op.attributes["dimension_numbers"], "gather")
+        offset = set(dn.get("offset_dims", []))
+        batch_dims = [d for d in range(rt.rank) if d not in offset]
+        nxt = op.parent.ops[op.parent.ops.index(op) + 1] if op.parent is not None else None
+        assert nxt is not None
+        self.em.anchor = nxt
+        mask = self.em.broadcast_in_dim(in_range, rt.shape, batch_dims)
+        zeros = self.em.broadcast_in_dim(self.em.constant(zero_text(rt.element_type), TensorType((), rt.element_type)), rt.shape, [])
+        self.subst[op.results[0]] = self.em.select(mask, op.results[0], zeros)
 
     def iota(self, op: Op, s: TensorSharding | None, g: Type) -> None:
         if s is None:
