@@ -94,3 +94,22 @@ def test_row_sharded_embedding_gradient_scatters_locally() -> None:
 
     part = _partition_and_check(jax.grad(loss), table, ids, out_shardings=NamedSharding(mesh, P("y", None)))
     assert not any(c.kind == "sdy.all_gather" and c.shape == (64, 32) for c in part.collectives), [c.text for c in part.collectives]
+
+
+def test_depthwise_convolution_and_its_gradient_keep_channels_sharded() -> None:
+    """A depthwise convolution (feature_group_count = channels) with channels on ``y`` runs a
+    quarter of the groups on each rank; its kernel gradient (batch_group_count = channels)
+    likewise, with the batch as the contracted dimension (one all-reduce of the small kernel
+    gradient, not an all-gather of the activations)."""
+    mesh = _mesh()
+    x, k = _arg(mesh, (8, 10, 16), P("x", None, "y")), _arg(mesh, (3, 1, 16), P(None, None, "y"))
+
+    def conv(a: Any, w: Any) -> Any:
+        return jax.lax.conv_general_dilated(a, w, (1,), "VALID", dimension_numbers=("NWC", "WIO", "NWC"), feature_group_count=16)
+
+    part = _partition_and_check(conv, x, k, out_shardings=NamedSharding(mesh, P("x", None, "y")))
+    assert part.collectives == []
+    assert all("feature_group_count = 4" in r.to_mlir() for r in part.ranks)
+    grad = jax.grad(lambda a, w: (conv(a, w) ** 2).sum(), argnums=1)
+    part = _partition_and_check(grad, x, k, out_shardings=NamedSharding(mesh, P(None, None, "y")))
+    assert all(c.kind == "sdy.all_reduce" and c.shape == (3, 1, 16) for c in part.collectives), [c.text for c in part.collectives]

@@ -21,7 +21,7 @@ from shardwise.ir.core import Op
 from shardwise.ir.types import TensorType
 from shardwise.spmd.partition.chlo_rules import CHLO_POINTWISE
 
-__all__ = ["LOCAL_OPS", "contracted_dims", "replicated_dims"]
+__all__ = ["LOCAL_OPS", "contracted_dims", "grouped_feature_dims", "replicated_dims"]
 
 _ELEMENTWISE = {
     "abs", "add", "and", "atan2", "bitcast_convert", "cbrt", "ceil", "clamp", "compare", "complex", "convert",
@@ -169,8 +169,23 @@ def replicated_dims(op: Op) -> tuple[list[set[int]], list[set[int]]] | None:
         in_dims = set(range(len(shape))) - set(passing) - set(in_batching) - indexed
         return [in_dims, set(range(idx_rank)) - ok_idx, set(range(len(upd))) - ok_upd], [set(in_dims)]
     if name == "stablehlo.convolution" and len(op.operands) == 2:
-        groups = (parse_int(op.attributes.get(k, "1")) for k in ("feature_group_count", "batch_group_count"))
-        if all(g == 1 for g in groups):
+        feature_groups = parse_int(op.attributes.get("feature_group_count", "1"))
+        batch_groups = parse_int(op.attributes.get("batch_group_count", "1"))
+        if feature_groups > 1 and batch_groups == 1:
+            # Grouped (depthwise) convolution: the feature-group factor (input feature, kernel
+            # output feature, output feature) is computed on local blocks with
+            # ``feature_group_count`` divided by its shard count (``local_step``; the global
+            # step keeps it whole where the count does not divide the groups, ``GROUPED``);
+            # windows and the per-group input feature stay whole.
+            d = parse_conv_dims(op.attributes["dimension_numbers"])
+            return ([set(d.lhs_spatial), {*d.rhs_spatial, d.rhs_in}], [set(d.out_spatial)])
+        if batch_groups > 1 and feature_groups == 1:
+            # Batch-grouped convolution (the kernel gradient of a grouped one): the batch-group
+            # factor (input batch, kernel output feature, output feature) likewise, with
+            # ``batch_group_count`` divided by its shard count.
+            d = parse_conv_dims(op.attributes["dimension_numbers"])
+            return ([{*d.lhs_spatial, d.lhs_feature}, {*d.rhs_spatial, d.rhs_in}], [set(d.out_spatial)])
+        if feature_groups == 1 and batch_groups == 1:
             # Batch and output-feature dimensions are computed on local blocks as they are;
             # windows (spatial dims) stay whole. The contracted input feature is listed too:
             # the partitioner lets it stay sharded (a partial sum, all-reduced after the op as
@@ -205,12 +220,31 @@ def _window_sizes(shape: tuple[int, ...], upd: tuple[int, ...], window: Sequence
     return sizes
 
 
-def contracted_dims(op: Op) -> tuple[int, int] | None:
-    """For an ungrouped convolution, its contracted (input feature) dimension of the input and
-    of the kernel, which may stay sharded when not padded; else ``None``."""
+def grouped_feature_dims(op: Op) -> tuple[int, int, int, int] | None:
+    """For a convolution with feature groups (or batch groups), but not both: the group count,
+    and the lhs dimension the groups split (input feature, or input batch), the output feature
+    dim of the kernel and of the result, which may be sharded when their shard count divides
+    the groups; else ``None``."""
     if op.name != "stablehlo.convolution" or len(op.operands) != 2:
         return None
-    if any(parse_int(op.attributes.get(k, "1")) != 1 for k in ("feature_group_count", "batch_group_count")):
+    feature_groups = parse_int(op.attributes.get("feature_group_count", "1"))
+    batch_groups = parse_int(op.attributes.get("batch_group_count", "1"))
+    if (feature_groups > 1) == (batch_groups > 1):
+        return None
+    d = parse_conv_dims(op.attributes["dimension_numbers"])
+    if feature_groups > 1:
+        return feature_groups, d.lhs_feature, d.rhs_out, d.out_feature
+    return batch_groups, d.lhs_batch, d.rhs_out, d.out_feature
+
+
+def contracted_dims(op: Op) -> tuple[int, int] | None:
+    """For a convolution without feature groups, its contracted (input feature) dimension of
+    the input and of the kernel, which may stay sharded when not padded (a partial sum: the
+    rule's reduction factor); else ``None``. With feature groups the input feature dimension
+    also holds the groups, so it is left to ``grouped_feature_dims``."""
+    if op.name != "stablehlo.convolution" or len(op.operands) != 2:
+        return None
+    if parse_int(op.attributes.get("feature_group_count", "1")) != 1:
         return None
     d = parse_conv_dims(op.attributes["dimension_numbers"])
     return d.lhs_feature, d.rhs_in

@@ -26,7 +26,7 @@ from shardwise.ir.types import TensorType
 from shardwise.mesh import Mesh
 from shardwise.passes._sdy import get_sharding, with_parts
 from shardwise.sharding import AxisRef, DimSharding, TensorSharding
-from shardwise.spmd.partition.coverage import contracted_dims, replicated_dims
+from shardwise.spmd.partition.coverage import contracted_dims, grouped_feature_dims, replicated_dims
 from shardwise.spmd.partition.groups import ceil_div
 from shardwise.spmd.redistribute import CostModel, dtype_bytes, plan_reshard
 
@@ -153,6 +153,16 @@ def _padded(mesh: Mesh, v: Value, s: TensorSharding | None) -> bool:
     return False
 
 
+def _shard_count(mesh: Mesh, v: Value, s: TensorSharding | None, dim: int) -> int:
+    """How many shards dimension ``dim`` of ``v`` is split into by ``s``."""
+    if s is None or dim >= len(s.dims):
+        return 1
+    n = 1
+    for a in s.dims[dim].axes:
+        n *= a.full_size(mesh) if a.size is None else a.size
+    return n
+
+
 def _needs(mesh: Mesh, op: Op, uses: Uses) -> tuple[list[set[int]], list[set[int]]] | None:
     if op.name == "stablehlo.reshape":
         if _padded(mesh, op.operands[0], get_sharding(op.operands[0], uses)) or _padded(mesh, op.results[0], op.results[0].sharding):
@@ -163,8 +173,19 @@ def _needs(mesh: Mesh, op: Op, uses: Uses) -> tuple[list[set[int]], list[set[int
         splat = text.startswith("dense<") and not text.startswith("dense<[") and not text.startswith('dense<"0x')
         return None if splat else ([], [set(range(op.results[0].type.rank))])
     need = replicated_dims(op)
+    if need is None:
+        return None
+    grouped = grouped_feature_dims(op)
+    if grouped is not None:
+        groups, lhs_g, rhs_o, out_f = grouped
+        lhs, rhs = op.operands
+        counts = {_shard_count(mesh, lhs, get_sharding(lhs, uses), lhs_g), _shard_count(mesh, rhs, get_sharding(rhs, uses), rhs_o), _shard_count(mesh, op.results[0], op.results[0].sharding, out_f)}
+        if len(counts) != 1 or groups % max(counts) or _padded(mesh, lhs, get_sharding(lhs, uses)):
+            # The groups cannot be split evenly over the shards: those dims stay whole too.
+            operand_dims, result_dims = need
+            need = [operand_dims[0] | {lhs_g}, operand_dims[1] | {rhs_o}], [result_dims[0] | {out_f}]
     contracted = contracted_dims(op)
-    if need is not None and contracted is not None:
+    if contracted is not None:
         lhs, rhs = op.operands
         if not _padded(mesh, lhs, get_sharding(lhs, uses)) and not _padded(mesh, rhs, get_sharding(rhs, uses)):
             operand_dims, result_dims = need

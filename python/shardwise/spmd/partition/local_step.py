@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from shardwise.errors import ProgramError
-from shardwise.execute.attrs import parse_array, parse_int, parse_struct
+from shardwise.execute.attrs import parse_array, parse_conv_dims, parse_int, parse_struct
 from shardwise.ir.core import Block, Func, Module, Op, Value
 from shardwise.ir.rewrite import erase_op, insert_before
 from shardwise.ir.types import TensorType, Type
@@ -128,6 +128,8 @@ class _Local:
             self.whole_dims(op, globals_[0], locals_[0], "slice_sizes")
         elif op.name == "stablehlo.gather":
             self.gather_sizes(op, self.orig[orig_operands[0]][0], op.operands[0].type)
+        elif op.name == "stablehlo.convolution":
+            self.local_groups(op, self.orig[orig_operands[0]][0], op.operands[0].type)
         elif op.name == "stablehlo.reduce":
             self.mask_reduce(op)
         elif op.name in ("stablehlo.dot_general", "stablehlo.dot"):
@@ -171,6 +173,21 @@ class _Local:
                     raise ProgramError(f"{op.where()}: dimension {k} is sharded but not taken whole")
                 values[k] = b
         op.attributes[attr] = _i64s(values)
+
+    def local_groups(self, op: Op, g: Type, loc: Type) -> None:
+        """A grouped convolution whose input features (feature groups) or input batch (batch
+        groups) are split ``n`` ways runs ``count / n`` groups on each rank (XLA's grouped
+        convolution handling in ``spmd/convolution_handler.cc``)."""
+        assert isinstance(g, TensorType) and isinstance(loc, TensorType)
+        d = parse_conv_dims(op.attributes["dimension_numbers"])
+        for attr, dim in (("feature_group_count", d.lhs_feature), ("batch_group_count", d.lhs_batch)):
+            groups = parse_int(op.attributes.get(attr, "1"))
+            whole, local = g.shape[dim], loc.shape[dim]
+            if groups == 1 or whole == local:
+                continue
+            if (groups * local) % whole:
+                raise ProgramError(f"{op.where()}: {attr} {groups} cannot be split over {whole // local} shards")
+            op.attributes[attr] = f"{groups * local // whole} : i64"
 
     def gather_sizes(self, op: Op, g: Type, loc: Type) -> None:
         """A gather's ``slice_sizes`` on the local operand: a dimension taken whole (the
