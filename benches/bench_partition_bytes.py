@@ -1,6 +1,9 @@
 """Communication of shardwise's partitioner against XLA's SPMD partitioner (issue 6).
 
-For every program of ``../shared/conformance/dev`` as Shardy propagated it (``*.out.mlir``):
+For every program of ``../shared/conformance/dev`` as Shardy propagated it (``*.out.mlir``),
+and for every real training step of ``tests/python/real_models.py`` (flax + optax, lowered raw
+with its calls: XLA compiles that text as ``jax.jit`` would, shardwise partitions it, its
+propagation then seeing the program as XLA's does):
 
 * shardwise: ``shardwise.partition`` → the collectives of each rank's local StableHLO program
   (the partitioner's and those the program already had, e.g. in shard_map bodies), counted the
@@ -164,13 +167,38 @@ def _compile_hlo(text: str) -> tuple[str, int]:
     return "\n".join(h.to_string() for h in exe.hlo_modules()), n
 
 
+def _real_models() -> list[str]:
+    try:
+        import flax  # noqa: F401
+        import optax  # noqa: F401
+    except ImportError:
+        return []
+    from real_models import model_names
+
+    names = model_names()
+    return names[:2] if SMOKE else names
+
+
+@pytest.mark.parametrize("name", _real_models())
+def test_real_model_bytes_against_xla(name: str) -> None:
+    from real_models import real_model
+
+    _compare(f"real: {name}", real_model(name).text)
+
+
 @pytest.mark.parametrize("path", _programs(), ids=lambda p: p.name.removesuffix(".out.mlir"))
 def test_bytes_against_xla(path: Path) -> None:
+    _compare(path.name.removesuffix(".out.mlir"), path.read_text())
+
+
+def _compare(program: str, text: str) -> None:
+    import warnings
+
     import shardwise
     from shardwise.importers.mlir import load_mlir
 
-    text = path.read_text()
-    row: dict[str, Any] = {"program": path.name.removesuffix(".out.mlir")}
+    warnings.simplefilter("ignore", shardwise.UnknownOpWarning)
+    row: dict[str, Any] = {"program": program}
     ROWS.append(row)
     try:
         hlo, devices = _compile_hlo(text)

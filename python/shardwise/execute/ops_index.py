@@ -89,7 +89,7 @@ def _gather(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     obatch = dn.get("operand_batching_dims", [])
     ibatch = dn.get("start_indices_batching_dims", [])
     start_map = dn.get("start_index_map", [])
-    ivd = dn.get("index_vector_dim", indices.ndim)
+    ivd = dn.get("index_vector_dim", 0)  # StableHLO prints the default, 0, as nothing
     out_shape = op.results[0].shape
     vecs, idx_batch = _index_vectors(xp, indices, ivd)
     grid = _grid(xp, out_shape)
@@ -149,7 +149,7 @@ def _scatter(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     ibatch = dn.get("input_batching_dims", [])
     sbatch = dn.get("scatter_indices_batching_dims", [])
     to_operand = dn.get("scatter_dims_to_operand_dims", [])
-    ivd = dn.get("index_vector_dim", indices.ndim)
+    ivd = dn.get("index_vector_dim", 0)  # StableHLO prints the default, 0, as nothing
     shape = tuple(inputs[0].shape)
     ushape = tuple(updates[0].shape)
     vecs, idx_batch = _index_vectors(xp, indices, ivd)

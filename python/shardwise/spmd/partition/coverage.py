@@ -21,7 +21,10 @@ from shardwise.ir.core import Op
 from shardwise.ir.types import TensorType
 from shardwise.spmd.partition.chlo_rules import CHLO_POINTWISE
 
-__all__ = ["LOCAL_OPS", "contracted_dims", "grouped_feature_dims", "replicated_dims"]
+__all__ = ["LOCAL_OPS", "SPLIT_UPDATE_KINDS", "contracted_dims", "grouped_feature_dims", "replicated_dims"]
+
+#: Scatter combiners under which the updates may be split between ranks (``replicated_dims``).
+SPLIT_UPDATE_KINDS = ("add", "max", "min", "and", "or")
 
 _ELEMENTWISE = {
     "abs", "add", "and", "atan2", "bitcast_convert", "cbrt", "ceil", "clamp", "compare", "complex", "convert",
@@ -131,7 +134,7 @@ def replicated_dims(op: Op) -> tuple[list[set[int]], list[set[int]]] | None:
         dn = parse_struct(op.attributes["dimension_numbers"], "gather")
         shape = op.operands[0].type.shape
         batching = set(dn.get("operand_batching_dims", []))
-        ivd = dn.get("index_vector_dim", _rank(op.operands[1]))
+        ivd = dn.get("index_vector_dim", 0)  # the default (0) is not printed
         sizes = parse_array(op.attributes["slice_sizes"])
         passing = _offset_pass_through(shape, [sizes[d] for d in range(len(shape))], dn.get("offset_dims", []), set(dn.get("collapsed_slice_dims", [])) | batching)
         # Collapsed dimensions the indices address (index-parallel: a row-sharded embedding
@@ -157,12 +160,20 @@ def replicated_dims(op: Op) -> tuple[list[set[int]], list[set[int]]] | None:
         win = list(dn.get("update_window_dims", []))
         skipped = set(dn.get("inserted_window_dims", [])) | set(in_batching)
         passing = _offset_pass_through(shape, _window_sizes(shape, upd, win, skipped), win, skipped)
-        ivd = dn.get("index_vector_dim", _rank(op.operands[1]))
+        ivd = dn.get("index_vector_dim", 0)  # the default (0) is not printed
         idx_rank = _rank(op.operands[1])
         idx_scatter = [d for d in range(idx_rank) if d != ivd]
         upd_scatter = [d for d in range(len(upd)) if d not in win]
         ok_upd = set(passing.values()) | {upd_scatter[idx_scatter.index(d)] for d in idx_batching if d in idx_scatter}
         ok_idx = set(idx_batching)
+        if body_kind(op.regions[0]) in SPLIT_UPDATE_KINDS:
+            # Implicit batch dimensions (the updates' own, e.g. the tokens of an embedding
+            # gradient): each rank scatters its updates, the rule's reduction factor
+            # all-reduces the results, and for a sum only the first rank keeps the input
+            # (``local_step.split_updates``; max, min, and, or are idempotent).
+            implicit = [d for d in idx_scatter if d not in idx_batching]
+            ok_upd |= {upd_scatter[idx_scatter.index(d)] for d in implicit}
+            ok_idx |= set(implicit)
         # Inserted dimensions the indices address: each rank applies the updates that fall in
         # its rows (indices shifted; the others are out of bounds and skipped).
         indexed = set(dn.get("inserted_window_dims", [])) & set(dn.get("scatter_dims_to_operand_dims", []))

@@ -17,6 +17,7 @@ import re
 
 from shardwise.errors import ProgramError
 from shardwise.execute.attrs import parse_array, parse_conv_dims, parse_int, parse_struct
+from shardwise.execute.regions import body_kind
 from shardwise.ir.core import Block, Func, Module, Op, Value
 from shardwise.ir.rewrite import erase_op, insert_before
 from shardwise.ir.types import TensorType, Type
@@ -136,6 +137,7 @@ class _Local:
             self.mask_dot(op)
         elif op.name == "stablehlo.scatter" and len(op.operands) == 3:
             self.shift_indices(op, "scatter_dimension_numbers", "inserted_window_dims", "scatter_dims_to_operand_dims")
+            self.split_updates(op)
         for r, t in zip(op.results, locals_):
             r.type = t
             r.sharding = None
@@ -229,7 +231,7 @@ class _Local:
         indices = op.operands[1]
         it = indices.type
         assert isinstance(it, TensorType)
-        ivd = int(dn.get("index_vector_dim", it.rank))
+        ivd = int(dn.get("index_vector_dim", 0))
         scalar = TensorType((), it.element_type)
         if ivd < it.rank:
             starts = [0] * it.shape[ivd]
@@ -253,6 +255,36 @@ class _Local:
             inside = self.em.binary("and", self.em.compare(comp, zero, "GE"), self.em.compare(comp, limit, "LT"))
             ok = inside if ok is None else self.em.binary("and", ok, inside)
         return ok
+
+    def split_updates(self, op: Op) -> None:
+        """A scatter-add whose updates are split between ranks along their own batch
+        dimensions (``coverage.replicated_dims``): its result is all-reduced over those axes
+        (the rule's reduction factor), so only the rank at index 0 along them scatters into
+        the input; the others scatter into zeros (XLA's scatter handler does the same)."""
+        if body_kind(op.regions[0]) != "add":
+            return
+        dn = parse_struct(op.attributes["scatter_dimension_numbers"], "scatter")
+        window = set(dn.get("update_window_dims", []))
+        idx_rank = self.orig[self.orig_operands[1]][0]
+        assert isinstance(idx_rank, TensorType)
+        ivd = int(dn.get("index_vector_dim", 0))
+        idx_scatter = [d for d in range(idx_rank.rank) if d != ivd]
+        batching = set(dn.get("scatter_indices_batching_dims", []))
+        gt, s = self.orig[self.orig_operands[2]]
+        if not isinstance(gt, TensorType) or s is None:
+            return
+        upd_scatter = [d for d in range(gt.rank) if d not in window]
+        axes: list[AxisRef] = []
+        for k, d in enumerate(upd_scatter):
+            if k < len(idx_scatter) and idx_scatter[k] not in batching and d < len(s.dims):
+                axes.extend(s.dims[d].axes)
+        if not axes or index_over(self.mesh, self.rank, axes) == 0:
+            return
+        t = op.operands[0].type
+        assert isinstance(t, TensorType)
+        self.em.anchor = op
+        zero = self.em.constant(zero_text(t.element_type), TensorType((), t.element_type))
+        op.operands[0] = self.em.broadcast_in_dim(zero, t.shape, [])
 
     def mask_gather(self, op: Op, in_range: Value) -> None:
         """Zeros the gathered rows whose index is not this rank's (``shift_indices``); the
