@@ -166,8 +166,7 @@ def _unconstrained(graph: StrategyGraph, deadline: float, seed: int) -> Solution
     then local search from its answer for the rest."""
     begin = time.perf_counter()
     with RelaxedSolver(graph) as solver:
-        build = time.perf_counter() - begin
-        seconds = max(int((deadline - time.perf_counter() - build) * 0.9), 1)
+        seconds = max(int((deadline - time.perf_counter() - solver.build_seconds) * 0.9), 1)
         x = solver.solve(np.zeros(graph.num_nodes), seconds, seed)
     rest = max(deadline - time.perf_counter(), 0.0)
     sol = solve_local(graph, rest, initial=x, seed=seed, lagrange_share=0.0)
@@ -238,7 +237,9 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
     last_peak = -1.0
     with RelaxedSolver(graph) as solver:
         lam0 = solver.exchange_rate
-        build = time.perf_counter() - begin  # a solve's set-up costs about as much again
+        # A solve's set-up costs about as much as building the network did (the worker
+        # process's start, a one-off of most of a second, does not come back).
+        build = solver.build_seconds
         w = start.result().copy()
         restart_at: float | None = begin + RESTART_SHARE * (deadline - begin)
         while True:

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from shardwise.errors import SearchError
 from shardwise.ir.types import TensorType
-from shardwise.tables import PrintableTable
 
 if TYPE_CHECKING:
     from shardwise.search.auto import AutoProblem
+    from shardwise.tables import PrintableTable
     from shardwise.search.local import Solution
 
 __all__ = ["NodeReport", "Report", "make_report"]
@@ -75,6 +75,8 @@ class Report:
         """A rich table, one row per node (``only_sharded``: rows with a sharded strategy or
         communication only), totals in the caption; ``print(report.table())`` draws it."""
         from rich.text import Text
+
+        from shardwise.tables import PrintableTable
 
         t = PrintableTable(title=f"auto_shard ({self.method}) on {self.mesh}", header_style="bold")
         for col in ("node", "strategy", "compute (us)", "comm (bytes)", "comm (us)", "collectives", "memory (bytes)"):

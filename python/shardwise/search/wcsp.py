@@ -238,7 +238,11 @@ class RelaxedSolver:
         self._in, self._out = self._proc.stdout, self._proc.stdin
         self._n = int(getattr(graph, "num_nodes", 0))
         try:
-            self.exchange_rate: float = self._call(graph)
+            rate, seconds = self._call(graph)
+            self.exchange_rate: float = float(rate)
+            #: Seconds the worker took to build the network (the worker process's start and
+            #: imports excluded): about what each solve's set-up costs again.
+            self.build_seconds: float = float(seconds)
         except SearchError:
             self.close()
             raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from shardwise.search.wcsp import Network, recv, send
 
@@ -27,8 +28,9 @@ def serve() -> None:
             return
         try:
             if net is None:
+                began = time.perf_counter()
                 net = Network(msg)
-                send(out, ("ok", net.exchange_rate()))
+                send(out, ("ok", (net.exchange_rate(), time.perf_counter() - began)))
             elif isinstance(msg[0], str) and msg[0] == "limited":
                 _, seconds, seed = msg
                 send(out, ("ok", net.solve_limited(seconds, seed)))
