@@ -113,3 +113,15 @@ def test_depthwise_convolution_and_its_gradient_keep_channels_sharded() -> None:
     grad = jax.grad(lambda a, w: (conv(a, w) ** 2).sum(), argnums=1)
     part = _partition_and_check(grad, x, k, out_shardings=NamedSharding(mesh, P(None, None, "y")))
     assert all(c.kind == "sdy.all_reduce" and c.shape == (3, 1, 16) for c in part.collectives), [c.text for c in part.collectives]
+
+
+def test_reverse_along_sharded_dims_swaps_blocks_with_the_mirror_rank() -> None:
+    """``jnp.flip`` of a tensor sharded on both dims (2 x 4 shards): each rank reverses its
+    block and sends it to the rank at the mirrored index (one collective-permute, as XLA),
+    instead of all-gathering the tensor."""
+    mesh = _mesh()
+    x = _arg(mesh, (8, 16), P("x", "y"))
+    part = _partition_and_check(lambda a: jnp.flip(a, axis=(0, 1)) * 2.0, x, out_shardings=NamedSharding(mesh, P("x", "y")))
+    assert part.collectives == []
+    permutes = [op for op in part.ranks[0].walk() if op.name == "stablehlo.collective_permute"]
+    assert len(permutes) == 1 and not any(op.name == "stablehlo.all_gather" for op in part.ranks[0].walk())

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 from shardwise.errors import ProgramError
+from shardwise.execute.attrs import parse_array
 from shardwise.ir.core import Block, Func, Module, Op, Value
 from shardwise.ir.rewrite import Uses, erase_op, insert_after, insert_before
 from shardwise.ir.types import TensorType
@@ -153,6 +154,14 @@ def _padded(mesh: Mesh, v: Value, s: TensorSharding | None) -> bool:
     return False
 
 
+def _padded_dim(mesh: Mesh, v: Value, s: TensorSharding | None, dim: int) -> bool:
+    """Dimension ``dim`` of ``v`` is split by ``s`` into shards that do not divide it."""
+    if not isinstance(v.type, TensorType):
+        return False
+    n = _shard_count(mesh, v, s, dim)
+    return n > 1 and v.type.shape[dim] % n != 0
+
+
 def _shard_count(mesh: Mesh, v: Value, s: TensorSharding | None, dim: int) -> int:
     """How many shards dimension ``dim`` of ``v`` is split into by ``s``."""
     if s is None or dim >= len(s.dims):
@@ -172,6 +181,12 @@ def _needs(mesh: Mesh, op: Op, uses: Uses) -> tuple[list[set[int]], list[set[int
         text = op.attributes.get("value", "")
         splat = text.startswith("dense<") and not text.startswith("dense<[") and not text.startswith('dense<"0x')
         return None if splat else ([], [set(range(op.results[0].type.rank))])
+    if op.name == "stablehlo.reverse":
+        # Reversed dimensions may stay sharded when their shards are not padded: each rank
+        # reverses its block and swaps it with its mirror (``local_step.mirror``).
+        dims = set(parse_array(op.attributes["dimensions"]))
+        padded = {k for k in dims if _padded_dim(mesh, op.operands[0], get_sharding(op.operands[0], uses), k)}
+        return ([padded], [set(padded)]) if padded else None
     need = replicated_dims(op)
     if need is None:
         return None

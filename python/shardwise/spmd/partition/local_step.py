@@ -27,7 +27,7 @@ from shardwise.sharding import AxisRef, TensorSharding
 from shardwise.spmd.partition.collectives import lower_collective
 from shardwise.spmd.partition.emit import Emitter, _i64s, zero_text
 from shardwise.spmd.partition.global_step import single_mesh
-from shardwise.spmd.partition.groups import ceil_div, index_over
+from shardwise.spmd.partition.groups import ceil_div, groups, index_over
 
 __all__ = ["localize"]
 
@@ -143,6 +143,8 @@ class _Local:
             r.sharding = None
         if op.name == "stablehlo.iota":
             self.iota(op, shardings[0], globals_[0])
+        elif op.name == "stablehlo.reverse":
+            self.mirror(op, shardings[0])
         elif op.name == "stablehlo.gather":
             in_range = self.shift_indices(op, "dimension_numbers", "collapsed_slice_dims", "start_index_map")
             if in_range is not None:
@@ -300,6 +302,27 @@ class _Local:
         mask = self.em.broadcast_in_dim(in_range, rt.shape, batch_dims)
         zeros = self.em.broadcast_in_dim(self.em.constant(zero_text(rt.element_type), TensorType((), rt.element_type)), rt.shape, [])
         self.subst[op.results[0]] = self.em.select(mask, op.results[0], zeros)
+
+    def mirror(self, op: Op, s: TensorSharding | None) -> None:
+        """A reverse along sharded dimensions (unpadded: ``global_step``): the rank's block of
+        the result is the reversed block of the rank at the mirrored index along each reversed
+        dimension's axes, so the locally reversed block goes to that rank by one
+        collective-permute (XLA's reverse handler does the same)."""
+        if s is None:
+            return
+        per_dim = [list(s.dims[k].axes) for k in parse_array(op.attributes["dimensions"]) if k < len(s.dims) and s.dims[k].axes]
+        if not per_dim:
+            return
+        sizes = [len(groups(self.mesh, axes)[0]) for axes in per_dim]
+        pairs = []
+        for g in groups(self.mesh, [a for axes in per_dim for a in axes]):
+            by_index = {tuple(index_over(self.mesh, d, axes) for axes in per_dim): d for d in g}
+            for index, d in by_index.items():
+                pairs.append((d, by_index[tuple(n - 1 - i for n, i in zip(sizes, index))]))
+        nxt = op.parent.ops[op.parent.ops.index(op) + 1] if op.parent is not None else None
+        assert nxt is not None
+        self.em.anchor = nxt
+        self.subst[op.results[0]] = self.em.collective_permute(op.results[0], pairs)
 
     def iota(self, op: Op, s: TensorSharding | None, g: Type) -> None:
         if s is None:
