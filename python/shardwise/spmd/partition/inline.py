@@ -26,11 +26,11 @@ from shardwise.errors import ProgramError
 from shardwise.ir.core import Func, Module, Op, Value
 from shardwise.ir.rewrite import Mapping, SymbolTable, Uses, clone_op, erase_op, insert_before
 from shardwise.passes._sdy import CALL, RESHARD, callee_name, fully_replicated, is_equivalent, mesh_ref
-
-CONSTRAINT = "sdy.sharding_constraint"
 from shardwise.sharding import TensorSharding
 
 __all__ = ["inline_calls"]
+
+CONSTRAINT = "sdy.sharding_constraint"
 
 
 def _is_public(f: Func) -> bool:
@@ -46,37 +46,35 @@ def _order(module: Module, symbols: SymbolTable) -> list[Func]:
     ``ProgramError`` on a call of a missing function, of a declaration, or on recursion."""
     state: dict[int, int] = {}  # 1: on the stack, 2: done
     order: list[Func] = []
-    roots = [f for f in module.funcs if f.regions[0].blocks and _is_public(f)]
-    for root in roots:
+    stack: list[tuple[Func, list[Func]]] = []
+
+    def enter(f: Func) -> None:
+        callees: list[Func] = []
+        for call in _calls_in(f):
+            name = callee_name(call)
+            callee = symbols.lookup(name)
+            if not isinstance(callee, Func):
+                raise ProgramError(f"{call.where()} calls @{name}, which is not a function of the module")
+            if not callee.regions[0].blocks:
+                raise ProgramError(f"{call.where()} calls @{name}, a declaration without a body: it cannot be partitioned")
+            if callee is f or state.get(id(callee)) == 1:
+                raise ProgramError(f"{call.where()} calls @{name} recursively: recursive calls cannot be inlined for partitioning")
+            callees.append(callee)
+        state[id(f)] = 1
+        stack.append((f, callees[::-1]))
+
+    for root in (f for f in module.funcs if f.regions[0].blocks and _is_public(f)):
         if id(root) in state:
             continue
-        stack: list[tuple[Func, list[Func]]] = []
-
-        def enter(f: Func) -> None:
-            callees: list[Func] = []
-            for call in _calls_in(f):
-                name = callee_name(call)
-                callee = symbols.lookup(name)
-                if not isinstance(callee, Func):
-                    raise ProgramError(f"{call.where()} calls @{name}, which is not a function of the module")
-                if not callee.regions[0].blocks:
-                    raise ProgramError(f"{call.where()} calls @{name}, a declaration without a body: it cannot be partitioned")
-                if state.get(id(callee)) == 1:
-                    raise ProgramError(f"{call.where()} calls @{name} recursively: recursive calls cannot be inlined for partitioning")
-                callees.append(callee)
-            state[id(f)] = 1
-            stack.append((f, callees[::-1]))
-
         enter(root)
         while stack:
             f, pending = stack[-1]
             if pending:
                 c = pending.pop()
-                if id(c) in state:
-                    if state[id(c)] == 1:
-                        raise ProgramError(f"@{c.sym_name} calls itself through @{f.sym_name}: recursive calls cannot be inlined for partitioning")
-                    continue
-                enter(c)
+                if state.get(id(c)) == 1:
+                    raise ProgramError(f"@{c.sym_name} calls itself through @{f.sym_name}: recursive calls cannot be inlined for partitioning")
+                if id(c) not in state:
+                    enter(c)
             else:
                 stack.pop()
                 state[id(f)] = 2
