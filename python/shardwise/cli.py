@@ -325,13 +325,14 @@ def demo_partition(console: Console) -> None:
         run_check(console, outdir, seed=0)
 
 
-def partition_file(console: Console, path: str, outdir: str, mesh: str | None) -> None:
+def partition_file(console: Console, path: str, outdir: str, mesh: str | None, *, force: bool = False) -> None:
     """``shardwise partition``: partitions the module in ``path`` into ``outdir`` and prints
-    its collectives (bytes per device from the planner's cost model)."""
+    its collectives (bytes per device from the planner's cost model). ``outdir`` must be new,
+    empty or a previous partition unless ``force``."""
     from shardwise.importers.mlir import load_mlir
     from shardwise.spmd.partition import partition
 
-    part = partition(load_mlir(Path(path)), outdir, mesh=mesh)
+    part = partition(load_mlir(Path(path)), outdir, mesh=mesh, force=force)
     table = Table(title=f"collectives of {path} on mesh {part.mesh} ({part.mesh.size} ranks)", header_style="bold")
     for col in ("collective", "global shape", "bytes / device", "from"):
         table.add_column(col, overflow="fold")
@@ -487,7 +488,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--conservative", action="store_true", help="Shardy's conservative-propagation rule variants")
     pa = sub.add_parser("partition", help="partition a sharded MLIR module into per-rank programs (SPMD)")
     pa.add_argument("input", help="StableHLO + sdy MLIR file (propagated first when it has undecided shardings)")
-    pa.add_argument("-o", "--output", required=True, help="output directory (written atomically)")
+    pa.add_argument("-o", "--output", required=True, help="output directory (written atomically): new, empty, or a previous partition")
+    pa.add_argument("--force", action="store_true", help="replace OUTPUT even when it is a file or a directory of other files")
     pa.add_argument("--mesh", help="x=2,y=4; must agree with the module's mesh (required when it has none)")
     ru = sub.add_parser("run", help="run a partition directory in the in-process SPMD simulator")
     ru.add_argument("outdir", help="a directory written by 'shardwise partition'")
@@ -516,11 +518,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     au.add_argument("--json", action="store_true", help="print the report as JSON (Report.to_dict) on stdout")
     args = parser.parse_args(argv)
     console = Console()
-    with warnings.catch_warnings():
-        # One plain line per distinct warning (an op without a sharding rule: once per op name).
-        warnings.simplefilter("once", UnknownOpWarning)
-        warnings.showwarning = _show_warning
-        return _run(args, console)
+    restore = _exit_on_sigterm()
+    try:
+        with warnings.catch_warnings():
+            # One plain line per distinct warning (an op without a sharding rule: once per op name).
+            warnings.simplefilter("once", UnknownOpWarning)
+            warnings.showwarning = _show_warning
+            return _run(args, console)
+    finally:
+        restore()
+
+
+def _exit_on_sigterm() -> Callable[[], None]:
+    """Until the returned function is called, SIGTERM raises ``SystemExit(143)`` in the main
+    thread, so the clean-up of temporary outputs runs as it does for Ctrl-C (issue 25). Only
+    in the main thread, and only where SIGTERM still has its default action."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return lambda: None
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    return restore
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
@@ -547,7 +574,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                 names = ", ".join(PIPELINE_NAMES)
                 raise PipelineError(f"--pipeline takes a name ({names}) or a Shardy pass pipeline; {e}") from None
         elif args.command == "partition":
-            partition_file(console, args.input, args.output, args.mesh)
+            partition_file(console, args.input, args.output, args.mesh, force=args.force)
         elif args.command == "run":
             if not args.check:
                 run_only(console, args.outdir, args.seed)
@@ -575,6 +602,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         print(f"shardwise: error: {e}", file=sys.stderr)
         return 2
     except ImportError as e:
+        print(f"shardwise: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # an output or input path the file system refuses
         print(f"shardwise: error: {e}", file=sys.stderr)
         return 2
     return 0

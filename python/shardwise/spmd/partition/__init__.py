@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shardwise.errors import MeshError, ProgramError
+from shardwise.files import check_replaceable
 from shardwise.ir.core import Module
 from shardwise.mesh import Mesh
 from shardwise.spmd.partition.global_step import Collective, drop_empty_meshes, drop_unused_meshes, lower_to_collectives, replicate_unsupported, single_mesh
@@ -24,7 +25,7 @@ from shardwise.spmd.partition.groups import check_device_ids
 from shardwise.spmd.partition.chlo_rules import chlo_rules
 from shardwise.spmd.partition.inline import inline_calls
 from shardwise.spmd.partition.local_step import localize
-from shardwise.spmd.partition.meta import build_meta, write_outdir
+from shardwise.spmd.partition.meta import build_meta, is_partition_dir, write_outdir
 from shardwise.spmd.redistribute import CostModel
 
 __all__ = ["Collective", "Partition", "partition", "needs_propagation"]
@@ -50,10 +51,12 @@ class Partition:
         """Total bytes each device sends over all collectives (planner cost model)."""
         return float(sum(c.bytes for c in self.collectives))
 
-    def write(self, outdir: str | os.PathLike[str]) -> None:
+    def write(self, outdir: str | os.PathLike[str], *, force: bool = False) -> None:
         """Writes ``partitioned.mlir``, ``rank{r}.mlir`` and ``meta.json`` to ``outdir``
-        through a temporary directory renamed into place (nothing half-written)."""
-        write_outdir(self, outdir)
+        through a temporary directory renamed into place (nothing half-written). An existing
+        ``outdir`` is replaced only when it is empty or a previous partition; anything else
+        raises ``ShardwiseError`` naming it, unless ``force`` (``write_outdir``)."""
+        write_outdir(self, outdir, force=force)
 
 
 def needs_propagation(module: Module) -> bool:
@@ -101,9 +104,11 @@ def partition(
     mesh: Mesh | Mapping[str, int] | str | None = None,
     propagate: bool | None = None,
     cost_model: CostModel | None = None,
+    force: bool = False,
 ) -> Partition:
     """Partitions ``module`` (left unchanged) for its mesh and returns a ``Partition``; writes
-    ``outdir`` when given (see ``Partition.write``).
+    ``outdir`` when given (see ``Partition.write``; ``force`` replaces a directory that is not
+    a previous partition).
 
     ``mesh``: must equal the module's mesh when the module has one (``MeshError`` naming both
     otherwise); a module without a mesh gets it as ``@mesh`` (everything replicated).
@@ -119,6 +124,8 @@ def partition(
     from shardwise.api import propagate as run_propagation
     from shardwise.passes import run_pipeline
 
+    if outdir is not None:  # a bad output directory fails before the work
+        check_replaceable(outdir, is_partition_dir, force=force, what="partition")
     work = module.copy()
     drop_unused_meshes(work)
     if mesh is not None:
@@ -155,5 +162,5 @@ def partition(
     part = Partition(work, ranks, mesh_name, the_mesh, collectives, added_reshards=added)
     part.meta = build_meta(part)
     if outdir is not None:
-        part.write(outdir)
+        part.write(outdir, force=force)
     return part

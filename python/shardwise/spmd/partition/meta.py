@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from shardwise.files import replace_dir
 from shardwise.ir.types import TensorType
 from shardwise.sharding import AxisRef, TensorSharding
 from shardwise.spmd.partition.groups import groups
@@ -71,26 +70,27 @@ def build_meta(part: Partition, func: str = "main") -> dict[str, Any]:
     }
 
 
-def write_outdir(part: Partition, outdir: str | os.PathLike[str]) -> None:
-    """Writes ``partitioned.mlir``, ``rank{r}.mlir`` per rank and ``meta.json`` into a temporary
-    directory beside ``outdir``, then renames it to ``outdir`` (an existing ``outdir`` is
-    replaced only once the new one is complete). ``OSError`` from the file system."""
-    out = Path(outdir)
-    parent = out.parent if str(out.parent) else Path(".")
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+def is_partition_dir(path: Path) -> bool:
+    """``path`` holds a previous partition: a ``meta.json`` of format 1 (what ``write_outdir``
+    may replace without ``force``)."""
     try:
+        meta = json.loads((path / "meta.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("format") == 1
+
+
+def write_outdir(part: Partition, outdir: str | os.PathLike[str], *, force: bool = False) -> None:
+    """Writes ``partitioned.mlir``, ``rank{r}.mlir`` per rank and ``meta.json`` into a temporary
+    directory beside ``outdir``, then renames it to ``outdir`` (``files.replace_dir``): an
+    existing ``outdir`` is replaced only once the new one is complete, and only when it is
+    empty or a previous partition (``ShardwiseError`` naming it otherwise, unless ``force``).
+    ``OSError`` from the file system."""
+
+    def fill(tmp: Path) -> None:
         (tmp / "partitioned.mlir").write_text(part.global_module.to_mlir())
         for r, m in enumerate(part.ranks):
             (tmp / f"rank{r}.mlir").write_text(m.to_mlir())
         (tmp / "meta.json").write_text(json.dumps(part.meta, indent=1) + "\n")
-        old = None
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))
-            os.rename(out, old / "d")
-        os.rename(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    replace_dir(Path(outdir), fill, is_ours=is_partition_dir, force=force, what="partition")

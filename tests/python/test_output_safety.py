@@ -1,0 +1,134 @@
+"""Outputs go only where the user asked and destroy nothing else (issue 25, "Output safety"):
+``shardwise partition -o DIR`` never removes a directory of the user's, ``-o .`` is refused,
+file outputs write through devices, FIFOs and symbolic links instead of replacing them, keep
+their permissions, and a partition directory gets ordinary permissions. Each test failed
+before."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+import shardwise as sw
+from shardwise.cli import main
+from shardwise.files import write_atomic
+
+
+def _module_file(tmp_path: Path) -> Path:
+    b = sw.Builder(sw.Mesh({"x": 2}))
+    x = b.arg((4, 4), sharding=b.sharding([["x"], None]))
+    src = tmp_path / "in.mlir"
+    b.ret(b.negate(x)).save(str(src))
+    return src
+
+
+def _leftovers(d: Path) -> list[str]:
+    return sorted(p.name for p in d.iterdir() if p.name.startswith("."))
+
+
+def test_partition_refuses_a_directory_of_the_users_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = _module_file(tmp_path)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    assert main(["partition", str(src), "-o", str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert "not a previous partition" in err and err.strip().count("\n") == 0
+    assert (mine / "thesis.tex").read_text() == "years of work"
+    assert _leftovers(tmp_path) == []
+    assert main(["partition", str(src), "-o", str(mine), "--force"]) == 0  # asked for
+    assert not (mine / "thesis.tex").exists() and (mine / "meta.json").is_file()
+
+
+def test_partition_refuses_a_file_and_replaces_a_previous_partition(tmp_path: Path) -> None:
+    src = _module_file(tmp_path)
+    f = tmp_path / "notes.txt"
+    f.write_text("keep")
+    assert main(["partition", str(src), "-o", str(f)]) == 2
+    assert f.read_text() == "keep"
+    out = tmp_path / "p"
+    assert main(["partition", str(src), "-o", str(out)]) == 0
+    first = (out / "meta.json").stat().st_ino
+    assert main(["partition", str(src), "-o", str(out)]) == 0  # a previous partition: replaced
+    assert (out / "meta.json").stat().st_ino != first
+    assert _leftovers(tmp_path) == []
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["partition", str(src), "-o", str(empty)]) == 0
+
+
+def test_partition_never_replaces_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = _module_file(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "data.bin").write_bytes(b"\x00" * 16)
+    monkeypatch.chdir(work)
+    for target in (".", str(work), str(tmp_path)):
+        assert main(["partition", str(src), "-o", target, "--force"]) == 2
+    assert (work / "data.bin").exists() and _leftovers(work) == [] and _leftovers(tmp_path) == []
+
+
+def test_partition_directory_has_ordinary_permissions(tmp_path: Path) -> None:
+    src = _module_file(tmp_path)
+    old = os.umask(0o022)
+    try:
+        assert main(["partition", str(src), "-o", str(tmp_path / "p")]) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "p").stat().st_mode) == 0o755
+
+
+def test_write_through_a_fifo_instead_of_replacing_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    write_atomic(fifo, "through the pipe")
+    reader.join(10)
+    assert got == [b"through the pipe"]
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_write_through_a_character_device(tmp_path: Path) -> None:
+    devnull = Path(os.devnull)
+    before = devnull.stat()
+    write_atomic(devnull, "nothing")
+    after = devnull.stat()
+    assert stat.S_ISCHR(after.st_mode) and (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
+
+
+def test_symlink_target_is_written_and_the_link_kept(tmp_path: Path) -> None:
+    real = tmp_path / "real.mlir"
+    real.write_text("old")
+    link = tmp_path / "link.mlir"
+    link.symlink_to(real)
+    write_atomic(link, "new")
+    assert link.is_symlink() and real.read_text() == "new"
+
+
+def test_existing_file_keeps_its_mode_and_new_files_follow_the_umask(tmp_path: Path) -> None:
+    f = tmp_path / "out.mlir"
+    f.write_text("x")
+    f.chmod(0o640)
+    write_atomic(f, "y")
+    assert stat.S_IMODE(f.stat().st_mode) == 0o640 and f.read_text() == "y"
+    old = os.umask(0o027)
+    try:
+        write_atomic(tmp_path / "new.mlir", "z")
+        assert os.umask(0o027) == 0o027  # the umask was not changed by the write
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new.mlir").stat().st_mode) == 0o640
+
+
+def test_writing_onto_a_directory_is_one_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = _module_file(tmp_path)
+    (tmp_path / "d").mkdir()
+    assert main(["propagate", str(src), "-o", str(tmp_path / "d")]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert (tmp_path / "d").is_dir() and _leftovers(tmp_path / "d") == []
