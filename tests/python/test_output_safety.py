@@ -132,3 +132,32 @@ def test_writing_onto_a_directory_is_one_error(tmp_path: Path, capsys: pytest.Ca
     assert main(["propagate", str(src), "-o", str(tmp_path / "d")]) == 2
     assert "is a directory" in capsys.readouterr().err
     assert (tmp_path / "d").is_dir() and _leftovers(tmp_path / "d") == []
+
+
+def test_partition_and_run_a_module_without_main(tmp_path: Path) -> None:
+    """A module whose one public function is not called @main partitions and runs (a
+    KeyError traceback before); several candidates are named in one line."""
+    src = tmp_path / "f.mlir"
+    src.write_text(
+        """sdy.mesh @mesh = <["x"=2]>
+func.func @f(%arg0: tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) -> tensor<8xf32> {
+  %0 = stablehlo.negate %arg0 : tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+"""
+    )
+    assert main(["partition", str(src), "-o", str(tmp_path / "p")]) == 0
+    assert main(["run", str(tmp_path / "p"), "--check"]) == 0
+    two = src.read_text() + src.read_text().split("\n", 1)[1].replace("@f(", "@g(")
+    src.write_text(two)
+    with pytest.raises(sw.ProgramError, match="@f, @g"):
+        sw.partition(sw.load_mlir(str(src)))
+
+
+@pytest.mark.parametrize("timeout", ["nan", "-1", "0", "inf"])
+def test_launch_rejects_a_timeout_that_is_not_a_positive_number(timeout: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = _module_file(tmp_path)
+    assert main(["partition", str(src), "-o", str(tmp_path / "p")]) == 0
+    capsys.readouterr()
+    assert main(["launch", "-n", "2", str(tmp_path / "p"), "--timeout", timeout]) == 2
+    assert "timeout must be a positive number" in capsys.readouterr().err

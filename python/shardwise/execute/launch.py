@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import pickle
 import re
@@ -262,6 +263,8 @@ def launch(
         raise ShardwiseError(f"reductions must be 'ordered' or 'native', got {reductions!r}")
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise ShardwiseError(f"repeat must be a positive int, got {repeat!r}")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0):
+        raise ShardwiseError(f"timeout must be a positive number of seconds (or None for no limit), got {timeout!r}")
     if backend == "nccl":
         # Checked here, once, so a missing CuPy or GPU is one line and not n rank tracebacks.
         from shardwise.execute.nccl import gpu_count, import_cupy

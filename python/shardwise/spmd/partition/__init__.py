@@ -28,7 +28,7 @@ from shardwise.spmd.partition.local_step import localize
 from shardwise.spmd.partition.meta import build_meta, is_partition_dir, write_outdir
 from shardwise.spmd.redistribute import CostModel
 
-__all__ = ["Collective", "Partition", "partition", "needs_propagation"]
+__all__ = ["Collective", "Partition", "entry_func", "partition", "needs_propagation"]
 
 
 @dataclass
@@ -57,6 +57,18 @@ class Partition:
         ``outdir`` is replaced only when it is empty or a previous partition; anything else
         raises ``ShardwiseError`` naming it, unless ``force`` (``write_outdir``)."""
         write_outdir(self, outdir, force=force)
+
+
+def entry_func(module: Module) -> str:
+    """The function the partition runs: ``@main``, else the module's only public function
+    with a body; ``ProgramError`` naming the functions otherwise."""
+    names = [f.sym_name for f in module.funcs]
+    if "main" in names:
+        return "main"
+    public = [f.sym_name for f in module.funcs if f.regions[0].blocks and f.attributes.get("sym_visibility", '"public"') != '"private"']
+    if len(public) == 1:
+        return public[0]
+    raise ProgramError(f"partitioning runs @main or the module's only public function; the module has {', '.join('@' + n for n in names) or 'no function'}")
 
 
 def needs_propagation(module: Module) -> bool:
@@ -141,6 +153,7 @@ def partition(
         raise ProgramError("the module has no sdy.mesh; pass mesh= (e.g. --mesh x=2,y=4)")
     mesh_name, the_mesh = single_mesh(work)
     check_device_ids(the_mesh)
+    entry_func(work)  # before the work
     with chlo_rules():
         if propagate or (propagate is None and needs_propagation(work)):
             # What XLA does before its Shardy and SPMD partitioner run: calls inlined (so each
@@ -160,7 +173,7 @@ def partition(
                 collectives += lower_to_collectives(work, f, cost_model)
     ranks = [localize(work, r) for r in range(the_mesh.size)]
     part = Partition(work, ranks, mesh_name, the_mesh, collectives, added_reshards=added)
-    part.meta = build_meta(part)
+    part.meta = build_meta(part, entry_func(work))
     if outdir is not None:
         part.write(outdir, force=force)
     return part
