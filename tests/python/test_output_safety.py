@@ -161,3 +161,38 @@ def test_launch_rejects_a_timeout_that_is_not_a_positive_number(timeout: str, tm
     capsys.readouterr()
     assert main(["launch", "-n", "2", str(tmp_path / "p"), "--timeout", timeout]) == 2
     assert "timeout must be a positive number" in capsys.readouterr().err
+
+
+_TAMPERED = [
+    (b'{"format": 1, "num_ranks": 0}', "num_ranks must be an integer from 1"),
+    (b'{"format": 1, "num_ranks": true}', "num_ranks must be an integer from 1"),
+    (b"\xff\xfe{}", "not UTF-8"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    (b'{"format": 1, "num_ranks": 2, "func": "nope"}', "names the function 'nope'"),
+    (b'{"format": 1, "num_ranks": 2, "func": 5}', "func must be a function name"),
+]
+
+
+@pytest.mark.parametrize(("data", "message"), _TAMPERED, ids=["zero-ranks", "bool-ranks", "not-utf8", "deep", "no-func", "func-not-str"])
+def test_tampered_meta_json_is_one_line(data: bytes, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = _module_file(tmp_path)
+    out = tmp_path / "p"
+    assert main(["partition", str(src), "-o", str(out)]) == 0
+    (out / "meta.json").write_bytes(data)
+    capsys.readouterr()
+    for argv in (["run", str(out), "--check"], ["launch", "-n", "2", str(out), "--check"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and err.count("\n") == 0, err
+
+
+def test_rank_file_linked_out_of_the_directory_is_refused(tmp_path: Path) -> None:
+    src = _module_file(tmp_path)
+    out = tmp_path / "p"
+    assert main(["partition", str(src), "-o", str(out)]) == 0
+    secret = tmp_path / "secret.mlir"
+    secret.write_text((out / "rank1.mlir").read_text())
+    (out / "rank1.mlir").unlink()
+    (out / "rank1.mlir").symlink_to(secret)
+    with pytest.raises(sw.ShardwiseError, match="symbolic link out of the partition directory"):
+        sw.load_partition(out, 1)

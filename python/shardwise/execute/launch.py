@@ -250,9 +250,10 @@ def launch(
     number of ranks, an unknown backend, or ``nccl`` without CuPy or a GPU (before any rank
     starts); ``LaunchError`` when a rank fails (message: its
     traceback); ``LaunchTimeout`` when the job runs past ``timeout``."""
-    from shardwise.spmd.load import load_meta
+    from shardwise.spmd.load import entry, load_global, load_meta
 
     meta = load_meta(outdir)
+    entry(meta, load_global(outdir))  # a bad partition directory fails here, once, not on every rank
     ranks = meta["num_ranks"]
     if isinstance(n, bool) or not isinstance(n, int) or n != ranks:
         mesh = meta.get("mesh")
@@ -300,7 +301,7 @@ def _rank_run(args: argparse.Namespace, mpi: Any) -> None:
 
     from shardwise.execute.inputs import random_inputs
     from shardwise.execute.interpreter import run
-    from shardwise.spmd.load import load_global, load_meta, load_partition, unpartitioned
+    from shardwise.spmd.load import entry, load_global, load_meta, load_partition, unpartitioned
     from shardwise.spmd.partition.check import compare_outputs, shard_inputs
 
     world = mpi.COMM_WORLD
@@ -309,8 +310,8 @@ def _rank_run(args: argparse.Namespace, mpi: Any) -> None:
     if size != expected:
         raise ShardwiseError(f"{args.outdir} has {expected} ranks but the MPI job has {size}; run with -n {expected}")
     module, meta = load_partition(args.outdir, rank)
-    func = meta.get("func", "main")
     g = load_global(args.outdir)
+    func = entry(meta, g)
     inputs = [np.asarray(x) for x in random_inputs(g.func(func), args.seed)]
     local = shard_inputs(g, inputs, size, func, ranks=[rank])[0]
     import shardwise.execute.ops  # noqa: F401  (registers the op implementations before the timing)

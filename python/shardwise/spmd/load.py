@@ -17,11 +17,28 @@ __all__ = ["load_partition", "load_meta", "load_global", "unpartitioned", "check
 _SDY_COLLECTIVES = ("sdy.all_gather", "sdy.all_slice", "sdy.all_to_all", "sdy.collective_permute", "sdy.all_reduce", "sdy.reduce_scatter")
 
 
+#: The most ranks a partition directory may name (a tampered ``num_ranks`` is refused, not
+#: simulated).
+MAX_RANKS = 1 << 16
+
+
 def _file(outdir: str | os.PathLike[str], name: str) -> Path:
     path = Path(outdir) / name
     if not path.is_file():
-        raise ShardwiseError(f"{outdir} is not a partition directory: {name} is missing (write one with `shardwise partition IN.mlir -o OUTDIR`)")
+        raise ShardwiseError(f"{outdir} is not a partition directory: {name} is missing (write one with 'shardwise partition IN.mlir -o OUTDIR')")
+    if path.is_symlink() and Path(outdir).resolve() not in path.resolve().parents:
+        raise ShardwiseError(f"{path} is a symbolic link out of the partition directory (to {path.resolve()}); refusing to read it")
     return path
+
+
+def entry(meta: dict[str, Any], module: Module) -> str:
+    """The function named by ``meta['func']`` (``main`` when absent), checked against
+    ``module``; ``ShardwiseError`` otherwise."""
+    func = meta.get("func", "main")
+    names = [f.sym_name for f in module.funcs]
+    if not isinstance(func, str) or func not in names:
+        raise ShardwiseError(f"meta.json names the function {func!r}, but the partitioned program has {', '.join('@' + n for n in names)}")
+    return func
 
 
 def load_meta(outdir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -29,11 +46,20 @@ def load_meta(outdir: str | os.PathLike[str]) -> dict[str, Any]:
     ``ShardwiseError`` if it is missing or not a format-1 partition description."""
     path = _file(outdir, "meta.json")
     try:
-        meta = json.loads(path.read_text())
+        meta = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ShardwiseError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     except json.JSONDecodeError as e:
         raise ShardwiseError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(meta, dict) or meta.get("format") != 1 or not isinstance(meta.get("num_ranks"), int):
-        raise ShardwiseError(f"{path}: expected a format-1 partition description with num_ranks, got {str(meta)[:80]!r}")
+    except RecursionError:
+        raise ShardwiseError(f"{path}: JSON nested too deeply") from None
+    if not isinstance(meta, dict) or meta.get("format") != 1:
+        raise ShardwiseError(f"{path}: expected a format-1 partition description, got {str(meta)[:80]!r}")
+    n = meta.get("num_ranks")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_RANKS:
+        raise ShardwiseError(f"{path}: num_ranks must be an integer from 1 to {MAX_RANKS}, got {n!r}")
+    if not isinstance(meta.get("func", "main"), str):
+        raise ShardwiseError(f"{path}: func must be a function name, got {meta.get('func')!r}")
     return meta
 
 
@@ -80,8 +106,8 @@ def simulate_outdir(outdir: str | os.PathLike[str], *, seed: int = 0) -> Any:
     from shardwise.spmd.partition.check import shard_inputs
 
     meta = load_meta(outdir)
-    func = meta.get("func", "main")
     g = load_global(outdir)
+    func = entry(meta, g)
     ranks = [load_partition(outdir, r)[0] for r in range(meta["num_ranks"])]
     inputs = [np.asarray(x) for x in random_inputs(g.func(func), seed)]
     return simulate(ranks, shard_inputs(g, inputs, len(ranks), func), func=func)
@@ -95,4 +121,4 @@ def check_outdir(outdir: str | os.PathLike[str], *, seed: int = 0) -> Any:
     meta = load_meta(outdir)
     g = load_global(outdir)
     ranks = [load_partition(outdir, r)[0] for r in range(meta["num_ranks"])]
-    return check_partition(unpartitioned(g), g, ranks, seed=seed, func=meta.get("func", "main"))
+    return check_partition(unpartitioned(g), g, ranks, seed=seed, func=entry(meta, g))
