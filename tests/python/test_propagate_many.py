@@ -130,10 +130,20 @@ def test_candidate_batch_calls_equal_one_by_one(step: sw.Module) -> None:
     for seed, threads in ((11, 2), (12, 1), (11, 2)):
         cands = _candidates(step, 3, seed=seed)
         results = batch.propagate(cands, threads=threads)
-        assert results.batched and results.threads == threads and len(results) == len(cands)
+        assert results.batched and results.threads == min(threads, os.cpu_count() or 1) and len(results) == len(cands)
         for c, r in zip(cands, results):
             # The batch copied the module when it was made: the later change is not seen.
             assert r.module().to_mlir() == _one_by_one(step, c)
+
+
+def test_thread_counts_beyond_the_cpus_are_capped(step: sw.Module) -> None:
+    """threads=20000 once raised a PanicException (thread spawn failed) or used every thread
+    the system allows; it is capped at the CPU count and gives the same results."""
+    cands = _candidates(step, 3, seed=5)
+    results = sw.CandidateBatch(step.copy()).propagate(cands, threads=20000)
+    assert results.threads == (os.cpu_count() or 1)
+    for c, r in zip(cands, results):
+        assert r.module().to_mlir() == _one_by_one(step, c)
 
 
 def test_candidate_batch_falls_back_for_guarded_arguments() -> None:

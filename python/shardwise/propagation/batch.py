@@ -47,11 +47,14 @@ _GUARDED_USERS = ("sdy.sharding_constraint", "sdy.sharding_group", "sdy.manual_c
 
 
 def _threads(threads: int | None) -> int:
+    """Worker threads for ``threads`` (``None``: one per CPU): at most one per CPU, since the
+    solves are compute-bound and more threads only cost memory and start-up."""
+    cpus = max(1, os.cpu_count() or 1)
     if threads is None:
-        return max(1, os.cpu_count() or 1)
+        return cpus
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be a positive int or None, got {threads!r}")
-    return threads
+    return min(threads, cpus)
 
 
 @functools.lru_cache(maxsize=1)
@@ -365,7 +368,7 @@ def propagate_many(
       runs all candidates on one frozen program on ``N`` threads with the GIL released (see
       the module docstring for when that batching applies).
 
-    ``threads`` defaults to the number of CPUs. No thread outlives the call (safe with fork).
+    ``threads`` defaults to the number of CPUs and is capped at it. No thread outlives the call (safe with fork).
     Raises ``ValueError`` for a bad key, a sharding on an unknown mesh or one that does not fit
     the value's shape (``InvalidShardingError``), ``TypeError`` for a non-sharding, and what
     ``shardwise.propagate`` raises."""

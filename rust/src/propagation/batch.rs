@@ -188,10 +188,14 @@ fn run(prog: &Arc<Program<'_>>, base: &SolverInput, options: &PassOptions, solve
     match workers {
         [] => {}
         [one] => work(one),
-        many => std::thread::scope(|s| {
-            for worker in many.iter_mut() {
-                s.spawn(|| work(worker));
+        [own, others @ ..] => std::thread::scope(|s| {
+            for worker in others.iter_mut() {
+                // A thread that cannot be spawned (the system's limit) leaves its share to the
+                // others: the counter hands out candidates to whoever asks, and this thread
+                // always works too. No panic crosses into Python.
+                let _ = std::thread::Builder::new().spawn_scoped(s, || work(worker));
             }
+            work(own);
         }),
     }
     slots
