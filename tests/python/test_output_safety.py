@@ -196,3 +196,25 @@ def test_rank_file_linked_out_of_the_directory_is_refused(tmp_path: Path) -> Non
     (out / "rank1.mlir").symlink_to(secret)
     with pytest.raises(sw.ShardwiseError, match="symbolic link out of the partition directory"):
         sw.load_partition(out, 1)
+
+
+def test_error_messages_are_bounded_and_keep_the_cause() -> None:
+    """A bad axis at the end of a sharding of 200,001 dimensions gave an 800 KB message."""
+    mesh = sw.Mesh({"x": 2})
+    text = "#sdy.sharding<@mesh, [" + ", ".join(['{"x"}'] + ["{}"] * 200_000 + ['{"bad"}']) + "]>"
+    with pytest.raises(sw.InvalidShardingError) as info:
+        sw.TensorSharding.parse(text, mesh)
+    msg = str(info.value)
+    assert len(msg) < 1000 and 'unknown axis "bad"' in msg and "characters left out" in msg
+
+
+def test_search_threads_are_capped_at_the_cpus() -> None:
+    """--threads 5000 never finished: each thread searched for the whole time limit."""
+    import time
+
+    from shardwise.search import StrategyGraph, solve
+
+    g = StrategyGraph.build([[0, 50], [0, 3]], [[10, 1], [10, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]], usage_limit=15)
+    t = time.perf_counter()
+    sol = solve(g, 1.0, "local", threads=5000)
+    assert sol.feasible and time.perf_counter() - t < 10

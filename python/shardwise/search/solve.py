@@ -22,6 +22,7 @@ each get less search than one thread alone would."""
 
 from __future__ import annotations
 
+import os
 import time
 
 from shardwise.errors import SearchError
@@ -57,12 +58,14 @@ def solve(
     graph: StrategyGraph, time_limit: float = 10.0, method: str = "auto", *, seed: int = 0, threads: int = 1
 ) -> Solution:
     """Best assignment of ``graph`` within ``time_limit`` seconds by ``method`` (see module),
-    local search on ``threads`` threads. Raises :class:`SearchError` for an unknown method, a
-    bad time limit or a thread count below 1."""
+    local search on ``threads`` threads, capped at the CPU count (each thread searches for the
+    whole time, so more threads than cores only share them). Raises :class:`SearchError` for an
+    unknown method, a bad time limit or a thread count below 1."""
     if method not in METHODS:
         raise SearchError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise SearchError(f"threads: expected an integer >= 1, got {threads!r}")
+    threads = min(threads, max(1, os.cpu_count() or 1))
     t = check_time_limit(time_limit)
     start = time.perf_counter()
     if method == "auto":

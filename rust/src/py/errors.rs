@@ -13,13 +13,30 @@ create_exception!(shardwise, InvalidShardingError, ShardingError, "A sharding br
 create_exception!(shardwise, MeshError, ShardingError, "A mesh is malformed, or a named mesh is missing.");
 create_exception!(shardwise, ConversionError, ShardingError, "A conversion to or from another format cannot express the value.");
 
-/// Converts a core error into the matching Python exception, with `rule` / `offset` attributes.
+/// Longest message handed to Python; longer ones keep their head and tail.
+const MAX_MESSAGE: usize = 600;
+
+/// `message` cut to about [`MAX_MESSAGE`] characters: the head and the tail, with how much was
+/// left out between them (a bad axis name in a 6 MB sharding once gave a 10 MB message).
+fn bounded(message: &str) -> String {
+    let n = message.chars().count();
+    if n <= MAX_MESSAGE {
+        return message.to_string();
+    }
+    let head: String = message.chars().take(MAX_MESSAGE / 2).collect();
+    let tail: String = message.chars().skip(n - MAX_MESSAGE / 3).collect();
+    format!("{head} ... ({} characters left out) ... {tail}", n - MAX_MESSAGE / 2 - MAX_MESSAGE / 3)
+}
+
+/// Converts a core error into the matching Python exception, with `rule` / `offset` attributes;
+/// the message is bounded ([`bounded`]).
 pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
+    let message = bounded(&e.message);
     let err = match e.kind {
-        ErrorKind::Parse { .. } => ShardingParseError::new_err(e.message.clone()),
-        ErrorKind::Invariant { .. } => InvalidShardingError::new_err(e.message.clone()),
-        ErrorKind::Mesh => MeshError::new_err(e.message.clone()),
-        ErrorKind::Conversion => ConversionError::new_err(e.message.clone()),
+        ErrorKind::Parse { .. } => ShardingParseError::new_err(message),
+        ErrorKind::Invariant { .. } => InvalidShardingError::new_err(message),
+        ErrorKind::Mesh => MeshError::new_err(message),
+        ErrorKind::Conversion => ConversionError::new_err(message),
     };
     let value = err.value(py);
     let _ = value.setattr("rule", e.rule());
