@@ -17,20 +17,11 @@ pytest.importorskip("optax")
 
 import shardwise as sw  # noqa: E402
 from real_models import model_names, real_model  # noqa: E402
-from shardwise.importers._jaxlib import context, ir  # noqa: E402
+from shardy_oracle import shardy  # noqa: E402
 
 # Shardy's registry has no rule for the CHLO ops JAX leaves (chlo.square, chlo.top_k, ...) and
 # says so; shardwise propagate warns the same way.
 pytestmark = [pytest.mark.jax, pytest.mark.filterwarnings("ignore::shardwise.rules.exceptions.UnknownOpWarning")]
-
-
-def _shardy(text: str) -> str:
-    from jaxlib.mlir import passmanager
-
-    with context():
-        m = ir().Module.parse(text)
-        passmanager.PassManager.parse("builtin.module(sdy-propagation-pipeline)").run(m.operation)
-        return str(m)
 
 
 def _need_devices() -> None:
@@ -47,7 +38,7 @@ def test_real_model_propagates_as_shardy_and_partitions_correctly(name: str) -> 
     module = sw.load_mlir(model.text)
     assert any(op.name == "func.call" for op in module.walk()), "the raw lowering keeps its calls"
     propagated = sw.propagate(module)
-    assert propagated.to_mlir() == _shardy(model.text), name
+    assert propagated.to_mlir() == shardy(model.text), name
     part = sw.partition(propagated)
     assert not any(op.name == "func.call" for op in part.global_module.walk())
     res = sw.check_partition(module, part.global_module, part.ranks, seed=0)
