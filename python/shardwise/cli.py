@@ -97,7 +97,13 @@ def show(console: Console, ts: TensorSharding, shape: Sequence[int] | None, *, u
     console.print(Text(str(ts), style="bold"), Text(f" on {ts.mesh}"))
     console.print(f"valid{' for shape ' + str(tuple(shape)) if shape is not None else ''}", style="green")
     if shape is not None and len(shape) in (1, 2):
-        console.print(ts.visualize(shape))
+        from shardwise.visualize import MAX_PICTURE_DEVICES
+
+        mesh = ts.resolve_mesh(None)
+        if mesh.size <= MAX_PICTURE_DEVICES:
+            console.print(ts.visualize(shape))
+        else:
+            console.print(f"(no device picture: the mesh has {mesh.size} devices, pictures are drawn up to {MAX_PICTURE_DEVICES})", highlight=False)
     console.print(formats_table(ts, shape))
 
 

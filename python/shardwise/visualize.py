@@ -14,6 +14,8 @@ from shardwise.tables import PrintableTable
 
 _COLORS = ["cyan", "magenta", "green", "yellow", "blue", "red", "bright_cyan", "bright_magenta"]
 _WIDTH = 64  # characters the whole grid aims for
+#: The largest mesh a picture is drawn for: the grid asks every device for its block.
+MAX_PICTURE_DEVICES = 4096
 
 
 def device_grid(ts: TensorSharding, shape: Sequence[int], mesh: Mesh) -> PrintableTable:
@@ -21,10 +23,13 @@ def device_grid(ts: TensorSharding, shape: Sequence[int], mesh: Mesh) -> Printab
     block and the devices that hold it (blocks of padding only are left out). Cell widths are
     proportional to block sizes.
 
-    Raises ``ShardingError`` for rank > 2 and the errors of ``TensorSharding.device_ranges``.
+    Raises ``ShardingError`` for rank > 2, a mesh of more than ``MAX_PICTURE_DEVICES`` devices,
+    and the errors of ``TensorSharding.device_ranges``.
     """
     if len(shape) not in (1, 2):
         raise ShardingError(f"device_grid draws rank-1 and rank-2 tensors, got shape {tuple(shape)}")
+    if mesh.size > MAX_PICTURE_DEVICES:
+        raise ShardingError(f"device_grid draws meshes of at most {MAX_PICTURE_DEVICES} devices, got {mesh.size} ({mesh})")
     shape2 = (1, *shape) if len(shape) == 1 else tuple(shape)
     holders: dict[tuple[tuple[int, int], tuple[int, int]], list[int]] = {}
     for dev in mesh.devices:

@@ -218,3 +218,18 @@ def test_search_threads_are_capped_at_the_cpus() -> None:
     t = time.perf_counter()
     sol = solve(g, 1.0, "local", threads=5000)
     assert sol.feasible and time.perf_counter() - t < 10
+
+
+def test_huge_meshes_are_not_enumerated_device_by_device(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """show with x=2^26 took over 60 s and 2.7 GB drawing its picture; partition on such a
+    mesh built every device list before failing."""
+    import time
+
+    t = time.perf_counter()
+    assert main(["show", '#sdy.sharding<@mesh, [{"x"}, {}]>', "--mesh", "x=67108864", "--shape", "8,16"]) == 0
+    assert "no device picture" in capsys.readouterr().out
+    b = sw.Builder(sw.Mesh({"x": 1 << 26}))
+    x = b.arg((8, 16), sharding=b.sharding([["x"], None]))
+    with pytest.raises(sw.ProgramError, match="one program per device"):
+        sw.partition(b.ret(b.negate(x)))
+    assert time.perf_counter() - t < 20

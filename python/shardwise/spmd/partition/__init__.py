@@ -25,6 +25,7 @@ from shardwise.spmd.partition.groups import check_device_ids
 from shardwise.spmd.partition.chlo_rules import chlo_rules
 from shardwise.spmd.partition.inline import inline_calls
 from shardwise.spmd.partition.local_step import localize
+from shardwise.spmd.load import MAX_RANKS
 from shardwise.spmd.partition.meta import build_meta, is_partition_dir, write_outdir
 from shardwise.spmd.redistribute import CostModel
 
@@ -152,6 +153,8 @@ def partition(
     if not work.meshes:
         raise ProgramError("the module has no sdy.mesh; pass mesh= (e.g. --mesh x=2,y=4)")
     mesh_name, the_mesh = single_mesh(work)
+    if the_mesh.size > MAX_RANKS:
+        raise ProgramError(f"partitioning writes one program per device: mesh @{mesh_name} = {the_mesh} has {the_mesh.size} devices, at most {MAX_RANKS} are supported")
     check_device_ids(the_mesh)
     entry_func(work)  # before the work
     with chlo_rules():
