@@ -26,10 +26,13 @@ def load_mlir(source: str | os.PathLike[str]) -> Module:
     """Reads a module from MLIR text or from a file path.
 
     Raises ``ProgramError`` for text jaxlib cannot parse or verify (the message carries MLIR's
-    diagnostics with line and column), ``ShardingError`` (with the op and location) for
-    shardings shardwise rejects, ``ImportError`` without jax.
+    diagnostics with line and column), for regions nested more than ``MAX_NESTING`` levels deep
+    (checked before jaxlib's recursive parser sees the text: about 2,500 levels crash it),
+    ``ShardingError`` (with the op and location) for shardings shardwise rejects,
+    ``ImportError`` without jax.
     """
     text = _read(source)
+    _check_nesting(text, source)
     _ir = ir()
     with context():
         try:
@@ -37,7 +40,34 @@ def load_mlir(source: str | os.PathLike[str]) -> Module:
         except _ir.MLIRError as e:
             raise ProgramError(f"cannot parse MLIR{_name(source)}: {e}") from None
         with no_cyclic_gc():
-            return _Importer().module(mlir_module.operation)
+            try:
+                return _Importer().module(mlir_module.operation)
+            except RecursionError:
+                raise ProgramError(f"MLIR{_name(source)} nests its ops too deeply to be read") from None
+
+
+#: The deepest brace nesting (regions, and the attribute dictionaries inside them) read; real
+#: programs nest a few dozen levels, the importer's recursion goes to about 450.
+MAX_NESTING = 256
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _check_nesting(text: str, source: str | os.PathLike[str]) -> None:
+    """``ProgramError`` (with the line) when braces outside string literals nest deeper than
+    ``MAX_NESTING``; a vectorised scan, linear in the text."""
+    if text.count("{") <= MAX_NESTING:
+        return
+    import numpy as np
+
+    code = _STRING.sub(lambda m: " " * len(m.group(0)), text).encode("utf-8", "replace")
+    chars = np.frombuffer(code, dtype=np.uint8)
+    where = np.flatnonzero((chars == ord("{")) | (chars == ord("}")))
+    depth = np.cumsum(np.where(chars[where] == ord("{"), 1, -1), dtype=np.int64)
+    deepest = int(depth.max()) if depth.size else 0
+    if deepest > MAX_NESTING:
+        at = int(where[int(np.argmax(depth > MAX_NESTING))])
+        line = code.count(b"\n", 0, at) + 1
+        raise ProgramError(f"MLIR{_name(source)} nests regions {deepest} levels deep (line {line}); at most {MAX_NESTING} are read")
 
 
 #: Characters every MLIR module's text has and file names almost never do: a one-line string
