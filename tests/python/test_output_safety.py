@@ -255,3 +255,35 @@ def test_nesting_within_the_limit_and_braces_in_strings_are_read() -> None:
     assert sum(1 for op in module.walk() if op.name == "stablehlo.case") == 200
     text = 'func.func @main(%arg0: tensor<f32>) -> tensor<f32> {\n  %0 = stablehlo.custom_call @x(%arg0) {backend_config = "' + "{" * 1000 + '"} : (tensor<f32>) -> tensor<f32>\n  return %0 : tensor<f32>\n}'
     assert sw.load_mlir(text).func("main") is not None
+
+
+_EXAMPLE = {"problem": {"name": "t", "nodes": {"intervals": [[0, 1], [0, 2]], "costs": [[1, 2], [3, 4]], "usages": [[1, 1], [1, 1]]}, "edges": {"nodes": [[0, 1]], "costs": [[0, 1, 2, 3]]}, "usage_limit": 10}}
+
+
+@pytest.mark.parametrize(("path", "value", "shown"), [(("nodes", "costs"), 1.5, "1.5 (float)"), (("nodes", "usages"), "1", "'1' (str)"), (("edges", "costs"), True, "True (bool)")])
+def test_iopddl_numbers_must_be_integers(path: tuple[str, str], value: object, shown: str, tmp_path: Path) -> None:
+    import copy
+    import json
+
+    from shardwise.search import read_instance
+
+    data = copy.deepcopy(_EXAMPLE)
+    data["problem"][path[0]][path[1]][0][0] = value  # type: ignore[index]
+    f = tmp_path / "i.json"
+    f.write_text(json.dumps(data))
+    with pytest.raises(sw.SearchError, match=f"problem.{path[0]}.{path[1]}\\[0\\] must hold integers, got {shown}".replace("(", "\\(").replace(")", "\\)")):
+        read_instance(f)
+
+
+def test_iopddl_decompressed_size_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gzip
+
+    import shardwise.search.iopddl as iopddl
+
+    monkeypatch.setattr(iopddl, "MAX_INSTANCE_BYTES", 1 << 20)
+    bomb = tmp_path / "bomb.json.gz"
+    with gzip.open(bomb, "wb") as g:
+        g.write(b" " * (4 << 20))
+    assert bomb.stat().st_size < 64 << 10
+    with pytest.raises(sw.SearchError, match="over 1 MiB"):
+        iopddl.read_instance(bomb)

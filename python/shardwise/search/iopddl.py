@@ -14,7 +14,9 @@ contest table's (1 to 5 minutes; :data:`CONTEST_TIME_LIMITS`).
 from __future__ import annotations
 
 import gzip
+import io
 import json
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +37,30 @@ def _field(d: Any, key: str, where: str) -> Any:
     return d[key]
 
 
+#: The most bytes an instance may take once decompressed (the largest contest instance takes
+#: a few tens of MB; a small gzip bomb once took 6.3 GB of memory).
+MAX_INSTANCE_BYTES = 256 << 20
+
+
+def _integers(rows: Any, what: str) -> Any:
+    """``rows`` (a list of lists of JSON numbers) when every number is an integer: floats
+    were silently truncated, and strings and booleans accepted, before. ``SearchError`` naming
+    the first offending row otherwise."""
+    if not isinstance(rows, list) or not all(type(r) is list for r in rows):
+        raise SearchError(f"IOPDDL instance: {what} must be a list of lists of integers, got {str(rows)[:80]}")
+    if set(map(type, chain.from_iterable(rows))) <= {int}:
+        return rows
+    for i, r in enumerate(rows):
+        bad = next((x for x in r if type(x) is not int), None)
+        if bad is not None or any(type(x) is not int for x in r):
+            raise SearchError(f"IOPDDL instance: {what}[{i}] must hold integers, got {bad!r} ({type(bad).__name__})")
+    return rows
+
+
 def parse_instance(data: Any) -> StrategyGraph:
     """A :class:`StrategyGraph` from the decoded JSON of an instance. Raises
-    :class:`SearchError` naming the missing key, node or edge."""
+    :class:`SearchError` naming the missing key, node or edge, or the first number that is not
+    an integer."""
     p = _field(data, "problem", "")
     nodes = _field(p, "nodes", "problem.")
     edges = _field(p, "edges", "problem.")
@@ -45,27 +68,37 @@ def parse_instance(data: Any) -> StrategyGraph:
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
         raise SearchError(f"IOPDDL instance: usage_limit must be an integer, got {limit!r}")
     return StrategyGraph.build(
-        _field(nodes, "costs", "problem.nodes."),
-        _field(nodes, "usages", "problem.nodes."),
-        _field(nodes, "intervals", "problem.nodes."),
-        _field(edges, "nodes", "problem.edges."),
-        _field(edges, "costs", "problem.edges."),
+        _integers(_field(nodes, "costs", "problem.nodes."), "problem.nodes.costs"),
+        _integers(_field(nodes, "usages", "problem.nodes."), "problem.nodes.usages"),
+        _integers(_field(nodes, "intervals", "problem.nodes."), "problem.nodes.intervals"),
+        _integers(_field(edges, "nodes", "problem.edges."), "problem.edges.nodes"),
+        _integers(_field(edges, "costs", "problem.edges."), "problem.edges.costs"),
         usage_limit=limit,
         name=str(p.get("name", "")),
     )
 
 
 def read_instance(path: str | Path) -> StrategyGraph:
-    """Reads ``.json`` or ``.json.gz`` (gzip detected by its magic bytes). Raises
-    :class:`SearchError` for unreadable JSON or a malformed instance, ``OSError`` for I/O."""
+    """Reads ``.json`` or ``.json.gz`` (gzip detected by its magic bytes), at most
+    ``MAX_INSTANCE_BYTES`` once decompressed. Raises :class:`SearchError` for a larger one,
+    unreadable gzip or JSON or a malformed instance, ``OSError`` for I/O."""
     path = Path(path)
-    raw = path.read_bytes()
+    with open(path, "rb") as f:
+        raw = f.read(MAX_INSTANCE_BYTES + 1)
     if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as g:
+                raw = g.read(MAX_INSTANCE_BYTES + 1)
+        except (OSError, EOFError) as e:
+            raise SearchError(f"{path}: not a readable gzip file ({e})") from None
+    if len(raw) > MAX_INSTANCE_BYTES:
+        raise SearchError(f"{path}: the instance is over {MAX_INSTANCE_BYTES >> 20} MiB (decompressed); refusing to read it")
     try:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise SearchError(f"{path}: not a JSON IOPDDL instance: {e}") from None
+    except RecursionError:
+        raise SearchError(f"{path}: JSON nested too deeply") from None
     try:
         return parse_instance(data)
     except SearchError as e:
