@@ -46,7 +46,8 @@ commands:
   shardwise launch -n N OUTDIR [--backend mpi|nccl] [--check]
                                                   run the ranks as MPI processes
   shardwise iopddl FILE.json[.gz] --time-limit S [--method auto|ilp|limited|local|penalty]
-                                                  solve an IOPDDL contest instance
+                                                  solve an IOPDDL contest instance (exit 1 when
+                                                  no answer fits the usage limit: cost: inf)
 
 Meshes are written x=2,y=4 (or Shardy's #sdy.mesh<["x"=2, "y"=4]>). Errors in the input end a
 command with exit status 2 and one line on stderr; a failed check or an over-budget plan with 1.
@@ -591,8 +592,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         elif args.command == "iopddl":
             from shardwise.search.iopddl import solve_file
 
-            for line in solve_file(args.input, args.time_limit, args.method, seed=args.seed, threads=args.threads):
+            lines = solve_file(args.input, args.time_limit, args.method, seed=args.seed, threads=args.threads)
+            for line in lines:
                 print(line)
+            return 1 if lines[-1] == "cost: inf" else 0  # no answer within the usage limit
         elif args.command == "auto":
             ok = auto_file(
                 console, args.input, args.output, args.mesh, memory_budget=args.memory_budget, method=args.method, time_limit=args.time_limit, as_json=args.json

@@ -287,3 +287,19 @@ def test_iopddl_decompressed_size_is_bounded(tmp_path: Path, monkeypatch: pytest
     assert bomb.stat().st_size < 64 << 10
     with pytest.raises(sw.SearchError, match="over 1 MiB"):
         iopddl.read_instance(bomb)
+
+
+@pytest.mark.parametrize("method", ["auto", "ilp", "local", "limited"])
+def test_infeasible_iopddl_instance_is_answered_alike_by_every_method(method: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """auto and ilp raised 'no feasible solution' (exit 2) where the others printed cost: inf
+    (exit 0); every method now prints its assignment and cost: inf, and exits 1."""
+    import copy
+    import json
+
+    data = copy.deepcopy(_EXAMPLE)
+    data["problem"]["usage_limit"] = 1  # type: ignore[index]
+    f = tmp_path / "infeasible.json"
+    f.write_text(json.dumps(data))
+    assert main(["iopddl", str(f), "--time-limit", "2", "--method", method]) == 1
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1] == "cost: inf" and out[0].startswith("[")

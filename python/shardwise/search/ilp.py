@@ -48,6 +48,11 @@ LAZY_MARGIN = 0.02
 
 
 
+
+class NoFeasibleSolution(SearchError):
+    """The ILP found no assignment within the usage limit in its time, and had no warm start
+    to fall back on (the budget may be infeasible)."""
+
 _BANNER_SHOWN = False
 
 
@@ -197,7 +202,7 @@ def solve_ilp(
             h.setOptionValue("time_limit", left)
     if choice is None:
         if initial is None:
-            raise SearchError(f"ILP: no feasible solution within {t_limit} s (HiGHS status: {status_text})")
+            raise NoFeasibleSolution(f"ILP: no feasible solution within {t_limit} s (HiGHS status: {status_text})")
         assignment = list(initial)
     else:
         assignment = red.expand(choice)

@@ -27,7 +27,7 @@ import time
 
 from shardwise.errors import SearchError
 from shardwise.search.graph import StrategyGraph
-from shardwise.search.ilp import solve_ilp
+from shardwise.search.ilp import NoFeasibleSolution, solve_ilp
 from shardwise.search.limited import solve_limited
 from shardwise.search.local import Solution, check_time_limit, solve_local
 from shardwise.search.penalty import available as penalty_available
@@ -87,7 +87,12 @@ def solve(
         return solve_limited(graph, t, seed=seed)
     warm = _portfolio(graph, min(t * 0.2, 5.0), seed, threads)
     rest = max(t - (time.perf_counter() - start), 0.01)
-    sol = solve_ilp(graph, rest, initial=warm.assignment if warm.feasible else None)
+    try:
+        sol = solve_ilp(graph, rest, initial=warm.assignment if warm.feasible else None)
+    except NoFeasibleSolution:
+        # Nothing fits the usage limit: the local search's least-overflow answer, marked
+        # infeasible, as every other method answers.
+        return Solution(warm.assignment, warm.cost, warm.peak_usage, False, "ilp", False, time.perf_counter() - start)
     return Solution(sol.assignment, sol.cost, sol.peak_usage, sol.feasible, "ilp", sol.optimal,
                     time.perf_counter() - start)
 
