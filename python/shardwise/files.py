@@ -50,10 +50,8 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
     temporary file is removed on failure."""
     raw = data.encode() if isinstance(data, str) else data
     try:
-        st = os.stat(path)  # follows symbolic links
-    except FileNotFoundError:
-        st = None
-    except OSError:
+        st: os.stat_result | None = os.stat(path)  # follows symbolic links
+    except OSError:  # missing (or a dangling link): a new file
         st = None
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise IsADirectoryError(f"{os.fspath(path)} is a directory, expected a file to write")

@@ -19,18 +19,16 @@ from shardwise.spmd.partition.inline import inline_calls
 
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
-from jax.sharding import AxisType, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
+from jax_mesh import mesh_2x4, sharded_arg  # noqa: E402
 from shardy_oracle import shardy  # noqa: E402
 
 pytestmark = pytest.mark.jax
 
 
 def _mesh() -> Any:
-    if len(jax.devices()) < 8:
-        pytest.skip("needs 8 CPU devices (XLA_FLAGS set before jax was imported)")
-    return jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    return mesh_2x4()
 
 
 @jax.jit
@@ -67,7 +65,7 @@ def _in_cond(p: Any, x: Any) -> Any:
 
 def _cases(mesh: Any) -> list[tuple[str, Any, tuple[Any, ...]]]:
     def a(shape: tuple[int, ...], spec: Any) -> Any:
-        return jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, spec))  # type: ignore[no-untyped-call]
+        return sharded_arg(mesh, shape, spec)
 
     return [
         ("same_callee_two_shardings", _same_callee_two_shardings, (a((16, 32), P("x", None)), a((16, 32), P(None, "y")), a((32, 32), P(None, "y")))),

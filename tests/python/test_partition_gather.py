@@ -14,20 +14,20 @@ import shardwise as sw
 
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
-from jax.sharding import AxisType, NamedSharding  # noqa: E402
+from jax.sharding import NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
+
+from jax_mesh import mesh_2x4, sharded_arg  # noqa: E402
 
 pytestmark = pytest.mark.jax
 
 
 def _mesh() -> Any:
-    if len(jax.devices()) < 8:
-        pytest.skip("needs 8 CPU devices (XLA_FLAGS set before jax was imported)")
-    return jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    return mesh_2x4()
 
 
 def _arg(mesh: Any, shape: tuple[int, ...], spec: Any, dtype: Any = jnp.float32) -> Any:
-    return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))  # type: ignore[no-untyped-call]
+    return sharded_arg(mesh, shape, spec, dtype)
 
 
 def _partition_and_check(fn: Any, *args: Any, out_shardings: Any = None) -> sw.Partition:

@@ -28,7 +28,7 @@ from shardwise.mesh import Mesh
 from shardwise.passes._sdy import get_sharding, with_parts
 from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 from shardwise.spmd.partition.coverage import contracted_dims, grouped_feature_dims, replicated_dims
-from shardwise.spmd.partition.groups import ceil_div
+from shardwise.spmd.partition.groups import axis_size, ceil_div
 from shardwise.spmd.redistribute import CostModel, dtype_bytes, plan_reshard
 
 __all__ = ["Collective", "drop_unused_meshes", "lower_to_collectives", "single_mesh"]
@@ -143,15 +143,10 @@ def _relaxed(s: TensorSharding, dims: set[int]) -> TensorSharding:
 
 
 def _padded(mesh: Mesh, v: Value, s: TensorSharding | None) -> bool:
+    """Some dimension of ``v`` is split by ``s`` into shards that do not divide it."""
     if s is None or not isinstance(v.type, TensorType):
         return False
-    for d, dim in zip(v.type.shape, s.dims):
-        n = 1
-        for a in dim.axes:
-            n *= a.full_size(mesh) if a.size is None else a.size
-        if n > 1 and d % n:
-            return True
-    return False
+    return any(_padded_dim(mesh, v, s, k) for k in range(min(v.type.rank, len(s.dims))))
 
 
 def _padded_dim(mesh: Mesh, v: Value, s: TensorSharding | None, dim: int) -> bool:
@@ -168,7 +163,7 @@ def _shard_count(mesh: Mesh, v: Value, s: TensorSharding | None, dim: int) -> in
         return 1
     n = 1
     for a in s.dims[dim].axes:
-        n *= a.full_size(mesh) if a.size is None else a.size
+        n *= axis_size(mesh, a)
     return n
 
 
