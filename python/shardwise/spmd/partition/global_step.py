@@ -31,7 +31,7 @@ from shardwise.spmd.partition.coverage import contracted_dims, grouped_feature_d
 from shardwise.spmd.partition.groups import axis_size, ceil_div
 from shardwise.spmd.redistribute import CostModel, dtype_bytes, plan_reshard
 
-__all__ = ["Collective", "drop_unused_meshes", "lower_to_collectives", "single_mesh"]
+__all__ = ["Collective", "drop_unused_meshes", "lower_to_collectives", "merge_equal_reshards", "single_mesh"]
 
 _LOWERED = ("sdy.reshard", "sdy.sharding_constraint")
 
@@ -284,6 +284,29 @@ def _attrs(step_kind: str, dim_axes: tuple[tuple[AxisRef, ...], ...], axes: tupl
     return out
 
 
+def merge_equal_reshards(func: Func, uses: Uses) -> int:
+    """Reshards of one value to one sharding in one block become the first of them (its result
+    replaces the later ones'), so the value is moved once: an LSTM cell's four gate matmuls
+    all-gather the hidden state once, not four times. XLA gets the same from ``HloCSE`` after
+    its SPMD partitioner (identical all-gathers of one operand). The first reshard comes before
+    the later ones in their block, so every use stays dominated. Returns the number removed."""
+    removed = 0
+    blocks = [func.body] + [b for op in func.walk_nested() for r in op.regions for b in r.blocks]
+    for block in blocks:
+        first: dict[tuple[int, str, str], Op] = {}
+        for op in list(block.ops):
+            s = op.results[0].sharding if op.name in _LOWERED and len(op.operands) == 1 and len(op.results) == 1 else None
+            if s is None:
+                continue
+            key = (id(op.operands[0]), op.name, str(s))
+            kept = first.setdefault(key, op)
+            if kept is not op:
+                uses.replace_all_uses(op.results[0], kept.results[0])
+                erase_op(op, uses)
+                removed += 1
+    return removed
+
+
 def _lower_reshard(op: Op, uses: Uses, mesh_name: str, mesh: Mesh, model: CostModel, out: dict[int, Collective]) -> None:
     v = op.operands[0]
     tgt = op.results[0].sharding
@@ -345,6 +368,7 @@ def lower_to_collectives(module: Module, func: Func, model: CostModel | None = N
     mesh_name, mesh = single_mesh(module)
     model = CostModel() if model is None else model
     uses = Uses(func)
+    merge_equal_reshards(func, uses)
     planned: dict[int, Collective] = {}
     for op in list(func.walk_nested()):
         if op.name in _LOWERED and op.parent is not None:
