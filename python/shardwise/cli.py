@@ -532,6 +532,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.simplefilter("once", UnknownOpWarning)
             warnings.showwarning = _show_warning
             return _run(args, console)
+    except KeyboardInterrupt:
+        # Ctrl-C: temporary outputs are already cleaned up by the ``finally`` blocks on the way.
+        print("shardwise: interrupted", file=sys.stderr)
+        return 130
     finally:
         restore()
 
