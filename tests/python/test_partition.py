@@ -112,3 +112,19 @@ def test_cli_partition_and_run(tmp_path: Path) -> None:
     assert main(["run", str(out), "--check", "--seed", "1"]) == 0
     assert main(["partition", str(src), "-o", str(tmp_path / "bad"), "--mesh", "x=3"]) == 2
     assert not (tmp_path / "bad").exists()
+
+
+def test_one_value_resharded_alike_for_several_users_moves_once() -> None:
+    # h (sharded on y in its columns) feeds four matmuls that each need it replicated, as an
+    # LSTM cell's gates do: one all-gather, as XLA's CSE leaves it, not four (before: four).
+    b = Builder(Mesh({"x": 2, "y": 4}))
+    h = b.arg((8, 32), sharding=b.sharding([["x"], ["y"]]))
+    ws = [b.arg((32, 32), sharding=b.sharding([None, ["y"]])) for _ in range(4)]
+    gates = [b.dot_general(h, w, contracting=((1,), (0,))) for w in ws]
+    total = gates[0]
+    for g in gates[1:]:
+        total = b.add(total, g)
+    part = _check(b.ret(total))
+    kinds = [c.kind for c in part.collectives]  # type: ignore[attr-defined]
+    assert kinds == ["sdy.all_gather"], kinds
+    assert part.ranks[0].to_mlir().count("stablehlo.all_gather") == 1  # type: ignore[attr-defined]
