@@ -22,6 +22,9 @@ pub struct Mesh {
     axes: Vec<MeshAxis>,
     /// Explicit device order; empty means iota (never stored when equal to iota).
     device_ids: Vec<i64>,
+    /// Axis indices sorted by axis name: lookups by name in O(log n), so checking a sharding
+    /// against a mesh of many axes stays near-linear (issue 25). Derived from `axes`.
+    by_name: Vec<u32>,
 }
 
 impl Mesh {
@@ -69,18 +72,23 @@ impl Mesh {
                     device_ids.len()
                 )));
             }
-            return Ok(Mesh { axes, device_ids });
+            return Ok(Mesh { axes, device_ids, by_name: Vec::new() });
+        }
+        if axes.len() > u32::MAX as usize {
+            return Err(Error::mesh(format!("a mesh takes at most {} axes, got {}", u32::MAX, axes.len())));
+        }
+        let mut by_name: Vec<u32> = (0..axes.len() as u32).collect();
+        by_name.sort_by(|&a, &b| axes[a as usize].name.cmp(&axes[b as usize].name));
+        if let Some(w) = by_name.windows(2).find(|w| axes[w[0] as usize].name == axes[w[1] as usize].name) {
+            return Err(Error::mesh(format!("duplicate mesh axis name \"{}\"", axes[w[0] as usize].name)));
         }
         let mut total: i64 = 1;
-        for (i, axis) in axes.iter().enumerate() {
+        for axis in &axes {
             if axis.size < 1 {
                 return Err(Error::mesh(format!(
                     "mesh axis \"{}\" must have size >= 1, got {}",
                     axis.name, axis.size
                 )));
-            }
-            if axes[..i].iter().any(|a| a.name == axis.name) {
-                return Err(Error::mesh(format!("duplicate mesh axis name \"{}\"", axis.name)));
             }
             total = total.checked_mul(axis.size).ok_or_else(|| {
                 Error::mesh(format!("product of mesh axis sizes overflows at axis \"{}\"", axis.name))
@@ -105,7 +113,7 @@ impl Mesh {
                 seen[d as usize] = true;
             }
         }
-        Ok(Mesh { axes, device_ids })
+        Ok(Mesh { axes, device_ids, by_name })
     }
 
     fn ids_are_iota(&self) -> bool {
@@ -156,11 +164,14 @@ impl Mesh {
     }
 
     pub fn axis_index(&self, name: &str) -> Option<usize> {
-        self.axes.iter().position(|a| a.name == name)
+        self.by_name
+            .binary_search_by(|&i| self.axes[i as usize].name.as_str().cmp(name))
+            .ok()
+            .map(|k| self.by_name[k] as usize)
     }
 
     pub fn axis_size(&self, name: &str) -> Option<i64> {
-        self.axes.iter().find(|a| a.name == name).map(|a| a.size)
+        self.axis_index(name).map(|i| self.axes[i].size)
     }
 
     /// The axis size, or an error naming the axis and the mesh.

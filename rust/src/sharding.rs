@@ -10,7 +10,7 @@
 //! `zero-size-dim-sharded`, `sub-axis-in-user-sharding`, `invalid-shape`, `dynamic-dim`.
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::axis::AxisRef;
 use crate::error::{Error, Result};
@@ -147,10 +147,10 @@ impl TensorSharding {
         for (i, d) in self.dims.iter().enumerate() {
             check_priority(i, d)?;
         }
-        let refs: Vec<&AxisRef> = self.axis_refs().collect();
-        for (i, r) in refs.iter().enumerate() {
+        let mut seen: HashSet<&AxisRef> = HashSet::new();
+        for r in self.axis_refs() {
             r.check_local()?;
-            if refs[..i].contains(r) {
+            if !seen.insert(r) {
                 return Err(invalid("duplicate-axis", format!("axis {r} is used more than once")));
             }
         }
@@ -204,7 +204,7 @@ impl TensorSharding {
                 ));
             }
         }
-        let mut seen: Vec<&AxisRef> = Vec::new();
+        let mut seen = Seen::default();
         for (i, d) in self.dims.iter().enumerate() {
             check_priority(i, d)?;
             check_axis_list(&d.axes, mesh, &mut seen).map_err(|e| e.context(format!("dim {i}")))?;
@@ -230,6 +230,7 @@ impl TensorSharding {
             }
             check_axis_list(list, mesh, &mut seen).map_err(|e| e.context(name))?;
         }
+        let seen = seen.list;
         check_sub_axes(&seen, mesh)?;
         if user {
             if let Some(r) = seen.iter().find(|r| r.is_sub_axis()) {
@@ -318,15 +319,22 @@ fn check_priority(dim: usize, d: &DimSharding) -> Result<()> {
     }
 }
 
+/// The axis references of a sharding met so far: in order, and as a set for the duplicate check.
+#[derive(Default)]
+struct Seen<'a> {
+    list: Vec<&'a AxisRef>,
+    set: HashSet<&'a AxisRef>,
+}
+
 /// Known axes, no duplicates, no two consecutive sub-axes that merge (Shardy `verifyAxisRefList`).
-fn check_axis_list<'a>(axes: &'a [AxisRef], mesh: &Mesh, seen: &mut Vec<&'a AxisRef>) -> Result<()> {
+fn check_axis_list<'a>(axes: &'a [AxisRef], mesh: &Mesh, seen: &mut Seen<'a>) -> Result<()> {
     let mut prev: Option<&AxisRef> = None;
     for a in axes {
         mesh.require_axis(&a.name)?;
-        if seen.contains(&a) {
+        if !seen.set.insert(a) {
             return Err(invalid("duplicate-axis", format!("axis {a} is used more than once")));
         }
-        seen.push(a);
+        seen.list.push(a);
         if let Some(p) = prev {
             if p.can_merge(a) {
                 let merged = p.merge(a, mesh)?;
@@ -344,15 +352,22 @@ fn check_axis_list<'a>(axes: &'a [AxisRef], mesh: &Mesh, seen: &mut Vec<&'a Axis
 /// Every sub-axis valid for its axis, no full axis used together with its sub-axes, no two
 /// sub-axes overlapping (Shardy `verifySubAxes`).
 fn check_sub_axes(refs: &[&AxisRef], mesh: &Mesh) -> Result<()> {
-    let mut by_axis: Vec<(&str, Vec<&AxisRef>)> = Vec::new();
+    // First-seen order of axes, so the error names the same sub-axis whatever the hashing.
+    let mut order: Vec<&str> = Vec::new();
+    let mut subs_of: HashMap<&str, Vec<&AxisRef>> = HashMap::new();
     for r in refs.iter().filter(|r| r.is_sub_axis()) {
-        match by_axis.iter_mut().find(|(n, _)| r.name == *n) {
-            Some((_, v)) => v.push(r),
-            None => by_axis.push((&r.name, vec![r])),
-        }
+        subs_of
+            .entry(&r.name)
+            .or_insert_with(|| {
+                order.push(&r.name);
+                Vec::new()
+            })
+            .push(r);
     }
-    for (name, mut subs) in by_axis {
-        if refs.iter().any(|r| r.name == name && !r.is_sub_axis()) {
+    let whole: HashSet<&str> = refs.iter().filter(|r| !r.is_sub_axis()).map(|r| r.name.as_str()).collect();
+    for name in order {
+        let mut subs = subs_of.remove(name).unwrap_or_default();
+        if whole.contains(name) {
             return Err(invalid(
                 "full-and-sub-axis",
                 format!("axis \"{name}\" is used both whole and as sub-axis {}", subs[0]),
