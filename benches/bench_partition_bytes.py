@@ -241,4 +241,5 @@ def pytest_report_table() -> str:
 
 def teardown_module() -> None:
     if ROWS:
+        OUT.mkdir(parents=True, exist_ok=True)
         write_atomic(OUT / "partition_bytes.md", pytest_report_table())
