@@ -92,6 +92,15 @@ class Emitter:
             y = self.pad_high(y, dim, length - (hi - lo), self.constant(zero_text(t.element_type), TensorType((), t.element_type)))
         return y
 
+    def concatenate(self, xs: Sequence[Value], dim: int) -> Value:
+        t = xs[0].type
+        assert isinstance(t, TensorType)
+        size = 0
+        for x in xs:
+            assert isinstance(x.type, TensorType)
+            size += x.type.shape[dim]
+        return self._put(Op("stablehlo.concatenate", list(xs), [self._with_dim(t, dim, size)], {"dimension": f"{dim} : i64"}))
+
     def add(self, x: Value, y: Value) -> Value:
         return self._put(Op("stablehlo.add", [x, y], [x.type]))
 

@@ -29,6 +29,7 @@ from shardwise.passes._sdy import get_sharding, with_parts
 from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 from shardwise.spmd.partition.coverage import contracted_dims, grouped_feature_dims, replicated_dims
 from shardwise.spmd.partition.groups import axis_size, ceil_div
+from shardwise.spmd.partition.halo import halos
 from shardwise.spmd.redistribute import CostModel, dtype_bytes, plan_reshard
 
 __all__ = ["Collective", "drop_unused_meshes", "lower_to_collectives", "merge_equal_reshards", "single_mesh"]
@@ -142,6 +143,70 @@ def _relaxed(s: TensorSharding, dims: set[int]) -> TensorSharding:
     return with_parts(s, dims=[DimSharding((), closed=True) if i in dims else d for i, d in enumerate(s.dims)])
 
 
+#: Ops whose tensor operands and result correspond dimension by dimension, every dimension
+#: they do not need whole being computed block by block.
+_SAME_DIMS = frozenset(
+    {"stablehlo.slice", "stablehlo.pad", "stablehlo.concatenate", "stablehlo.sort", "stablehlo.reverse", "stablehlo.dynamic_slice", "stablehlo.reduce_window"}
+)
+
+
+@dataclass(frozen=True)
+class _Move:
+    """Dimension ``whole`` hands its axes to dimension ``to`` around the op."""
+
+    whole: int
+    to: int
+
+    def sharding(self, s: TensorSharding) -> TensorSharding:
+        moved = s.dims[self.whole].axes
+        dims = list(s.dims)
+        dims[self.whole] = DimSharding((), closed=True)
+        dims[self.to] = DimSharding(tuple(s.dims[self.to].axes) + tuple(moved), closed=True)
+        return with_parts(s, dims=dims)
+
+
+def _axis_move(mesh: Mesh, op: Op, need: tuple[list[set[int]], list[set[int]]], uses: Uses) -> _Move | None:
+    """Where an op of ``_SAME_DIMS`` needs one dimension whole that is sharded the same way on
+    every operand and result, and another of its dimensions can take those axes on all of them
+    (evenly), the axes move there (an all-to-all) and back after the op, instead of being
+    gathered: 2(n-1)/n of a block instead of (n-1) blocks, so only for more than 2 shards
+    (XLA's sort handler moves the sort dimension's sharding the same way)."""
+    if op.name not in _SAME_DIMS:
+        return None
+    operand_dims, result_dims = need
+    tensors = [(v, get_sharding(v, uses), dims) for v, dims in zip(op.operands, operand_dims) if dims]
+    tensors += [(v, v.sharding, dims) for v, dims in zip(op.results, result_dims) if dims]
+    if not tensors:
+        return None
+    whole = tensors[0][2]
+    if len(whole) != 1 or any(dims != whole for _, _, dims in tensors):
+        return None
+    (d,) = whole
+    first = tensors[0][1]
+    if first is None or d >= len(first.dims) or not first.dims[d].axes:
+        return None
+    axes = tuple(first.dims[d].axes)
+    n = 1
+    for a in axes:
+        n *= axis_size(mesh, a)
+    if n <= 2:
+        return None
+    rank = len(first.dims)
+    for e in range(rank):
+        if e == d:
+            continue
+        ok = True
+        for v, sh, _ in tensors:
+            t = v.type
+            if sh is None or not isinstance(t, TensorType) or len(sh.dims) != rank or tuple(sh.dims[d].axes) != axes or t.shape[d] % n:
+                return None  # not the same axes everywhere, or padded blocks (no all-to-all)
+            if tuple(sh.dims[e].axes) != tuple(first.dims[e].axes) or t.shape[e] % (_count(mesh, sh.dims[e].axes) * n):
+                ok = False
+        if ok:
+            return _Move(d, e)
+    return None
+
+
 def _padded(mesh: Mesh, v: Value, s: TensorSharding | None) -> bool:
     """Some dimension of ``v`` is split by ``s`` into shards that do not divide it."""
     if s is None or not isinstance(v.type, TensorType):
@@ -168,6 +233,26 @@ def _shard_count(mesh: Mesh, v: Value, s: TensorSharding | None, dim: int) -> in
 
 
 def _needs(mesh: Mesh, op: Op, uses: Uses) -> tuple[list[set[int]], list[set[int]]] | None:
+    """Per operand and result, the dimensions to replicate around ``op`` (``None``: none):
+    ``coverage.replicated_dims`` refined by the shardings (reshapes and constants, reversed,
+    grouped and contracted dims), less the windowed dims a halo exchange computes
+    (``halo.halos``)."""
+    need = _needs_by_kind(mesh, op, uses)
+    if need is None or op.name not in ("stablehlo.slice", "stablehlo.reduce_window", "stablehlo.convolution"):
+        return need
+    it, rt = op.operands[0].type, op.results[0].type
+    if not isinstance(it, TensorType) or not isinstance(rt, TensorType):
+        return need
+    kept = halos(mesh, op, it, get_sharding(op.operands[0], uses), rt, op.results[0].sharding)
+    if not kept:
+        return need
+    operand_dims, result_dims = need
+    operand_dims = [operand_dims[0] - set(kept), *operand_dims[1:]]
+    result_dims = [result_dims[0] - {h.window.result_dim for h in kept.values()}, *result_dims[1:]]
+    return operand_dims, result_dims
+
+
+def _needs_by_kind(mesh: Mesh, op: Op, uses: Uses) -> tuple[list[set[int]], list[set[int]]] | None:
     if op.name == "stablehlo.reshape":
         if _padded(mesh, op.operands[0], get_sharding(op.operands[0], uses)) or _padded(mesh, op.results[0], op.results[0].sharding):
             return [set(range(op.operands[0].type.rank))], [set(range(op.results[0].type.rank))]
@@ -217,6 +302,7 @@ def replicate_unsupported(module: Module, func: Func) -> int:
         if need is None:
             continue
         operand_dims, result_dims = need
+        move = _axis_move(mesh, op, need, uses)
         for i, dims in enumerate(operand_dims):
             v = op.operands[i]
             s = get_sharding(v, uses)
@@ -224,7 +310,7 @@ def replicate_unsupported(module: Module, func: Func) -> int:
                 continue
             assert s is not None
             r = Op("sdy.reshard", [v], [v.type], location=op.location)
-            r.results[0].sharding = _relaxed(s, dims)
+            r.results[0].sharding = move.sharding(s) if move is not None else _relaxed(s, dims)
             insert_before(op, r)
             uses.add(r)
             uses.set_operand(op, i, r.results[0])
@@ -235,7 +321,7 @@ def replicate_unsupported(module: Module, func: Func) -> int:
             if not dims or not _sharded_on(s, dims):
                 continue
             assert s is not None
-            v.sharding = _relaxed(s, dims)
+            v.sharding = move.sharding(s) if move is not None else _relaxed(s, dims)
             r = Op("sdy.reshard", [v], [v.type], location=op.location)
             r.results[0].sharding = s
             insert_after(op, r)
@@ -327,6 +413,36 @@ def _lower_reshard(op: Op, uses: Uses, mesh_name: str, mesh: Mesh, model: CostMo
     erase_op(op, uses)
 
 
+def _local_permutes(op: Op, uses: Uses, mesh_name: str, mesh: Mesh, model: CostModel) -> list[Collective]:
+    """The collective-permutes the local step adds for ``op``: a halo exchange per side of each
+    window kept sharded (``halo.py``), or the swap of a reverse's blocks with their mirrors
+    (``local_step.mirror``); with their bytes per device."""
+    t, rt = op.operands[0].type, op.results[0].type
+    assert isinstance(t, TensorType) and isinstance(rt, TensorType)
+    src = _source_sharding(op.operands[0], uses, mesh_name, mesh)
+    local = [ceil_div(d, _count(mesh, dim.axes)) for d, dim in zip(t.shape, src.dims)]
+    width = dtype_bytes(t.element_type)
+    out = []
+    if op.name == "stablehlo.reverse":
+        axes = [a for k in parse_array(op.attributes["dimensions"]) if k < len(src.dims) for a in src.dims[k].axes]
+        if axes:
+            n = 1
+            for d in local:
+                n *= d
+            out.append(Collective("sdy.collective_permute", op.where(), t.shape, t.element_type, model.cost("collective_permute", mesh, axes, n * width)[0], "reverse: blocks swapped with their mirrors"))
+        return out
+    for d, h in halos(mesh, op, t, src, rt, op.results[0].sharding).items():
+        for side, amount in (("left", h.left), ("right", h.right)):
+            if amount <= 0:
+                continue
+            n = amount
+            for k, size in enumerate(local):
+                n *= size if k != d else 1
+            text = f"halo exchange: {amount} elements of dim {d} from the {'previous' if side == 'left' else 'next'} block along {{{', '.join(str(a) for a in h.axes)}}}"
+            out.append(Collective("sdy.collective_permute", op.where(), t.shape, t.element_type, model.cost("collective_permute", mesh, list(h.axes), n * width)[0], text))
+    return out
+
+
 def _all_reduce_bytes(op: Op, mesh: Mesh, model: CostModel) -> float:
     """Bytes per device of an ``sdy.all_reduce`` inserted by the explicit-reshards pass."""
 
@@ -385,7 +501,9 @@ def lower_to_collectives(module: Module, func: Func, model: CostModel | None = N
         t = op.operands[0].type if op.operands else None
         if not isinstance(t, TensorType):
             continue
-        if op.name == "sdy.all_reduce":
+        if op.name in ("stablehlo.slice", "stablehlo.reduce_window", "stablehlo.convolution", "stablehlo.reverse"):
+            out += _local_permutes(op, uses, mesh_name, mesh, model)
+        elif op.name == "sdy.all_reduce":
             out.append(Collective("sdy.all_reduce", op.where(), t.shape, t.element_type, _all_reduce_bytes(op, mesh, model), _all_reduce_text(op)))
         elif op.name in ("sdy.reduce_scatter", "sdy.all_slice"):
             key = "reduce_scatter_axes" if op.name == "sdy.reduce_scatter" else "slicing_axes"

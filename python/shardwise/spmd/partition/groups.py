@@ -21,7 +21,7 @@ from shardwise.errors import MeshError
 from shardwise.mesh import Mesh
 from shardwise.sharding import AxisRef
 
-__all__ = ["axis_size", "coords", "digit", "index_over", "group_of", "groups", "position", "check_device_ids", "ceil_div"]
+__all__ = ["axis_size", "ceil_div", "check_device_ids", "coords", "digit", "group_of", "groups", "index_over", "position"]
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -35,7 +35,7 @@ class _Layout:
     order. Lookups are O(1) per axis, so group computations are linear in devices times the
     axes they name, not in all the mesh's axes (issue 25: 6,000 size-1 axes took > 150 s)."""
 
-    __slots__ = ("axes", "ids", "_positions")
+    __slots__ = ("_positions", "axes", "ids")
 
     def __init__(self, mesh: Mesh) -> None:
         self.axes: dict[str, tuple[int, int, int]] = {}

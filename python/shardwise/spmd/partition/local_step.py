@@ -5,7 +5,9 @@ Every value's type becomes its rank-local (padded) shape ``TensorSharding.local_
 collectives become StableHLO collectives (``collectives.py``); ``sdy.manual_computation``
 bodies, already local along their manual axes, are inlined on the operands' local blocks;
 ``iota`` along a sharded dimension is offset by the rank's block start; splat constants change
-type; ``slice`` / ``dynamic_slice`` keep sharded dimensions whole; reductions and dot
+type; ``slice`` / ``dynamic_slice`` keep sharded dimensions whole, except windows kept sharded
+(slices, reduce-windows and convolutions exchange halos with their neighbours: ``halo.py``);
+reductions and dot
 contractions over a padded dimension first replace the padding with the reduction's identity
 (the reduce's init value, or zero for a dot). ``while`` / ``case`` / ``if`` bodies are
 converted the same way. Programs are specialised to their rank (offsets are constants).
@@ -28,6 +30,7 @@ from shardwise.spmd.partition.collectives import lower_collective
 from shardwise.spmd.partition.emit import Emitter, _i64s, zero_text
 from shardwise.spmd.partition.global_step import single_mesh
 from shardwise.spmd.partition.groups import ceil_div, groups, index_over
+from shardwise.spmd.partition.halo import Halo, halos, padding_without
 
 __all__ = ["localize"]
 
@@ -124,12 +127,16 @@ class _Local:
         if op.name in ("sdy.constant", "stablehlo.constant"):
             self.constant(op, globals_[0], locals_[0])
         elif op.name == "stablehlo.slice":
-            self.whole_dims(op, globals_[0], locals_[0], "limit_indices")
+            haloed = self.exchange_halos(op, globals_[0], shardings[0])
+            self.whole_dims(op, globals_[0], locals_[0], "limit_indices", skip=haloed)
+        elif op.name == "stablehlo.reduce_window":
+            self.exchange_halos(op, globals_[0], shardings[0])
         elif op.name == "stablehlo.dynamic_slice":
             self.whole_dims(op, globals_[0], locals_[0], "slice_sizes")
         elif op.name == "stablehlo.gather":
             self.gather_sizes(op, self.orig[orig_operands[0]][0], op.operands[0].type)
         elif op.name == "stablehlo.convolution":
+            self.exchange_halos(op, globals_[0], shardings[0])
             self.local_groups(op, self.orig[orig_operands[0]][0], op.operands[0].type)
         elif op.name == "stablehlo.reduce":
             self.mask_reduce(op)
@@ -166,17 +173,69 @@ class _Local:
             raise ProgramError(f"{op.where()}: a sharded non-splat constant must be replicated first")
         op.attributes["value"] = f"{m.group(1)} : {loc}"
 
-    def whole_dims(self, op: Op, g: Type, loc: Type, attr: str) -> None:
+    def whole_dims(self, op: Op, g: Type, loc: Type, attr: str, skip: frozenset[int] | set[int] = frozenset()) -> None:
         assert isinstance(g, TensorType) and isinstance(loc, TensorType)
         if g == loc:
             return
         values = list(parse_array(op.attributes[attr]))
         for k, (a, b) in enumerate(zip(g.shape, loc.shape)):
-            if a != b:
+            if a != b and k not in skip:
                 if values[k] != a:
                     raise ProgramError(f"{op.where()}: dimension {k} is sharded but not taken whole")
                 values[k] = b
         op.attributes[attr] = _i64s(values)
+
+    def exchange_halos(self, op: Op, result: Type, result_sharding: TensorSharding | None) -> set[int]:
+        """The windows of a slice, reduce_window or convolution kept sharded (``halo.py``):
+        each rank's block gets its neighbours' halos (one collective-permute per side; the
+        padding value at the ends of the dimension), and the op runs on the extended block
+        without padding (a slice from 0) on that dimension. Returns the operand dims done."""
+        gt, s = self.orig[self.orig_operands[0]]
+        if not isinstance(gt, TensorType) or not isinstance(result, TensorType):
+            return set()
+        kept = halos(self.mesh, op, gt, s, result, result_sharding)
+        if not kept:
+            return set()
+        self.em.anchor = op
+        x = op.operands[0]
+        t = x.type
+        assert isinstance(t, TensorType)
+        fill = op.operands[1] if op.name == "stablehlo.reduce_window" else self.em.constant(zero_text(t.element_type), TensorType((), t.element_type))
+        for d, h in kept.items():
+            x = self._with_halo(x, d, h, fill)
+        op.operands[0] = x
+        if op.name == "stablehlo.slice":
+            start, limit = list(parse_array(op.attributes["start_indices"])), list(parse_array(op.attributes["limit_indices"]))
+            for d in kept:
+                start[d], limit[d] = 0, x.type.shape[d]
+            op.attributes["start_indices"], op.attributes["limit_indices"] = _i64s(start), _i64s(limit)
+        elif "padding" in op.attributes:
+            op.attributes["padding"] = padding_without(op, t.rank, set(kept))
+        return set(kept)
+
+    def _with_halo(self, x: Value, d: int, h: Halo, fill: Value) -> Value:
+        t = x.type
+        assert isinstance(t, TensorType)
+        block = t.shape[d]
+        body = x
+        if h.left < 0 or h.right < 0:
+            body = self.em.slice(x, d, max(0, -h.left), block - max(0, -h.right))
+        index = index_over(self.mesh, self.rank, h.axes)
+        chains = groups(self.mesh, list(h.axes))
+        parts = []
+        if h.left > 0:
+            got = self.em.collective_permute(self.em.slice(x, d, block - h.left, block), [(g[j], g[j + 1]) for g in chains for j in range(len(g) - 1)])
+            parts.append(got if index > 0 else self._fill_like(got, fill))
+        parts.append(body)
+        if h.right > 0:
+            got = self.em.collective_permute(self.em.slice(x, d, 0, h.right), [(g[j + 1], g[j]) for g in chains for j in range(len(g) - 1)])
+            parts.append(got if index < h.shards - 1 else self._fill_like(got, fill))
+        return parts[0] if len(parts) == 1 else self.em.concatenate(parts, d)
+
+    def _fill_like(self, v: Value, fill: Value) -> Value:
+        t = v.type
+        assert isinstance(t, TensorType)
+        return self.em.broadcast_in_dim(fill, t.shape, [])
 
     def local_groups(self, op: Op, g: Type, loc: Type) -> None:
         """A grouped convolution whose input features (feature groups) or input batch (batch
