@@ -3,7 +3,9 @@
 For every program of ``../shared/conformance/dev`` as Shardy propagated it (``*.out.mlir``),
 and for every real training step of ``tests/python/real_models.py`` (flax + optax, lowered raw
 with its calls: XLA compiles that text as ``jax.jit`` would, shardwise partitions it, its
-propagation then seeing the program as XLA's does):
+propagation then seeing the program as XLA's does), and for every single-op program of
+``tests/python/op_programs.py`` (windows, slices, pads, sorts, gathers along sharded
+dimensions: the ops XLA has special handlers for):
 
 * shardwise: ``shardwise.partition`` → the collectives of each rank's local StableHLO program
   (the partitioner's and those the program already had, e.g. in shard_map bodies), counted the
@@ -186,6 +188,24 @@ def test_real_model_bytes_against_xla(name: str) -> None:
     _compare(f"real: {name}", real_model(name).text)
 
 
+def _op_programs() -> list[str]:
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        return []
+    from op_programs import op_program_names
+
+    names = op_program_names()
+    return names[:2] if SMOKE else names
+
+
+@pytest.mark.parametrize("name", _op_programs())
+def test_op_program_bytes_against_xla(name: str) -> None:
+    from op_programs import op_program
+
+    _compare(f"op: {name}", op_program(name))
+
+
 @pytest.mark.parametrize("path", _programs(), ids=lambda p: p.name.removesuffix(".out.mlir"))
 def test_bytes_against_xla(path: Path) -> None:
     _compare(path.name.removesuffix(".out.mlir"), path.read_text())
@@ -232,10 +252,13 @@ def pytest_report_table() -> str:
             )
         else:
             lines.append(f"| {r['program']} | – | – | {r.get('note', '')} | – |")
-    done = [r for r in ROWS if "ours_bytes" in r]
-    le = sum(1 for r in done if r["ours_bytes"] <= r["xla_bytes"] + 1e-9)
     lines.append("")
-    lines.append(f"shardwise moves at most XLA's bytes on {le} of {len(done)} programs compared ({len(ROWS) - len(done)} not compared).")
+    for group, what in (("", "dev and real programs"), ("op: ", "single-op programs")):
+        rows = [r for r in ROWS if r["program"].startswith("op: ") == bool(group)]
+        done = [r for r in rows if "ours_bytes" in r]
+        le = sum(1 for r in done if r["ours_bytes"] <= r["xla_bytes"] + 1e-9)
+        if rows:
+            lines.append(f"{what}: shardwise moves at most XLA's bytes on {le} of {len(done)} compared ({len(rows) - len(done)} not compared).")
     return "\n".join(lines) + "\n"
 
 

@@ -29,7 +29,7 @@ from shardwise.passes._sdy import get_sharding, with_parts
 from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 from shardwise.spmd.partition.coverage import contracted_dims, grouped_feature_dims, replicated_dims
 from shardwise.spmd.partition.groups import axis_size, ceil_div
-from shardwise.spmd.partition.halo import halos
+from shardwise.spmd.partition.halo import HALO_OPS, halos
 from shardwise.spmd.redistribute import CostModel, dtype_bytes, plan_reshard
 
 __all__ = ["Collective", "drop_unused_meshes", "lower_to_collectives", "merge_equal_reshards", "single_mesh"]
@@ -238,7 +238,7 @@ def _needs(mesh: Mesh, op: Op, uses: Uses) -> tuple[list[set[int]], list[set[int
     grouped and contracted dims), less the windowed dims a halo exchange computes
     (``halo.halos``)."""
     need = _needs_by_kind(mesh, op, uses)
-    if need is None or op.name not in ("stablehlo.slice", "stablehlo.reduce_window", "stablehlo.convolution"):
+    if need is None or op.name not in HALO_OPS:
         return need
     it, rt = op.operands[0].type, op.results[0].type
     if not isinstance(it, TensorType) or not isinstance(rt, TensorType):
@@ -501,7 +501,7 @@ def lower_to_collectives(module: Module, func: Func, model: CostModel | None = N
         t = op.operands[0].type if op.operands else None
         if not isinstance(t, TensorType):
             continue
-        if op.name in ("stablehlo.slice", "stablehlo.reduce_window", "stablehlo.convolution", "stablehlo.reverse"):
+        if op.name in HALO_OPS or op.name == "stablehlo.reverse":
             out += _local_permutes(op, uses, mesh_name, mesh, model)
         elif op.name == "sdy.all_reduce":
             out.append(Collective("sdy.all_reduce", op.where(), t.shape, t.element_type, _all_reduce_bytes(op, mesh, model), _all_reduce_text(op)))

@@ -1,20 +1,27 @@
 """Windowed dimensions that stay sharded: halo exchange (XLA's ``ExchangeHalo`` in
-``spmd/spmd_partitioner_util.cc``, used by its convolution, reduce-window and slice handlers).
+``spmd/spmd_partitioner_util.cc``, used by its convolution, reduce-window, pad and slice
+handlers).
 
 A *window* reads, for output element ``j`` of one dimension, the input elements
 ``j*stride - lo + w*dilation`` for ``w`` in ``0..size-1`` (``lo``: low padding; negative: input
-skipped). A convolution's spatial dimensions, a ``reduce_window``'s dimensions and a
-``slice``'s dimensions (size 1, dilation 1, ``lo = -start``) are windows.
+skipped). A convolution's spatial dimensions, a ``reduce_window``'s dimensions, a ``pad``'s
+dimensions without interior padding (size 1: output ``j`` is input ``j - lo``) and a
+``slice``'s dimensions (size 1, ``lo = -start``) are windows.
 
-When the input dimension (``N`` elements) and the output dimension (``M``) are both split into
-``n`` even shards by the same axes, and ``N/n == (M/n) * stride``, every rank needs the same
-neighbourhood of its own block: ``left = lo`` elements before it and
-``right = (size-1)*dilation + 1 - stride - lo`` after it (negative: that many of its own are
-not read). When both are at most one block, the rank gets its left halo from the rank before it
-along the axes and its right halo from the rank after it (one collective-permute each; the first
-and last ranks take the padding value instead), concatenates them to its block and runs the op
-without padding on that dimension. Its result is then exactly its block of the global result.
-A strided slice or a pooling window with stride = size reads no neighbour: no communication.
+The input dimension (``N`` elements) is split into ``n`` even blocks of ``B = N/n`` and the
+output (``M``) by the same axes into blocks of ``C = ceil(M/n)`` (the last one padded when ``n``
+does not divide ``M``). The rank at index ``i`` computes outputs ``[i*C, i*C + C)``, which read
+the input range ``[a_i, a_i + E)`` with ``a_i = i*C*stride - lo`` and
+``E = (C-1)*stride + (size-1)*dilation + 1``: ``L_i = i*B - a_i`` elements before its block and
+``R_i = a_i + E - (i+1)*B`` after it. With ``left`` the largest ``L_i`` but the first rank's
+and ``right`` the largest ``R_i`` but the last rank's (what neighbours must send), each at most
+one block, every rank sends its last ``left`` elements to the next rank and its first ``right``
+to the previous one (one collective-permute each, the same shapes on every rank); the first
+rank puts ``L_0`` padding values before its block instead, the last ``R_(n-1)`` after it. Each
+rank reads its ``E`` elements of that extended block from where they start; the op then runs without
+padding on that dimension (a pad becomes that slice, a slice starts at 0). Its result is its
+block of the global result. A strided slice or a pooling window with stride = size reads no
+neighbour: no communication.
 """
 
 from __future__ import annotations
@@ -29,7 +36,10 @@ from shardwise.sharding import AxisRef, TensorSharding
 from shardwise.spmd.partition.emit import _dense_i64
 from shardwise.spmd.partition.groups import axis_size
 
-__all__ = ["Halo", "Window", "halos", "padding_without", "windows"]
+__all__ = ["HALO_OPS", "Halo", "Window", "halos", "padding_without", "windows"]
+
+#: The ops whose windows may stay sharded.
+HALO_OPS = frozenset({"stablehlo.slice", "stablehlo.pad", "stablehlo.reduce_window", "stablehlo.convolution"})
 
 
 @dataclass(frozen=True)
@@ -47,15 +57,46 @@ class Window:
 
 @dataclass(frozen=True)
 class Halo:
-    """A window kept sharded on ``axes`` (``shards`` of them): the rank's block needs ``left``
-    elements of the block before it and ``right`` of the block after it (negative: that many of
-    its own first / last elements are not read)."""
+    """A window kept sharded on ``axes`` (``shards`` blocks of ``block`` input and ``out_block``
+    output elements): ``left`` / ``right`` elements come from the previous / next block, and
+    each rank reads ``length`` elements of its extended block from ``start(i)`` (module
+    docstring)."""
 
     window: Window
     axes: tuple[AxisRef, ...]
     shards: int
+    block: int
+    out_block: int
     left: int
     right: int
+
+    @property
+    def length(self) -> int:
+        w = self.window
+        return (self.out_block - 1) * w.stride + (w.size - 1) * w.dilation + 1
+
+    def need_before(self, i: int) -> int:
+        """``L_i``: input elements before block ``i`` that its outputs read (negative: its own
+        first elements not read)."""
+        return i * self.block - (i * self.out_block * self.window.stride - self.window.lo)
+
+    def need_after(self, i: int) -> int:
+        """``R_i``: input elements after block ``i`` that its outputs read."""
+        return self.length - self.need_before(i) - self.block
+
+    def before(self, i: int) -> int:
+        """Elements put before block ``i``: ``left`` from the previous rank, or for the first
+        rank the padding values it reads."""
+        return max(0, self.need_before(0)) if i == 0 else self.left
+
+    def after(self, i: int) -> int:
+        """Elements put after block ``i``: ``right`` from the next rank, or for the last rank
+        the padding values it reads."""
+        return max(0, self.need_after(i)) if i == self.shards - 1 else self.right
+
+    def start(self, i: int) -> int:
+        """Where rank ``i``'s window starts in its extended block."""
+        return self.before(i) - self.need_before(i)
 
 
 def _pairs(text: str | None, rank: int) -> list[tuple[int, int]]:
@@ -79,6 +120,10 @@ def windows(op: Op, operand: TensorType) -> list[Window]:
         start, limit = parse_array(attrs["start_indices"]), parse_array(attrs["limit_indices"])
         strides = parse_array(attrs["strides"]) if "strides" in attrs else (1,) * t.rank
         return [Window(k, k, 1, strides[k], 1, -start[k]) for k in range(t.rank) if (start[k], limit[k], strides[k]) != (0, t.shape[k], 1)]
+    if op.name == "stablehlo.pad":
+        lo, hi = parse_array(attrs["edge_padding_low"]), parse_array(attrs["edge_padding_high"])
+        inner = parse_array(attrs["interior_padding"])
+        return [Window(k, k, 1, 1, 1, lo[k]) for k in range(t.rank) if (lo[k], hi[k]) != (0, 0) and inner[k] == 0]
     if op.name == "stablehlo.reduce_window" and len(op.operands) == 2:
         ones = (1,) * t.rank
         size = parse_array(attrs["window_dimensions"])
@@ -123,14 +168,15 @@ def halos(mesh: Mesh, op: Op, it: TensorType, operand: TensorSharding | None, rt
         for a in axes:
             n *= axis_size(mesh, a)
         big, small = it.shape[w.operand_dim], rt.shape[w.result_dim]
-        if big % n or small % n or big // n != (small // n) * w.stride:
-            continue
-        block = big // n
-        left = w.lo
-        right = (w.size - 1) * w.dilation + 1 - w.stride - w.lo
-        if max(left, right) > block or min(left, right) <= -block or left + right <= -block:
-            continue  # a halo beyond the neighbour's block, or nothing of its own left
-        out[w.operand_dim] = Halo(w, axes, n, left, right)
+        if big % n:
+            continue  # padded input blocks: their padding is not the op's padding value
+        block, out_block = big // n, -(-small // n)
+        h = Halo(w, axes, n, block, out_block, 0, 0)
+        left = max([0] + [h.need_before(i) for i in range(1, n)])
+        right = max([0] + [h.need_after(i) for i in range(n - 1)])
+        if left > block or right > block:
+            continue  # a halo beyond the neighbour's block
+        out[w.operand_dim] = Halo(w, axes, n, block, out_block, left, right)
     return out
 
 

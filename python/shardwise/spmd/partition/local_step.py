@@ -129,7 +129,7 @@ class _Local:
         elif op.name == "stablehlo.slice":
             haloed = self.exchange_halos(op, globals_[0], shardings[0])
             self.whole_dims(op, globals_[0], locals_[0], "limit_indices", skip=haloed)
-        elif op.name == "stablehlo.reduce_window":
+        elif op.name in ("stablehlo.reduce_window", "stablehlo.pad"):
             self.exchange_halos(op, globals_[0], shardings[0])
         elif op.name == "stablehlo.dynamic_slice":
             self.whole_dims(op, globals_[0], locals_[0], "slice_sizes")
@@ -200,42 +200,59 @@ class _Local:
         x = op.operands[0]
         t = x.type
         assert isinstance(t, TensorType)
-        fill = op.operands[1] if op.name == "stablehlo.reduce_window" else self.em.constant(zero_text(t.element_type), TensorType((), t.element_type))
+        if op.name in ("stablehlo.reduce_window", "stablehlo.pad"):
+            fill = op.operands[1]  # the init value, the padding value
+        else:
+            fill = self.em.constant(zero_text(t.element_type), TensorType((), t.element_type))
         for d, h in kept.items():
             x = self._with_halo(x, d, h, fill)
         op.operands[0] = x
         if op.name == "stablehlo.slice":
             start, limit = list(parse_array(op.attributes["start_indices"])), list(parse_array(op.attributes["limit_indices"]))
-            for d in kept:
-                start[d], limit[d] = 0, x.type.shape[d]
+            for d, h in kept.items():
+                start[d], limit[d] = 0, h.length
             op.attributes["start_indices"], op.attributes["limit_indices"] = _i64s(start), _i64s(limit)
+        elif op.name == "stablehlo.pad":
+            lo, hi = list(parse_array(op.attributes["edge_padding_low"])), list(parse_array(op.attributes["edge_padding_high"]))
+            for d in kept:
+                lo[d] = hi[d] = 0
+            op.attributes["edge_padding_low"], op.attributes["edge_padding_high"] = _i64s(lo), _i64s(hi)
         elif "padding" in op.attributes:
             op.attributes["padding"] = padding_without(op, t.rank, set(kept))
         return set(kept)
 
     def _with_halo(self, x: Value, d: int, h: Halo, fill: Value) -> Value:
+        """Rank's block of ``x`` extended by its neighbours' edges along ``d`` (``h.left`` from
+        the previous block, ``h.right`` from the next; ``fill`` past the ends of the dimension),
+        cut to the ``h.length`` elements its outputs read."""
         t = x.type
         assert isinstance(t, TensorType)
-        block = t.shape[d]
-        body = x
-        if h.left < 0 or h.right < 0:
-            body = self.em.slice(x, d, max(0, -h.left), block - max(0, -h.right))
         index = index_over(self.mesh, self.rank, h.axes)
         chains = groups(self.mesh, list(h.axes))
         parts = []
         if h.left > 0:
-            got = self.em.collective_permute(self.em.slice(x, d, block - h.left, block), [(g[j], g[j + 1]) for g in chains for j in range(len(g) - 1)])
-            parts.append(got if index > 0 else self._fill_like(got, fill))
-        parts.append(body)
+            got = self.em.collective_permute(self.em.slice(x, d, h.block - h.left, h.block), [(g[j], g[j + 1]) for g in chains for j in range(len(g) - 1)])
+            if index > 0:
+                parts.append(got)
+        if index == 0 and h.before(0) > 0:
+            parts.append(self._fill(t, d, h.before(0), fill))
+        parts.append(x)
         if h.right > 0:
             got = self.em.collective_permute(self.em.slice(x, d, 0, h.right), [(g[j + 1], g[j]) for g in chains for j in range(len(g) - 1)])
-            parts.append(got if index < h.shards - 1 else self._fill_like(got, fill))
-        return parts[0] if len(parts) == 1 else self.em.concatenate(parts, d)
+            if index < h.shards - 1:
+                parts.append(got)
+        if index == h.shards - 1 and h.after(index) > 0:
+            parts.append(self._fill(t, d, h.after(index), fill))
+        ext = parts[0] if len(parts) == 1 else self.em.concatenate(parts, d)
+        start = h.start(index)
+        if (start, h.length) == (0, h.before(index) + h.block + h.after(index)):
+            return ext
+        return self.em.slice(ext, d, start, start + h.length)
 
-    def _fill_like(self, v: Value, fill: Value) -> Value:
-        t = v.type
-        assert isinstance(t, TensorType)
-        return self.em.broadcast_in_dim(fill, t.shape, [])
+    def _fill(self, t: TensorType, d: int, width: int, fill: Value) -> Value:
+        shape = list(t.shape)
+        shape[d] = width
+        return self.em.broadcast_in_dim(fill, shape, [])
 
     def local_groups(self, op: Op, g: Type, loc: Type) -> None:
         """A grouped convolution whose input features (feature groups) or input batch (batch
