@@ -44,6 +44,24 @@ def test_partition_refuses_a_directory_of_the_users_files(tmp_path: Path, capsys
     assert not (mine / "thesis.tex").exists() and (mine / "meta.json").is_file()
 
 
+@pytest.mark.parametrize("meta", ["fifo", "deep", "device"])
+def test_a_meta_json_that_is_not_a_partitions_is_refused_without_reading_it_whole(meta: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: a FIFO named meta.json hung partition, deep JSON raised RecursionError and a
+    # link to /dev/zero read until MemoryError (found by the fault campaign).
+    src = _module_file(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    if meta == "fifo":
+        os.mkfifo(out / "meta.json")
+    elif meta == "deep":
+        (out / "meta.json").write_text("[" * 100_000 + "]" * 100_000)
+    else:
+        (out / "meta.json").symlink_to("/dev/zero")
+    assert main(["partition", str(src), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "not a previous partition" in err and err.strip().count("\n") == 0
+
+
 def test_partition_refuses_a_file_and_replaces_a_previous_partition(tmp_path: Path) -> None:
     src = _module_file(tmp_path)
     f = tmp_path / "notes.txt"

@@ -132,3 +132,21 @@ def test_one_value_resharded_alike_for_several_users_moves_once() -> None:
     kinds = [c.kind for c in part.collectives]  # type: ignore[attr-defined]
     assert kinds == ["sdy.all_gather"], kinds
     assert part.ranks[0].to_mlir().count("stablehlo.all_gather") == 1  # type: ignore[attr-defined]
+
+
+def test_a_value_on_a_maximal_mesh_is_computed_alike_by_every_rank() -> None:
+    # JAX puts values on one device with a maximal mesh (<[], device_ids=[0]>); its sharding
+    # has no dimensions. Before, partitioning rewrote it as a rank-0 sharding of a rank-2
+    # tensor and failed with IndexError in the factor projection (found by the fault campaign).
+    from shardwise import load_mlir
+
+    text = """module {
+  sdy.mesh @maximal_mesh_0 = <[], device_ids=[0]>
+  sdy.mesh @mesh = <["x"=2]>
+  func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> tensor<8x8xf32> {
+    %0 = stablehlo.negate %arg0 {sdy.sharding = #sdy.sharding_per_value<[<@maximal_mesh_0, []>]>} : tensor<8x8xf32>
+    %1 = stablehlo.abs %0 : tensor<8x8xf32>
+    return %1 : tensor<8x8xf32>
+  }
+}"""
+    _check(load_mlir(text))

@@ -182,3 +182,17 @@ def test_partition_ignores_a_declared_mesh_that_nothing_uses() -> None:
     part = sw.partition(module, propagate=False)
     assert part.mesh_name == "b" and len(part.ranks) == 4
     assert sw.check_partition(module, part.global_module, part.ranks).passed
+
+
+def test_an_empty_module_is_written_and_a_module_that_does_not_verify_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: an empty module was written without its block (jaxlib refused it) and the
+    # verifier's error spanned five lines with the printed operation (fault campaign).
+    src = tmp_path / "empty.mlir"
+    src.write_text("module {\n}\n")
+    assert main(["rules", str(src), "-o", str(tmp_path / "out.mlir")]) == 0
+    assert (tmp_path / "out.mlir").read_text().startswith("module {")
+    m = sw.load_mlir("func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> { return %a : tensor<2xf32> }")
+    m.func("main").result_types[0] = sw.TensorType((3,), "f32")
+    with pytest.raises(sw.ProgramError) as e:
+        m.to_mlir()
+    assert "\n" not in str(e.value) and "doesn't match function result type" in str(e.value)

@@ -25,13 +25,14 @@ def to_mlir(module: Module, *, generic: bool = False) -> str:
     if generic:
         return text
     from shardwise.importers._jaxlib import context, ir
+    from shardwise.importers.mlir import diagnostics_line
 
     _ir = ir()
     with context():
         try:
             m = _ir.Module.parse(text)
         except _ir.MLIRError as e:
-            raise ProgramError(f"the module does not verify: {e}") from None
+            raise ProgramError(f"the module does not verify: {diagnostics_line(e)}") from None
         return str(m)
 
 
@@ -70,7 +71,7 @@ class _Writer:
             n = self.fresh()
             self.names[id(a)] = n
             args.append(f"{n}: {a.type}")
-        if index or args:
+        if index or args or not b.ops:  # an empty block exists only with its label
             lines.append(f"{indent}^bb{index}({', '.join(args)}):" if args else f"{indent}^bb{index}:")
         for op in b.ops:
             self.op(op, lines, indent + "  ")

@@ -115,24 +115,27 @@ def drop_unused_meshes(module: Module) -> None:
 
 
 def drop_empty_meshes(module: Module) -> None:
-    """Rewrites every sharding on a mesh without axes as replicated on the module's mesh."""
+    """Rewrites every sharding on a mesh without axes (the empty mesh, or a maximal mesh: a
+    value computed on one device, which every device computing it alike implements) as
+    replicated on the module's mesh, with the rank of the value it shards."""
     name, mesh = single_mesh(module)
     empty = {k for k, m in module.meshes.items() if not m.axes}
     if not empty:
         return
 
-    def fix(s: TensorSharding | None) -> TensorSharding | None:
+    def fix(s: TensorSharding | None, t: object) -> TensorSharding | None:
         if s is None or s.mesh_name not in empty:
             return s
-        return TensorSharding(mesh, [[] for _ in s.dims], mesh_name=name)
+        rank = t.rank if isinstance(t, TensorType) else len(s.dims)
+        return TensorSharding(mesh, [[] for _ in range(rank)], mesh_name=name)
 
     for v in module.values():
-        v.sharding = fix(v.sharding)
+        v.sharding = fix(v.sharding, v.type)
     for op in module.walk():
         if op.operand_shardings is not None:
-            op.operand_shardings = tuple(fix(s) or s for s in op.operand_shardings)
+            op.operand_shardings = tuple(fix(s, v.type) or s for s, v in zip(op.operand_shardings, op.operands))
     for f in module.funcs:
-        f.result_shardings = [fix(s) for s in f.result_shardings]
+        f.result_shardings = [fix(s, t) for s, t in zip(f.result_shardings, f.result_types)]
 
 
 def _sharded_on(s: TensorSharding | None, dims: set[int]) -> bool:

@@ -70,12 +70,20 @@ def build_meta(part: Partition, func: str = "main") -> dict[str, Any]:
     }
 
 
+#: ``is_partition_dir`` reads a ``meta.json`` up to this size (a partition's is kilobytes).
+_MAX_META_BYTES = 64 << 20
+
+
 def is_partition_dir(path: Path) -> bool:
     """``path`` holds a previous partition: a ``meta.json`` of format 1 (what ``write_outdir``
     may replace without ``force``)."""
+    f = path / "meta.json"
     try:
-        meta = json.loads((path / "meta.json").read_text())
-    except (OSError, ValueError):
+        # Only a regular file of sane size is read (not a FIFO, a device or a huge file).
+        if not f.is_file() or f.stat().st_size > _MAX_META_BYTES:
+            return False
+        meta = json.loads(f.read_bytes())
+    except (OSError, ValueError, RecursionError):
         return False
     return isinstance(meta, dict) and meta.get("format") == 1
 
