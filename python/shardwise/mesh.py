@@ -7,9 +7,27 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from shardwise import _native
-from shardwise.errors import MeshError
+from shardwise.errors import MeshError, ShardingParseError
 
 __all__ = ["Mesh", "MeshAxis"]
+
+
+def text_error(text: str, e: UnicodeEncodeError, what: str) -> ShardingParseError:
+    """The ``ShardingParseError`` (``.offset`` set) for ``text`` that cannot be encoded as
+    UTF-8 (a lone surrogate, as from a non-UTF-8 command-line argument), which the Rust core
+    cannot read: PyO3's ``UnicodeEncodeError`` escaped the parsers before."""
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    err = ShardingParseError(f"expected {what}, got a character that is not valid Unicode ({text[e.start]!r}) at offset {e.start} of {shown!r}")
+    setattr(err, "offset", e.start)  # noqa: B010 - the attribute the Rust core sets
+    return err
+
+
+def check_name(name: str, what: str) -> None:
+    """``MeshError`` for a ``name`` that cannot be encoded as UTF-8 (a lone surrogate)."""
+    try:
+        name.encode()
+    except UnicodeEncodeError as e:
+        raise MeshError(f"{what} {name[:80]!r} is not valid Unicode (character {name[e.start]!r} at offset {e.start})") from None
 
 
 class MeshAxis:
@@ -22,6 +40,7 @@ class MeshAxis:
     def __init__(self, name: str, size: int) -> None:
         if not isinstance(name, str):
             raise TypeError(f"mesh axis name must be a str, got {type(name).__name__} {name!r}")
+        check_name(name, "mesh axis name")
         if isinstance(size, bool) or not isinstance(size, int):
             raise TypeError(f"mesh axis {name!r} size must be an int, got {type(size).__name__} {size!r}")
         if not -(2**63) <= size < 2**63:
@@ -106,7 +125,10 @@ class Mesh:
         Raises ``ShardingParseError`` for malformed text and ``MeshError`` for an invalid mesh,
         including explicit device ids equal to iota (Shardy's verifier rejects them).
         """
-        return cls._from_wire(_native.mesh_parse(text))
+        try:
+            return cls._from_wire(_native.mesh_parse(text))
+        except UnicodeEncodeError as e:
+            raise text_error(text, e, "a mesh") from None
 
     @classmethod
     def from_spec(cls, spec: Mesh | Mapping[str, int] | str) -> Mesh:
@@ -138,7 +160,10 @@ class Mesh:
     @classmethod
     def parse_op(cls, text: str) -> tuple[str, Mesh]:
         """Parses a module-level definition ``sdy.mesh @name = <["x"=2]>`` into (name, mesh)."""
-        name, wire = _native.mesh_op_parse(text)
+        try:
+            name, wire = _native.mesh_op_parse(text)
+        except UnicodeEncodeError as e:
+            raise text_error(text, e, "a mesh definition") from None
         return name, cls._from_wire(wire)
 
     @classmethod
@@ -228,6 +253,7 @@ class Mesh:
 
     def op_text(self, name: str) -> str:
         """The module-level definition ``sdy.mesh @name = <["x"=2]>`` (quoted name if needed)."""
+        check_name(name, "mesh name")
         return _native.mesh_op_print(name, self._wire())
 
     def __repr__(self) -> str:

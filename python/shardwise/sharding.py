@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 from shardwise import _native
 from shardwise.errors import InvalidShardingError, MeshError
-from shardwise.mesh import Mesh
+from shardwise.mesh import Mesh, check_name, text_error
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -56,6 +56,7 @@ class AxisRef(_Frozen):
     def __init__(self, name: str, pre_size: int | None = None, size: int | None = None) -> None:
         if not isinstance(name, str):
             raise TypeError(f"axis name must be a str, got {type(name).__name__} {name!r}")
+        check_name(name, "axis name")
         if (pre_size is None) != (size is None):
             raise TypeError(f"sub-axis of {name!r} needs both pre_size and size, got ({pre_size}, {size})")
         self._init(name=name, pre_size=pre_size, size=size)
@@ -74,7 +75,10 @@ class AxisRef(_Frozen):
     @classmethod
     def parse(cls, text: str) -> AxisRef:
         """Parses ``"x"`` or ``"x":(1)2``; raises ``ShardingParseError``."""
-        return cls._from_wire(_native.axis_parse(text))
+        try:
+            return cls._from_wire(_native.axis_parse(text))
+        except UnicodeEncodeError as e:
+            raise text_error(text, e, "an axis reference") from None
 
     @property
     def is_sub_axis(self) -> bool:
@@ -343,21 +347,28 @@ class TensorSharding(_Frozen):
         Raises ``ShardingParseError`` (malformed text, with ``.offset``), ``InvalidShardingError``
         (an invariant, with ``.rule``), ``MeshError`` (unknown mesh name).
         """
-        wire_meshes, single = _mesh_table(meshes)
-        if single is not None:
-            t = cls._from_wire(_native.sharding_parse(text, None), None)
-            return t if t.mesh is not None else t.bind(single)
-        w = _native.sharding_parse(text, wire_meshes)
+        try:
+            wire_meshes, single = _mesh_table(meshes)
+            if single is not None:
+                t = cls._from_wire(_native.sharding_parse(text, None), None)
+                return t if t.mesh is not None else t.bind(single)
+            w = _native.sharding_parse(text, wire_meshes)
+        except UnicodeEncodeError as e:
+            raise text_error(text, e, "a sharding") from None
         return cls._from_wire(w, _lookup(meshes, w[0]))
 
     @classmethod
     def parse_per_value(cls, text: str, meshes: Meshes = None) -> tuple[TensorSharding, ...]:
         """Parses ``#sdy.sharding_per_value<[<@mesh, [...]>, ...]>`` (or the stripped ``[...]``)."""
-        wire_meshes, single = _mesh_table(meshes)
-        if single is not None:
-            ts = (cls._from_wire(w, None) for w in _native.sharding_per_value_parse(text, None))
-            return tuple(t if t.mesh is not None else t.bind(single) for t in ts)
-        return tuple(cls._from_wire(w, _lookup(meshes, w[0])) for w in _native.sharding_per_value_parse(text, wire_meshes))
+        try:
+            wire_meshes, single = _mesh_table(meshes)
+            if single is not None:
+                ts = (cls._from_wire(w, None) for w in _native.sharding_per_value_parse(text, None))
+                return tuple(t if t.mesh is not None else t.bind(single) for t in ts)
+            wires = _native.sharding_per_value_parse(text, wire_meshes)
+        except UnicodeEncodeError as e:
+            raise text_error(text, e, "shardings") from None
+        return tuple(cls._from_wire(w, _lookup(meshes, w[0])) for w in wires)
 
     @staticmethod
     def print_per_value(shardings: Iterable[TensorSharding]) -> str:
@@ -441,7 +452,7 @@ class TensorSharding(_Frozen):
         ``x=2, y=4, z=2``). Raises ``InvalidShardingError`` whose ``.rule`` names the invariant.
         """
         mesh = self.resolve_mesh(meshes)
-        _native.sharding_validate(self._wire(), mesh._wire(), None if shape is None else list(shape), user)
+        _native.sharding_validate(self._wire(), mesh._wire(), None if shape is None else _shape(shape), user)
 
     # ------------------------------------------------------------------ per-device view
 
@@ -449,13 +460,16 @@ class TensorSharding(_Frozen):
         """Per-device shape: a dim of size ``d`` split ``n`` ways holds ``ceil(d / n)`` elements
         (the last shards are padded when ``n`` does not divide ``d``)."""
         mesh = self.resolve_mesh(meshes)
-        return tuple(_native.sharding_local_shape(self._wire(), mesh._wire(), list(shape)))
+        return tuple(_native.sharding_local_shape(self._wire(), mesh._wire(), _shape(shape)))
 
     def device_ranges(self, shape: Sequence[int], device: int, *, meshes: Meshes = None) -> tuple[tuple[int, int], ...]:
         """``[start, stop)`` per dimension of the global tensor held by ``device`` (empty ranges
         for shards that lie wholly in the padding). ``MeshError`` if the device is not in the mesh."""
         mesh = self.resolve_mesh(meshes)
-        return tuple(_native.sharding_device_ranges(self._wire(), mesh._wire(), list(shape), device))
+        dims = _shape(shape)
+        if isinstance(device, int) and not 0 <= device < 2**63:
+            raise MeshError(f"device {device} is not in the mesh (devices 0..{mesh.size})")
+        return tuple(_native.sharding_device_ranges(self._wire(), mesh._wire(), dims, device))
 
     def device_slices(self, shape: Sequence[int], device: int, *, meshes: Meshes = None) -> tuple[slice, ...]:
         """``device_ranges`` as slices, to index a numpy array: ``x[s.device_slices(x.shape, d)]``."""
@@ -557,6 +571,20 @@ class TensorSharding(_Frozen):
         from shardwise.convert import dtensor
 
         return dtensor.from_placements(placements, mesh, rank, mesh_name=mesh_name)
+
+
+def _shape(shape: Sequence[int]) -> list[int]:
+    """``shape`` as a list for the Rust core; ``InvalidShardingError`` (rule ``invalid-shape``)
+    for a size that does not fit in 64 bits, which raised ``OverflowError`` from inside
+    before (``shardwise show --shape 99999999999999999999,8``)."""
+    dims = list(shape)
+    for i, d in enumerate(dims):
+        if isinstance(d, int) and not -(2**63) <= d < 2**63:
+            shown = str(dims) if len(dims) <= 16 else str(dims[:16])[:-1] + ", ...]"
+            err = InvalidShardingError(f"dim {i} of shape {shown[:200]} has size {str(d)[:40]}, which does not fit in 64 bits")
+            setattr(err, "rule", "invalid-shape")  # noqa: B010 - the attribute the Rust core sets
+            raise err
+    return dims
 
 
 def _mesh_table(meshes: Meshes) -> tuple[dict[str, Any] | None, Mesh | None]:

@@ -68,3 +68,10 @@ def test_iopddl_benchmark_runs(tmp_path: Path) -> None:
     out = tmp_path / "iopddl.md"
     _run([str(BENCHES / "bench_iopddl.py"), "--only", "B", "--time-scale", "0.05", "-o", str(out)], tmp_path)
     assert "| B |" in out.read_text()
+
+
+def test_fault_campaign_runs(tmp_path: Path) -> None:
+    """``benches/fault_campaign.py`` (issue 25's fault suite, larger) on a few cases of each kind."""
+    _run([str(BENCHES / "fault_campaign.py")], tmp_path)
+    report = (tmp_path / "faults.md").read_text()
+    assert "| **all** | **40** |" in report, report

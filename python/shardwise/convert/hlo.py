@@ -12,7 +12,7 @@ from __future__ import annotations
 from shardwise import _native
 from shardwise.convert import require_layout_only
 from shardwise.errors import ConversionError
-from shardwise.mesh import Mesh
+from shardwise.mesh import Mesh, text_error
 from shardwise.sharding import TensorSharding
 
 
@@ -38,5 +38,10 @@ def from_hlo_sharding(text: str, rank: int, mesh: Mesh | None = None, *, mesh_na
     """
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
         raise ConversionError(f"rank must be a non-negative int, got {rank!r}")
-    w, m = _native.from_hlo_sharding(text, rank, None if mesh is None else mesh._wire(), mesh_name)
+    if rank >= 2**63:
+        raise ConversionError(f"rank must be a non-negative int, got {rank!r}")
+    try:
+        w, m = _native.from_hlo_sharding(text, rank, None if mesh is None else mesh._wire(), mesh_name)
+    except UnicodeEncodeError as e:
+        raise text_error(text, e, "an HLO sharding") from None
     return TensorSharding._from_wire(w, mesh if mesh is not None else Mesh._from_wire(m))

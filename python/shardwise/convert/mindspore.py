@@ -51,8 +51,18 @@ def from_layout(
     in order); otherwise on a mesh with one axis per device-matrix dimension, named ``d<k>`` with
     ``k`` the tensor-map index. Raises ``ConversionError``."""
     entries = [_entry(e, i) for i, e in enumerate(tensor_map)]
-    w, m = _native.from_mindspore_layout(list(device_matrix), entries, None if mesh is None else mesh._wire(), None, mesh_name)
+    sizes = list(device_matrix)
+    if any(isinstance(s, bool) or not isinstance(s, int) or not -(2**63) <= s < 2**63 for s in sizes):
+        raise ConversionError(f"device matrix {_shown(sizes)} must hold ints that fit in 64 bits")
+    if any(not -(2**63) <= x < 2**63 for e in entries for x in e):
+        raise ConversionError(f"tensor map {_shown(list(tensor_map))} must hold ints that fit in 64 bits")
+    w, m = _native.from_mindspore_layout(sizes, entries, None if mesh is None else mesh._wire(), None, mesh_name)
     return TensorSharding._from_wire(w, mesh if mesh is not None else Mesh._from_wire(m))
+
+
+def _shown(values: list[Any]) -> str:
+    text = str(values)
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def to_strategy(ts: TensorSharding, mesh: Mesh) -> tuple[int, ...]:
@@ -70,8 +80,10 @@ def from_strategy(strategy: Sequence[int], device_num: int, *, mesh_name: str | 
     if any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in strategy):
         raise ConversionError(f"strategy {tuple(strategy)} must be positive ints")
     total = math.prod(strategy)
-    if device_num < 1 or device_num % total:
-        raise ConversionError(f"strategy {tuple(strategy)} splits into {total} shards, which does not divide {device_num} devices")
+    if isinstance(device_num, bool) or not isinstance(device_num, int):
+        raise ConversionError(f"device_num must be an int, got {device_num!r}")
+    if device_num < 1 or device_num % total or device_num >= 2**63:
+        raise ConversionError(f"strategy {tuple(strategy)} splits into {total} shards, which does not divide {device_num} devices (at most 2**63 - 1)")
     repeat = device_num // total
     n = len(strategy)
     device_matrix = ([repeat] if repeat > 1 else []) + list(strategy)

@@ -27,18 +27,22 @@ def load_mlir(source: str | os.PathLike[str]) -> Module:
 
     Raises ``ProgramError`` for text jaxlib cannot parse or verify (the message carries MLIR's
     diagnostics with line and column), for regions nested more than ``MAX_NESTING`` levels deep
-    (checked before jaxlib's recursive parser sees the text: about 2,500 levels crash it),
+    or brackets of all kinds more than ``MAX_BRACKETS`` (checked before jaxlib's recursive
+    parser sees the text: about 2,500 levels of regions crash it),
     ``ShardingError`` (with the op and location) for shardings shardwise rejects,
     ``ImportError`` without jax.
     """
-    text = _read(source)
+    text, path = _read(source)
     _check_nesting(text, source)
     _ir = ir()
     with context():
         try:
             mlir_module = _ir.Module.parse(text)
         except _ir.MLIRError as e:
-            raise ProgramError(f"cannot parse MLIR{_name(source)}: {e}") from None
+            raise ProgramError(f"cannot parse MLIR: {diagnostics_line(e, path)}") from None
+        except TypeError:
+            _check_encodable(text, source)  # nanobind refuses text it cannot encode as UTF-8
+            raise
         with no_cyclic_gc():
             try:
                 return _Importer().module(mlir_module.operation)
@@ -49,25 +53,90 @@ def load_mlir(source: str | os.PathLike[str]) -> Module:
 #: The deepest brace nesting (regions, and the attribute dictionaries inside them) read; real
 #: programs nest a few dozen levels, the importer's recursion goes to about 450.
 MAX_NESTING = 256
+#: The deepest nesting of brackets of every kind together (``{ [ ( <``: regions, arrays, dense
+#: literals, types, locations) read. jaxlib's recursive parser crashes (SIGSEGV) at about 2,500
+#: nested braces, 10,000 nested ``[`` and 100,000 nested ``tuple<``, ``loc(fused[`` or
+#: ``dense<[``; real programs nest a few dozen.
+MAX_BRACKETS = 1024
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_COMMENT = re.compile(r"//[^\n]*")
 
 
 def _check_nesting(text: str, source: str | os.PathLike[str]) -> None:
-    """``ProgramError`` (with the line) when braces outside string literals nest deeper than
-    ``MAX_NESTING``; a vectorised scan, linear in the text."""
-    if text.count("{") <= MAX_NESTING:
+    """``ProgramError`` (with the line) when braces outside string literals and comments nest
+    deeper than ``MAX_NESTING``, or brackets of all kinds together (the ``>`` of a function
+    type's ``->`` aside) deeper than ``MAX_BRACKETS``, before jaxlib's recursive parser sees
+    them; a vectorised scan, linear in the text."""
+    if text.count("{") <= MAX_NESTING and sum(map(text.count, "{[(<")) <= MAX_BRACKETS:
         return
     import numpy as np
 
-    code = _STRING.sub(lambda m: " " * len(m.group(0)), text).encode("utf-8", "replace")
+    blank = _STRING.sub(lambda m: " " * len(m.group(0)), text)
+    if "//" in text:
+        blank = _COMMENT.sub(lambda m: " " * len(m.group(0)), blank)
+    code = blank.encode("utf-8", "replace")
     chars = np.frombuffer(code, dtype=np.uint8)
-    where = np.flatnonzero((chars == ord("{")) | (chars == ord("}")))
-    depth = np.cumsum(np.where(chars[where] == ord("{"), 1, -1), dtype=np.int64)
-    deepest = int(depth.max()) if depth.size else 0
-    if deepest > MAX_NESTING:
-        at = int(where[int(np.argmax(depth > MAX_NESTING))])
-        line = code.count(b"\n", 0, at) + 1
-        raise ProgramError(f"MLIR{_name(source)} nests regions {deepest} levels deep (line {line}); at most {MAX_NESTING} are read")
+    # One lookup over the text: 1 and 2 for braces, 3 and 4 for the other brackets (open and
+    # close); the rest of the work is on the few positions found.
+    table = np.zeros(256, dtype=np.uint8)
+    for o, c in ("{}", "[]", "()", "<>"):
+        table[ord(o)], table[ord(c)] = (1, 2) if o == "{" else (3, 4)
+    where = np.flatnonzero(np.take(table, chars))
+    kinds = np.take(table, chars[where])
+    arrow = (chars[where] == ord(">")) & (chars[np.maximum(where - 1, 0)] == ord("-"))  # ->
+    opens, closes = (kinds == 1) | (kinds == 3), ((kinds == 2) | (kinds == 4)) & ~arrow
+    for steps, limit, what in (
+        ((kinds == 1).astype(np.int64) - (kinds == 2), MAX_NESTING, "regions"),
+        (opens.astype(np.int64) - closes, MAX_BRACKETS, "brackets"),
+    ):
+        depth = np.cumsum(steps)
+        deepest = int(depth.max()) if depth.size else 0
+        if deepest > limit:
+            at = int(where[int(np.argmax(depth > limit))])
+            line = code.count(b"\n", 0, at) + 1
+            raise ProgramError(f"MLIR{_name(source)} nests {what} {deepest} levels deep (line {line}); at most {limit} are read")
+
+
+#: Diagnostics shown, and characters of each message, by ``diagnostics_line``.
+MAX_DIAGNOSTICS = 3
+MAX_DIAGNOSTIC_CHARS = 300
+
+
+def diagnostics_line(e: Any, path: str | None = None) -> str:
+    """One line for jaxlib's ``MLIRError`` ``e``: its first ``MAX_DIAGNOSTICS`` error
+    diagnostics as ``LOCATION: MESSAGE`` (``"-":2:1`` for text, ``PATH:2:1`` for a file),
+    each message on one line and cut at ``MAX_DIAGNOSTIC_CHARS``, and how many more there are.
+    ``str(e)`` spans many lines with a note that prints the whole failing operation (a
+    function, with its body), which made the CLI's one-line error hundreds of lines long."""
+    diags = list(getattr(e, "error_diagnostics", None) or [])
+    if not diags:
+        return _one_line(str(e))
+    parts = []
+    for d in diags[:MAX_DIAGNOSTICS]:
+        loc = str(d.location)
+        if loc.startswith("loc(") and loc.endswith(")"):
+            loc = loc[4:-1]
+        if path is not None and loc.startswith('"-":'):
+            loc = path + loc[3:]
+        loc = loc if len(loc) <= 120 else loc[:117] + "..."
+        parts.append(f"{loc}: {_one_line(str(d.message))}")
+    more = len(diags) - MAX_DIAGNOSTICS
+    return "; ".join(parts) + (f" (and {more} more error{'s' if more > 1 else ''})" if more > 0 else "")
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_DIAGNOSTIC_CHARS else text[: MAX_DIAGNOSTIC_CHARS - 3] + "..."
+
+
+def _check_encodable(text: str, source: str | os.PathLike[str]) -> None:
+    """``ProgramError`` (with the line) for text holding a lone surrogate (from a non-UTF-8
+    string decoded with ``surrogateescape``), which is not Unicode and cannot be parsed."""
+    try:
+        text.encode()
+    except UnicodeEncodeError as e:
+        line = text.count("\n", 0, e.start) + 1
+        raise ProgramError(f"MLIR{_name(source)} is not valid Unicode text: character {text[e.start]!r} at line {line}") from None
 
 
 #: Characters every MLIR module's text has and file names almost never do: a one-line string
@@ -75,7 +144,8 @@ def _check_nesting(text: str, source: str | os.PathLike[str]) -> None:
 _MLIR_SYNTAX = re.compile(r"[{}()<>=%@]")
 
 
-def _read(source: str | os.PathLike[str]) -> str:
+def _read(source: str | os.PathLike[str]) -> tuple[str, str | None]:
+    """The text of ``source`` and the path it was read from (``None`` for text)."""
     if not isinstance(source, (str, os.PathLike)):
         raise ProgramError(f"load_mlir takes MLIR text or a path (str or os.PathLike), got {type(source).__name__}")
     path_like = isinstance(source, os.PathLike) or (
@@ -90,11 +160,11 @@ def _read(source: str | os.PathLike[str]) -> str:
         if path.is_dir():
             raise ProgramError(f"{str(source)!r} is a directory, expected an MLIR file")
         try:
-            return path.read_text()
+            return path.read_text(), os.fspath(source)
         except (OSError, UnicodeDecodeError) as e:
             raise ProgramError(f"cannot read {source}: {e}") from None
     assert isinstance(source, str)
-    return source
+    return source, None
 
 
 def _name(source: str | os.PathLike[str]) -> str:

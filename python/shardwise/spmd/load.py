@@ -24,6 +24,9 @@ MAX_RANKS = 1 << 16
 
 def _file(outdir: str | os.PathLike[str], name: str) -> Path:
     path = Path(outdir) / name
+    if not path.is_file() and (path.exists() or path.is_symlink()):
+        what = "a directory" if path.is_dir() else "a dangling symbolic link" if not path.exists() else "not a regular file"
+        raise ShardwiseError(f"{outdir} is not a partition directory: {name} is {what}")
     if not path.is_file():
         raise ShardwiseError(f"{outdir} is not a partition directory: {name} is missing (write one with 'shardwise partition IN.mlir -o OUTDIR')")
     if path.is_symlink() and Path(outdir).resolve() not in path.resolve().parents:
