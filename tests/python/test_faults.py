@@ -376,10 +376,6 @@ def test_run_and_launch_refuse_a_tampered_meta_json_and_leave_it_alone(
     assert marked_pids(mark) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="execute/launch.py (or cli.py): a rank that cannot read its file fails inside the MPI job, and the error is the rank's traceback, many lines",
-)
 def test_launch_refuses_a_rank_file_linked_out_of_the_directory_in_one_line(
     tmp_path: Path,
 ) -> None:
@@ -520,10 +516,6 @@ def test_rules_of_an_empty_module(tmp_path: Path) -> None:
 # -- problems whose fix belongs elsewhere (xfail until fixed) --
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="passes/pipeline.py (PipelineError): a malformed --pipeline is reported with the pipeline echoed and a caret line, three lines",
-)
 def test_a_malformed_pipeline_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "in.mlir").write_text(_MAIN)
     _assert_refused(

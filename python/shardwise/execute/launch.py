@@ -250,7 +250,7 @@ def launch(
     number of ranks, an unknown backend, or ``nccl`` without CuPy or a GPU (before any rank
     starts); ``LaunchError`` when a rank fails (message: its
     traceback); ``LaunchTimeout`` when the job runs past ``timeout``."""
-    from shardwise.spmd.load import entry, load_global, load_meta
+    from shardwise.spmd.load import check_rank_files, entry, load_global, load_meta
 
     meta = load_meta(outdir)
     entry(meta, load_global(outdir))  # a bad partition directory fails here, once, not on every rank
@@ -258,6 +258,7 @@ def launch(
     if isinstance(n, bool) or not isinstance(n, int) or n != ranks:
         mesh = meta.get("mesh")
         raise ShardwiseError(f"launch -n {n!r}: the partition in {outdir} has {ranks} ranks (mesh {mesh.get('text', '?') if isinstance(mesh, dict) else mesh}); pass -n {ranks}")
+    check_rank_files(outdir, ranks)
     if backend not in BACKENDS:
         raise ShardwiseError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
     if reductions not in ("ordered", "native"):

@@ -62,7 +62,8 @@ class _Parser:
         self.pos = 0
 
     def error(self, msg: str) -> PipelineError:
-        return PipelineError(f"malformed pass pipeline at offset {self.pos}: {msg}\n  {self.text}\n  {' ' * self.pos}^")
+        near = self.text[max(0, self.pos - 30) : self.pos + 30]
+        return PipelineError(f"malformed pass pipeline at offset {self.pos}: {msg} (near {near!r})")
 
     def skip_ws(self) -> None:
         while self.pos < len(self.text) and self.text[self.pos].isspace():

@@ -34,6 +34,14 @@ def _file(outdir: str | os.PathLike[str], name: str) -> Path:
     return path
 
 
+def check_rank_files(outdir: str | os.PathLike[str], n: int) -> None:
+    """``ShardwiseError`` (one line) unless ``rank0.mlir .. rank{n-1}.mlir`` are regular files
+    inside ``outdir``: checked before ranks start, so a bad file is one error, not a rank's
+    traceback."""
+    for r in range(n):
+        _file(outdir, f"rank{r}.mlir")
+
+
 def entry(meta: dict[str, Any], module: Module) -> str:
     """The function named by ``meta['func']`` (``main`` when absent), checked against
     ``module``; ``ShardwiseError`` otherwise."""
