@@ -57,6 +57,7 @@ __all__ = [
     "redistribution_plan",
     "search_local",
     "search_prices",
+    "search_stop",
     "collective_cost",
 ]
 
@@ -330,3 +331,4 @@ def search_local(
 def search_prices(
     graph: _GraphW, time_limit: float, seed: int = 0, max_cycles: int | None = None
 ) -> tuple[list[float], float] | None: ...
+def search_stop(stop: bool) -> None: ...

@@ -425,15 +425,17 @@ def run_check(console: Console, outdir: str, seed: int) -> bool:
 
 def auto_file(
     console: Console, path: str, output: str, mesh: str | None, *, memory_budget: str | None, method: str, time_limit: float, as_json: bool = False
-) -> bool:
+) -> int:
     """``shardwise auto IN -o OUT``: ``auto_shard`` with a progress bar (building strategies and
     edges, solving), the written module (atomically) and the report (a table, or with
     ``as_json`` ``Report.to_dict()`` as JSON on stdout). ``mesh`` (``data=2,model=4``) replaces
-    the module's only mesh or adds ``@mesh``. Returns whether the plan fits the budget."""
+    the module's only mesh or adds ``@mesh``. Returns the exit status: 0 when the plan fits the
+    budget, 1 when it does not, 130 when a Ctrl-C stopped the search (the plan written is then
+    the best found so far, and a note says so on stderr)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from shardwise.importers.mlir import load_mlir
-    from shardwise.search.auto import auto_shard
+    from shardwise.search.auto import INTERRUPTED_SUFFIX, auto_shard
 
     err = Console(stderr=True)
     module = load_mlir(Path(path))
@@ -455,7 +457,10 @@ def auto_file(
     else:
         console.print(report.table())
         console.print(f"wrote {output}", highlight=False)
-    return report.feasible
+    if report.method.endswith(INTERRUPTED_SUFFIX):
+        print("shardwise: interrupted; the plan written is the best found so far", file=sys.stderr)
+        return 130
+    return 0 if report.feasible else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -594,17 +599,20 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         elif args.command == "launch":
             return 0 if launch_outdir(console, args.outdir, args.n, backend=args.backend, check=args.check, seed=args.seed, timeout=args.timeout) else 1
         elif args.command == "iopddl":
-            from shardwise.search.iopddl import solve_file
+            from shardwise.search.iopddl import command_start, solve_instance
 
-            lines = solve_file(args.input, args.time_limit, args.method, seed=args.seed, threads=args.threads)
+            # --time-limit counts from the process's start (interpreter start and imports included).
+            lines, sol = solve_instance(args.input, args.time_limit, args.method, seed=args.seed, threads=args.threads, started=command_start())
             for line in lines:
-                print(line)
+                print(line, flush=True)
+            if sol.interrupted:
+                print("shardwise: interrupted; the answer above is the best found so far", file=sys.stderr)
+                return 130
             return 1 if lines[-1] == "cost: inf" else 0  # no answer within the usage limit
         elif args.command == "auto":
-            ok = auto_file(
+            return auto_file(
                 console, args.input, args.output, args.mesh, memory_budget=args.memory_budget, method=args.method, time_limit=args.time_limit, as_json=args.json
             )
-            return 0 if ok else 1
         elif args.command == "rules":
             rules(console, args.input, args.output, conservative=args.conservative)
         else:

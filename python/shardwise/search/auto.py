@@ -28,7 +28,7 @@ Followers are not merged into their operands here: the solvers' own reductions
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from shardwise.errors import ProgramError, SearchError
@@ -334,6 +334,9 @@ def parse_bytes(value: int | str) -> int:
 #: The search methods of ``auto_shard``: ``solve``'s (``ilp``, ``local``, ``penalty``,
 #: ``limited``, ``auto``) and ``bfs``.
 AUTO_METHODS = ("ilp", "bfs", "local", "penalty", "limited", "auto")
+#: Appended to ``Report.method`` when a Ctrl-C stopped the search (the plan is the best found
+#: so far).
+INTERRUPTED_SUFFIX = " (interrupted)"
 
 
 def auto_shard(
@@ -361,6 +364,11 @@ def auto_shard(
     ``progress(stage, done, total)``: called while building (``strategies``, ``edges``) and
     before ``solving``.
 
+    The ILP runs only when its model fits the memory guard and the time
+    (:func:`shardwise.search.solve.solve`: else local search, with an
+    ``FallbackWarning``). From the main thread a Ctrl-C stops the search with its best
+    answer so far, which is applied; ``Report.method`` then ends in :data:`INTERRUPTED_SUFFIX`.
+
     Returns the propagated module (every value sharded) and a :class:`Report`. Raises
     :class:`SearchError` for an unknown method, a bad budget or time limit;
     :class:`ProgramError` for a module without a usable function or mesh; what
@@ -384,6 +392,8 @@ def auto_shard(
         sol = solve_bfs(problem.graph, conf)
     else:
         sol = solve(problem.graph, time_limit, method)
+        if sol.interrupted:  # the report's method says so (the CLI exits 130 on it)
+            sol = replace(sol, method=sol.method + INTERRUPTED_SUFFIX)
     if progress:
         progress("solving", 1, 1)
     apply_solution(problem, sol.assignment)

@@ -16,12 +16,16 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import zlib
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardwise.errors import SearchError
 from shardwise.search.graph import Score, StrategyGraph, evaluate
+
+if TYPE_CHECKING:
+    from shardwise.search.local import Solution
 
 #: Seconds allowed per released benchmark (IOPDDL.md, "Benchmarks" table).
 CONTEST_TIME_LIMITS: dict[str, float] = {
@@ -67,12 +71,16 @@ def parse_instance(data: Any) -> StrategyGraph:
     limit = p.get("usage_limit")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
         raise SearchError(f"IOPDDL instance: usage_limit must be an integer, got {limit!r}")
+    edge_nodes = _integers(_field(edges, "nodes", "problem.edges."), "problem.edges.nodes")
+    edge_costs = _integers(_field(edges, "costs", "problem.edges."), "problem.edges.costs")
+    if len(edge_costs) != len(edge_nodes):  # checked here first: StrategyGraph.build indexed past the end
+        raise SearchError(f"IOPDDL instance: expected one cost matrix per edge ({len(edge_nodes)}), got {len(edge_costs)}")
     return StrategyGraph.build(
         _integers(_field(nodes, "costs", "problem.nodes."), "problem.nodes.costs"),
         _integers(_field(nodes, "usages", "problem.nodes."), "problem.nodes.usages"),
         _integers(_field(nodes, "intervals", "problem.nodes."), "problem.nodes.intervals"),
-        _integers(_field(edges, "nodes", "problem.edges."), "problem.edges.nodes"),
-        _integers(_field(edges, "costs", "problem.edges."), "problem.edges.costs"),
+        edge_nodes,
+        edge_costs,
         usage_limit=limit,
         name=str(p.get("name", "")),
     )
@@ -89,7 +97,7 @@ def read_instance(path: str | Path) -> StrategyGraph:
         try:
             with gzip.GzipFile(fileobj=io.BytesIO(raw)) as g:
                 raw = g.read(MAX_INSTANCE_BYTES + 1)
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:
             raise SearchError(f"{path}: not a readable gzip file ({e})") from None
     if len(raw) > MAX_INSTANCE_BYTES:
         raise SearchError(f"{path}: the instance is over {MAX_INSTANCE_BYTES >> 20} MiB (decompressed); refusing to read it")
@@ -109,6 +117,9 @@ def score(graph: StrategyGraph, assignment: list[int] | tuple[int, ...]) -> int 
     """The contest score of ``assignment``: its cost, or ``None`` when the usage limit is
     exceeded (the contest rejects the solution). Raises :class:`SearchError` for a wrong length
     or an out-of-range strategy index (the contest's ``InvalidArgument`` / ``OutOfRange``)."""
+    bad = next((x for x in assignment if isinstance(x, int) and not -(2**63) <= x < 2**63), None)
+    if bad is not None:
+        raise SearchError(f"assignment: strategy index {str(bad)[:40]} is out of range")
     s: Score = evaluate(graph, assignment)
     return s.cost if s.feasible else None
 
@@ -126,6 +137,62 @@ def contest_time_limit(name: str) -> float | None:
     return CONTEST_TIME_LIMITS.get(letter)
 
 
+def process_age() -> float:
+    """Seconds since this process started (Linux: ``/proc/self/stat`` against
+    ``/proc/uptime``, to a clock tick), so that a command-line time limit counts the
+    interpreter's start and imports too; 0.0 where that cannot be read."""
+    import os
+
+    try:
+        with open("/proc/self/stat") as f:
+            # Fields after the command name (which may hold spaces), from field 3: start time is 22.
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def command_start() -> float | None:
+    """The :func:`time.perf_counter` time this process started (:func:`process_age`) when it
+    runs shardwise's command line as its program (``python -m shardwise``, the ``shardwise``
+    script), so that ``--time-limit`` counts the interpreter's start and imports; ``None`` when
+    ``cli.main`` is called from another program (a test, a notebook): the limit then counts
+    from the call."""
+    import sys
+    import time
+
+    prog = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path()
+    if prog.name == "shardwise" or (prog.name == "__main__.py" and prog.parent.name == "shardwise"):
+        return time.perf_counter() - process_age()
+    return None
+
+
+def solve_instance(
+    path: str | Path, time_limit: float, method: str = "auto", *, seed: int = 0, threads: int = 1,
+    started: float | None = None,
+) -> tuple[list[str], Solution]:
+    """:func:`solve_file`'s output lines and the :class:`Solution` they print
+    (``Solution.interrupted``: a Ctrl-C stopped the search, the lines hold the best answer
+    found so far). ``started``: the :func:`time.perf_counter` time the limit counts from
+    (default: the call; the command line passes its process's start, :func:`process_age`).
+    Raises as :func:`solve_file`."""
+    import time
+
+    from shardwise.search.local import check_time_limit
+    from shardwise.search.solve import solve
+
+    now = time.perf_counter()
+    start = now if started is None else min(started, now)
+    check_time_limit(time_limit)
+    graph = read_instance(path)
+    rest = max(float(time_limit) - (time.perf_counter() - start) - output_reserve(float(time_limit)), 0.0)
+    sol = solve(graph, rest, method, seed=seed, threads=threads)
+    cost = score(graph, sol.assignment)
+    return ["[" + ", ".join(str(i) for i in sol.assignment) + "]", f"cost: {'inf' if cost is None else cost}"], sol
+
+
 def solve_file(
     path: str | Path, time_limit: float, method: str = "auto", *, seed: int = 0, threads: int = 1
 ) -> list[str]:
@@ -133,17 +200,7 @@ def solve_file(
     reading included), and returns the output lines: the contest's answer line (the strategy
     index per node, ``[i0, i1, ...]``) and last ``cost: N``, scored by the contest's rules
     (``cost: inf`` when the usage limit is exceeded). ``threads``: local-search portfolio size
-    (see ``shardwise.search.solve``). Raises :class:`SearchError` for a bad instance, method,
-    time limit or thread count."""
-    import time
-
-    from shardwise.search.local import check_time_limit
-    from shardwise.search.solve import solve
-
-    start = time.perf_counter()
-    check_time_limit(time_limit)
-    graph = read_instance(path)
-    rest = max(float(time_limit) - (time.perf_counter() - start) - output_reserve(float(time_limit)), 0.0)
-    sol = solve(graph, rest, method, seed=seed, threads=threads)
-    cost = score(graph, sol.assignment)
-    return ["[" + ", ".join(str(i) for i in sol.assignment) + "]", f"cost: {'inf' if cost is None else cost}"]
+    (see ``shardwise.search.solve``). From the main thread a Ctrl-C returns the best answer
+    found so far (:func:`solve_instance` says whether it was interrupted). Raises
+    :class:`SearchError` for a bad instance, method, time limit or thread count."""
+    return solve_instance(path, time_limit, method, seed=seed, threads=threads)[0]

@@ -13,8 +13,10 @@ and edges with exact cost deltas and a segment-tree memory check, and iterated l
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -28,7 +30,9 @@ from shardwise.search.graph import StrategyGraph
 class Solution:
     """A solver's answer: ``assignment`` (strategy index per node), its exact ``cost``,
     ``peak_usage``, ``feasible``, the ``method`` that found it, whether it is proven
-    ``optimal`` (ILP only) and the ``seconds`` the solver ran."""
+    ``optimal`` (ILP only), the ``seconds`` the solver ran, whether a Ctrl-C (or
+    :func:`request_stop`) ``interrupted`` it (the answer is then the best found so far), and a
+    ``note`` for the user (e.g. why another method than the one asked for ran), or ``""``."""
 
     assignment: tuple[int, ...]
     cost: int
@@ -37,6 +41,170 @@ class Solution:
     method: str
     optimal: bool = False
     seconds: float = 0.0
+    interrupted: bool = False
+    note: str = ""
+
+
+_STOP = threading.Event()
+_LOCK = threading.Lock()
+_HOOKS: dict[int, Callable[[], None]] = {}
+_HOOK_IDS = iter(range(1 << 62))
+#: The graph of the search :func:`interruptible` runs, and the best answer offered for it.
+_TOP: list[object] = [None]
+_INCUMBENT: list[Solution] = []
+#: Counts :func:`interruptible`'s calls: an abandoned search lifts the stop it leaves standing
+#: when it ends, unless another search began since.
+_GENERATION = [0]
+
+#: Seconds a stopped search may take to hand back its answer before :func:`interruptible`
+#: returns the best one offered so far instead (HiGHS's presolve and a toulbar2 worker's
+#: set-up do not answer interrupts) ...
+GRACE_SECONDS = 0.5
+#: ... how often its main thread looks ...
+POLL_SECONDS = 0.05
+#: ... and the seconds past its deadline after which it stops the search itself, as a Ctrl-C.
+OVERRUN_SECONDS = 1.0
+
+
+def request_stop() -> None:
+    """Asks every search running in this process to stop and return its best answer so far:
+    the Rust searches at their next deadline check (``_native.search_stop``), HiGHS at its
+    next interrupt callback, toulbar2 workers at once (their time-out signal, then a kill);
+    searches started while the request stands return at once. Process-wide, as a Ctrl-C is;
+    :func:`clear_stop` lifts it."""
+    _STOP.set()
+    _native.search_stop(True)
+    with _LOCK:
+        hooks = list(_HOOKS.values())
+    for hook in hooks:
+        hook()
+
+
+def clear_stop() -> None:
+    """Lifts :func:`request_stop`: searches run to their time limits again (the parts already
+    stopped stay stopped)."""
+    _STOP.clear()
+    _native.search_stop(False)
+
+
+def stop_requested() -> bool:
+    """Whether :func:`request_stop` is in force."""
+    return _STOP.is_set()
+
+
+@contextmanager
+def on_stop(hook: Callable[[], None]) -> Iterator[threading.Event]:
+    """Calls ``hook()`` (from the thread that requests the stop; it must not block) if
+    :func:`request_stop` is called while the block runs, or at once if it was already; yields
+    an event set at that moment, which stays set after :func:`clear_stop`."""
+    stopped = threading.Event()
+
+    def fire() -> None:
+        stopped.set()
+        hook()
+
+    with _LOCK:
+        key = next(_HOOK_IDS)
+        _HOOKS[key] = fire
+    try:
+        if _STOP.is_set():
+            fire()
+        yield stopped
+    finally:
+        with _LOCK:
+            del _HOOKS[key]
+
+
+def offer_incumbent(graph: object, sol: Solution) -> None:
+    """Offers ``sol``, an answer for ``graph``, as the best so far of the search
+    :func:`interruptible` runs (kept when it is that search's graph and better: feasible first,
+    then cheaper); returned if the search must be abandoned."""
+    with _LOCK:
+        if graph is _TOP[0] and (not _INCUMBENT or (not sol.feasible, sol.cost) < (not _INCUMBENT[0].feasible, _INCUMBENT[0].cost)):
+            _INCUMBENT[:] = [sol]
+
+
+def interruptible(run: Callable[[], Solution], graph: object = None, time_limit: float | None = None) -> Solution:
+    """``run()``, made to answer Ctrl-C and to keep its time limit: from the main thread,
+    ``run`` goes to a worker thread and the main thread waits, so a ``KeyboardInterrupt``
+    reaches it at once even while the search holds no GIL (Rust, HiGHS) or waits on a
+    toulbar2 worker.
+
+    On the first Ctrl-C every search is asked to stop (:func:`request_stop`) and its answer
+    returned with ``interrupted=True``; a search that has not answered after
+    :data:`GRACE_SECONDS` is abandoned (it goes on in the background, asked to stop, and
+    lifts the request when it ends unless another search began meanwhile) and the
+    best answer offered for ``graph`` (:func:`offer_incumbent`) returned instead, marked
+    interrupted. With ``time_limit`` (seconds from the call), a search still running
+    :data:`OVERRUN_SECONDS` past it is stopped the same way (its answer is not marked
+    interrupted). A second Ctrl-C while waiting, or a Ctrl-C when ``run`` ended with an error
+    or nothing was offered, raises ``KeyboardInterrupt``; other exceptions in the main thread
+    (``SystemExit`` from SIGTERM) also stop the search and propagate. From any other thread
+    ``run()`` is called directly."""
+    if threading.current_thread() is not threading.main_thread():
+        return run()
+    import time
+
+    clear_stop()  # a stop left standing by an abandoned search (its parts keep theirs)
+    with _LOCK:
+        _TOP[0] = graph
+        _INCUMBENT.clear()
+        _GENERATION[0] += 1
+        generation = _GENERATION[0]
+    abandoned = threading.Event()
+    box: list[Solution] = []
+    errors: list[BaseException] = []
+    # Waited on instead of the thread: a KeyboardInterrupt inside Thread.join() can leave the
+    # thread looking finished while it runs on (CPython 3.11's _wait_for_tstate_lock).
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            box.append(run())
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread, which raises it
+            errors.append(e)
+        finally:
+            done.set()
+            with _LOCK:
+                last = _GENERATION[0] == generation
+            if abandoned.is_set() and last:
+                clear_stop()
+
+    threading.Thread(target=target, name="shardwise-search", daemon=True).start()
+    end = None if time_limit is None else time.perf_counter() + time_limit + OVERRUN_SECONDS
+    interrupted = overran = False
+    try:
+        while not done.wait(POLL_SECONDS):
+            if end is not None and time.perf_counter() > end:
+                overran = True
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+    except BaseException:
+        request_stop()
+        done.wait(GRACE_SECONDS)
+        raise
+    if interrupted or overran:
+        request_stop()
+        done.wait(GRACE_SECONDS)  # a second Ctrl-C propagates
+        with _LOCK:
+            offered = list(_INCUMBENT)
+        if not done.is_set():
+            if offered:  # the search is abandoned, asked to stop; its best answer so far
+                abandoned.set()
+                why = "interrupted" if interrupted else f"still running {OVERRUN_SECONDS:g} s past its time limit"
+                return replace(offered[0], interrupted=interrupted, note=f"search {why}: the best answer offered so far")
+            while not done.wait(POLL_SECONDS):  # nothing to answer with yet: wait for it
+                pass
+        clear_stop()
+    with _LOCK:
+        _TOP[0] = None
+        _INCUMBENT.clear()
+    if errors:
+        if interrupted:
+            raise KeyboardInterrupt from errors[0]
+        raise errors[0]
+    return replace(box[0], interrupted=True) if interrupted else box[0]
 
 
 def check_time_limit(time_limit: float) -> float:
@@ -79,8 +247,9 @@ def solve_local(
     moves, cheapest per byte freed) and used if that makes it fit. ``max_rounds`` caps the
     perturbation rounds (the result then depends only on ``seed``). ``lagrange_share``: the
     share of the time (0 to 1) for the Lagrangian memory-price phase before the feasible search
-    (0: polish ``initial`` only). Raises :class:`SearchError` for a bad
-    time limit or share, or a warm start of the wrong length / out-of-range index.
+    (0: polish ``initial`` only). From the main thread a Ctrl-C stops it at once with its best
+    assignment (``Solution.interrupted``; :func:`interruptible`). Raises :class:`SearchError`
+    for a bad time limit or share, or a warm start of the wrong length / out-of-range index.
     """
     import time
 
@@ -90,16 +259,21 @@ def solve_local(
     if initial is not None and len(initial) != graph.num_nodes:
         raise SearchError(f"initial: expected {graph.num_nodes} strategy indices, got {len(initial)}")
     start = time.perf_counter()
-    try:
-        assign, cost, peak, feasible, _rounds, _impr = _native.search_local(
-            wire(graph), t, seed, None if initial is None else [int(x) for x in initial], max_rounds, lagrange_share
-        )
-    except _native.InvalidShardingError as e:
-        raise SearchError(str(e)) from None
-    except OverflowError:
-        raise SearchError("initial: strategy indices must be >= 0") from None
-    return Solution(tuple(assign), int(cost), int(peak), bool(feasible), "local",
-                    seconds=time.perf_counter() - start)
+
+    def run() -> Solution:
+        try:
+            assign, cost, peak, feasible, _rounds, _impr = _native.search_local(
+                wire(graph), t, seed, None if initial is None else [int(x) for x in initial], max_rounds, lagrange_share
+            )
+        except _native.InvalidShardingError as e:
+            raise SearchError(str(e)) from None
+        except OverflowError:
+            raise SearchError("initial: strategy indices must be >= 0") from None
+        sol = Solution(tuple(assign), int(cost), int(peak), bool(feasible), "local", seconds=time.perf_counter() - start)
+        offer_incumbent(graph, sol)
+        return sol
+
+    return interruptible(run, graph, t)
 
 
 def lagrange_prices(

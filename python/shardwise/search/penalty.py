@@ -73,9 +73,18 @@ import numpy.typing as npt
 
 from shardwise.errors import SearchError
 from shardwise.search.graph import StrategyGraph, evaluate, usage_profile
-from shardwise.search.local import Solution, check_time_limit, lagrange_prices, solve_local
+from shardwise.search.ilp import ModelTooLarge
+from shardwise.search.local import (
+    Solution,
+    check_time_limit,
+    interruptible,
+    lagrange_prices,
+    offer_incumbent,
+    on_stop,
+    solve_local,
+)
 from shardwise.search.merge import Merger
-from shardwise.search.wcsp import RelaxedSolver
+from shardwise.search.wcsp import RelaxedSolver, WorkerStopped
 from shardwise.search.wcsp import available as available
 
 F64 = npt.NDArray[np.float64]
@@ -165,9 +174,13 @@ def _unconstrained(graph: StrategyGraph, deadline: float, seed: int) -> Solution
     """Without a usage limit: one toulbar2 solve for most of the time (exact when it finishes),
     then local search from its answer for the rest."""
     begin = time.perf_counter()
-    with RelaxedSolver(graph) as solver:
-        seconds = max(int((deadline - time.perf_counter() - solver.build_seconds) * 0.9), 1)
-        x = solver.solve(np.zeros(graph.num_nodes), seconds, seed)
+    x: list[int] | None = None
+    try:
+        with RelaxedSolver(graph, deadline) as solver:
+            seconds = max(int((deadline - time.perf_counter() - solver.build_seconds) * 0.9), 1)
+            x = solver.solve(np.zeros(graph.num_nodes), seconds, seed)
+    except WorkerStopped:  # the network not built by the deadline (or a stop request)
+        pass
     rest = max(deadline - time.perf_counter(), 0.0)
     sol = solve_local(graph, rest, initial=x, seed=seed, lagrange_share=0.0)
     return Solution(sol.assignment, sol.cost, sol.peak_usage, sol.feasible, "penalty",
@@ -177,8 +190,10 @@ def _unconstrained(graph: StrategyGraph, deadline: float, seed: int) -> Solution
 class _Shared:
     """What the trajectories share: the pool, the best feasible assignment, and the merges."""
 
-    def __init__(self, graph: StrategyGraph, time_limit: float, seed: int) -> None:
+    def __init__(self, graph: StrategyGraph, time_limit: float, seed: int, stopped: threading.Event | None = None) -> None:
         self.graph = graph
+        #: Set when a stop is requested (:func:`shardwise.search.local.request_stop`).
+        self.stopped = stopped if stopped is not None else threading.Event()
         self.time_limit = time_limit
         self.pool: list[list[int]] = []
         self.best: Solution | None = None
@@ -193,6 +208,7 @@ class _Shared:
             self.pool.append(x)
             if sol is not None and sol.feasible and (self.best is None or sol.cost < self.best.cost):
                 self.best = sol
+                offer_incumbent(self.graph, Solution(sol.assignment, sol.cost, sol.peak_usage, True, "penalty"))
 
     def snapshot(self) -> tuple[list[list[int]], Solution | None]:
         """A copy of the pool, and the best assignment so far."""
@@ -203,13 +219,16 @@ class _Shared:
         """One merge (whole, or a window if ``windows``) within ``left`` seconds; whether it
         was whole (or none was made)."""
         pool, best = self.snapshot()
-        if best is None or left < 2.0:
+        if best is None or left < 2.0 or self.stopped.is_set():
             return True
         whole = self.merger.whole(pool + [list(best.assignment)])
         if (whole and (len(pool) == self.merged_at or left < self.merge_seconds)) or not (whole or windows):
             return True
         t0 = time.perf_counter()
-        m = self.merger.improve(pool, best.assignment, min(MERGE_SECONDS if whole else WINDOW_SECONDS, left), whole)
+        try:
+            m = self.merger.improve(pool, best.assignment, min(MERGE_SECONDS if whole else WINDOW_SECONDS, left), whole)
+        except ModelTooLarge:  # the memory available fell below what the sub-instance needs
+            return True
         if whole:
             self.merged_at, self.merge_seconds = len(pool), time.perf_counter() - t0
         if m.feasible and m.cost < best.cost:
@@ -235,14 +254,18 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
     eta, fits, it, seconds, boost = eta0, 0, 0, slice_seconds, 0.0
     prev: list[int] | None = None
     last_peak = -1.0
-    with RelaxedSolver(graph) as solver:
+    try:
+        solver_ = RelaxedSolver(graph, deadline)
+    except WorkerStopped:  # the network not built by the deadline (or a stop request)
+        return
+    with solver_ as solver:
         lam0 = solver.exchange_rate
         # A solve's set-up costs about as much as building the network did (the worker
         # process's start, a one-off of most of a second, does not come back).
         build = solver.build_seconds
         w = start.result().copy()
         restart_at: float | None = begin + RESTART_SHARE * (deadline - begin)
-        while True:
+        while not shared.stopped.is_set():
             if restart_at is not None and time.perf_counter() >= restart_at:
                 restart_at, seed = None, seed + 1_000_003
                 w = _start_penalties(graph, min(PRICE_SHARE * shared.time_limit, PRICE_SECONDS), seed)
@@ -253,6 +276,10 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
                 break
             it += 1
             x = solver.solve(w, min(seconds, int(left - build - keep)), seed + it, hint=prev)
+            if solver.interrupted:  # deadline or stop request: its answer (if any) is the last
+                if x is not None:
+                    shared.offer(x)
+                break
             if x is None:  # nothing found in the slice: the same penalties again, with twice the time
                 seconds *= 2
                 continue
@@ -305,7 +332,11 @@ def solve_penalty(
     the time (at most :data:`PRICE_SECONDS`), searched while the workers start.
     ``Solution.feasible`` is false when no repaired assignment fit (the least-usage assignment
     is then returned). Without a usage limit: one toulbar2 solve (exact
-    when it finishes in time), polished by local search. Raises :class:`SearchError` when
+    when it finishes in time), polished by local search. The time limit bounds the toulbar2
+    workers too (their start and network construction included: a worker still busy at the
+    deadline is interrupted, :class:`shardwise.search.wcsp.RelaxedSolver`); from the main
+    thread a Ctrl-C stops the loops, the workers and the merges within about a second with the
+    best assignment so far (``Solution.interrupted``). Raises :class:`SearchError` when
     ``pytoulbar2`` is missing, for a bad time limit, a trajectory count below 1 or a slice that
     is not a whole number of seconds >= 1, and when every trajectory's worker failed before
     any feasible assignment was found (the first failure). toulbar2's slices are whole CPU seconds, so a limit
@@ -316,12 +347,23 @@ def solve_penalty(
     slices = list(slice_seconds) if isinstance(slice_seconds, Sequence) else [slice_seconds]
     if not slices or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in slices):
         raise SearchError(f"slice_seconds: expected whole seconds >= 1 (one, or one per trajectory), got {slice_seconds!r}")
+    return interruptible(lambda: _solve_penalty(graph, t, seed, slices, trajectories), graph, t)
+
+
+def _solve_penalty(graph: StrategyGraph, t: float, seed: int, slices: list[int], trajectories: int) -> Solution:
+    """:func:`solve_penalty` once its arguments are checked."""
+    with on_stop(lambda: None) as stopped:
+        return _penalty_loops(graph, t, seed, slices, trajectories, stopped)
+
+
+def _penalty_loops(graph: StrategyGraph, t: float, seed: int, slices: list[int], trajectories: int,
+                   stopped: threading.Event) -> Solution:
     begin = time.perf_counter()
     deadline = begin + t
     if graph.usage_limit is None:
         return _unconstrained(graph, deadline, seed)
     prof = _Profile(graph)
-    shared = _Shared(graph, t, seed)
+    shared = _Shared(graph, t, seed, stopped)
     runs = [(seed + 7919 * i, ETA0 * 3**i, slices[i % len(slices)], i == 0) for i in range(trajectories)]
     # The price search (Rust, the GIL released) runs while the trajectories' workers build.
     with ThreadPoolExecutor(max_workers=trajectories + 1) as pool:
@@ -336,7 +378,7 @@ def solve_penalty(
         raise failed[0]
     # HiGHS ran windows up to 17% over their limit (S: 17.6 s for 15 s, the whole search then 3.9 s
     # over the contest limit), hence the margin.
-    while not shared.merge(WINDOW_MARGIN * (deadline - time.perf_counter()) - 1.0, windows=True):
+    while not stopped.is_set() and not shared.merge(WINDOW_MARGIN * (deadline - time.perf_counter()) - 1.0, windows=True):
         pass
     seconds = time.perf_counter() - begin
     best = shared.best

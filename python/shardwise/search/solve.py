@@ -18,18 +18,42 @@ With ``threads=N > 1`` local search runs as a portfolio: ``N`` independent runs 
 ``seed, seed+1, ...`` on their own threads (the Rust search releases the GIL), and the best
 feasible answer wins (ties: the lowest seed), so it is never worse than the portfolio's own
 ``seed`` run. Runs stop at the time limit, so two threads sharing fewer than two free cores
-each get less search than one thread alone would."""
+each get less search than one thread alone would.
+
+Limits (issue 25). The ILP runs only when its model fits (:func:`shardwise.search.ilp.check_model`:
+the memory guard, HiGHS's index limit, and set-up time within half the time left, all estimated
+before anything is built); the limited toulbar2 solve only when its network fits the memory
+guard (:func:`shardwise.search.limited.check_limited`). ``auto`` then picks the next method of
+its list; an explicit ``method="ilp"`` or ``"limited"`` runs local search for the whole time
+instead, with a :class:`FallbackWarning` and ``Solution.note`` naming the model's size (a
+fallback rather than an error, as ``shardwise auto`` asks for the ILP by default). From the main thread, a
+Ctrl-C stops every method within about a second with the best answer found so far
+(``Solution.interrupted``), and a search still running a second past its time limit is
+stopped the same way (:func:`shardwise.search.local.interruptible`)."""
 
 from __future__ import annotations
 
 import os
 import time
+import warnings
+from dataclasses import replace
 
 from shardwise.errors import SearchError
 from shardwise.search.graph import StrategyGraph
-from shardwise.search.ilp import NoFeasibleSolution, solve_ilp
-from shardwise.search.limited import solve_limited
-from shardwise.search.local import Solution, check_time_limit, solve_local
+from shardwise.search.ilp import (
+    ModelTooLarge,
+    NoFeasibleSolution,
+    check_model,
+    estimate_model,
+    solve_ilp,
+)
+from shardwise.search.limited import check_limited, solve_limited
+from shardwise.search.local import (
+    Solution,
+    check_time_limit,
+    interruptible,
+    solve_local,
+)
 from shardwise.search.penalty import available as penalty_available
 from shardwise.search.penalty import solve_penalty
 
@@ -52,6 +76,25 @@ AUTO_ILP_MAX_TERMS = 500_000
 LIMITED_MAX_NODES = 2_000
 #: With one thread, the share of the time the limited solve gets before local search.
 LIMITED_SHARE = 0.7
+#: The ILP's warm start: local search for this share of the time, at most this many seconds.
+ILP_WARM_SHARE = 0.2
+ILP_WARM_SECONDS = 5.0
+
+
+class FallbackWarning(UserWarning):
+    """``method="ilp"`` or ``"limited"`` ran local search instead: its model would not fit the
+    memory guard or the time (the message names its size)."""
+
+
+def ilp_refusal(graph: StrategyGraph, time_limit: float) -> str | None:
+    """Why the ILP of ``graph`` cannot run in ``time_limit`` seconds (the one-line message of
+    :class:`shardwise.search.ilp.ModelTooLarge`), or ``None`` when it fits; estimated from the
+    graph's arrays, nothing built."""
+    try:
+        check_model(estimate_model(graph), time_limit)
+    except ModelTooLarge as e:
+        return str(e)
+    return None
 
 
 def solve(
@@ -59,20 +102,48 @@ def solve(
 ) -> Solution:
     """Best assignment of ``graph`` within ``time_limit`` seconds by ``method`` (see module),
     local search on ``threads`` threads, capped at the CPU count (each thread searches for the
-    whole time, so more threads than cores only share them). Raises :class:`SearchError` for an
-    unknown method, a bad time limit or a thread count below 1."""
+    whole time, so more threads than cores only share them). An ILP whose model would not fit
+    runs as local search instead, as does a limited solve whose network would not (module
+    docstring; an explicit method: with a :class:`FallbackWarning`; ``Solution.note`` says
+    why). From the main thread, a Ctrl-C
+    returns the best answer so far with ``Solution.interrupted`` set. Raises
+    :class:`SearchError` for an unknown method, a bad time limit or a thread count below 1."""
     if method not in METHODS:
         raise SearchError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise SearchError(f"threads: expected an integer >= 1, got {threads!r}")
     threads = min(threads, max(1, os.cpu_count() or 1))
     t = check_time_limit(time_limit)
+    note = ""
+    terms = int(graph.cost.size + graph.edge_cost.size)
+    if method == "ilp" or (method == "auto" and terms <= AUTO_ILP_MAX_TERMS):
+        refusal = ilp_refusal(graph, t - min(t * ILP_WARM_SHARE, ILP_WARM_SECONDS))
+        if refusal is None:
+            method = "ilp"
+        elif method == "ilp":
+            note = f"{refusal}; local search ran instead"
+            warnings.warn(note, FallbackWarning, stacklevel=2)
+            method = "local"
+        else:
+            note = f"auto: not the ILP: {refusal}"
+    if method == "limited":
+        try:
+            check_limited(graph)
+        except ModelTooLarge as e:
+            note = f"{e}; local search ran instead"
+            warnings.warn(note, FallbackWarning, stacklevel=2)
+            method = "local"
+    chosen = method
+    sol = interruptible(lambda: _solve(graph, t, chosen, seed, threads, terms), graph, t)
+    return replace(sol, note=note) if note and not sol.note else sol
+
+
+def _solve(graph: StrategyGraph, t: float, method: str, seed: int, threads: int, terms: int) -> Solution:
+    """:func:`solve` once the method is known (``auto``: not the ILP)."""
     start = time.perf_counter()
     if method == "auto":
-        terms = int(graph.cost.size + graph.edge_cost.size)
-        if terms <= AUTO_ILP_MAX_TERMS:
-            method = "ilp"
-        elif graph.usage_limit is not None and penalty_available() and graph.num_nodes <= LIMITED_MAX_NODES:
+        if (graph.usage_limit is not None and penalty_available() and graph.num_nodes <= LIMITED_MAX_NODES
+                and _limited_fits(graph)):
             return _with_limited(graph, t, seed, threads)
         elif (graph.usage_limit is not None and penalty_available()
               and t >= PENALTY_MIN_ROUNDS * PENALTY_ROUND_SECONDS_PER_TERM * terms):
@@ -85,7 +156,7 @@ def solve(
         return solve_penalty(graph, t, seed=seed)
     if method == "limited":
         return solve_limited(graph, t, seed=seed)
-    warm = _portfolio(graph, min(t * 0.2, 5.0), seed, threads)
+    warm = _portfolio(graph, min(t * ILP_WARM_SHARE, ILP_WARM_SECONDS), seed, threads)
     rest = max(t - (time.perf_counter() - start), 0.01)
     try:
         sol = solve_ilp(graph, rest, initial=warm.assignment if warm.feasible else None)
@@ -93,8 +164,18 @@ def solve(
         # Nothing fits the usage limit: the local search's least-overflow answer, marked
         # infeasible, as every other method answers.
         return Solution(warm.assignment, warm.cost, warm.peak_usage, False, "ilp", False, time.perf_counter() - start)
+    except ModelTooLarge as e:  # the memory available fell since solve() looked
+        return replace(warm, seconds=time.perf_counter() - start, note=f"{e}; the local search's answer is kept")
     return Solution(sol.assignment, sol.cost, sol.peak_usage, sol.feasible, "ilp", sol.optimal,
-                    time.perf_counter() - start)
+                    time.perf_counter() - start, note=sol.note)
+
+
+def _limited_fits(graph: StrategyGraph) -> bool:
+    try:
+        check_limited(graph)
+    except ModelTooLarge:
+        return False
+    return True
 
 
 def _best(runs: list[Solution]) -> Solution:

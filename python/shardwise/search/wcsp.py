@@ -28,9 +28,11 @@ standard input and a duplicate of its standard output; the child's own standard 
 from __future__ import annotations
 
 import pickle
+import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 from typing import IO, Any
 
@@ -40,6 +42,7 @@ import numpy.typing as npt
 from shardwise.errors import SearchError
 from shardwise.search.graph import StrategyGraph
 from shardwise.search.ilp import FORBIDDEN_COST
+from shardwise.search.local import on_stop
 from shardwise.search.reduce import Reduced, reduce_graph
 
 F64 = npt.NDArray[np.float64]
@@ -47,6 +50,10 @@ F64 = npt.NDArray[np.float64]
 #: Cost given to forbidden entries (finite, far above any real cost, exact in float64).
 HARD_COST = 1e16
 
+
+#: Seconds a worker has to answer after its interrupt (toulbar2's time-out signal, on which it
+#: answers with its best assignment) before it is killed.
+KILL_SECONDS = 0.5
 
 #: Longest toulbar2 time limit (its timer takes a C int): a longer one means no limit in practice.
 MAX_SECONDS = 2**31 - 1
@@ -222,13 +229,24 @@ def recv(inp: IO[bytes]) -> Any:
     return pickle.loads(inp.read(n))
 
 
+class WorkerStopped(SearchError):
+    """A toulbar2 worker was interrupted (its deadline, or a stop request:
+    :func:`shardwise.search.local.request_stop`) and killed before it answered."""
+
+
 class RelaxedSolver:
     """A toulbar2 worker process holding one graph's network (module docstring). Use as a
     context manager, or call :meth:`close`.
 
-    Raises :class:`SearchError` when ``pytoulbar2`` is missing or the worker fails."""
+    ``deadline`` (a :func:`time.perf_counter` time; ``None``: none) bounds every call, the
+    network's construction included, as a stop request (:func:`shardwise.search.local.request_stop`)
+    does at any time: the worker gets toulbar2's time-out signal (a solve then answers with
+    its best assignment) and is killed if it has not answered :data:`KILL_SECONDS` later.
 
-    def __init__(self, graph: StrategyGraph) -> None:
+    Raises :class:`SearchError` when ``pytoulbar2`` is missing or the worker fails,
+    :class:`WorkerStopped` when it was interrupted before its network was built."""
+
+    def __init__(self, graph: StrategyGraph, deadline: float | None = None) -> None:
         if not available():
             raise SearchError("method 'penalty' needs pytoulbar2 (pip install pytoulbar2)")
         self._proc = subprocess.Popen(
@@ -237,6 +255,10 @@ class RelaxedSolver:
         assert self._proc.stdin is not None and self._proc.stdout is not None
         self._in, self._out = self._proc.stdout, self._proc.stdin
         self._n = int(getattr(graph, "num_nodes", 0))
+        self._deadline = deadline
+        self._lock = threading.Lock()
+        #: Whether the worker was interrupted (it answers no more solves after that).
+        self.interrupted = False
         try:
             rate, seconds = self._call(graph)
             self.exchange_rate: float = float(rate)
@@ -247,33 +269,73 @@ class RelaxedSolver:
             self.close()
             raise
 
-    def _call(self, msg: Any) -> Any:
+    def _interrupt(self) -> None:
+        """toulbar2's time-out signal to the worker (a solve answers with its best; elsewhere
+        the signal ends the worker), and a kill :data:`KILL_SECONDS` later."""
+        with self._lock:
+            if self.interrupted or self._proc.poll() is not None:
+                return
+            self.interrupted = True
         try:
-            send(self._out, msg)
-            kind, value = recv(self._in)
+            self._proc.send_signal(signal.SIGVTALRM)
+        except OSError:  # ended already
+            return
+        killer = threading.Timer(KILL_SECONDS, self._kill)
+        killer.daemon = True
+        killer.start()
+
+    def _kill(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.kill()
+
+    def _call(self, msg: Any) -> Any:
+        if self.interrupted:
+            raise WorkerStopped("toulbar2 worker: interrupted (deadline or stop request)")
+        timer = None
+        if self._deadline is not None:
+            timer = threading.Timer(max(self._deadline - time.perf_counter(), 0.0), self._interrupt)
+            timer.daemon = True
+            timer.start()
+        try:
+            with on_stop(self._interrupt):
+                send(self._out, msg)
+                kind, value = recv(self._in)
         except (OSError, EOFError, ValueError) as e:  # ValueError: the pipe is closed
             self.close()
+            if self.interrupted:
+                raise WorkerStopped("toulbar2 worker: interrupted (deadline or stop request) before it answered") from None
             raise SearchError(f"toulbar2 worker: expected a reply, got {type(e).__name__}: {e}") from None
+        finally:
+            if timer is not None:
+                timer.cancel()
         if kind == "error":
             raise SearchError(f"toulbar2 worker: {value}")
         return value
 
     def solve(self, w: F64, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
-        """Optimum (or best within ``seconds`` CPU seconds) of the network with usage penalties
-        ``w`` (shape ``(num_nodes,)``, cost per usage unit); ``None`` if none was found.
-        ``hint``: an assignment (strategy per node) whose strategies toulbar2 tries first."""
+        """Optimum (or best within ``seconds`` CPU seconds, or by the deadline or a stop
+        request) of the network with usage penalties ``w`` (shape ``(num_nodes,)``, cost per
+        usage unit); ``None`` if none was found (or the worker was interrupted before it had
+        one). ``hint``: an assignment (strategy per node) whose strategies toulbar2 tries first."""
         w = np.asarray(w, dtype=np.float64)
         if w.shape != (self._n,):
             raise SearchError(f"w: expected one penalty per node, shape ({self._n},), got shape {w.shape}")
         if hint is not None and len(hint) != self._n:
             raise SearchError(f"hint: expected one strategy per node ({self._n}), got {len(hint)}")
-        result: list[int] | None = self._call((w, int(seconds), int(seed), None if hint is None else list(hint)))
+        try:
+            result: list[int] | None = self._call((w, int(seconds), int(seed), None if hint is None else list(hint)))
+        except WorkerStopped:
+            return None
         return result
 
     def solve_limited(self, seconds: float, seed: int) -> list[int] | None:
-        """Optimum (or best within ``seconds``) of the whole problem, the usage limit as
-        linear constraints (see :meth:`Network.solve_limited`); ``None`` if none was found."""
-        result: list[int] | None = self._call(("limited", float(seconds), int(seed)))
+        """Optimum (or best within ``seconds``, or by the deadline or a stop request) of the
+        whole problem, the usage limit as linear constraints (see
+        :meth:`Network.solve_limited`); ``None`` if none was found."""
+        try:
+            result: list[int] | None = self._call(("limited", float(seconds), int(seed)))
+        except WorkerStopped:
+            return None
         return result
 
     def close(self) -> None:
@@ -284,7 +346,7 @@ class RelaxedSolver:
             except (OSError, ValueError):  # ValueError: closed already
                 pass
             try:
-                self._proc.wait(timeout=5)
+                self._proc.wait(timeout=KILL_SECONDS if self.interrupted else 5)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()

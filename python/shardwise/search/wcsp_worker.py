@@ -3,17 +3,32 @@ shardwise.search.wcsp_worker``); kept apart so that the package never imports th
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import sys
 import time
 
 from shardwise.search.wcsp import Network, recv, send
 
 
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this worker when the thread that started it ends (its parent
+    process exiting, e.g. after a Ctrl-C that abandoned a solve), so no toulbar2 solve outlives
+    the search; elsewhere nothing (the worker then ends at its next read, on end of file)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def serve() -> None:
     """Worker main loop: first message the graph (reply: the exchange rate), then
     ``(w, seconds, seed, hint)`` per penalised solve or ``("limited", seconds, seed)`` per solve with
     the usage limit (reply: the assignment or ``None``); ``None`` ends it."""
+    if sys.platform.startswith("linux"):
+        _die_with_parent()
     out = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # toulbar2 writes to standard output

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 
 use super::errors::IntoPyResult;
-use crate::search::{deadline_after, lagrange_prices, solve_local, LocalOptions, StrategyGraph};
+use crate::search::{deadline_after, lagrange_prices, request_stop, solve_local, LocalOptions, StrategyGraph};
 
 /// A strategy graph as one Python tuple: `(offsets, cost, usage, intervals, edges,
 /// edge_offsets, edge_cost, usage_limit)`, arrays as in `StrategyGraph`, the int64 ones as
@@ -100,8 +100,17 @@ fn search_prices(
     py.detach(|| lagrange_prices(&g, deadline, max_cycles, seed)).py(py)
 }
 
+/// With `true`, makes every running local search and price search of the process stop at its
+/// next deadline check and return its best answer (`crate::search::request_stop`); with
+/// `false`, lets searches run to their time limits again.
+#[pyfunction]
+fn search_stop(stop: bool) {
+    request_stop(stop);
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(search_local, m)?)?;
     m.add_function(wrap_pyfunction!(search_prices, m)?)?;
+    m.add_function(wrap_pyfunction!(search_stop, m)?)?;
     Ok(())
 }

@@ -432,7 +432,7 @@ pub(super) fn lagrange_phase(
     let limit = pr.limit;
     let mut best: Option<(i128, Vec<usize>)> = None;
     let mut buf = Vec::new();
-    while Instant::now() < deadline && max_cycles.is_none_or(|m| pr.cycles < m) {
+    while !super::expired(deadline) && max_cycles.is_none_or(|m| pr.cycles < m) {
         // Feasible image of the priced optimum; skipped (a long, poor repair) while the priced
         // optimum is far over the limit and some feasible assignment is already known.
         let mut fs = State::new(g, pr.st.assign.clone(), least_usage.to_vec());
@@ -474,7 +474,7 @@ pub fn lagrange_prices(
     };
     let mut sum = vec![0.0f64; pr.npoints];
     let mut count = 0u32;
-    while Instant::now() < deadline && max_cycles.is_none_or(|m| pr.cycles < m) {
+    while !super::expired(deadline) && max_cycles.is_none_or(|m| pr.cycles < m) {
         pr.step(deadline);
         if count > 0 || pr.overflow() <= 0.0 {
             count += 1;

@@ -347,7 +347,7 @@ impl<'g> State<'g> {
                     }
                 }
                 steps += 1;
-                if steps % 1024 == 0 && Instant::now() >= deadline {
+                if steps % 1024 == 0 && super::expired(deadline) {
                     self.clear_queue(&mut q);
                     return;
                 }
@@ -366,7 +366,7 @@ impl<'g> State<'g> {
                     }
                 }
                 steps += 1;
-                if steps % 256 == 0 && Instant::now() >= deadline {
+                if steps % 256 == 0 && super::expired(deadline) {
                     self.clear_queue(&mut q);
                     return;
                 }
@@ -676,7 +676,7 @@ pub fn solve_local(g: &StrategyGraph, options: &LocalOptions) -> Result<LocalRes
     let mut best = (st.total, st.assign.clone());
     let mut rng = Rng(options.seed ^ 0x5EED_0F5E_A7C4);
     let (mut rounds, mut improvements) = (0u64, 0u64);
-    while Instant::now() < deadline && n > 0 && options.max_rounds.is_none_or(|m| rounds < m) {
+    while !super::expired(deadline) && n > 0 && options.max_rounds.is_none_or(|m| rounds < m) {
         rounds += 1;
         let before = st.total;
         if rounds % 2 == 0 {

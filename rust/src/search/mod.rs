@@ -15,6 +15,7 @@ pub mod local;
 pub mod pbqp;
 mod segtree;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -27,6 +28,27 @@ pub use pbqp::{Pbqp, PbqpSolution};
 /// limit that long means none); so no time limit, however long, can make a search panic.
 pub fn deadline_after(start: Instant, limit: Duration) -> Instant {
     start.checked_add(limit).unwrap_or_else(|| start + Duration::from_secs(100 * 365 * 86_400))
+}
+
+/// Set by [`request_stop`]: every search of the process stops at its next deadline check.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// With `true`, asks every search running in this process (all threads) to stop at its next
+/// deadline check, as if its deadline had passed, and return its best answer so far; searches
+/// started while it is set return at their first check. With `false`, lets searches run to
+/// their deadlines again. Process-wide, as a Ctrl-C is (`shardwise.search.local.request_stop`).
+pub fn request_stop(stop: bool) {
+    STOP.store(stop, Ordering::Relaxed);
+}
+
+/// Whether [`request_stop`] is in force.
+pub fn stop_requested() -> bool {
+    STOP.load(Ordering::Relaxed)
+}
+
+/// Whether a search with `deadline` must stop now: the deadline passed or a stop was requested.
+pub(crate) fn expired(deadline: Instant) -> bool {
+    stop_requested() || Instant::now() >= deadline
 }
 
 /// A strategy graph in flat arrays. Strategy `s` of node `v` is at flat index

@@ -262,7 +262,7 @@ impl<'a> Pbqp<'a> {
     /// Ann. Oper. Res. 2005).
     fn rn_choice(&self, v: usize, pilot: usize, deadline: Option<Instant>) -> usize {
         let val = self.estimate(v);
-        if pilot == 0 || deadline.is_some_and(|d| Instant::now() >= d) {
+        if pilot == 0 || deadline.is_some_and(super::expired) {
             return argmin(&val);
         }
         let mut order: Vec<usize> = (0..val.len()).collect();
