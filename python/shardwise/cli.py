@@ -5,11 +5,12 @@ on stderr; a failed check or an over-budget plan ends it with exit status 1."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from pathlib import Path
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.console import Console
 from rich.table import Table
@@ -208,7 +209,7 @@ def propagate_file(
     text = pipeline_text(pipeline, conservative=conservative)  # a bad --pipeline fails before the file is read
     err = Console(stderr=True)
     times: dict[str, float] = {}
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err, transient=True) as progress:
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal) as progress:
         task = progress.add_task("import", total=3)
         t = time.perf_counter()
         module = load_mlir(Path(path))
@@ -439,7 +440,7 @@ def auto_file(
 
     err = Console(stderr=True)
     module = load_mlir(Path(path))
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err, transient=True) as progress:
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal) as progress:
         task = progress.add_task("building strategies", total=1)
 
         def step(stage: str, done: int, total: int) -> None:
@@ -463,8 +464,36 @@ def auto_file(
     return 0 if report.feasible else 1
 
 
+def run() -> NoReturn:
+    """The ``shardwise`` command (and ``python -m shardwise``): :func:`main`, then the process
+    ends at once with its exit status. The work is done and its outputs written by then, so
+    SIGINT and SIGTERM are ignored from here, and the interpreter's teardown (jaxlib's and XLA's
+    destructors, about 0.4 s) is skipped: a signal in that window ended the process by the
+    signal after the command had finished and said so (issue 25's signal trials)."""
+    import signal
+
+    rc = main()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more can be said
+            pass
+    os._exit(rc)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors on one line, as every other error (issue 25): ``shardwise:
+    error: MESSAGE (see 'shardwise COMMAND --help')``, exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"shardwise: error: {' '.join(message.split())} (see '{self.prog} --help')\n")
+        sys.exit(2)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="shardwise", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="shardwise", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"shardwise {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="tour the sharding representation on a bundled example")

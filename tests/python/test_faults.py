@@ -8,9 +8,8 @@ The generators, the worker and the checks are in ``faults.py``; ``benches/fault_
 runs the same corpus larger. A failure names the case and how to replay it
 (``python tests/python/faults.py --replay CATEGORY SEED I``).
 
-Tests marked ``xfail(strict=True)`` reproduce problems whose fix belongs outside the files this
-suite was written with (the reason names the file); they turn into failures once fixed, so the
-mark can go.
+The last section holds one test per problem the suite found and that was fixed elsewhere
+(each failed before its fix).
 """
 
 from __future__ import annotations
@@ -236,10 +235,6 @@ def test_propagate_refusals_keep_the_existing_output(name: str, tmp_path: Path) 
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cli.py: rich's transient progress display (propagate, auto) prints an empty line on stderr before the error",
-)
 def test_propagate_error_is_exactly_one_line(tmp_path: Path) -> None:
     src = tmp_path / "in.mlir"
     src.write_bytes(PROPAGATE_REFUSALS["flipped"])
@@ -513,7 +508,7 @@ def test_rules_of_an_empty_module(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr[-2000:]
 
 
-# -- problems whose fix belongs elsewhere (xfail until fixed) --
+# -- problems found by the suite, fixed outside its files --
 
 
 def test_a_malformed_pipeline_is_one_line(tmp_path: Path) -> None:
@@ -534,10 +529,6 @@ def test_a_malformed_pipeline_is_one_line(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cli.py: argparse's usage errors print a usage line and an error line (two lines, 'shardwise show: error:')",
-)
 def test_usage_errors_are_one_line(tmp_path: Path) -> None:
     _assert_refused(_shardwise(["show", "--mesh"], tmp_path), tmp_path)
 
@@ -578,11 +569,6 @@ def test_signal_at_a_random_time(
     assert not trial.problems, str(trial)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="jaxlib load window: once in about 25 tries a SIGINT right after main starts ended the process by SIGINT "
-    "(exit -2) after it printed 'shardwise: interrupted' (cli.py main / importers/_jaxlib.py held_signals)",
-)
 @pytest.mark.parametrize("delay", [0.0, 0.1, 0.3])
 @needs_proc
 def test_ctrl_c_while_propagate_loads_jaxlib(
