@@ -195,3 +195,12 @@ def test_lazy_usage_rows_keep_the_optimum(seed: int) -> None:
     warm = max(feasible, key=lambda a: evaluate(g, a).cost)
     sol = solve_ilp(g, 20.0, initial=warm, lazy_rows=True)
     assert sol.optimal and sol.feasible and sol.cost == best[0] == evaluate(g, sol.assignment).cost
+
+
+def test_a_graph_with_fewer_cost_matrices_than_edges_is_one_search_error() -> None:
+    # Before: IndexError from reading the missing matrix (the fault campaign's finding).
+    from shardwise.errors import SearchError
+    from shardwise.search.graph import StrategyGraph
+
+    with pytest.raises(SearchError, match="one cost matrix per edge"):
+        StrategyGraph.build([[1, 2], [3]], [[0, 0], [0]], [[0, 1], [0, 1]], [[0, 1], [1, 0]], [[0, 0]])

@@ -88,6 +88,8 @@ class StrategyGraph:
         for v, iv in enumerate(intervals):
             if len(iv) != 2 or not 0 <= iv[0] <= iv[1]:
                 raise SearchError(f"node {v}: expected an interval [start, end) with 0 <= start <= end, got {list(iv)}")
+        if len(edge_costs) != len(edges):
+            raise SearchError(f"expected one cost matrix per edge ({len(edges)}), got {len(edge_costs)}")
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(ks, out=offsets[1:])
         for e, pair in enumerate(edges):
@@ -99,8 +101,6 @@ class StrategyGraph:
             if len(edge_costs[e]) != ks[a] * ks[b]:
                 raise SearchError(f"edge {e} ({a}, {b}): expected {ks[a] * ks[b]} costs ({ks[a]} x {ks[b]}), "
                                   f"got {len(edge_costs[e])}")
-        if len(edge_costs) != len(edges):
-            raise SearchError(f"expected one cost matrix per edge ({len(edges)}), got {len(edge_costs)}")
         eoff = np.zeros(len(edges) + 1, dtype=np.int64)
         np.cumsum([len(m) for m in edge_costs], out=eoff[1:])
         flat = [x for m in edge_costs for x in m]
