@@ -2,6 +2,9 @@
 the hidet RFC describes it, ``shared/references/hidet-auto-parallel-rfc.md``, and MindSpore's
 sharding propagation, ``bfs.py``).
 
+0. Calls are inlined first (``spmd.partition.inline``, as XLA's ``CallInliner`` before its
+   partitioner): each call site of ``jax.nn.relu``, a flax layer or an optax update gets its
+   own strategies, and the module returned is the inlined one.
 1. Each function argument and each top-level op of the function is a node; its strategies come
    from its factor rule (``strategies.py``), its costs from ``cost_model.py``. Values the user
    already sharded are configured: an argument with a sharding has that one strategy, an op
@@ -377,12 +380,16 @@ def auto_shard(
     from shardwise.search.bfs import solve_bfs
     from shardwise.search.report import make_report
     from shardwise.search.solve import solve
+    from shardwise.spmd.partition.inline import inline_calls
 
     if method not in AUTO_METHODS:
         raise SearchError(f"method: expected one of {', '.join(AUTO_METHODS)}, got {method!r}")
     dev = device if device is not None else DeviceModel()
     budget = parse_bytes(memory_budget) if memory_budget is not None else dev.memory
     work = module.copy()
+    # Each call site gets its own choices (jax.nn.relu, flax layers and optax updates are
+    # private functions): the search sees the program as XLA's partitioner does, inlined.
+    inline_calls(work, decided=False)
     name, m = resolve_mesh(work, mesh)
     problem = build_problem(work, name, m, dev, budget, max_strategies=max_strategies, progress=progress)
     if progress:
