@@ -41,7 +41,6 @@ import json
 import os
 import random
 import re
-import resource
 import select
 import shutil
 import signal
@@ -1846,13 +1845,18 @@ def worker_main(argv: list[str]) -> int:
 # The driver (in the test or benchmark process).
 
 
-def limit_memory(limit: int = MEMORY_LIMIT) -> Callable[[], None]:
-    """A ``preexec_fn`` that sets ``RLIMIT_AS`` to ``limit`` bytes in the child."""
+_EXEC_LIMITED = (
+    "import os, resource, sys; n = int(sys.argv[1]); "
+    "resource.setrlimit(resource.RLIMIT_AS, (n, n)); os.execv(sys.argv[2], sys.argv[2:])"
+)
 
-    def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
-    return apply
+def limited(cmd: Sequence[str | bytes], limit: int = MEMORY_LIMIT) -> list[str | bytes]:
+    """``cmd`` (its first item an executable path) run with ``RLIMIT_AS`` = ``limit`` bytes:
+    a small Python process sets the limit and execs it (same pid). Not a ``preexec_fn``: that
+    makes ``subprocess`` fork with Python's at-fork hooks, and JAX's (registered once a test
+    has used a JAX backend) warns that forking a multithreaded process may deadlock."""
+    return [sys.executable, "-c", _EXEC_LIMITED, str(limit), *cmd]
 
 
 @dataclass
@@ -1912,11 +1916,10 @@ def run_cases(
                 XLA_FLAGS="--xla_force_host_platform_device_count=8",
             )
             proc = subprocess.Popen(
-                cmd,
+                limited(cmd, memory),
                 stdout=subprocess.PIPE,
                 stderr=err,
                 stdin=subprocess.DEVNULL,
-                preexec_fn=limit_memory(memory),  # noqa: PLW1509 - only setrlimit
                 start_new_session=True,
                 env=env,
             )
@@ -2221,15 +2224,12 @@ def signal_trial(
     before = snapshot(out_part) if command == "partition" else None
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        list(program)
-        if program is not None
-        else [sys.executable, "-m", "shardwise", *argv],
+        limited(list(program) if program is not None else [sys.executable, "-m", "shardwise", *argv], memory),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
         env=cli_env(tmpdir, mark),
-        preexec_fn=limit_memory(memory),  # noqa: PLW1509 - only setrlimit
         cwd=work,
     )
     try:
