@@ -55,6 +55,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from test_iopddl import EXAMPLE as IOPDDL_EXAMPLE  # the contest's example instance
+
 #: The longest ``shardwise: error:`` line accepted (issue 25: error messages are bounded).
 MAX_ERROR_CHARS = 1000
 #: Address-space limit of every process the suite starts (``RLIMIT_AS``).
@@ -182,22 +184,6 @@ func.func @main(%arg0: tensor<4x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x
 """,
 }
 
-#: The IOPDDL contest's example instance (github.com/google/iopddl, ``example.json``).
-IOPDDL_EXAMPLE: dict[str, Any] = {
-    "problem": {
-        "name": "example",
-        "nodes": {
-            "intervals": [[30, 70], [40, 70], [50, 120], [110, 140], [110, 150]],
-            "costs": [[15], [55, 65], [25, 45, 35], [85, 75], [95]],
-            "usages": [[10], [25, 25], [15, 20, 15], [10, 10], [15]],
-        },
-        "edges": {
-            "nodes": [[0, 1], [0, 2], [1, 3], [2, 4], [3, 4]],
-            "costs": [[30, 40], [50, 10, 40], [90, 10, 20, 80], [60, 20, 30], [70, 60]],
-        },
-        "usage_limit": 50,
-    }
-}
 
 HUGE_INTS = (
     0,
@@ -728,22 +714,10 @@ def gen_sharding_text(
         else "@mesh"
     )
     text = f"<{mesh}, {gen_dims_text(rng, axes, wild)}"
-    if rng.random() < 0.2:
-        text += (
-            ", replicated={"
-            + ", ".join(
-                _axis_ref_text(rng, axes, wild) for _ in range(rng.choice((0, 1, 2)))
-            )
-            + "}"
-        )
-    if rng.random() < 0.1:
-        text += (
-            ", unreduced={"
-            + ", ".join(
-                _axis_ref_text(rng, axes, wild) for _ in range(rng.choice((0, 1, 2)))
-            )
-            + "}"
-        )
+    for key, chance in (("replicated", 0.2), ("unreduced", 0.1)):
+        if rng.random() < chance:
+            refs = (_axis_ref_text(rng, axes, wild) for _ in range(rng.choice((0, 1, 2))))
+            text += f", {key}={{" + ", ".join(refs) + "}"
     text += ">"
     if rng.random() < 0.8:
         text = "#sdy.sharding" + text
