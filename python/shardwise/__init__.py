@@ -26,6 +26,7 @@ from shardwise.errors import (
     PipelineError,
     ProgramError,
     RankAborted,
+    InfeasibleBudget,
     SearchError,
     ShardingError,
     ShardingParseError,
@@ -36,7 +37,7 @@ from shardwise.importers import from_jax, load_mlir
 from shardwise.ir import Block, Builder, Func, Module, Op, Region, TensorType, Value
 from shardwise.mesh import Mesh, MeshAxis
 from shardwise.spmd.load import load_partition
-from shardwise.spmd.partition import Partition, partition
+from shardwise.spmd.partition import Partition
 from shardwise.spmd.partition.check import check_partition
 from shardwise.rules import (
     BlockInfo,
@@ -56,17 +57,22 @@ from shardwise.rules import (
 from shardwise.rules.from_ir import populate_rules
 from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 from shardwise.search.auto import auto_shard
+from shardwise.search.op_strategy import OpStrategy, configure
 from shardwise.search.cost_model import DeviceModel
 from shardwise.search.report import Report
+from shardwise.workflow import partition  # search (optional), partition, per-rank weights
 
 __all__ = [
     "LaunchError",
     "LaunchTimeout",
     "PipelineError",
     "RankAborted",
+    "InfeasibleBudget",
     "SearchError",
     "UnknownValueError",
     "auto_shard",
+    "configure",
+    "OpStrategy",
     "DeviceModel",
     "Report",
     "AxisRef",

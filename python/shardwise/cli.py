@@ -38,10 +38,12 @@ commands:
   shardwise propagate IN.mlir -o OUT.mlir [--pipeline full|user-priority|op-priority|aggressive|basic]
                                                   Shardy's propagation; --explain VALUE says why
   shardwise auto IN.mlir -o OUT.mlir --mesh x=2,y=4 [--memory-budget 16GiB]
-                 [--method auto|ilp|local|penalty|limited|bfs]
+                 [--method auto|ilp|local|penalty|limited|bfs] [--configure NAME#I=((2, 1), (1, 4))]
                                                   choose shardings by cost within a budget
-  shardwise partition IN.mlir -o OUTDIR [--mesh x=2,y=4]
-                                                  per-rank SPMD programs and meta.json
+  shardwise partition IN.mlir -o OUTDIR [--mesh x=2,y=4] [--auto [--method M] [--memory-budget B]
+                     [--time-limit S]] [--weights W.npz]
+                                                  per-rank SPMD programs and meta.json; --auto
+                                                  searches first; --weights saves rank shards
   shardwise run OUTDIR [--check]                  run every rank in the in-process simulator;
                                                   --check compares with the unpartitioned program
   shardwise launch -n N OUTDIR [--backend mpi|nccl] [--check]
@@ -333,21 +335,60 @@ def demo_partition(console: Console) -> None:
         run_check(console, outdir, seed=0)
 
 
-def partition_file(console: Console, path: str, outdir: str, mesh: str | None, *, force: bool = False) -> None:
-    """``shardwise partition``: partitions the module in ``path`` into ``outdir`` and prints
-    its collectives (bytes per device from the planner's cost model). ``outdir`` must be new,
-    empty or a previous partition unless ``force``."""
+def partition_file(
+    console: Console,
+    path: str,
+    outdir: str,
+    mesh: str | None,
+    *,
+    force: bool = False,
+    auto: bool = False,
+    method: str | None = None,
+    memory_budget: str | None = None,
+    time_limit: float | None = None,
+    weights: str | None = None,
+    allow_infeasible: bool = False,
+) -> None:
+    """``shardwise partition``: partitions the module in ``path`` into ``outdir``
+    (``shardwise.workflow.partition``) and prints its collectives (bytes per device from the
+    planner's cost model). ``outdir`` must be new, empty or a previous partition unless
+    ``force``. ``auto`` (or a ``method``): search the shardings first (``auto_shard`` with
+    ``method``, ``memory_budget`` such as ``44KB``, ``time_limit`` seconds) and print its
+    report's totals; a plan over the budget is an error unless ``allow_infeasible``.
+    ``weights``: an ``.npz`` (keys ``arg0``, ``arg1``, ... or argument names) whose arrays are
+    saved as each rank's blocks (``weights/rank{r}.npz``)."""
     from shardwise.importers.mlir import load_mlir
-    from shardwise.spmd.partition import partition
+    from shardwise.workflow import partition, read_weights_file
 
-    part = partition(load_mlir(Path(path)), outdir, mesh=mesh, force=force)
+    arrays = read_weights_file(weights) if weights is not None else None
+    part = partition(
+        load_mlir(Path(path)),
+        outdir,
+        mesh=mesh,
+        force=force,
+        weights=arrays,
+        search=auto,
+        method=method,
+        memory_budget=memory_budget,
+        time_limit=time_limit,
+        allow_infeasible=allow_infeasible,
+    )
+    if part.search_report is not None:
+        r = part.search_report
+        budget = "no limit" if r.memory_budget is None else f"{r.memory_budget} bytes"
+        console.print(
+            f"search ({r.method}{', optimal' if r.optimal else ''}): predicted {r.comm_bytes:.0f} bytes sent per device, "
+            f"peak memory {r.peak_memory} bytes per device (budget {budget}{'' if r.feasible else ', EXCEEDED'})",
+            highlight=False,
+        )
     table = Table(title=f"collectives of {path} on mesh {part.mesh} ({part.mesh.size} ranks)", header_style="bold")
     for col in ("collective", "global shape", "bytes / device", "from"):
         table.add_column(col, overflow="fold")
     for c in part.collectives:
         table.add_row(Text(c.text), f"{list(c.shape)} {c.dtype}", f"{c.bytes:.0f}", Text(c.source))
     console.print(table)
-    console.print(f"wrote {outdir}: partitioned.mlir, rank0..{part.mesh.size - 1}.mlir, meta.json; {part.bytes_per_device:.0f} bytes per device", highlight=False)
+    saved = f", weights/rank0..{part.mesh.size - 1}.npz ({', '.join(f'arg{i}' for i in part.weights)})" if part.weights else ""
+    console.print(f"wrote {outdir}: partitioned.mlir, rank0..{part.mesh.size - 1}.mlir, meta.json{saved}; {part.bytes_per_device:.0f} bytes per device", highlight=False)
 
 
 def check_table(title: str, outputs: Sequence[Any]) -> Table:
@@ -425,12 +466,15 @@ def run_check(console: Console, outdir: str, seed: int) -> bool:
 
 
 def auto_file(
-    console: Console, path: str, output: str, mesh: str | None, *, memory_budget: str | None, method: str, time_limit: float, as_json: bool = False
+    console: Console, path: str, output: str, mesh: str | None, *, memory_budget: str | None, method: str, time_limit: float, as_json: bool = False,
+    configure: Sequence[str] = (),
 ) -> int:
     """``shardwise auto IN -o OUT``: ``auto_shard`` with a progress bar (building strategies and
     edges, solving), the written module (atomically) and the report (a table, or with
     ``as_json`` ``Report.to_dict()`` as JSON on stdout). ``mesh`` (``data=2,model=4``) replaces
-    the module's only mesh or adds ``@mesh``. Returns the exit status: 0 when the plan fits the
+    the module's only mesh or adds ``@mesh``. ``configure``: ``NAME[#INDEX]=STRATEGY`` specs
+    (``shardwise.search.op_strategy.configure_spec``), each op's strategy fixed as MindSpore's
+    ``op.shard``. Returns the exit status: 0 when the plan fits the
     budget, 1 when it does not, 130 when a Ctrl-C stopped the search (the plan written is then
     the best found so far, and a note says so on stderr)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -440,6 +484,11 @@ def auto_file(
 
     err = Console(stderr=True)
     module = load_mlir(Path(path))
+    if configure:
+        from shardwise.search.op_strategy import configure_spec
+
+        for spec in configure:
+            configure_spec(module, spec)
     with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal) as progress:
         task = progress.add_task("building strategies", total=1)
 
@@ -448,7 +497,8 @@ def auto_file(
             progress.update(task, description=label, completed=done, total=max(total, 1))
 
         out, report = auto_shard(
-            module, parse_mesh_arg(mesh) if mesh else None, memory_budget=memory_budget, method=method, time_limit=time_limit, progress=step
+            module, parse_mesh_arg(mesh) if mesh else None, memory_budget=memory_budget, method=method, time_limit=time_limit, progress=step,
+            allow_infeasible=True,
         )
     out.save(output)
     if as_json:
@@ -461,7 +511,10 @@ def auto_file(
     if report.method.endswith(INTERRUPTED_SUFFIX):
         print("shardwise: interrupted; the plan written is the best found so far", file=sys.stderr)
         return 130
-    return 0 if report.feasible else 1
+    if not report.feasible:
+        print(f"shardwise: {report.infeasibility}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def run() -> NoReturn:
@@ -531,7 +584,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     pa.add_argument("input", help="StableHLO + sdy MLIR file (propagated first when it has undecided shardings)")
     pa.add_argument("-o", "--output", required=True, help="output directory (written atomically): new, empty, or a previous partition")
     pa.add_argument("--force", action="store_true", help="replace OUTPUT even when it is a file or a directory of other files")
-    pa.add_argument("--mesh", help="x=2,y=4; must agree with the module's mesh (required when it has none)")
+    pa.add_argument("--mesh", help="x=2,y=4; must agree with the module's mesh (required when it has none); with --auto it replaces the module's only mesh")
+    pa.add_argument("--auto", action="store_true", help="choose the shardings by cost first (as 'shardwise auto'), then partition")
+    pa.add_argument("--method", choices=["ilp", "local", "penalty", "limited", "bfs", "auto"], help="search method (implies --auto; default ilp)")
+    pa.add_argument("--memory-budget", help="with --auto: bytes per device, e.g. 16GiB, 44KB (default: no limit)")
+    pa.add_argument("--time-limit", type=float, help="with --auto: solver seconds (default 10)")
+    pa.add_argument("--allow-infeasible", action="store_true", help="with --auto: partition the plan even when it exceeds the memory budget")
+    pa.add_argument("--weights", help="an .npz of global argument values (keys arg0, arg1, ... or argument names): saved as each rank's shards under OUTPUT/weights/")
     ru = sub.add_parser("run", help="run a partition directory in the in-process SPMD simulator")
     ru.add_argument("outdir", help="a directory written by 'shardwise partition'")
     ru.add_argument("--check", action="store_true", help="compare every result with the unpartitioned program (without it: run and report collectives and memory)")
@@ -557,6 +616,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     au.add_argument("--method", choices=["ilp", "local", "penalty", "limited", "bfs", "auto"], default="ilp", help="search (default ilp)")
     au.add_argument("--time-limit", type=float, default=10.0, help="solver seconds (default 10)")
     au.add_argument("--json", action="store_true", help="print the report as JSON (Report.to_dict) on stdout")
+    au.add_argument("--configure", action="append", default=[], metavar="SPEC",
+                    help="NAME[#INDEX]=STRATEGY (repeatable): fix the strategy of the INDEX-th op NAME (from 0, program order; #INDEX optional "
+                         "when the name is unique), MindSpore's ((2, 1), (1, 4)) or Shardy's [{\"data\"}, {}], [{}, {\"model\"}]")
     args = parser.parse_args(argv)
     console = Console()
     restore = _exit_on_sigterm()
@@ -619,7 +681,19 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                 names = ", ".join(PIPELINE_NAMES)
                 raise PipelineError(f"--pipeline takes a name ({names}) or a Shardy pass pipeline; {e}") from None
         elif args.command == "partition":
-            partition_file(console, args.input, args.output, args.mesh, force=args.force)
+            partition_file(
+                console,
+                args.input,
+                args.output,
+                args.mesh,
+                force=args.force,
+                auto=args.auto,
+                method=args.method,
+                memory_budget=args.memory_budget,
+                time_limit=args.time_limit,
+                weights=args.weights,
+                allow_infeasible=args.allow_infeasible,
+            )
         elif args.command == "run":
             if not args.check:
                 run_only(console, args.outdir, args.seed)
@@ -640,7 +714,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             return 1 if lines[-1] == "cost: inf" else 0  # no answer within the usage limit
         elif args.command == "auto":
             return auto_file(
-                console, args.input, args.output, args.mesh, memory_budget=args.memory_budget, method=args.method, time_limit=args.time_limit, as_json=args.json
+                console, args.input, args.output, args.mesh, memory_budget=args.memory_budget, method=args.method, time_limit=args.time_limit, as_json=args.json,
+                configure=args.configure,
             )
         elif args.command == "rules":
             rules(console, args.input, args.output, conservative=args.conservative)

@@ -23,6 +23,12 @@
        method, assignment) is malformed or out of range
 """
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from shardwise.ir.core import Module
+    from shardwise.search.report import Report
+
 from shardwise._native import (
     ConversionError,
     InvalidRuleError,
@@ -79,8 +85,19 @@ class SearchError(ShardwiseError):
     names the node or edge), an assignment, a memory budget, a method or a time limit."""
 
 
+class InfeasibleBudget(SearchError):
+    """No plan the search found fits the memory budget. The message names the budget, the
+    smallest peak found, a lower bound on any plan's peak and the nodes that dominate the peak;
+    ``module`` and ``report`` hold that plan (``report.feasible`` is false)."""
+
+    def __init__(self, message: str, module: "Module", report: "Report") -> None:
+        super().__init__(message)
+        self.module = module
+        self.report = report
+
 __all__ = [
     "ConversionError",
+    "InfeasibleBudget",
     "InvalidRuleError",
     "InvalidShardingError",
     "LaunchError",

@@ -557,3 +557,76 @@ def real_model(name: str) -> RealModel:
 def real_models() -> list[RealModel]:
     """All models, lowered (once each)."""
     return [real_model(n) for n in _MODELS]
+
+
+# ---------------------------------------------------------------------------------------------
+# Un-annotated steps for the search (issue 26): no mesh, no shardings, and what each argument is.
+
+
+@dataclass(frozen=True)
+class ArgInfo:
+    """One argument of an un-annotated step, in ``main``'s order: ``kind`` (``param``,
+    ``extra`` for a non-trained collection such as batch_stats, ``state`` for optimizer state,
+    ``input`` for a batch input), its ``/``-joined pytree ``path``, ``shape`` and the partition
+    spec the model's hand rules give it (``megatron``; the parameter's for a state leaf
+    mirroring a parameter; the batch spec for an input; ``()`` for replicated)."""
+
+    kind: str
+    path: str
+    shape: tuple[int, ...]
+    megatron: tuple[str | None, ...]
+
+
+@dataclass(frozen=True)
+class PlainModel:
+    """One training step lowered without shardings (``jax.jit(step, donate_argnums=(0, 1,
+    2)).lower(...)``, calls kept) and its arguments."""
+
+    name: str
+    optimizer: str
+    text: str
+    args: tuple[ArgInfo, ...]
+
+
+def _spec_of(sharding: Any) -> tuple[str | None, ...]:
+    spec = tuple(sharding.spec)
+    return spec if any(s is not None for s in spec) else ()
+
+
+@functools.cache
+def plain_model(name: str) -> PlainModel:
+    """The model ``name``'s step lowered un-annotated (once), with its argument roles."""
+    import jax
+    import jax.numpy as jnp
+
+    spec = _MODELS[name]()
+    optax = _optax()
+    struct: Any = jax.ShapeDtypeStruct
+    sds = [struct(shape, jnp.dtype(dt)) for shape, dt, _ in spec.inputs]
+    variables = jax.eval_shape(spec.module.init, jax.random.PRNGKey(0), *sds[: spec.n_model_inputs])
+    params = variables["params"]
+    extra = variables[spec.extra] if spec.extra else {}
+    opt = spec.make_opt()
+    opt_state = jax.eval_shape(opt.init, params)
+    pspecs = _param_specs(params, spec.rules)
+    especs = _param_specs(extra, spec.extra_rules)
+    sspecs = _state_specs(opt_state, params, pspecs)
+
+    def step(params: Any, extra: Any, opt_state: Any, *batch: Any) -> Any:
+        (loss, new_extra), grads = jax.value_and_grad(spec.loss, has_aux=True)(params, extra, *batch)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), new_extra, opt_state, loss
+
+    args: list[ArgInfo] = []
+    for kind, tree, specs in (("param", params, pspecs), ("extra", extra, especs), ("state", opt_state, sspecs)):
+        flat = jax.tree_util.tree_flatten_with_path(tree)[0]
+        for (path, leaf), sh in zip(flat, jax.tree_util.tree_leaves(specs), strict=True):
+            args.append(ArgInfo(kind, "/".join(_path(path)), tuple(leaf.shape), _spec_of(sh)))
+    for shape, _, batch_spec in spec.inputs:
+        args.append(ArgInfo("input", "batch", tuple(shape), batch_spec if any(batch_spec) else ()))
+    # Donated as training loops do: the updated state is the next step's input
+    # (tf.aliasing_output, which auto_shard reads as loop-carried pairs).
+    # keep_unused: every argument stays in main (default jit drops unused ones, which would
+    # shift the positions ``args`` describes).
+    text = str(jax.jit(step, donate_argnums=(0, 1, 2), keep_unused=True).lower(params, extra, opt_state, *sds).as_text())
+    return PlainModel(name, spec.optimizer, text, tuple(args))

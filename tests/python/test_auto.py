@@ -8,7 +8,7 @@ import pytest
 
 from auto_programs import mlp, transformer_block
 from shardwise import Builder, Mesh, auto_shard, check_partition, partition
-from shardwise.errors import ProgramError, SearchError
+from shardwise.errors import InfeasibleBudget, ProgramError, SearchError
 from shardwise.ir.core import Module
 from shardwise.rules.rule import OpShardingRule
 from shardwise.search import DeviceModel, StrategyGraph, evaluate, solve, solve_bfs
@@ -43,8 +43,11 @@ def test_mlp_is_data_parallel_plus_megatron_and_moves_the_predicted_bytes() -> N
     dot1 = next(op for op in out.func().body.ops if op.name == "stablehlo.dot_general")
     assert [[a.name for a in d.axes] for d in dot1.results[0].sharding.dims] == [["data"], ["model"]]
     assert rep.feasible and rep.peak_memory <= 44_000 and rep.optimal
-    # One all-reduce of the (8, 64) f32 local result over model: 2 * 3/4 * 2048 bytes.
-    assert rep.comm_bytes == 3072
+    # The second dot reduces over model; with the result free it reduce-scatters it (each
+    # device keeps a quarter of its (8, 64) f32 block): 3/4 * 2048 bytes, half an all-reduce.
+    dot2 = [n for n in rep.nodes if n.label.startswith("stablehlo.dot_general")][1]
+    assert dot2.collectives == ("reduce_scatter",) and "reduce-scatter" in dot2.strategy
+    assert rep.comm_bytes == 1536
     assert _check(out) == rep.comm_bytes
 
 
@@ -72,8 +75,24 @@ def test_no_budget_no_sharding_of_weights_needed_and_replicated_budget_zero_is_i
     out, rep = auto_shard(mlp(), MESH, method="ilp", time_limit=2, device=FLAT)
     assert rep.feasible and rep.comm_bytes == 0  # batch parallel alone costs no communication
     _check(out)
-    _, rep0 = auto_shard(mlp(), MESH, memory_budget=0, method="local", time_limit=0.5, device=FLAT)
+    _, rep0 = auto_shard(mlp(), MESH, memory_budget=0, method="local", time_limit=0.5, device=FLAT, allow_infeasible=True)
     assert not rep0.feasible
+
+
+def test_an_infeasible_budget_is_an_error_naming_the_peak_the_bound_and_the_heaviest_nodes() -> None:
+    # x (16, 64), w1 (64, 256), w2 (256, 64) f32: split 8 ways at best, the arguments alone
+    # need (4096 + 65536 + 65536) / 8 = 16,896 B, and the dots' results add to that.
+    with pytest.raises(InfeasibleBudget) as e:
+        auto_shard(mlp(), MESH, memory_budget=10_000, method="ilp", time_limit=2, device=FLAT)
+    msg = str(e.value)
+    assert "\n" not in msg and "memory budget 10,000 B per device is below" in msg, msg
+    bound = int(msg.split("is below ")[1].split(" B")[0].replace(",", ""))
+    assert bound >= 16_896
+    assert e.value.report.peak_memory >= bound and not e.value.report.feasible
+    assert "%arg1" in msg or "%arg2" in msg  # the weights dominate the peak
+    # The bound is tight here: at it, a plan is found.
+    _, rep = auto_shard(mlp(), MESH, memory_budget=bound, method="ilp", time_limit=2, device=FLAT)
+    assert rep.feasible and rep.peak_memory == bound
 
 
 def test_bfs_keeps_configured_shardings() -> None:
@@ -90,10 +109,10 @@ def test_bfs_keeps_configured_shardings() -> None:
         _check(out)
     # From the configured row-split w1, BFS reaches the dot first: its contracting factor k on model
     # with x split the same way (no reshard of x, an argument), so the dot's all-reduce
-    # over model is the cheapest choice for it.
+    # over model (or its reduce-scatter) is the cheapest choice for it.
     out, rep = auto_shard(module, None, method="bfs", device=FLAT)
     dot1 = rep.nodes[3]
-    assert "k:model" in dot1.strategy and "all_reduce" in dot1.collectives
+    assert "k:model" in dot1.strategy and {"all_reduce", "reduce_scatter"} & set(dot1.collectives)
 
 
 def test_bfs_without_configuration_starts_from_the_heaviest_op() -> None:
@@ -177,7 +196,7 @@ def test_report_dict_and_table() -> None:
     console = Console(record=True, width=200)
     console.print(rep.table())
     text = console.export_text()
-    assert "stablehlo.dot_general" in text and "all_reduce" in text and "[-, model]" in text
+    assert "stablehlo.dot_general" in text and "reduce_scatter" in text and "[-, model]" in text
 
 
 def test_cli_auto_writes_the_module_and_reports(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:

@@ -61,6 +61,13 @@ def test_auto_benchmark_runs(tmp_path: Path) -> None:
     assert "mlp" in res.stdout
 
 
+def test_auto_real_benchmark_runs(tmp_path: Path) -> None:
+    pytest.importorskip("flax")
+    out = tmp_path / "auto_real.md"
+    res = _run([str(BENCHES / "bench_auto_real.py"), "--time-limit", "1", "-o", str(out), "mlp"], tmp_path)
+    assert "| mlp | data=2,model=4 |" in res.stdout and "| pass |" in out.read_text()
+
+
 def test_iopddl_benchmark_runs(tmp_path: Path) -> None:
     data = ROOT.parent / "shared" / "iopddl"
     if not (data / "best_known.csv").is_file():

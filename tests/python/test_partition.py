@@ -100,8 +100,9 @@ def test_outdir_meta_and_load_partition(tmp_path: Path) -> None:
     assert meta["groups"]["x"] == [[0, 4], [1, 5], [2, 6], [3, 7]]
     assert meta["arguments"][0]["global_shape"] == [32, 64] and meta["arguments"][0]["local_shape"] == [16, 64]
     assert meta["collectives"][0]["kind"] == "sdy.all_reduce" and meta["collectives"][0]["bytes_per_device"] > 0
-    module, meta2 = load_partition(out, 5)
+    module, meta2, weights = load_partition(out, 5)
     assert meta2 == meta and module.func("main").args[1].type.shape == (64, 32)
+    assert weights == {} and "weights" not in meta  # no weights given
     with pytest.raises(ShardwiseError, match="rank must be"):
         load_partition(out, 8)
     with pytest.raises(ShardwiseError, match="missing"):

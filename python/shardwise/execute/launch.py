@@ -9,12 +9,14 @@ rank (``run_job``). Each rank (``rank_main``)
 1. loads ``load_partition(OUTDIR, rank)`` and ``partitioned.mlir``;
 2. builds the random global inputs of ``check_partition`` (``random_inputs(seed)`` of the
    global ``func``) and takes its own padded block (``shard_inputs``), so results are
-   comparable with ``shardwise run OUTDIR --check``;
+   comparable with ``shardwise run OUTDIR --check``; arguments the partition has weights for
+   get the rank's saved blocks instead (``weights/rank{r}.npz``, ``spmd.load.run_inputs``);
 3. runs its program with an ``MpiCommunicator`` (``--backend mpi``) or an ``NcclCommunicator``
    on GPU ``rank % device_count`` with CuPy arrays (``--backend nccl``), timed between two
    barriers;
 4. sends its results, collective records and time to rank 0, which with ``--check`` runs the
-   unpartitioned program (``unpartitioned(partitioned.mlir)``) and compares block by block
+   unpartitioned program (``unpartitioned(partitioned.mlir)``) on the same global values (the
+   weights reassembled from every rank's blocks, ``global_weights``) and compares block by block
    (``compare_outputs``: the table of ``shardwise run --check``), and writes a JSON summary
    for the driver (atomically).
 
@@ -239,7 +241,8 @@ def launch(
 
     ``backend``: ``"mpi"`` (``MpiCommunicator``, numpy) or ``"nccl"`` (``NcclCommunicator``,
     CuPy on GPUs). ``check``: rank 0 compares every result with the unpartitioned program
-    (criterion of ``check_partition``). ``seed``: the random global inputs' seed.
+    (criterion of ``check_partition``) on the same global values. ``seed``: the random global
+    inputs' seed; arguments with saved weights (``partition(weights=...)``) get those instead.
     ``timeout``: seconds before the job is killed. ``reductions``: ``"ordered"`` (the simulator's
     fold in group order: results bit-equal to ``shardwise run``) or ``"native"`` (MPI's or
     NCCL's own reduction operations; see ``MpiCommunicator`` and ``NcclCommunicator``). ``repeat``: runs of the program on each rank (the first pays
@@ -300,21 +303,21 @@ def _record_dict(r: CollectiveRecord) -> dict[str, Any]:
 def _rank_run(args: argparse.Namespace, mpi: Any) -> None:
     import numpy as np
 
-    from shardwise.execute.inputs import random_inputs
     from shardwise.execute.interpreter import run
-    from shardwise.spmd.load import entry, load_global, load_meta, load_partition, unpartitioned
-    from shardwise.spmd.partition.check import compare_outputs, shard_inputs
+    from shardwise.spmd.load import entry, load_global, load_meta, load_partition, run_inputs, unpartitioned
+    from shardwise.spmd.partition.check import compare_outputs
 
     world = mpi.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
     expected = load_meta(args.outdir)["num_ranks"]
     if size != expected:
         raise ShardwiseError(f"{args.outdir} has {expected} ranks but the MPI job has {size}; run with -n {expected}")
-    module, meta = load_partition(args.outdir, rank)
+    module, meta, weights = load_partition(args.outdir, rank)
     g = load_global(args.outdir)
     func = entry(meta, g)
-    inputs = [np.asarray(x) for x in random_inputs(g.func(func), args.seed)]
-    local = shard_inputs(g, inputs, size, func, ranks=[rank])[0]
+    # Rank 0's check runs the unpartitioned program: it alone reassembles the global weights.
+    inputs, rows = run_inputs(args.outdir, g, meta, args.seed, [rank], global_values=rank == 0 and args.check, loaded={rank: weights})
+    local = rows[0]
     import shardwise.execute.ops  # noqa: F401  (registers the op implementations before the timing)
 
     xp: Any = None

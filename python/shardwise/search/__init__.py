@@ -3,6 +3,7 @@ MindSpore BFS, the IOPDDL contest format, and ``auto_shard`` of whole programs."
 
 from shardwise.search.auto import AUTO_METHODS, auto_shard
 from shardwise.search.bfs import solve_bfs
+from shardwise.search.op_strategy import OpStrategy, configure
 from shardwise.search.cost_model import DeviceModel
 from shardwise.search.graph import Score, StrategyGraph, evaluate
 from shardwise.search.ilp import solve_ilp
@@ -20,6 +21,8 @@ __all__ = [
     "Report",
     "Strategy",
     "auto_shard",
+    "configure",
+    "OpStrategy",
     "enumerate_strategies",
     "solve_bfs",
     "Score",

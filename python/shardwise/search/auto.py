@@ -30,74 +30,47 @@ Followers are not merged into their operands here: the solvers' own reductions
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
-from shardwise.errors import ProgramError, SearchError
+from shardwise.api import propagate
+from shardwise.errors import InfeasibleBudget, ProgramError, SearchError
 from shardwise.ir.core import Func, Module, Op, Value
+from shardwise.ir.rewrite import insert_before
 from shardwise.ir.types import TensorType
 from shardwise.mesh import Mesh
 from shardwise.rules.from_ir import RuleCache
 from shardwise.rules.rule import OpShardingRule
-from shardwise.search.cost_model import PS, DeviceModel, OpCost, ReshardCache, local_bytes, op_cost
+from shardwise.search.baselines import Plan, complete_plan, inferred_plans
+from shardwise.search.bfs import solve_bfs
+from shardwise.search.cost_model import (
+    PS,
+    DeviceModel,
+    OpCost,
+    ReshardCache,
+    local_bytes,
+    op_cost,
+)
 from shardwise.search.graph import StrategyGraph
-from shardwise.search.strategies import DEFAULT_MAX_STRATEGIES, Strategy, enumerate_strategies, replicated, value_strategies
+from shardwise.search.local import Solution, check_time_limit
+from shardwise.search.op_strategy import STRATEGY_ATTR, select_strategy
+from shardwise.search.problem import AutoProblem, Carried, Edge, Node
+from shardwise.search.report import Report, make_report
+from shardwise.search.solve import solve
+from shardwise.search.strategies import (
+    DEFAULT_MAX_STRATEGIES,
+    Strategy,
+    enumerate_strategies,
+    replicated,
+    value_strategies,
+)
 from shardwise.sharding import TensorSharding
-
-if TYPE_CHECKING:
-    from shardwise.search.report import Report
+from shardwise.spmd.partition.chlo_rules import chlo_rules
+from shardwise.spmd.partition.inline import inline_calls
 
 __all__ = ["AUTO_METHODS", "AutoProblem", "Edge", "Node", "apply_solution", "auto_shard", "build_problem", "parse_bytes", "resolve_mesh"]
 
 Progress = Callable[[str, int, int], None]
-
-
-@dataclass
-class Node:
-    """A node of the search: a function argument (``op`` is ``None``, ``values`` its one value)
-    or an op (``values`` its results). ``strategies`` / ``costs`` align; ``configured``: the
-    user sharded it (its strategies are restricted, and the result never overrides the user);
-    ``step``: its program-order step; ``label``: ``%argN`` or ``op.name`` with its location."""
-
-    label: str
-    op: Op | None
-    values: tuple[Value, ...]
-    rule: OpShardingRule | None
-    strategies: list[Strategy]
-    costs: list[OpCost]
-    step: int
-    configured: bool = False
-    extra_seconds: list[float] = field(default_factory=list)
-    extra_bytes: list[float] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Edge:
-    """Value ``value`` from result ``result`` of node ``src`` to operand ``operand`` of node ``dst``."""
-
-    src: int
-    result: int
-    dst: int
-    operand: int
-    value: Value
-
-
-@dataclass
-class AutoProblem:
-    """The search problem of one function: ``nodes``, value ``edges``, the strategy ``graph``
-    (one graph edge per node pair; node ``i`` of the graph is ``nodes[i]``), the mesh it is
-    on and the reshard plans computed (``reshards``)."""
-
-    module: Module
-    func: Func
-    mesh: Mesh
-    mesh_name: str
-    device: DeviceModel
-    nodes: list[Node]
-    edges: list[Edge]
-    graph: StrategyGraph
-    reshards: ReshardCache
 
 
 def resolve_mesh(module: Module, mesh: Mesh | Mapping[str, int] | str | None) -> tuple[str, Mesh]:
@@ -165,6 +138,8 @@ def _rank(v: Value) -> int:
 
 
 def _op_strategies(op: Op, rule: OpShardingRule | None, mesh: Mesh, name: str, cap: int) -> tuple[list[Strategy], bool]:
+    if STRATEGY_ATTR in op.attributes:  # shardwise.configure (MindSpore's op.shard): exactly that strategy
+        return [select_strategy(op, rule, mesh, name)], True
     rep_ops = tuple(replicated(mesh, name, _rank(v)) for v in op.operands)
     rep_res = tuple(replicated(mesh, name, _rank(v)) for v in op.results)
     if rule is None or not op.results:
@@ -190,12 +165,17 @@ def build_problem(
     memory_budget: int | None,
     *,
     max_strategies: int = DEFAULT_MAX_STRATEGIES,
+    carry: Sequence[tuple[int, int]] | None = None,
     progress: Progress | None = None,
 ) -> AutoProblem:
     """The strategy graph of ``module``'s main function (steps 1-3 of the module docstring).
+    ``carry``: (argument, result) pairs of loop-carried state (step 2 of the module
+    docstring; ``None``: from ``tf.aliasing_output``, :func:`carried_pairs`).
     ``progress(stage, done, total)`` is called as nodes and edges are built. Raises
-    :class:`ProgramError` for a module without a function body, what ``rule_for`` raises."""
+    :class:`ProgramError` for a module without a function body, what ``rule_for`` raises,
+    :class:`SearchError` for a carry pair out of range or of unequal types."""
     func = _main_func(module)
+    pairs = carried_pairs(func) if carry is None else _check_carry(func, carry)
     rules = RuleCache(module)
     nodes: list[Node] = []
     where: dict[int, tuple[int, int]] = {}
@@ -212,6 +192,12 @@ def build_problem(
     for j, op in enumerate(body):
         rule = rules.rule(op)
         strats, conf = _op_strategies(op, rule, mesh, mesh_name, max_strategies)
+        if op.attributes.pop(STRATEGY_ATTR, None) is not None:
+            # A configured op's strategy becomes its results' sharding on the searched module
+            # (auto_shard's copy), as a user sharding; the attribute does not reach the output.
+            for v, sh in zip(op.results, strats[0].results):
+                if isinstance(v.type, TensorType):
+                    v.sharding = sh
         for r, v in enumerate(op.results):
             where[id(v)] = (len(nodes), r)
         nodes.append(Node(op.where(), op, tuple(op.results), rule, strats, [], j + 1, conf))
@@ -234,13 +220,19 @@ def build_problem(
                 edges.append(Edge(src[0], src[1], nd_i, k, v))
                 last[id(v)] = max(last[id(v)], nd.step)
     ret = func.return_op
+    carried: list[Carried] = []
     for k, v in enumerate(ret.operands):
         src = where.get(id(v))
         if src is None:
             continue
         last[id(v)] = end
         want = func.result_shardings[k] if k < len(func.result_shardings) else None
-        if want is not None and isinstance(v.type, TensorType):
+        if want is None and isinstance(v.type, TensorType):
+            for i, r in pairs:
+                arg = where.get(id(func.args[i])) if r == k else None
+                if arg is not None and arg[0] != src[0]:
+                    carried.append(Carried(arg[0], src[0], src[1], v))
+        elif want is not None and isinstance(v.type, TensorType):
             prod = nodes[src[0]]
             for si, s in enumerate(prod.strategies):
                 plan = reshards.plan(v.type.shape, v.type.element_type, s.results[src[1]], want)
@@ -258,6 +250,16 @@ def build_problem(
                 row[y] += reshards.plan(t.shape, t.element_type, sa.results[e.result], sb.operands[e.operand]).seconds
         if progress:
             progress("edges", n_done + 1, len(edges))
+    for c in carried:
+        # The next step reads this result as argument c.arg: moving it there is paid here.
+        t = c.value.type
+        assert isinstance(t, TensorType)
+        na, nb = nodes[c.arg], nodes[c.src]
+        m = pair.setdefault((c.arg, c.src), [[0.0] * len(nb.strategies) for _ in na.strategies])
+        for x, sa in enumerate(na.strategies):
+            row = m[x]
+            for y, sb in enumerate(nb.strategies):
+                row[y] += reshards.plan(t.shape, t.element_type, sb.results[c.result], sa.results[0]).seconds
     intervals = [[nd.step, max(last[id(v)] for v in nd.values) + 1 if nd.values else nd.step + 1] for nd in nodes]
     graph = StrategyGraph.build(
         [[_ps(c.seconds + x) for c, x in zip(nd.costs, nd.extra_seconds)] for nd in nodes],
@@ -268,7 +270,38 @@ def build_problem(
         usage_limit=memory_budget,
         name=func.sym_name,
     )
-    return AutoProblem(module, func, mesh, mesh_name, device, nodes, edges, graph, reshards)
+    return AutoProblem(module, func, mesh, mesh_name, device, nodes, edges, graph, reshards, tuple(pairs), tuple(carried))
+
+
+def carried_pairs(func: Func) -> list[tuple[int, int]]:
+    """The (argument, result) pairs of ``func`` whose argument carries
+    ``tf.aliasing_output = k`` (JAX's ``donate_argnums``: the result ``k`` is the argument's
+    next value, as a training step's updated parameters and optimizer state are)."""
+    out = []
+    for i, attrs in enumerate(func.arg_attrs):
+        text = attrs.get("tf.aliasing_output")
+        if text is None:
+            continue
+        try:
+            k = int(text.split(":")[0].strip())
+        except ValueError:
+            raise ProgramError(f"@{func.sym_name} argument {i}: expected tf.aliasing_output = <result index> : i32, got {text!r}") from None
+        out.append((i, k))
+    return _check_carry(func, out)
+
+
+def _check_carry(func: Func, carry: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    out = []
+    for pair in carry:
+        if len(pair) != 2:
+            raise SearchError(f"carry: expected (argument, result) pairs, got {pair!r}")
+        i, k = pair
+        if not (0 <= i < len(func.args)) or not (0 <= k < len(func.result_types)):
+            raise SearchError(f"carry: pair ({i}, {k}) out of range for @{func.sym_name} with {len(func.args)} arguments and {len(func.result_types)} results")
+        if str(func.args[i].type) != str(func.result_types[k]):
+            raise SearchError(f"carry: argument {i} is {func.args[i].type} but result {k} is {func.result_types[k]}; a carried value keeps its type")
+        out.append((int(i), int(k)))
+    return out
 
 
 def _ps(seconds: float) -> int:
@@ -287,8 +320,6 @@ def apply_solution(problem: AutoProblem, assignment: tuple[int, ...]) -> None:
     consumer, so the partitioner moves exactly the planned bytes (``plan_reshard`` lowers it). Raises :class:`SearchError` for an assignment of the wrong length."""
     if len(assignment) != len(problem.nodes):
         raise SearchError(f"assignment: expected {len(problem.nodes)} strategy indices, got {len(assignment)}")
-    from shardwise.ir.rewrite import insert_before
-
     for nd, x in zip(problem.nodes, assignment):
         if nd.configured or (nd.op is not None and nd.rule is None):
             continue
@@ -296,6 +327,12 @@ def apply_solution(problem: AutoProblem, assignment: tuple[int, ...]) -> None:
         for v, sh in zip(nd.values, s.results):
             if isinstance(v.type, TensorType):
                 v.sharding = sh
+    arg_node = {id(nd.values[0]): v for v, nd in enumerate(problem.nodes) if nd.op is None}
+    func = problem.func
+    for i, k in problem.carry:
+        node = arg_node.get(id(func.args[i]))
+        if node is not None and func.result_shardings[k] is None:
+            func.result_shardings[k] = problem.nodes[node].strategies[assignment[node]].results[0]
     for e in problem.edges:
         src = problem.nodes[e.src].strategies[assignment[e.src]].results[e.result]
         dst = problem.nodes[e.dst]
@@ -342,6 +379,63 @@ AUTO_METHODS = ("ilp", "bfs", "local", "penalty", "limited", "auto")
 INTERRUPTED_SUFFIX = " (interrupted)"
 
 
+#: The share of ``auto_shard``'s time limit its baselines' completions get (split evenly).
+BASELINE_SHARE = 0.25
+
+
+def _baselines(problem: AutoProblem, plans: Mapping[str, Plan], seconds: float) -> tuple[Solution | None, dict[str, int | None]]:
+    """The best completion of ``plans`` (each ``seconds / len(plans)`` long; fitting first, then
+    cost), the search's warm start and the answer it must beat, and the cost (picoseconds) of
+    each, ``None`` for one that does not fit or cannot be built on this mesh."""
+    scores: dict[str, int | None] = {}
+    best: Solution | None = None
+    for name, plan in plans.items():
+        try:
+            done = complete_plan(problem, plan, time_limit=max(seconds / len(plans), 0.05))
+        except SearchError:  # not divisible on this mesh, or beyond the strategy cap
+            scores[name] = None
+            continue
+        if done.interrupted:
+            break
+        scores[name] = done.cost if done.feasible else None
+        if best is None or (done.feasible, -done.cost) > (best.feasible, -best.cost):
+            best = replace(done, method=f"{name} plan ({done.method.removeprefix('plan+')})")
+    return best, scores
+
+
+def prepare(
+    module: Module,
+    mesh: Mesh | Mapping[str, int] | str | None = None,
+    memory_budget: int | str | None = None,
+    device: DeviceModel | None = None,
+    *,
+    carry: Sequence[tuple[int, int]] | None = None,
+    max_strategies: int = DEFAULT_MAX_STRATEGIES,
+    progress: Progress | None = None,
+) -> AutoProblem:
+    """The search problem of ``module`` (left unchanged): a copy with its calls inlined (step 0
+    of the module docstring), ``mesh`` put on it (:func:`resolve_mesh`) and its strategy graph
+    (:func:`build_problem`). Solve ``problem.graph`` and pass the answer to :func:`finish`.
+    Arguments and errors as :func:`auto_shard`'s."""
+    dev = device if device is not None else DeviceModel()
+    budget = parse_bytes(memory_budget) if memory_budget is not None else dev.memory
+    work = module.copy()
+    # Each call site gets its own choices (jax.nn.relu, flax layers and optax updates are
+    # private functions): the search sees the program as XLA's partitioner does, inlined.
+    inline_calls(work, decided=False)
+    name, m = resolve_mesh(work, mesh)
+    with chlo_rules():  # elementwise CHLO ops are pointwise, as XLA's partitioner sees them
+        return build_problem(work, name, m, dev, budget, max_strategies=max_strategies, carry=carry, progress=progress)
+
+
+def finish(problem: AutoProblem, solution: Solution) -> tuple[Module, Report]:
+    """Writes ``solution`` on ``problem.module`` (:func:`apply_solution`, in place: a problem is
+    finished once), propagates the rest and returns the module with its :class:`Report`."""
+    apply_solution(problem, solution.assignment)
+    with chlo_rules():
+        return propagate(problem.module), make_report(problem, solution)
+
+
 def auto_shard(
     module: Module,
     mesh: Mesh | Mapping[str, int] | str | None = None,
@@ -350,6 +444,9 @@ def auto_shard(
     time_limit: float = 10.0,
     device: DeviceModel | None = None,
     *,
+    carry: Sequence[tuple[int, int]] | None = None,
+    baselines: Mapping[str, Plan] | None = None,
+    allow_infeasible: bool = False,
     max_strategies: int = DEFAULT_MAX_STRATEGIES,
     progress: Progress | None = None,
 ) -> tuple[Module, Report]:
@@ -362,8 +459,22 @@ def auto_shard(
     ``method``: ``ilp`` (HiGHS, optimal within ``time_limit`` seconds), ``local`` (Rust local
     search), ``penalty`` (memory as node penalties, relaxed problems by toulbar2), ``limited``
     (the whole problem, memory limit included, by toulbar2), ``auto``
-    (``solve``'s choice) or ``bfs`` (MindSpore propagation from the values the user sharded).
+    (``solve``'s choice) or ``bfs`` (MindSpore propagation from the configured ops and the
+    values the user sharded; ``shardwise.configure``).
     ``device``: FLOP rate, link costs (default ``DeviceModel()``).
+    ``carry``: (argument, result) pairs whose result is the argument's next value (a training
+    step's parameters and optimizer state); the result is given the argument's sharding and
+    the move to it is priced. Default: the pairs ``tf.aliasing_output`` names (JAX's
+    ``donate_argnums``); ``()`` for none.
+    ``baselines``: hand plans (name -> argument index -> dimension axes,
+    :mod:`shardwise.search.baselines`) the answer must not be worse than: each is completed on
+    the same graph (:func:`~shardwise.search.baselines.complete_plan`, a quarter of
+    ``time_limit`` shared among them, the search the rest) and the cheapest plan that fits
+    wins; ``Report.baselines`` lists their costs. Default: data parallel and FSDP as the
+    program's donated arguments imply (:func:`~shardwise.search.baselines.inferred_plans`);
+    ``{}`` for none. Not with ``bfs``, which answers from the configured ops alone.
+    ``allow_infeasible``: return a plan over the budget (``Report.feasible`` false,
+    ``Report.infeasibility`` says why) instead of raising :class:`InfeasibleBudget`.
     ``progress(stage, done, total)``: called while building (``strategies``, ``edges``) and
     before ``solving``.
 
@@ -373,35 +484,33 @@ def auto_shard(
     answer so far, which is applied; ``Report.method`` then ends in :data:`INTERRUPTED_SUFFIX`.
 
     Returns the propagated module (every value sharded) and a :class:`Report`. Raises
-    :class:`SearchError` for an unknown method, a bad budget or time limit;
-    :class:`ProgramError` for a module without a usable function or mesh; what
-    ``shardwise.propagate`` raises."""
-    from shardwise.api import propagate
-    from shardwise.search.bfs import solve_bfs
-    from shardwise.search.report import make_report
-    from shardwise.search.solve import solve
-    from shardwise.spmd.partition.inline import inline_calls
-
+    :class:`InfeasibleBudget` when no plan found fits the budget (its message: the smallest
+    peak found, a lower bound on any plan's peak, the nodes that dominate the peak; the plan
+    is on the exception); :class:`SearchError` for an unknown method, a bad budget, time
+    limit or carry pair; :class:`ProgramError` for a module without a usable function or mesh;
+    what ``shardwise.propagate`` raises."""
     if method not in AUTO_METHODS:
         raise SearchError(f"method: expected one of {', '.join(AUTO_METHODS)}, got {method!r}")
-    dev = device if device is not None else DeviceModel()
-    budget = parse_bytes(memory_budget) if memory_budget is not None else dev.memory
-    work = module.copy()
-    # Each call site gets its own choices (jax.nn.relu, flax layers and optax updates are
-    # private functions): the search sees the program as XLA's partitioner does, inlined.
-    inline_calls(work, decided=False)
-    name, m = resolve_mesh(work, mesh)
-    problem = build_problem(work, name, m, dev, budget, max_strategies=max_strategies, progress=progress)
+    problem = prepare(module, mesh, memory_budget, device, carry=carry, max_strategies=max_strategies, progress=progress)
     if progress:
         progress("solving", 0, 1)
     if method == "bfs":
         conf = {i: int(problem.graph.node_costs(i).argmin()) for i, nd in enumerate(problem.nodes) if nd.configured}
         sol = solve_bfs(problem.graph, conf)
+        scores: dict[str, int | None] = {}
     else:
-        sol = solve(problem.graph, time_limit, method)
+        plans = inferred_plans(problem) if baselines is None else dict(baselines)
+        share = BASELINE_SHARE * check_time_limit(time_limit) if plans else 0.0
+        start, scores = _baselines(problem, plans, share)
+        sol = solve(problem.graph, time_limit - share, method, initial=None if start is None else start.assignment)
         if sol.interrupted:  # the report's method says so (the CLI exits 130 on it)
             sol = replace(sol, method=sol.method + INTERRUPTED_SUFFIX)
+        elif start is not None and (start.feasible, -start.cost) > (sol.feasible, -sol.cost):
+            sol = start
     if progress:
         progress("solving", 1, 1)
-    apply_solution(problem, sol.assignment)
-    return propagate(work), make_report(problem, sol)
+    out, report = finish(problem, sol)
+    report = replace(report, baselines=scores)
+    if not report.feasible and not allow_infeasible:
+        raise InfeasibleBudget(report.infeasibility, out, report)
+    return out, report

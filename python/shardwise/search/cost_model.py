@@ -144,11 +144,22 @@ def op_cost(op: Op, rule: OpShardingRule | None, s: Strategy, mesh: Mesh, device
     memory = sum(local_bytes(v, sh, mesh) for v, sh in zip(op.results, s.results))
     cb = cs = 0.0
     if s.reduction_axes:
+        kind = "reduce_scatter" if s.scatter_dims else "all_reduce"
         for v, sh in zip(op.results, s.results):
-            b, sec = device.cost_model.cost("all_reduce", mesh, s.reduction_axes, local_bytes(v, sh, mesh))
+            # Both collectives are charged on the bytes each device holds before the reduction
+            # (a reduce-scatter's result is that divided by the reduction axes' product).
+            before = local_bytes(v, sh, mesh) * (_axes_size(mesh, s.reduction_axes) if s.scatter_dims else 1)
+            b, sec = device.cost_model.cost(kind, mesh, s.reduction_axes, before)
             cb += b
             cs += sec
     return OpCost(flops, flops / device.flop_rate, cb, cs, memory)
+
+
+def _axes_size(mesh: Mesh, axes: Sequence[str]) -> int:
+    n = 1
+    for a in axes:
+        n *= mesh.axis_size(a)
+    return n
 
 
 class ReshardCache:

@@ -16,7 +16,7 @@ Costs and usages are integers (int64 each; sums are exact Python ints). For the 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -220,3 +220,52 @@ def usage_profile(graph: StrategyGraph, assignment: Sequence[int]) -> list[int]:
     live = np.nonzero(first < last)[0]
     use = graph.usage[graph.offsets[live] + np.asarray(assignment, dtype=np.int64)[live]]
     return point_sums(npoints, first[live], last[live], use)
+
+
+def restrict(graph: StrategyGraph, keep: Mapping[int, Sequence[int]]) -> tuple[StrategyGraph, list[I64]]:
+    """``graph`` with node ``v`` limited to the strategies ``keep[v]`` (indices into its
+    own; nodes not in ``keep`` keep all). Returns the new graph and, per node, the original
+    index of each of its strategies (to map an assignment back: ``kept[v][x_v]``). Costs,
+    usages, intervals and the usage limit are the original's, so an assignment scores the same
+    in both. Raises :class:`SearchError` for an empty or out-of-range list."""
+    n = graph.num_nodes
+    kept: list[I64] = []
+    for v in range(n):
+        k = graph.k(v)
+        if v in keep:
+            idx = np.asarray(list(keep[v]), dtype=np.int64)
+            if idx.size == 0 or int(idx.min()) < 0 or int(idx.max()) >= k:
+                raise SearchError(f"node {v}: expected strategy indices in [0, {k}), got {list(keep[v])}")
+        else:
+            idx = np.arange(k, dtype=np.int64)
+        kept.append(idx)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([len(i) for i in kept], out=offsets[1:])
+    flat = np.concatenate([graph.offsets[v] + kept[v] for v in range(n)]) if n else np.zeros(0, dtype=np.int64)
+    mats = []
+    for e, (a, b) in enumerate(graph.edges.tolist()):
+        mats.append(graph.edge_matrix(e)[np.ix_(kept[a], kept[b])].reshape(-1))
+    eoff = np.zeros(graph.num_edges + 1, dtype=np.int64)
+    np.cumsum([m.size for m in mats], out=eoff[1:])
+    sub = StrategyGraph(
+        offsets=offsets,
+        cost=graph.cost[flat],
+        usage=graph.usage[flat],
+        intervals=graph.intervals.copy(),
+        edges=graph.edges.copy(),
+        edge_offsets=eoff,
+        edge_cost=np.concatenate(mats) if mats else np.zeros(0, dtype=np.int64),
+        usage_limit=graph.usage_limit,
+        name=graph.name,
+    )
+    return sub, kept
+
+
+def peak_lower_bound(graph: StrategyGraph) -> int:
+    """A lower bound on every assignment's peak usage: the largest, over the time points, of
+    the sum of each live node's smallest usage (exact per point; the nodes' choices are only
+    coupled across points, which the bound ignores)."""
+    npoints, first, last = graph.time_points()
+    live = np.nonzero(first < last)[0]
+    mins = np.array([int(graph.node_usages(int(v)).min()) for v in live], dtype=np.int64)
+    return max(point_sums(npoints, first[live], last[live], mins), default=0)

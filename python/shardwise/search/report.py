@@ -1,19 +1,31 @@
 """The report of an ``auto_shard`` run: the chosen strategy of every node and what the cost
 model predicts for it (``cost_model.py``): compute seconds, communication bytes and seconds
-(the op's own all-reduce plus the reshards into its operands), memory per device."""
+(the op's own all-reduce plus the reshards into its operands), memory per device.
+
+The reshards are counted as the partitioner emits them: a value moved to one sharding for
+several consumers is moved once (``spmd.partition.global_step.merge_equal_reshards``), so the
+report's bytes can be below the strategy graph's objective, which prices every edge on its
+own (a pairwise model cannot share a cost between edges)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from shardwise.errors import SearchError
 from shardwise.ir.types import TensorType
+from shardwise.search.graph import peak_lower_bound, usage_profile
+from shardwise.search.op_strategy import mindspore_splits
 
 if TYPE_CHECKING:
-    from shardwise.search.auto import AutoProblem
-    from shardwise.tables import PrintableTable
+    from shardwise.ir.core import Value
     from shardwise.search.local import Solution
+    from shardwise.search.problem import AutoProblem
+    from shardwise.search.strategies import Strategy
+    from shardwise.sharding import TensorSharding
+    from shardwise.tables import PrintableTable
 
 __all__ = ["NodeReport", "Report", "make_report"]
 
@@ -36,6 +48,9 @@ class NodeReport:
     comm_seconds: float
     collectives: tuple[str, ...]
     memory: int
+    #: The strategy in MindSpore's notation (per operand per dimension the number of ways it
+    #: is split, ``((2, 4), (4, 1))``; a function argument: its own layout, ``((2, 1),)``).
+    mindspore: str = ""
 
 
 @dataclass(frozen=True)
@@ -58,6 +73,12 @@ class Report:
     memory_budget: int | None
     feasible: bool
     nodes: tuple[NodeReport, ...]
+    #: Why the plan is over the budget, in one line (``""`` when it fits): the smallest peak
+    #: found, a lower bound on any plan's peak and the nodes that dominate the peak.
+    infeasibility: str = ""
+    #: The objective (picoseconds) of each baseline plan's best completion, ``None`` where it
+    #: does not fit the budget or the mesh (``auto_shard(baselines=...)``).
+    baselines: dict[str, int | None] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -79,13 +100,13 @@ class Report:
         from shardwise.tables import PrintableTable
 
         t = PrintableTable(title=f"auto_shard ({self.method}) on {self.mesh}", header_style="bold")
-        for col in ("node", "strategy", "compute (us)", "comm (bytes)", "comm (us)", "collectives", "memory (bytes)"):
+        for col in ("node", "strategy", "MindSpore", "compute (us)", "comm (bytes)", "comm (us)", "collectives", "memory (bytes)"):
             t.add_column(col, overflow="fold")
         for n in self.nodes:
             if only_sharded and n.strategy == "replicated" and not n.comm_bytes:
                 continue
             strat = n.strategy + (" (user)" if n.configured else "")
-            t.add_row(Text(n.label), Text(strat), f"{n.compute_seconds * 1e6:.3f}", f"{n.comm_bytes:.0f}", f"{n.comm_seconds * 1e6:.3f}",
+            t.add_row(Text(n.label), Text(strat), Text(n.mindspore), f"{n.compute_seconds * 1e6:.3f}", f"{n.comm_bytes:.0f}", f"{n.comm_seconds * 1e6:.3f}",
                       Text(" ".join(n.collectives)), str(n.memory))
         budget = "none" if self.memory_budget is None else f"{self.memory_budget}"
         t.caption = (
@@ -93,6 +114,9 @@ class Report:
             f"{self.comm_seconds * 1e6:.3f} us per device; peak memory {self.peak_memory} bytes per device (budget {budget}"
             f"{'' if self.feasible else ', EXCEEDED'}); solver {self.solver_seconds:.2f} s{' (optimal)' if self.optimal else ''}"
         )
+        if self.baselines:
+            plans = ", ".join(f"{k} {'does not fit' if v is None else f'{v / 1e6:.3f} us'}" for k, v in self.baselines.items())
+            t.caption += f"; objective {self.objective_ps / 1e6:.3f} us against the textbook plans: {plans}"
         return t
 
 
@@ -104,21 +128,44 @@ def make_report(problem: AutoProblem, solution: Solution) -> Report:
     if len(x) != len(problem.nodes):
         raise SearchError(f"assignment: expected {len(problem.nodes)} strategy indices, got {len(x)}")
     incoming: dict[int, list[tuple[float, float, tuple[str, ...]]]] = {}
+    seen: set[tuple[int, tuple[tuple[str, ...], ...]]] = set()
+
+    def moved(value: Value, tgt: TensorSharding) -> bool:
+        """False for a second reshard of ``value`` to ``tgt``: the partitioner moves a value
+        once per target sharding (``merge_equal_reshards``, as XLA's CSE after its partitioner)."""
+        key = (id(value), tuple(tuple(a.name for a in d.axes) for d in tgt.dims))
+        if key in seen:
+            return False
+        seen.add(key)
+        return True
+
     for e in problem.edges:
         t = e.value.type
         assert isinstance(t, TensorType)
         src = problem.nodes[e.src].strategies[x[e.src]].results[e.result]
         tgt = problem.nodes[e.dst].strategies[x[e.dst]].operands[e.operand]
+        if not moved(e.value, tgt):
+            continue
         plan = problem.reshards.plan(t.shape, t.element_type, src, tgt)
         incoming.setdefault(e.dst, []).append((plan.bytes, plan.seconds, tuple(s.kind for s in plan.steps)))
+    for cr in problem.carried:  # loop-carried results moved to their argument's sharding
+        t = cr.value.type
+        assert isinstance(t, TensorType)
+        src = problem.nodes[cr.src].strategies[x[cr.src]].results[cr.result]
+        tgt = problem.nodes[cr.arg].strategies[x[cr.arg]].results[0]
+        if not moved(cr.value, tgt):
+            continue
+        plan = problem.reshards.plan(t.shape, t.element_type, src, tgt)
+        incoming.setdefault(cr.src, []).append((plan.bytes, plan.seconds, tuple(s.kind for s in plan.steps)))
     rows = []
     for i, (nd, xi) in enumerate(zip(problem.nodes, x)):
         c = nd.costs[xi]
         ins = incoming.get(i, [])
-        kinds = tuple(k for _, _, ks in ins for k in ks) + (("all_reduce",) if c.comm_bytes or nd.strategies[xi].reduction_axes else ())
+        kinds = tuple(k for _, _, ks in ins for k in ks) + (("reduce_scatter" if nd.strategies[xi].scatter_dims else "all_reduce",) if c.comm_bytes or nd.strategies[xi].reduction_axes else ())
         rows.append(NodeReport(
             nd.label, nd.strategies[xi].describe(), nd.configured, c.flops, c.compute_seconds,
             c.comm_bytes + sum(b for b, _, _ in ins) + nd.extra_bytes[xi], c.comm_seconds + sum(s for _, s, _ in ins) + nd.extra_seconds[xi], kinds, c.memory,
+            _mindspore(problem, nd.strategies[xi], nd.op is None),
         ))  # fmt: skip
     return Report(
         mesh=f"@{problem.mesh_name} = {problem.mesh}",
@@ -133,4 +180,30 @@ def make_report(problem: AutoProblem, solution: Solution) -> Report:
         memory_budget=problem.graph.usage_limit,
         feasible=solution.feasible,
         nodes=tuple(rows),
+        infeasibility="" if solution.feasible else diagnose(problem, solution),
     )
+
+
+def diagnose(problem: AutoProblem, solution: Solution, top: int = 3) -> str:
+    """One line on why ``solution`` exceeds the budget: the budget, the solution's peak and
+    method, the lower bound ``max_t Σ_{v live at t} min_s usage_v(s)`` on every plan's peak
+    (each value at its smallest strategy; exact per time point, ``graph.time_points``) and
+    the ``top`` nodes using most at the solution's peak, with their bytes per device."""
+    g = problem.graph
+    npoints, first, last = g.time_points()
+    live = np.nonzero(first < last)[0]
+    profile = usage_profile(g, solution.assignment)
+    bound = peak_lower_bound(g)
+    t = int(np.argmax(profile)) if profile else 0
+    at_peak = [int(v) for v in live if first[v] <= t < last[v]]
+    at_peak.sort(key=lambda v: -int(g.node_usages(v)[solution.assignment[v]]))
+    heavy = ", ".join(f"{problem.nodes[v].label} {int(g.node_usages(v)[solution.assignment[v]]):,} B" for v in at_peak[:top])
+    budget = g.usage_limit
+    below = f"below {bound:,} B, the least any plan can peak at (every value at its smallest sharding)" if budget is not None and budget < bound else f"no plan found under it; a plan could peak as low as {bound:,} B"
+    return f"memory budget {budget:,} B per device is {below}; the smallest peak found is {solution.peak_usage:,} B ({solution.method}); at that peak: {heavy}"
+
+
+def _mindspore(problem: AutoProblem, s: Strategy, is_arg: bool) -> str:
+    """``s`` in MindSpore's notation: its operand shardings' split counts (an argument: its
+    result's, the parameter's layout), as a Python tuple (``configure`` reads it back)."""
+    return str(mindspore_splits(s.results[:1] if is_arg else s.operands, problem.mesh))

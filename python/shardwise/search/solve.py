@@ -36,6 +36,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import replace
 
 from shardwise.errors import SearchError
@@ -98,14 +99,17 @@ def ilp_refusal(graph: StrategyGraph, time_limit: float) -> str | None:
 
 
 def solve(
-    graph: StrategyGraph, time_limit: float = 10.0, method: str = "auto", *, seed: int = 0, threads: int = 1
+    graph: StrategyGraph, time_limit: float = 10.0, method: str = "auto", *, seed: int = 0, threads: int = 1,
+    initial: Sequence[int] | None = None,
 ) -> Solution:
     """Best assignment of ``graph`` within ``time_limit`` seconds by ``method`` (see module),
     local search on ``threads`` threads, capped at the CPU count (each thread searches for the
     whole time, so more threads than cores only share them). An ILP whose model would not fit
     runs as local search instead, as does a limited solve whose network would not (module
     docstring; an explicit method: with a :class:`FallbackWarning`; ``Solution.note`` says
-    why). From the main thread, a Ctrl-C
+    why). ``initial``: a warm start (one strategy index per node) for the local searches
+    (``local``, and the ILP's own warm start); the other methods start from their own. From
+    the main thread, a Ctrl-C
     returns the best answer so far with ``Solution.interrupted`` set. Raises
     :class:`SearchError` for an unknown method, a bad time limit or a thread count below 1."""
     if method not in METHODS:
@@ -134,11 +138,11 @@ def solve(
             warnings.warn(note, FallbackWarning, stacklevel=2)
             method = "local"
     chosen = method
-    sol = interruptible(lambda: _solve(graph, t, chosen, seed, threads, terms), graph, t)
+    sol = interruptible(lambda: _solve(graph, t, chosen, seed, threads, terms, initial), graph, t)
     return replace(sol, note=note) if note and not sol.note else sol
 
 
-def _solve(graph: StrategyGraph, t: float, method: str, seed: int, threads: int, terms: int) -> Solution:
+def _solve(graph: StrategyGraph, t: float, method: str, seed: int, threads: int, terms: int, initial: Sequence[int] | None = None) -> Solution:
     """:func:`solve` once the method is known (``auto``: not the ILP)."""
     start = time.perf_counter()
     if method == "auto":
@@ -151,12 +155,12 @@ def _solve(graph: StrategyGraph, t: float, method: str, seed: int, threads: int,
         else:
             method = "local"
     if method == "local":
-        return _portfolio(graph, t, seed, threads)
+        return _portfolio(graph, t, seed, threads, initial)
     if method == "penalty":
         return solve_penalty(graph, t, seed=seed)
     if method == "limited":
         return solve_limited(graph, t, seed=seed)
-    warm = _portfolio(graph, min(t * ILP_WARM_SHARE, ILP_WARM_SECONDS), seed, threads)
+    warm = _portfolio(graph, min(t * ILP_WARM_SHARE, ILP_WARM_SECONDS), seed, threads, initial)
     rest = max(t - (time.perf_counter() - start), 0.01)
     try:
         sol = solve_ilp(graph, rest, initial=warm.assignment if warm.feasible else None)
@@ -166,6 +170,9 @@ def _solve(graph: StrategyGraph, t: float, method: str, seed: int, threads: int,
         return Solution(warm.assignment, warm.cost, warm.peak_usage, False, "ilp", False, time.perf_counter() - start)
     except ModelTooLarge as e:  # the memory available fell since solve() looked
         return replace(warm, seconds=time.perf_counter() - start, note=f"{e}; the local search's answer is kept")
+    if warm.feasible and not sol.optimal and (not sol.feasible or warm.cost < sol.cost):
+        # HiGHS stopped at the time limit with a worse incumbent than its own warm start had.
+        return replace(warm, seconds=time.perf_counter() - start, note="the ILP stopped at the time limit above its warm start; the local search's answer is kept")
     return Solution(sol.assignment, sol.cost, sol.peak_usage, sol.feasible, "ilp", sol.optimal,
                     time.perf_counter() - start, note=sol.note)
 
@@ -225,13 +232,13 @@ def _with_limited(graph: StrategyGraph, time_limit: float, seed: int, threads: i
         return _best([limited.result(), other])
 
 
-def _portfolio(graph: StrategyGraph, time_limit: float, seed: int, threads: int) -> Solution:
-    """Local search with seeds ``seed .. seed+threads-1`` in parallel; the best answer (feasible
-    first, then least cost, then lowest seed)."""
+def _portfolio(graph: StrategyGraph, time_limit: float, seed: int, threads: int, initial: Sequence[int] | None = None) -> Solution:
+    """Local search with seeds ``seed .. seed+threads-1`` in parallel (each from ``initial``
+    when given); the best answer (feasible first, then least cost, then lowest seed)."""
     if threads == 1:
-        return solve_local(graph, time_limit, seed=seed)
+        return solve_local(graph, time_limit, seed=seed, initial=initial)
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        runs = list(pool.map(lambda s: solve_local(graph, time_limit, seed=s), range(seed, seed + threads)))
+        runs = list(pool.map(lambda s: solve_local(graph, time_limit, seed=s, initial=initial), range(seed, seed + threads)))
     return _best(runs)

@@ -47,13 +47,19 @@ class Strategy:
     (empty for an argument's pseudo-rule-less strategy). ``operands`` / ``results``: the
     sharding each operand must have and each result gets (closed dimensions, ``@mesh_name``).
     ``reduction_axes``: the axes of sharded reduction factors (the op's all-reduce group).
-    ``shards``: product of all sharding axes' sizes (devices sharing the op's work)."""
+    ``shards``: product of all sharding axes' sizes (devices sharing the op's work).
+    ``scatter_dims``: empty, or per result the dimension that also takes ``reduction_axes``
+    (major to minor, after the dimension's own axes): the op then ends with a reduce-scatter
+    instead of an all-reduce and each device keeps its slice of the reduced result (XLA's and
+    Alpa's reduce-scatter strategy; the partitioner fuses Shardy's ``all_reduce`` +
+    ``all_slice`` into one ``reduce_scatter``, ``passes/canonicalize.py``)."""
 
     factor_axes: tuple[tuple[str, ...], ...]
     operands: tuple[TensorSharding, ...]
     results: tuple[TensorSharding, ...]
     reduction_axes: tuple[str, ...]
     shards: int
+    scatter_dims: tuple[int, ...] = ()
 
     @property
     def is_replicated(self) -> bool:
@@ -64,7 +70,8 @@ class Strategy:
         rule text) or, without factors, the result's dimension shardings; ``replicated``."""
         if self.factor_axes:
             parts = [f"{_factor_name(f, names)}:{'*'.join(a)}" for f, a in enumerate(self.factor_axes) if a]
-            return ",".join(parts) if parts else "replicated"
+            scatter = f" reduce-scatter to dim {','.join(map(str, self.scatter_dims))}" if self.scatter_dims else ""
+            return (",".join(parts) if parts else "replicated") + scatter
         dims = self.results[0].dims if self.results else ()
         if not any(d.axes for d in dims):
             return "replicated"
@@ -122,7 +129,7 @@ def enumerate_strategies(
     if not allow_permutation:
         forbidden |= frozenset(rule.permutation_factors)
     names = [a.name for a in mesh.axes if a.size > 1]
-    found: list[tuple[tuple[int, int, int], Strategy]] = []
+    found: list[tuple[tuple[int, int, int, int], Strategy]] = []
     for n, choice in enumerate(itertools.product(range(nf + 1), repeat=len(names))):
         axes: list[list[str]] = [[] for _ in range(nf)]
         for name, f in zip(names, choice):
@@ -138,10 +145,45 @@ def enumerate_strategies(
             reduction_axes=tuple(a for a in names if a in red),
             shards=_size(mesh, [name for fa in axes for name in fa]),
         )
-        found.append(((-s.shards, sum(1 for f in rule.reduction_factors if axes[f]), n), s))
+        nred = sum(1 for f in rule.reduction_factors if axes[f])
+        found.append(((-s.shards, nred, n, 0), s))
+        for k, v in enumerate(_scatter_variants(mesh, mesh_name, rule, s)):
+            found.append(((-s.shards, nred, n, k + 1), v))
     rep = [s for _, s in found if s.is_replicated][:1]
     rest = [s for _, s in sorted(((k, s) for k, s in found if not s.is_replicated), key=lambda t: t[0])]
     return (rep + rest)[:max_strategies]
+
+
+def _scatter_variants(mesh: Mesh, mesh_name: str, rule: OpShardingRule, s: Strategy) -> list[Strategy]:
+    """The reduce-scatter variants of ``s`` (see :class:`Strategy`): for an op with one
+    result and sharded reduction factors, one per result dimension whose size stays divisible
+    once the reduction axes are added to its own."""
+    if not s.reduction_axes or len(s.results) != 1:
+        return []
+    res = s.results[0]
+    red = _size(mesh, s.reduction_axes)
+    out = []
+    for d, size in enumerate(rule_result_dims(rule, 0)):
+        own = [a.name for a in res.dims[d].axes]
+        if size <= 0 or size % (_size(mesh, own) * red):
+            continue
+        dims = [[a.name for a in dim.axes] for dim in res.dims]
+        dims[d] = own + list(s.reduction_axes)
+        sharded = TensorSharding(mesh, dims, mesh_name=mesh_name)
+        out.append(Strategy(s.factor_axes, s.operands, (sharded,), s.reduction_axes, s.shards, (d,)))
+    return out
+
+
+def rule_result_dims(rule: OpShardingRule, result: int) -> list[int]:
+    """The sizes of result ``result``'s dimensions under ``rule`` (product of each dimension's
+    factor sizes)."""
+    sizes = []
+    for dim in rule.result_mappings[result]:
+        n = 1
+        for f in dim:
+            n *= rule.factor_sizes[f]
+        sizes.append(n)
+    return sizes
 
 
 def replicated(mesh: Mesh, mesh_name: str, rank: int) -> TensorSharding:

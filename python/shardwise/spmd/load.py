@@ -1,21 +1,34 @@
 """Reading a partition directory written by ``shardwise.partition`` (the hidet RFC's
-``load_partition``): ``partitioned.mlir``, ``rank{r}.mlir``, ``meta.json``."""
+``load_partition``): ``partitioned.mlir``, ``rank{r}.mlir``, ``meta.json`` and, when the
+partition was given weights, ``weights/rank{r}.npz`` (layout in ``spmd.partition.meta``).
+
+Runs of a directory (``simulate_outdir``, ``check_outdir``, ``shardwise.execute.launch``) feed
+the saved weights to their arguments and random values (``random_inputs(seed)``) to the others;
+the unpartitioned program of a check gets the weights reassembled from the ranks' blocks
+(``global_weights``), so no global copy is stored."""
 
 from __future__ import annotations
 
 import json
 import os
+import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardwise.errors import ShardwiseError
 from shardwise.ir.core import Module
 from shardwise.ir.rewrite import Uses, erase_op
 
-__all__ = ["load_partition", "load_meta", "load_global", "unpartitioned", "check_outdir"]
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["load_partition", "load_meta", "load_global", "load_weights", "global_weights", "run_inputs", "unpartitioned", "check_outdir"]
 
 _SDY_COLLECTIVES = ("sdy.all_gather", "sdy.all_slice", "sdy.all_to_all", "sdy.collective_permute", "sdy.all_reduce", "sdy.reduce_scatter")
 
+
+#: Rank ``r``'s weight blocks, relative to the partition directory (``spmd.partition.meta``).
+WEIGHTS_PATH = "weights/rank{rank}.npz"
 
 #: The most ranks a partition directory may name (a tampered ``num_ranks`` is refused, not
 #: simulated).
@@ -74,16 +87,162 @@ def load_meta(outdir: str | os.PathLike[str]) -> dict[str, Any]:
     return meta
 
 
-def load_partition(outdir: str | os.PathLike[str], rank: int) -> tuple[Module, dict[str, Any]]:
-    """Rank ``rank``'s StableHLO program (``rank{rank}.mlir``) and the partition's meta.
-    ``ShardwiseError`` for a rank outside ``0..num_ranks-1`` or a missing file."""
+def load_partition(outdir: str | os.PathLike[str], rank: int) -> tuple[Module, dict[str, Any], dict[int, np.ndarray]]:
+    """Rank ``rank``'s StableHLO program (``rank{rank}.mlir``), the partition's meta and its
+    weights: argument index to rank ``rank``'s padded block (numpy, the argument's
+    ``local_shape`` and dtype; ``load_weights``), an empty dict when the partition has none.
+    ``ShardwiseError`` (one line) for a rank outside ``0..num_ranks-1``, a missing file or a
+    bad weights file."""
     from shardwise.importers.mlir import load_mlir
 
     meta = load_meta(outdir)
     n = meta["num_ranks"]
     if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < n:
         raise ShardwiseError(f"rank must be an int in [0, {n}) for {outdir}, got {rank!r}")
-    return load_mlir(_file(outdir, f"rank{rank}.mlir")), meta
+    return load_mlir(_file(outdir, f"rank{rank}.mlir")), meta, load_weights(outdir, rank, meta)
+
+
+def _rank_module(outdir: str | os.PathLike[str], rank: int) -> Module:
+    """``rank{rank}.mlir`` alone (``load_partition`` without its weights)."""
+    from shardwise.importers.mlir import load_mlir
+
+    return load_mlir(_file(outdir, f"rank{rank}.mlir"))
+
+
+def weight_args(meta: dict[str, Any], path: object = "meta.json") -> list[int]:
+    """The argument indices ``meta["weights"]["args"]`` lists (``[]`` without weights);
+    ``ShardwiseError`` when the entry is malformed."""
+    w = meta.get("weights")
+    if w is None:
+        return []
+    args = w.get("args") if isinstance(w, dict) else None
+    arguments = meta.get("arguments")
+    nargs = len(arguments) if isinstance(arguments, list) else 0
+    if (
+        not isinstance(args, list)
+        or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < nargs for i in args)
+        or len(set(args)) != len(args)
+        or w.get("path") != WEIGHTS_PATH
+    ):
+        raise ShardwiseError(f"{path}: weights must be {{'args': [distinct argument indices below {nargs}], 'path': {WEIGHTS_PATH!r}}}, got {str(w)[:80]!r}")
+    return list(args)
+
+
+def load_weights(outdir: str | os.PathLike[str], rank: int, meta: dict[str, Any] | None = None) -> dict[int, np.ndarray]:
+    """Rank ``rank``'s weight blocks from ``weights/rank{rank}.npz`` (read with
+    ``allow_pickle=False``): argument index to an array of that argument's ``local_shape`` and
+    dtype in ``meta.json``; ``{}`` when the partition has no weights. ``ShardwiseError`` (one
+    line) for a missing or unreadable file, a missing key, or a shape or dtype that disagrees
+    with ``meta.json``."""
+    import numpy as np
+
+    from shardwise.execute.dtypes import numpy_dtype
+
+    if meta is None:
+        meta = load_meta(outdir)
+    args = weight_args(meta, Path(outdir) / "meta.json")
+    if not args:
+        return {}
+    name = WEIGHTS_PATH.format(rank=rank)
+    path = _file(outdir, name)
+    out: dict[int, np.ndarray] = {}
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            for i in args:
+                if f"arg{i}" not in npz.files:
+                    raise ShardwiseError(f"{path}: no array arg{i} (meta.json lists argument {i} as a weight); it has {', '.join(npz.files[:8]) or 'none'}")
+                out[i] = npz[f"arg{i}"]
+    except ShardwiseError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as e:
+        raise ShardwiseError(f"{path}: not a readable .npz of weights ({' '.join(str(e).split())[:200]})") from None
+    for i, a in out.items():
+        info = meta["arguments"][i] if isinstance(meta["arguments"][i], dict) else {}
+        shape, dtype = info.get("local_shape"), info.get("dtype")
+        try:
+            want = numpy_dtype(dtype) if isinstance(dtype, str) else None
+        except ShardwiseError:
+            want = None
+        if want is not None and a.dtype != want and a.dtype.kind == "V" and a.dtype.itemsize == want.itemsize:
+            a = out[i] = a.view(want)  # bf16 and float8 are saved as raw bytes ('|V2')
+        if want is None or list(a.shape) != shape or a.dtype != want:
+            raise ShardwiseError(f"{path}: arg{i} has shape {list(a.shape)} {a.dtype.name}; meta.json says local shape {shape} {dtype}")
+    return out
+
+
+def global_weights(outdir: str | os.PathLike[str], global_module: Module | None = None, meta: dict[str, Any] | None = None) -> dict[int, np.ndarray]:
+    """The global value of every weight, reassembled from all ranks' blocks
+    (``weights/rank{r}.npz``) by the argument shardings of the global program: rank ``r``'s
+    unpadded block goes to ``TensorSharding.device_slices`` (the inverse of
+    ``check.shard_inputs``). ``{}`` without weights; ``ShardwiseError`` as ``load_weights``."""
+    meta = load_meta(outdir) if meta is None else meta
+    if not weight_args(meta, Path(outdir) / "meta.json"):
+        return {}
+    g = load_global(outdir) if global_module is None else global_module
+    return _assemble(g, entry(meta, g), [load_weights(outdir, r, meta) for r in range(meta["num_ranks"])])
+
+
+def _assemble(g: Module, func: str, shards: list[dict[int, np.ndarray]]) -> dict[int, np.ndarray]:
+    import numpy as np
+
+    f = g.func(func)
+    out: dict[int, np.ndarray] = {}
+    for i in shards[0]:
+        arg = f.args[i]
+        shape = tuple(arg.type.shape)
+        s = arg.sharding
+        if s is None or not shape:
+            out[i] = shards[0][i]
+            continue
+        full = np.empty(shape, dtype=shards[0][i].dtype)
+        for r, row in enumerate(shards):
+            sl = s.device_slices(shape, r, meshes=g.meshes)
+            full[sl] = row[i][tuple(slice(0, n) for n in full[sl].shape)]
+        out[i] = full
+    return out
+
+
+def run_inputs(
+    outdir: str | os.PathLike[str],
+    global_module: Module,
+    meta: dict[str, Any],
+    seed: int,
+    ranks: list[int] | None = None,
+    *,
+    global_values: bool = True,
+    loaded: dict[int, dict[int, np.ndarray]] | None = None,
+) -> tuple[list[Any], list[list[Any]]]:
+    """The global inputs of a run of ``outdir`` and the padded local inputs of each rank of
+    ``ranks`` (all when ``None``): random values (``random_inputs(seed)`` of the global
+    ``func``, the same with or without weights) for every argument, replaced by the saved
+    weights where the partition has them (globally reassembled as ``global_weights`` does, each
+    rank its own blocks from its ``.npz``). ``global_values=False`` skips reading the other
+    ranks' weights: the weights' entries of the global inputs are then 0-d placeholders.
+    ``loaded``: rank to its weights already read (``load_partition``'s third value), not read
+    again."""
+    import numpy as np
+
+    from shardwise.execute.inputs import random_inputs
+    from shardwise.spmd.partition.check import shard_inputs
+
+    func = entry(meta, global_module)
+    n = meta["num_ranks"]
+    which = list(range(n)) if ranks is None else ranks
+    wanted = range(n) if global_values else which
+    have = loaded or {}
+    shards = {r: have[r] if r in have else load_weights(outdir, r, meta) for r in wanted} if weight_args(meta, Path(outdir) / "meta.json") else {}
+    inputs = [np.asarray(x) for x in random_inputs(global_module.func(func), seed)]
+    if shards and global_values:
+        for i, a in _assemble(global_module, func, [shards[r] for r in range(n)]).items():
+            inputs[i] = a
+    elif shards:
+        for i in shards[which[0]]:
+            inputs[i] = np.zeros(())  # shard_inputs passes a 0-d value through; replaced below
+    local = shard_inputs(global_module, inputs, n, func, ranks=which)
+    for row, r in zip(local, which):
+        for i, a in shards.get(r, {}).items():
+            row[i] = a
+    return inputs, local
 
 
 def load_global(outdir: str | os.PathLike[str]) -> Module:
@@ -108,28 +267,44 @@ def unpartitioned(global_module: Module) -> Module:
 
 def simulate_outdir(outdir: str | os.PathLike[str], *, seed: int = 0) -> Any:
     """Every rank of a partition directory in the in-process simulator on the blocks of random
-    global inputs (``random_inputs(seed)``), without a comparison; returns the
-    ``SimulationResult`` (outputs, collective records, peak live bytes per rank)."""
-    import numpy as np
-
-    from shardwise.execute.inputs import random_inputs
+    global inputs (``random_inputs(seed)``) and the saved weights (``run_inputs``), without a
+    comparison; returns the ``SimulationResult`` (outputs, collective records, peak live bytes
+    per rank)."""
     from shardwise.execute.simulator import simulate
-    from shardwise.spmd.partition.check import shard_inputs
 
     meta = load_meta(outdir)
     g = load_global(outdir)
     func = entry(meta, g)
-    ranks = [load_partition(outdir, r)[0] for r in range(meta["num_ranks"])]
-    inputs = [np.asarray(x) for x in random_inputs(g.func(func), seed)]
-    return simulate(ranks, shard_inputs(g, inputs, len(ranks), func), func=func)
+    ranks = [_rank_module(outdir, r) for r in range(meta["num_ranks"])]
+    _, local = run_inputs(outdir, g, meta, seed)
+    return simulate(ranks, local, func=func)
 
 
 def check_outdir(outdir: str | os.PathLike[str], *, seed: int = 0) -> Any:
     """``check_partition`` on a partition directory: the rank programs in the simulator against
-    ``unpartitioned(partitioned.mlir)``; returns a ``CheckResult``."""
+    ``unpartitioned(partitioned.mlir)``, both fed the same values (``run_inputs``: the saved
+    weights, random values for the other arguments); returns a ``CheckResult``."""
     from shardwise.spmd.partition.check import check_partition
 
     meta = load_meta(outdir)
     g = load_global(outdir)
-    ranks = [load_partition(outdir, r)[0] for r in range(meta["num_ranks"])]
-    return check_partition(unpartitioned(g), g, ranks, seed=seed, func=entry(meta, g))
+    func = entry(meta, g)
+    ranks = [_rank_module(outdir, r) for r in range(meta["num_ranks"])]
+    if not weight_args(meta, Path(outdir) / "meta.json"):
+        return check_partition(unpartitioned(g), g, ranks, seed=seed, func=func)
+    return _check_with_inputs(g, ranks, func, *run_inputs(outdir, g, meta, seed))
+
+
+def _check_with_inputs(g: Module, ranks: list[Module], func: str, inputs: list[Any], local: list[list[Any]]) -> Any:
+    """``check_partition``'s comparison on given global inputs and per-rank blocks."""
+    import numpy as np
+
+    from shardwise.execute.interpreter import run
+    from shardwise.execute.simulator import simulate
+    from shardwise.spmd.partition.check import CheckResult, compare_outputs
+
+    original = unpartitioned(g)
+    ref = [np.asarray(x) for x in run(original, inputs, func=func)]
+    sim = simulate(ranks, local, func=func)
+    checks = compare_outputs(g, ref, sim.outputs, func, exact=lambda: run(original, inputs, func=func, wide=True))
+    return CheckResult(checks, list(sim.collectives[0]) if sim.collectives else [], list(sim.peak_bytes), [sim.bytes_sent(r) for r in range(len(ranks))])

@@ -4,7 +4,12 @@ hidet RFC's ``partition`` / ``load_partition``): a propagated module becomes
 * the global program with Shardy's explicit collectives (``partitioned.mlir``, ``global_step``),
 * one StableHLO program per rank on local shapes (``rank{r}.mlir``, ``local_step``),
 * ``meta.json`` (``meta``): mesh, device ids, communicator groups, global/local shapes and
-  shardings of arguments and results, per-collective bytes per device.
+  shardings of arguments and results, per-collective bytes per device;
+* with ``weights=``, each rank's block of those arguments (``weights/rank{r}.npz``, the hidet
+  RFC's partitioned weight matrices; layout in ``meta``).
+
+The search before partitioning (the hidet RFC's first step) is ``shardwise.workflow.partition``
+(``shardwise.partition``): this layer does not import ``shardwise.search``.
 
 Rank ``r`` runs on device id ``r`` of the mesh.
 """
@@ -16,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from shardwise.errors import MeshError, ProgramError
 from shardwise.files import check_replaceable
 from shardwise.ir.core import Module
@@ -26,7 +33,7 @@ from shardwise.spmd.partition.chlo_rules import chlo_rules
 from shardwise.spmd.partition.inline import inline_calls
 from shardwise.spmd.partition.local_step import localize
 from shardwise.spmd.load import MAX_RANKS
-from shardwise.spmd.partition.meta import build_meta, is_partition_dir, write_outdir
+from shardwise.spmd.partition.meta import Weights, build_meta, check_weights, is_partition_dir, write_outdir
 from shardwise.spmd.redistribute import CostModel
 
 __all__ = ["Collective", "Partition", "entry_func", "partition", "needs_propagation"]
@@ -37,7 +44,10 @@ class Partition:
     """A partitioned program. ``global_module``: the program with explicit sdy collectives;
     ``ranks[r]``: rank ``r``'s StableHLO program; ``collectives``: every collective of the global
     program with its bytes per device; ``meta``: the ``meta.json`` dictionary; ``added_reshards``:
-    reshards the partitioner added around ops it cannot compute on sharded dimensions."""
+    reshards the partitioner added around ops it cannot compute on sharded dimensions;
+    ``weights``: argument index to its global array (``partition(weights=...)``), written as
+    each rank's blocks; ``search_report``: the ``shardwise.search.Report`` of the search that
+    chose the shardings (``shardwise.partition(search=True)``), else ``None``."""
 
     global_module: Module
     ranks: list[Module]
@@ -46,6 +56,8 @@ class Partition:
     collectives: list[Collective]
     meta: dict[str, Any] = field(default_factory=dict)
     added_reshards: int = 0
+    weights: dict[int, np.ndarray] = field(default_factory=dict)
+    search_report: Any = None
 
     @property
     def bytes_per_device(self) -> float:
@@ -53,8 +65,9 @@ class Partition:
         return float(sum(c.bytes for c in self.collectives))
 
     def write(self, outdir: str | os.PathLike[str], *, force: bool = False) -> None:
-        """Writes ``partitioned.mlir``, ``rank{r}.mlir`` and ``meta.json`` to ``outdir``
-        through a temporary directory renamed into place (nothing half-written). An existing
+        """Writes ``partitioned.mlir``, ``rank{r}.mlir``, ``meta.json`` and, with weights,
+        ``weights/rank{r}.npz`` to ``outdir`` through a temporary directory renamed into place
+        (nothing half-written). An existing
         ``outdir`` is replaced only when it is empty or a previous partition; anything else
         raises ``ShardwiseError`` naming it, unless ``force`` (``write_outdir``)."""
         write_outdir(self, outdir, force=force)
@@ -118,6 +131,7 @@ def partition(
     propagate: bool | None = None,
     cost_model: CostModel | None = None,
     force: bool = False,
+    weights: Weights | None = None,
 ) -> Partition:
     """Partitions ``module`` (left unchanged) for its mesh and returns a ``Partition``; writes
     ``outdir`` when given (see ``Partition.write``; ``force`` replaces a directory that is not
@@ -130,10 +144,15 @@ def partition(
     pointwise rule (``inline.py``, ``chlo_rules.py``). A module propagated beforehand keeps its
     shardings; its calls are inlined with reshards where call sites and callees disagree.
     ``cost_model``: the planner's cost model (default ``CostModel()``).
+    ``weights``: argument (index, ``arg{i}``, or its ``jax.arg_info`` name) to a numpy array of
+    its global shape and element type (``meta.check_weights``); the partition then carries them
+    and ``outdir`` gets each rank's blocks under the argument's final sharding
+    (``weights/rank{r}.npz``, read back by ``load_partition``).
 
     Raises ``ProgramError`` naming the op for what cannot be partitioned (several meshes,
-    dynamic shapes, unreduced shardings, a collective whose blocks do not nest), ``MeshError``
-    for a mesh mismatch or device ids that are not ``0..N-1``."""
+    dynamic shapes, unreduced shardings, a collective whose blocks do not nest) and naming the
+    argument for weights of the wrong shape or dtype or for an unknown argument (before any
+    work), ``MeshError`` for a mesh mismatch or device ids that are not ``0..N-1``."""
     from shardwise.api import propagate as run_propagation
     from shardwise.passes import run_pipeline
 
@@ -156,7 +175,7 @@ def partition(
     if the_mesh.size > MAX_RANKS:
         raise ProgramError(f"partitioning writes one program per device: mesh @{mesh_name} = {the_mesh} has {the_mesh.size} devices, at most {MAX_RANKS} are supported")
     check_device_ids(the_mesh)
-    entry_func(work)  # before the work
+    arrays = check_weights(work.func(entry_func(work)), weights)  # before the work
     with chlo_rules():
         if propagate or (propagate is None and needs_propagation(work)):
             # What XLA does before its Shardy and SPMD partitioner run: calls inlined (so each
@@ -175,7 +194,7 @@ def partition(
             if f.regions[0].blocks:
                 collectives += lower_to_collectives(work, f, cost_model)
     ranks = [localize(work, r) for r in range(the_mesh.size)]
-    part = Partition(work, ranks, mesh_name, the_mesh, collectives, added_reshards=added)
+    part = Partition(work, ranks, mesh_name, the_mesh, collectives, added_reshards=added, weights=arrays)
     part.meta = build_meta(part, entry_func(work))
     if outdir is not None:
         part.write(outdir, force=force)

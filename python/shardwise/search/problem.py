@@ -1,0 +1,76 @@
+"""The search problem of one function (``auto.build_problem`` builds it): its nodes (function
+arguments and top-level ops with their strategies and costs), the value edges between them,
+loop-carried results, and the strategy graph every solver reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shardwise.ir.core import Func, Module, Op, Value
+from shardwise.mesh import Mesh
+from shardwise.rules.rule import OpShardingRule
+from shardwise.search.cost_model import DeviceModel, OpCost, ReshardCache
+from shardwise.search.graph import StrategyGraph
+from shardwise.search.strategies import Strategy
+
+__all__ = ["AutoProblem", "Carried", "Edge", "Node"]
+
+
+@dataclass
+class Node:
+    """A node of the search: a function argument (``op`` is ``None``, ``values`` its one value)
+    or an op (``values`` its results). ``strategies`` / ``costs`` align; ``configured``: the
+    user sharded it (its strategies are restricted, and the result never overrides the user);
+    ``step``: its program-order step; ``label``: ``%argN`` or ``op.name`` with its location."""
+
+    label: str
+    op: Op | None
+    values: tuple[Value, ...]
+    rule: OpShardingRule | None
+    strategies: list[Strategy]
+    costs: list[OpCost]
+    step: int
+    configured: bool = False
+    extra_seconds: list[float] = field(default_factory=list)
+    extra_bytes: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """Value ``value`` from result ``result`` of node ``src`` to operand ``operand`` of node ``dst``."""
+
+    src: int
+    result: int
+    dst: int
+    operand: int
+    value: Value
+
+
+@dataclass(frozen=True)
+class Carried:
+    """A loop-carried result: result ``result`` of node ``src`` (``value``) is read back as the
+    argument of node ``arg`` by the next step."""
+
+    arg: int
+    src: int
+    result: int
+    value: Value
+
+
+@dataclass
+class AutoProblem:
+    """The search problem of one function: ``nodes``, value ``edges``, the strategy ``graph``
+    (one graph edge per node pair; node ``i`` of the graph is ``nodes[i]``), the mesh it is
+    on and the reshard plans computed (``reshards``)."""
+
+    module: Module
+    func: Func
+    mesh: Mesh
+    mesh_name: str
+    device: DeviceModel
+    nodes: list[Node]
+    edges: list[Edge]
+    graph: StrategyGraph
+    reshards: ReshardCache
+    carry: tuple[tuple[int, int], ...] = ()
+    carried: tuple[Carried, ...] = ()
