@@ -79,7 +79,8 @@ def partition(
     the partitioner price collectives alike) and partitions its sharded module; the
     returned ``Partition.search_report`` is the search's ``Report`` and ``meta.json`` gets its
     totals under ``"search"`` (``search_summary``). A plan over the budget raises
-    ``SearchError`` (one line: budget and peak) unless ``allow_infeasible=True``, which
+    ``InfeasibleBudget`` (a ``SearchError``; one line: the budget, the smallest peak found, the
+    least any plan can peak at, the values at the peak) unless ``allow_infeasible=True``, which
     partitions it anyway (``meta.json`` then says ``"feasible": false``). A Ctrl-C that stops
     the search raises ``KeyboardInterrupt`` (nothing is written).
 

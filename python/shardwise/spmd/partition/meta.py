@@ -74,7 +74,6 @@ def check_weights(func: Func, weights: Weights | None) -> dict[int, np.ndarray]:
     Raises ``ProgramError`` (one line, naming the argument) for an unknown argument, an
     argument named twice, a shape or dtype that differs, or a value that is not an array."""
     from shardwise.execute.dtypes import numpy_dtype
-    from shardwise.ir.types import TensorType
 
     if weights is None:
         return {}
