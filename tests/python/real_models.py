@@ -129,8 +129,23 @@ def _state_specs(state: Any, params: Any, pspecs: Any) -> Any:
     return jax.tree_util.tree_map_with_path(one, state)
 
 
-def _lower(spec: _Spec) -> str:
-    """Lower one training step of ``spec`` on the mesh and return the raw MLIR text."""
+@dataclass(frozen=True)
+class _Traced:
+    """What lowering a step needs: the batch's abstract inputs, the abstract parameters,
+    extra collection and optimizer state, their hand-rule specs, and the step function."""
+
+    sds: list[Any]
+    params: Any
+    extra: Any
+    opt_state: Any
+    pspecs: Any
+    especs: Any
+    sspecs: Any
+    step: Callable[..., Any]
+
+
+def _trace(spec: _Spec) -> _Traced:
+    """Abstract state (``jax.eval_shape``) and the training step of ``spec``."""
     import jax
     import jax.numpy as jnp
     optax = _optax()
@@ -142,20 +157,25 @@ def _lower(spec: _Spec) -> str:
     extra = variables[spec.extra] if spec.extra else {}
     opt = spec.make_opt()
     opt_state = jax.eval_shape(opt.init, params)
-
     pspecs = _param_specs(params, spec.rules)
-    especs = _param_specs(extra, spec.extra_rules)
-    sspecs = _state_specs(opt_state, params, pspecs)
-    in_sh = (pspecs, especs, sspecs, *(_named(s) for _, _, s in spec.inputs))
-    out_sh = (in_sh[0], in_sh[1], in_sh[2], _named(())) if spec.out_shardings else None
 
     def step(params: Any, extra: Any, opt_state: Any, *batch: Any) -> Any:
         (loss, new_extra), grads = jax.value_and_grad(spec.loss, has_aux=True)(params, extra, *batch)
         updates, opt_state = opt.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), new_extra, opt_state, loss
 
-    jitted = jax.jit(step, in_shardings=in_sh, out_shardings=out_sh)
-    return str(jitted.lower(params, extra, opt_state, *sds).as_text())
+    return _Traced(sds, params, extra, opt_state, pspecs, _param_specs(extra, spec.extra_rules), _state_specs(opt_state, params, pspecs), step)
+
+
+def _lower(spec: _Spec) -> str:
+    """Lower one training step of ``spec`` on the mesh and return the raw MLIR text."""
+    import jax
+
+    t = _trace(spec)
+    in_sh = (t.pspecs, t.especs, t.sspecs, *(_named(s) for _, _, s in spec.inputs))
+    out_sh = (in_sh[0], in_sh[1], in_sh[2], _named(())) if spec.out_shardings else None
+    jitted = jax.jit(t.step, in_shardings=in_sh, out_shardings=out_sh)
+    return str(jitted.lower(t.params, t.extra, t.opt_state, *t.sds).as_text())
 
 
 def _plain(module: Any, objective: Callable[[Any, Any], Any]) -> Callable[..., Any]:
@@ -597,28 +617,11 @@ def _spec_of(sharding: Any) -> tuple[str | None, ...]:
 def plain_model(name: str) -> PlainModel:
     """The model ``name``'s step lowered un-annotated (once), with its argument roles."""
     import jax
-    import jax.numpy as jnp
 
     spec = _MODELS[name]()
-    optax = _optax()
-    struct: Any = jax.ShapeDtypeStruct
-    sds = [struct(shape, jnp.dtype(dt)) for shape, dt, _ in spec.inputs]
-    variables = jax.eval_shape(spec.module.init, jax.random.PRNGKey(0), *sds[: spec.n_model_inputs])
-    params = variables["params"]
-    extra = variables[spec.extra] if spec.extra else {}
-    opt = spec.make_opt()
-    opt_state = jax.eval_shape(opt.init, params)
-    pspecs = _param_specs(params, spec.rules)
-    especs = _param_specs(extra, spec.extra_rules)
-    sspecs = _state_specs(opt_state, params, pspecs)
-
-    def step(params: Any, extra: Any, opt_state: Any, *batch: Any) -> Any:
-        (loss, new_extra), grads = jax.value_and_grad(spec.loss, has_aux=True)(params, extra, *batch)
-        updates, opt_state = opt.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), new_extra, opt_state, loss
-
+    t = _trace(spec)
     args: list[ArgInfo] = []
-    for kind, tree, specs in (("param", params, pspecs), ("extra", extra, especs), ("state", opt_state, sspecs)):
+    for kind, tree, specs in (("param", t.params, t.pspecs), ("extra", t.extra, t.especs), ("state", t.opt_state, t.sspecs)):
         flat = jax.tree_util.tree_flatten_with_path(tree)[0]
         for (path, leaf), sh in zip(flat, jax.tree_util.tree_leaves(specs), strict=True):
             args.append(ArgInfo(kind, "/".join(_path(path)), tuple(leaf.shape), _spec_of(sh)))
@@ -628,5 +631,5 @@ def plain_model(name: str) -> PlainModel:
     # (tf.aliasing_output, which auto_shard reads as loop-carried pairs).
     # keep_unused: every argument stays in main (default jit drops unused ones, which would
     # shift the positions ``args`` describes).
-    text = str(jax.jit(step, donate_argnums=(0, 1, 2), keep_unused=True).lower(params, extra, opt_state, *sds).as_text())
+    text = str(jax.jit(t.step, donate_argnums=(0, 1, 2), keep_unused=True).lower(t.params, t.extra, t.opt_state, *t.sds).as_text())
     return PlainModel(name, spec.optimizer, text, tuple(args))
