@@ -44,8 +44,10 @@ commands:
                      [--time-limit S]] [--weights W.npz]
                                                   per-rank SPMD programs and meta.json; --auto
                                                   searches first; --weights saves rank shards
-  shardwise run OUTDIR [--check]                  run every rank in the in-process simulator;
-                                                  --check compares with the unpartitioned program
+  shardwise run OUTDIR [--check] [--device cpu|cuda]
+                                                  run every rank in the in-process simulator;
+                                                  --check compares with the unpartitioned program;
+                                                  cuda: CuPy arrays, all ranks on one GPU
   shardwise launch -n N OUTDIR [--backend mpi|nccl] [--check]
                                                   run the ranks as MPI processes
   shardwise iopddl FILE.json[.gz] --time-limit S [--method auto|ilp|limited|local|penalty]
@@ -431,12 +433,13 @@ def launch_outdir(console: Console, outdir: str, n: int, *, backend: str, check:
     return res.passed
 
 
-def run_only(console: Console, outdir: str, seed: int) -> None:
-    """``shardwise run OUTDIR`` (no ``--check``): every rank in the simulator on random inputs;
-    prints rank 0's collectives, bytes sent and peak live bytes per device."""
+def run_only(console: Console, outdir: str, seed: int, device: str = "cpu") -> None:
+    """``shardwise run OUTDIR`` (no ``--check``): every rank in the simulator on random inputs
+    (arrays on ``device``); prints rank 0's collectives, bytes sent and peak live bytes per
+    device."""
     from shardwise.spmd.load import simulate_outdir
 
-    res = simulate_outdir(outdir, seed=seed)
+    res = simulate_outdir(outdir, seed=seed, device=device)
     console.print(_collectives_table(res.collectives[0] if res.collectives else []))
     n = len(res.peak_bytes)
     sent = max((res.bytes_sent(r) for r in range(n)), default=0)
@@ -452,13 +455,15 @@ def _collectives_table(records: Sequence[Any]) -> Table:
     return coll
 
 
-def run_check(console: Console, outdir: str, seed: int) -> bool:
-    """``shardwise run OUTDIR --check``: simulates every rank on random inputs and prints the
-    comparison with the unpartitioned program; returns whether every result passed."""
+def run_check(console: Console, outdir: str, seed: int, device: str = "cpu") -> bool:
+    """``shardwise run OUTDIR --check``: simulates every rank on random inputs (arrays on
+    ``device``) and prints the comparison with the unpartitioned program; returns whether every
+    result passed."""
     from shardwise.spmd.load import check_outdir
 
-    res = check_outdir(outdir, seed=seed)
-    console.print(check_table(f"{outdir}: simulated ranks vs the unpartitioned program (seed {seed})", res.outputs))
+    res = check_outdir(outdir, seed=seed, device=device)
+    where = "" if device == "cpu" else f" on {device}"
+    console.print(check_table(f"{outdir}: simulated ranks{where} vs the unpartitioned program (seed {seed})", res.outputs))
     console.print(_collectives_table(res.collectives))
     console.print(f"bytes sent per device: max {max(res.bytes_sent, default=0)}; peak live bytes per device: max {max(res.peak_bytes, default=0)}", highlight=False)
     console.print(Text("PASS", "bold green") if res.passed else Text("FAIL", "bold red"))
@@ -595,6 +600,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ru.add_argument("outdir", help="a directory written by 'shardwise partition'")
     ru.add_argument("--check", action="store_true", help="compare every result with the unpartitioned program (without it: run and report collectives and memory)")
     ru.add_argument("--seed", type=int, default=0, help="seed of the random global inputs (default 0)")
+    ru.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cpu: numpy arrays; cuda: CuPy arrays, every simulated rank on the current GPU (default: cpu)")
     la = sub.add_parser("launch", help="run a partition directory on MPI ranks (mpiexec; pip install 'shardwise[mpi]')")
     la.add_argument("outdir", help="a directory written by 'shardwise partition'")
     la.add_argument("-n", type=int, required=True, help="number of ranks: the partition's device count")
@@ -696,9 +702,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             )
         elif args.command == "run":
             if not args.check:
-                run_only(console, args.outdir, args.seed)
+                run_only(console, args.outdir, args.seed, args.device)
                 return 0
-            return 0 if run_check(console, args.outdir, args.seed) else 1
+            return 0 if run_check(console, args.outdir, args.seed, args.device) else 1
         elif args.command == "launch":
             return 0 if launch_outdir(console, args.outdir, args.n, backend=args.backend, check=args.check, seed=args.seed, timeout=args.timeout) else 1
         elif args.command == "iopddl":

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from shardwise.execute._util import astype, bitcast, is_complex, itemsize, uint_of, upcast
+from shardwise.execute.devices import to_host
 from shardwise.execute.interpreter import Interpreter, register
 from shardwise.ir.core import Op
 
@@ -29,7 +30,7 @@ def _host(fn: Callable[[float], float]) -> Callable[[Any, Any], Any]:
     vec = np.frompyfunc(fn, 1, 1)
 
     def apply(xp: Any, x: Any) -> Any:
-        host = np.asarray(astype(xp, x, xp.float64))
+        host = to_host(astype(xp, x, xp.float64))
         out = np.asarray(vec(host), dtype=np.float64)  # a 0-d input gives a Python float
         return astype(xp, xp.asarray(out), x.dtype)
 

@@ -12,6 +12,7 @@ import numpy as np
 from shardwise.execute._util import bitcast, itemsize
 from shardwise.errors import ProgramError
 from shardwise.execute.attrs import parse_dense, parse_enum
+from shardwise.execute.devices import to_host
 from shardwise.execute.interpreter import Interpreter, register
 from shardwise.ir.attrs import unquote
 from shardwise.ir.core import Op
@@ -86,7 +87,7 @@ def _generator(*parts: bytes) -> np.random.Generator:
 
 
 def _host(x: Any) -> np.ndarray:
-    return np.asarray(x)
+    return to_host(x)
 
 
 @register("stablehlo.rng")

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from shardwise.execute._util import astype
+from shardwise.execute.devices import to_host
 from shardwise.execute.interpreter import Interpreter, register
 from shardwise.ir.core import Op
 
@@ -48,7 +49,7 @@ _BERNOULLI = [
 
 
 def _to_host(xp: Any, x: Any) -> np.ndarray:
-    return np.asarray(astype(xp, x, xp.float64), dtype=np.float64)
+    return to_host(astype(xp, x, xp.float64))
 
 
 def _from_host(xp: Any, y: np.ndarray, like: Any) -> Any:

@@ -265,46 +265,37 @@ def unpartitioned(global_module: Module) -> Module:
     return m
 
 
-def simulate_outdir(outdir: str | os.PathLike[str], *, seed: int = 0) -> Any:
+def simulate_outdir(outdir: str | os.PathLike[str], *, seed: int = 0, device: str = "cpu") -> Any:
     """Every rank of a partition directory in the in-process simulator on the blocks of random
     global inputs (``random_inputs(seed)``) and the saved weights (``run_inputs``), without a
     comparison; returns the ``SimulationResult`` (outputs, collective records, peak live bytes
-    per rank)."""
+    per rank). ``device``: ``"cpu"`` (numpy) or ``"cuda"`` (CuPy, every rank on the current
+    GPU; the outputs stay CuPy arrays). Raises ``ShardwiseError`` for an unknown device or
+    ``"cuda"`` without CuPy or a GPU."""
+    from shardwise.execute.devices import array_namespace, to_device
     from shardwise.execute.simulator import simulate
 
+    xp = array_namespace(device)
     meta = load_meta(outdir)
     g = load_global(outdir)
     func = entry(meta, g)
     ranks = [_rank_module(outdir, r) for r in range(meta["num_ranks"])]
     _, local = run_inputs(outdir, g, meta, seed)
-    return simulate(ranks, local, func=func)
+    return simulate(ranks, [to_device(xp, blocks) for blocks in local], xp=xp, func=func)
 
 
-def check_outdir(outdir: str | os.PathLike[str], *, seed: int = 0) -> Any:
-    """``check_partition`` on a partition directory: the rank programs in the simulator against
-    ``unpartitioned(partitioned.mlir)``, both fed the same values (``run_inputs``: the saved
-    weights, random values for the other arguments); returns a ``CheckResult``."""
-    from shardwise.spmd.partition.check import check_partition
+def check_outdir(outdir: str | os.PathLike[str], *, seed: int = 0, device: str = "cpu") -> Any:
+    """``check_partition`` on a partition directory: the rank programs in the simulator (on
+    ``device``, ``"cpu"`` or ``"cuda"``) against ``unpartitioned(partitioned.mlir)``, both fed
+    the same values (``run_inputs``: the saved weights, random values for the other arguments);
+    returns a ``CheckResult``."""
+    from shardwise.spmd.partition.check import check_partition, check_with_inputs
 
     meta = load_meta(outdir)
     g = load_global(outdir)
     func = entry(meta, g)
     ranks = [_rank_module(outdir, r) for r in range(meta["num_ranks"])]
     if not weight_args(meta, Path(outdir) / "meta.json"):
-        return check_partition(unpartitioned(g), g, ranks, seed=seed, func=func)
-    return _check_with_inputs(g, ranks, func, *run_inputs(outdir, g, meta, seed))
-
-
-def _check_with_inputs(g: Module, ranks: list[Module], func: str, inputs: list[Any], local: list[list[Any]]) -> Any:
-    """``check_partition``'s comparison on given global inputs and per-rank blocks."""
-    import numpy as np
-
-    from shardwise.execute.interpreter import run
-    from shardwise.execute.simulator import simulate
-    from shardwise.spmd.partition.check import CheckResult, compare_outputs
-
-    original = unpartitioned(g)
-    ref = [np.asarray(x) for x in run(original, inputs, func=func)]
-    sim = simulate(ranks, local, func=func)
-    checks = compare_outputs(g, ref, sim.outputs, func, exact=lambda: run(original, inputs, func=func, wide=True))
-    return CheckResult(checks, list(sim.collectives[0]) if sim.collectives else [], list(sim.peak_bytes), [sim.bytes_sent(r) for r in range(len(ranks))])
+        return check_partition(unpartitioned(g), g, ranks, seed=seed, func=func, device=device)
+    inputs, local = run_inputs(outdir, g, meta, seed)
+    return check_with_inputs(unpartitioned(g), g, ranks, inputs, local, func=func, device=device)

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from shardwise.execute.devices import array_namespace, to_device, to_host
 from shardwise.execute.inputs import random_inputs
 from shardwise.execute.interpreter import run
 from shardwise.execute.simulator import CollectiveRecord, simulate
@@ -37,7 +38,7 @@ from shardwise.ir.core import Module
 from shardwise.ir.types import TensorType
 from shardwise.sharding import TensorSharding
 
-__all__ = ["CheckResult", "OutputCheck", "check_partition", "compare_outputs", "shard_inputs"]
+__all__ = ["CheckResult", "OutputCheck", "check_partition", "check_with_inputs", "compare_outputs", "shard_inputs"]
 
 
 #: A float result over the fast tolerance passes when its error against the exact answer is
@@ -197,18 +198,38 @@ def _compare(i: int, ref: np.ndarray, blocks: _Blocks, exact: np.ndarray | None)
     return OutputCheck(i, tuple(ref.shape), str(ref.dtype), worst, rel, rtol, part <= bound, part, own, bound)
 
 
-def check_partition(original: Module, global_module: Module, ranks: list[Module], *, seed: int = 0, func: str = "main") -> CheckResult:
+def check_partition(original: Module, global_module: Module, ranks: list[Module], *, seed: int = 0, func: str = "main", device: str = "cpu") -> CheckResult:
     """Runs ``ranks`` (rank ``r`` on device ``r``) in the SPMD simulator on the blocks of random
     inputs (``random_inputs(seed)`` of ``original``'s ``func``) and compares each rank's block of
     every result (by ``global_module``'s result shardings) with ``original`` run by the same
     interpreter (criterion in the module docstring; ``original`` runs again in float64 only when
-    a float result is over the fast tolerance). Raises ``ProgramError`` when a program fails to
-    run (naming the rank and op)."""
+    a float result is over the fast tolerance). ``device``: where the simulated ranks keep their
+    arrays, ``"cpu"`` (numpy) or ``"cuda"`` (CuPy, every rank on the current GPU); the
+    unpartitioned reference always runs in numpy. Raises ``ProgramError`` when a program fails
+    to run (naming the rank and op), ``ShardwiseError`` for an unknown device or ``"cuda"``
+    without CuPy or a GPU."""
     f = original.func(func)
     inputs = [np.asarray(x) for x in random_inputs(f, seed)]
-    ref = [np.asarray(x) for x in run(original, inputs, func=func)]
-    sim = simulate(ranks, shard_inputs(global_module, inputs, len(ranks), func), func=func)
-    checks = compare_outputs(global_module, ref, sim.outputs, func, exact=lambda: run(original, inputs, func=func, wide=True))
+    return check_with_inputs(original, global_module, ranks, inputs, shard_inputs(global_module, inputs, len(ranks), func), func=func, device=device)
+
+
+def check_with_inputs(
+    original: Module,
+    global_module: Module,
+    ranks: list[Module],
+    inputs: Sequence[Any],
+    local: Sequence[Sequence[Any]],
+    *,
+    func: str = "main",
+    device: str = "cpu",
+) -> CheckResult:
+    """``check_partition``'s run and comparison on given global ``inputs`` (numpy, for
+    ``original``) and per-rank blocks ``local[r]`` (numpy, copied to ``device``)."""
+    xp = array_namespace(device)
+    ref = [np.asarray(x) for x in run(original, list(inputs), func=func)]
+    sim = simulate(ranks, [to_device(xp, blocks) for blocks in local], xp=xp, func=func)
+    outputs = [[to_host(x) for x in out] for out in sim.outputs]
+    checks = compare_outputs(global_module, ref, outputs, func, exact=lambda: run(original, list(inputs), func=func, wide=True))
     return CheckResult(checks, list(sim.collectives[0]) if sim.collectives else [], list(sim.peak_bytes), [sim.bytes_sent(r) for r in range(len(ranks))])
 
 

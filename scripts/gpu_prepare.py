@@ -1,0 +1,50 @@
+"""Prepares what ``scripts/gpu-check`` needs on a GPU machine that reaches no package index:
+the real models' partitions (``tests/python/real_models.py``, lowered here with the pinned jax,
+propagated and partitioned for their 8 devices) under ``.gpu/parts/NAME``, and the dev corpus
+under ``.gpu/conformance``. Run here with the test extra installed:
+
+    .venv/bin/python scripts/gpu_prepare.py [NAME ...]
+
+``.gpu`` is git-ignored (``.git/info/exclude``); carry it with the device call."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# The models are lowered on a 2x4 mesh of CPU devices; set before jax is imported.
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+sys.path.insert(0, str(ROOT / "tests" / "python"))
+
+import shardwise as sw  # noqa: E402
+from corpus import conformance_dir  # noqa: E402
+from real_models import model_names, plain_model, real_model  # noqa: E402
+
+
+def main(names: list[str]) -> None:
+    out = ROOT / ".gpu"
+    parts = out / "parts"
+    shutil.rmtree(parts, ignore_errors=True)
+    parts.mkdir(parents=True)
+    corpus = conformance_dir()
+    if corpus is not None:
+        shutil.rmtree(out / "conformance", ignore_errors=True)
+        shutil.copytree(corpus / "dev", out / "conformance" / "dev")
+    warnings.simplefilter("ignore", sw.UnknownOpWarning)
+    for name in names or model_names():
+        module = sw.load_mlir(real_model(name).text)
+        sw.partition(sw.propagate(module), parts / name)
+        size = sum(p.stat().st_size for p in (parts / name).rglob("*") if p.is_file())
+        print(f"{name}: {size / 1e6:.1f} MB", flush=True)
+    # NCCL takes one rank per GPU: on a machine with a single GPU, launch --backend nccl runs the
+    # GPT step lowered without shardings on a 1x1 mesh.
+    if not names or "gpt" in names:
+        sw.partition(sw.load_mlir(plain_model("gpt").text), parts / "gpt_1rank", mesh={"data": 1, "model": 1})
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
