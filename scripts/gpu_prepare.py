@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 sys.path.insert(0, str(ROOT / "tests" / "python"))
 
-import shardwise as sw  # noqa: E402
-from corpus import conformance_dir  # noqa: E402
-from real_models import model_names, plain_model, real_model  # noqa: E402
+import shardwise as sw
+from corpus import conformance_dir
+from real_models import model_names, plain_model, real_model
 
 
 def main(names: list[str]) -> None:
