@@ -384,10 +384,10 @@ def partition_file(
             highlight=False,
         )
     table = Table(title=f"collectives of {path} on mesh {part.mesh} ({part.mesh.size} ranks)", header_style="bold")
-    for col in ("collective", "global shape", "bytes / device", "from"):
+    for col in ("collective", "global shape", "bytes / device", "runs", "from"):
         table.add_column(col, overflow="fold")
     for c in part.collectives:
-        table.add_row(Text(c.text), f"{list(c.shape)} {c.dtype}", f"{c.bytes:.0f}", Text(c.source))
+        table.add_row(Text(c.text), f"{list(c.shape)} {c.dtype}", f"{c.bytes:.0f}", str(c.times), Text(c.source))
     console.print(table)
     saved = f", weights/rank0..{part.mesh.size - 1}.npz ({', '.join(f'arg{i}' for i in part.weights)})" if part.weights else ""
     console.print(f"wrote {outdir}: partitioned.mlir, rank0..{part.mesh.size - 1}.mlir, meta.json{saved}; {part.bytes_per_device:.0f} bytes per device", highlight=False)

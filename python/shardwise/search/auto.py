@@ -6,7 +6,11 @@ sharding propagation, ``bfs.py``).
    partitioner): each call site of ``jax.nn.relu``, a flax layer or an optax update gets its
    own strategies, and the module returned is the inlined one.
 1. Each function argument and each top-level op of the function is a node; its strategies come
-   from its factor rule (``strategies.py``), its costs from ``cost_model.py``. Values the user
+   from its factor rule (``strategies.py``), its costs from ``cost_model.py``. A
+   ``stablehlo.while`` (``lax.scan``, ``fori_loop``, flax's ``nn.scan``) is searched inside: one
+   node per carried tensor (its operand, result and block arguments share one sharding, Shardy's
+   data-flow edge), whose strategies are the value's, and a node per op of its cond and body,
+   whose costs and reshards count ``trip_count`` times (``ir/loops.py``; the cond's one more). Values the user
    already sharded are configured: an argument with a sharding has that one strategy, an op
    whose result has a sharding keeps only strategies giving that sharding (when none does, one
    strategy with the user's result shardings and replicated operands stands for it). Ops
@@ -15,9 +19,11 @@ sharding propagation, ``bfs.py``).
    producer's result sharding to the consumer's operand sharding (``plan_reshard``); several
    values between the same two nodes add up. A function result with a user sharding adds
    the reshard to it to its producer's own cost.
-3. Liveness: the program order gives arguments step 0 and the ``j``-th op step ``j + 1``; a
-   node lives over ``[its step, last use + 1)`` (results returned by the function live to the
-   end) and uses its results' bytes per device; ``memory_budget`` bounds the total at every step.
+3. Liveness: the program order (a loop's cond and body ops in place of the loop) gives
+   arguments step 0 and the ``j``-th op step ``j + 1``; a node lives over
+   ``[its step, last use + 1)`` (results returned by the function live to the end, a loop's
+   carried values and the values its body yields back to the end of the loop) and uses its
+   results' bytes per device; ``memory_budget`` bounds the total at every step.
 4. ``solve`` (``ilp``, ``local``, ``auto``) or ``solve_bfs`` picks one strategy per node.
 5. The chosen sharding of every decided value is written as a closed sharding (function
    argument shardings, op result shardings) on a copy of the module; ``shardwise.propagate``
@@ -30,12 +36,13 @@ Followers are not merged into their operands here: the solvers' own reductions
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from shardwise.api import propagate
 from shardwise.errors import InfeasibleBudget, ProgramError, SearchError
 from shardwise.ir.core import Func, Module, Op, Value
+from shardwise.ir.loops import UNKNOWN_TRIPS, trip_count
 from shardwise.ir.rewrite import insert_before
 from shardwise.ir.types import TensorType
 from shardwise.mesh import Mesh
@@ -66,6 +73,7 @@ from shardwise.search.strategies import (
 )
 from shardwise.sharding import TensorSharding
 from shardwise.spmd.partition.chlo_rules import chlo_rules
+from shardwise.spmd.partition.coverage import replicated_dims
 from shardwise.spmd.partition.inline import inline_calls
 
 __all__ = ["AUTO_METHODS", "AutoProblem", "Edge", "Node", "apply_solution", "auto_shard", "build_problem", "parse_bytes", "resolve_mesh"]
@@ -137,6 +145,23 @@ def _rank(v: Value) -> int:
     return len(v.type.shape) if isinstance(v.type, TensorType) else 0
 
 
+def _computable(op: Op, strategies: list[Strategy]) -> list[Strategy]:
+    """The strategies the partitioner computes as they are: none shards a dimension
+    ``replicated_dims`` says must stay replicated around ``op`` (a dynamic_update_slice's
+    updated dimension, a slice's sliced one, ...). The partitioner would reshard such a
+    dimension to replicated and back (``spmd.partition.coverage``), bytes the strategy would not
+    count; the search prices that fallback through a replicated strategy and its edges."""
+    need = replicated_dims(op)
+    if need is None:
+        return strategies
+    ops_need, res_need = need
+
+    def fits(shardings: Sequence[TensorSharding], dims: Sequence[set[int]]) -> bool:
+        return all(not sh.dims[d].axes for sh, ds in zip(shardings, dims) for d in ds if d < len(sh.dims))
+
+    return [s for s in strategies if fits(s.operands, ops_need) and fits(s.results, res_need)]
+
+
 def _op_strategies(op: Op, rule: OpShardingRule | None, mesh: Mesh, name: str, cap: int) -> tuple[list[Strategy], bool]:
     if STRATEGY_ATTR in op.attributes:  # shardwise.configure (MindSpore's op.shard): exactly that strategy
         return [select_strategy(op, rule, mesh, name)], True
@@ -145,7 +170,7 @@ def _op_strategies(op: Op, rule: OpShardingRule | None, mesh: Mesh, name: str, c
     if rule is None or not op.results:
         base = [Strategy((), rep_ops, rep_res, (), 1)]
     else:
-        base = enumerate_strategies(rule, mesh, mesh_name=name, max_strategies=cap)
+        base = _computable(op, enumerate_strategies(rule, mesh, mesh_name=name, max_strategies=cap)) or [Strategy((), rep_ops, rep_res, (), 1)]
     user = [v.sharding for v in op.results]
     if all(u is None for u in user):
         return base, False
@@ -155,6 +180,19 @@ def _op_strategies(op: Op, rule: OpShardingRule | None, mesh: Mesh, name: str, c
         return keep, True
     res = tuple(u if u is not None else r for u, r in zip(user, rep_res))
     return [Strategy((), rep_ops, res, (), 1)], True
+
+
+def _searched_ops(ops: Sequence[Op]) -> Iterator[Op]:
+    """The ops of ``ops`` that become nodes: all but returns, a while's cond and body ops
+    instead of the while itself."""
+    for op in ops:
+        if op.name in ("func.return", "stablehlo.return"):
+            continue
+        if op.name == "stablehlo.while" and len(op.regions) == 2:
+            for r in op.regions:
+                yield from _searched_ops(r.blocks[0].ops)
+        else:
+            yield op
 
 
 def build_problem(
@@ -188,44 +226,98 @@ def build_problem(
             strats, conf = value_strategies(a.type.shape, mesh, mesh_name=mesh_name, max_strategies=max_strategies), False
         where[id(a)] = (len(nodes), 0)
         nodes.append(Node(f"%arg{i}", None, (a,), None, strats, [], 0, conf))
-    body = [op for op in func.body.ops if op.name != "func.return"]
-    for j, op in enumerate(body):
-        rule = rules.rule(op)
-        strats, conf = _op_strategies(op, rule, mesh, mesh_name, max_strategies)
-        if op.attributes.pop(STRATEGY_ATTR, None) is not None:
-            # A configured op's strategy becomes its results' sharding on the searched module
-            # (auto_shard's copy), as a user sharding; the attribute does not reach the output.
-            for v, sh in zip(op.results, strats[0].results):
-                if isinstance(v.type, TensorType):
-                    v.sharding = sh
-        for r, v in enumerate(op.results):
-            where[id(v)] = (len(nodes), r)
-        nodes.append(Node(op.where(), op, tuple(op.results), rule, strats, [], j + 1, conf))
-        if progress:
-            progress("strategies", j + 1, len(body))
+    ops = [op for op in func.body.ops if op.name != "func.return"]
+    total = sum(1 for _ in _searched_ops(ops))
+    step = 0
+    # Nodes that must stay live to a step no edge shows: a loop's carried values and the
+    # values its body yields back live to the end of the loop.
+    live_to: dict[int, int] = {}
+    back: list[tuple[Value, int, int]] = []  # (yielded value, carry node, times): loop-back edges
+    built = [0]
+
+    def add_ops(block_ops: Sequence[Op], times: int) -> None:
+        nonlocal step
+        for op in block_ops:
+            if op.name in ("func.return", "stablehlo.return"):
+                continue
+            step += 1
+            if op.name == "stablehlo.while" and len(op.regions) == 2:
+                add_loop(op, times)
+                continue
+            rule = rules.rule(op)
+            strats, conf = _op_strategies(op, rule, mesh, mesh_name, max_strategies)
+            if op.attributes.pop(STRATEGY_ATTR, None) is not None:
+                # A configured op's strategy becomes its results' sharding on the searched module
+                # (auto_shard's copy), as a user sharding; the attribute does not reach the output.
+                for v, sh in zip(op.results, strats[0].results):
+                    if isinstance(v.type, TensorType):
+                        v.sharding = sh
+            for r, v in enumerate(op.results):
+                where[id(v)] = (len(nodes), r)
+            nodes.append(Node(op.where(), op, tuple(op.results), rule, strats, [], step, conf, times=times))
+            built[0] += 1
+            if progress:
+                progress("strategies", built[0], total)
+
+    def add_loop(op: Op, times: int) -> None:
+        """One node per carried tensor (the while's result, its block arguments in cond and
+        body and its operand: one data-flow edge, one sharding), then the cond ops (run
+        trips + 1 times) and the body ops (trips times) as nodes of their own."""
+        trips = trip_count(op)
+        n = UNKNOWN_TRIPS if trips is None else trips
+        cond, body_block = (r.blocks[0] for r in op.regions)
+        carries: dict[int, int] = {}
+        for i, v in enumerate(op.results):
+            if not isinstance(v.type, TensorType):
+                continue
+            if v.sharding is not None:
+                strats, conf = [Strategy((), (v.sharding,), (v.sharding,), (), 1)], True
+            else:
+                strats = [Strategy((), s.results, s.results, (), 1) for s in value_strategies(v.type.shape, mesh, mesh_name=mesh_name, max_strategies=max_strategies)]
+                conf = False
+            carries[i] = len(nodes)
+            for x in (v, cond.args[i], body_block.args[i]):
+                where[id(x)] = (len(nodes), 0)
+            nodes.append(Node(f"{op.where()} carry {i}", op, (v,), None, strats, [], step, conf, times=times, carry_index=i))
+        add_ops(cond.ops, times * (n + 1))
+        add_ops(body_block.ops, times * n)
+        ret = body_block.ops[-1]
+        for i, c in carries.items():
+            live_to[c] = step
+            back.append((ret.operands[i], c, times * n))
+
+    add_ops(ops, 1)
     for nd in nodes:
-        nd.costs = [_arg_cost(nd, s, mesh) if nd.op is None else op_cost(nd.op, nd.rule, s, mesh, device) for s in nd.strategies]
+        nd.costs = [_arg_cost(nd, s, mesh) if nd.op is None or nd.carry_index is not None else op_cost(nd.op, nd.rule, s, mesh, device) for s in nd.strategies]
         nd.extra_seconds = [0.0] * len(nd.strategies)
         nd.extra_bytes = [0.0] * len(nd.strategies)
     reshards = ReshardCache(mesh, device.cost_model)
-    last = {id(v): nd.step for nd in nodes for v in nd.values}
-    end = len(body) + 1
+    last = [nd.step for nd in nodes]
+    end = step + 1
     edges: list[Edge] = []
     for nd_i, nd in enumerate(nodes):
         if nd.op is None:
             continue
-        for k, v in enumerate(nd.op.operands):
+        operands = [(0, nd.op.operands[nd.carry_index])] if nd.carry_index is not None else enumerate(nd.op.operands)
+        for k, v in operands:
             src = where.get(id(v))
             if src is not None and isinstance(v.type, TensorType):
-                edges.append(Edge(src[0], src[1], nd_i, k, v))
-                last[id(v)] = max(last[id(v)], nd.step)
+                edges.append(Edge(src[0], src[1], nd_i, k, v, nd.times))
+                last[src[0]] = max(last[src[0]], nd.step)
+    for v, carry_node, times in back:  # the body's yielded value becomes the carried value again
+        src = where.get(id(v))
+        if src is not None and isinstance(v.type, TensorType):
+            edges.append(Edge(src[0], src[1], carry_node, 0, v, times))
+            last[src[0]] = max(last[src[0]], live_to[carry_node])
+    for carry_node, until in live_to.items():
+        last[carry_node] = max(last[carry_node], until)
     ret = func.return_op
     carried: list[Carried] = []
     for k, v in enumerate(ret.operands):
         src = where.get(id(v))
         if src is None:
             continue
-        last[id(v)] = end
+        last[src[0]] = end
         want = func.result_shardings[k] if k < len(func.result_shardings) else None
         if want is None and isinstance(v.type, TensorType):
             for i, r in pairs:
@@ -247,7 +339,7 @@ def build_problem(
         for x, sa in enumerate(na.strategies):
             row = m[x]
             for y, sb in enumerate(nb.strategies):
-                row[y] += reshards.plan(t.shape, t.element_type, sa.results[e.result], sb.operands[e.operand]).seconds
+                row[y] += e.times * reshards.plan(t.shape, t.element_type, sa.results[e.result], sb.operands[e.operand]).seconds
         if progress:
             progress("edges", n_done + 1, len(edges))
     for c in carried:
@@ -260,9 +352,9 @@ def build_problem(
             row = m[x]
             for y, sb in enumerate(nb.strategies):
                 row[y] += reshards.plan(t.shape, t.element_type, sb.results[c.result], sa.results[0]).seconds
-    intervals = [[nd.step, max(last[id(v)] for v in nd.values) + 1 if nd.values else nd.step + 1] for nd in nodes]
+    intervals = [[nd.step, last[i] + 1] for i, nd in enumerate(nodes)]
     graph = StrategyGraph.build(
-        [[_ps(c.seconds + x) for c, x in zip(nd.costs, nd.extra_seconds)] for nd in nodes],
+        [[_ps(nd.times * c.seconds + x) for c, x in zip(nd.costs, nd.extra_seconds)] for nd in nodes],
         [[c.memory for c in nd.costs] for nd in nodes],
         intervals,
         [list(k) for k in pair],
@@ -321,7 +413,7 @@ def apply_solution(problem: AutoProblem, assignment: tuple[int, ...]) -> None:
     if len(assignment) != len(problem.nodes):
         raise SearchError(f"assignment: expected {len(problem.nodes)} strategy indices, got {len(assignment)}")
     for nd, x in zip(problem.nodes, assignment):
-        if nd.configured or (nd.op is not None and nd.rule is None):
+        if nd.configured or (nd.op is not None and nd.rule is None and nd.carry_index is None):
             continue
         s = nd.strategies[x]
         for v, sh in zip(nd.values, s.results):

@@ -1,5 +1,6 @@
 """The search problem of one function (``auto.build_problem`` builds it): its nodes (function
-arguments and top-level ops with their strategies and costs), the value edges between them,
+arguments, its ops and the ops and carried values of its while loops, with their strategies
+and costs), the value edges between them,
 loop-carried results, and the strategy graph every solver reads."""
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ class Node:
     """A node of the search: a function argument (``op`` is ``None``, ``values`` its one value)
     or an op (``values`` its results). ``strategies`` / ``costs`` align; ``configured``: the
     user sharded it (its strategies are restricted, and the result never overrides the user);
-    ``step``: its program-order step; ``label``: ``%argN`` or ``op.name`` with its location."""
+    ``step``: its program-order step; ``label``: ``%argN`` or ``op.name`` with its location
+    (``... carry i`` for a loop-carried value)."""
 
     label: str
     op: Op | None
@@ -33,17 +35,26 @@ class Node:
     configured: bool = False
     extra_seconds: list[float] = field(default_factory=list)
     extra_bytes: list[float] = field(default_factory=list)
+    #: How many times the op runs per call of the function: the product of the trip counts of
+    #: the loops around it (``ir.loops.times``); its costs count that many times.
+    times: int = 1
+    #: For a loop-carried value of the ``stablehlo.while`` ``op``: which one (its result, the
+    #: block arguments of cond and body and its operand, one sharding); ``None`` otherwise.
+    carry_index: int | None = None
 
 
 @dataclass(frozen=True)
 class Edge:
-    """Value ``value`` from result ``result`` of node ``src`` to operand ``operand`` of node ``dst``."""
+    """Value ``value`` from result ``result`` of node ``src`` to operand ``operand`` of node
+    ``dst``, moved ``times`` times per call (the consumer's count; a loop body's yielded value
+    going back to its carried value: the body's)."""
 
     src: int
     result: int
     dst: int
     operand: int
     value: Value
+    times: int = 1
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shardwise.errors import SearchError
+from shardwise.ir.core import Op, Value
 from shardwise.ir.types import TensorType
 from shardwise.search.graph import peak_lower_bound, usage_profile
 from shardwise.search.op_strategy import mindspore_splits
 
 if TYPE_CHECKING:
-    from shardwise.ir.core import Value
     from shardwise.search.local import Solution
     from shardwise.search.problem import AutoProblem
     from shardwise.search.strategies import Strategy
@@ -37,7 +37,8 @@ class NodeReport:
     ``flops`` per device, ``compute_seconds``, ``comm_bytes`` / ``comm_seconds`` (bytes each
     device sends: own all-reduce + reshards of its operands + reshards of its results to the
     function's result shardings), ``collectives`` (their kinds),
-    ``memory`` bytes per device of its results."""
+    ``memory`` bytes per device of its results. FLOPs, seconds and bytes are per call of the
+    function: an op in a loop body counts its trip count times (``Node.times``)."""
 
     label: str
     strategy: str
@@ -128,12 +129,17 @@ def make_report(problem: AutoProblem, solution: Solution) -> Report:
     if len(x) != len(problem.nodes):
         raise SearchError(f"assignment: expected {len(problem.nodes)} strategy indices, got {len(x)}")
     incoming: dict[int, list[tuple[float, float, tuple[str, ...]]]] = {}
-    seen: set[tuple[int, tuple[tuple[str, ...], ...]]] = set()
+    seen: set[tuple[object, tuple[tuple[str, ...], ...]]] = set()
 
-    def moved(value: Value, tgt: TensorSharding) -> bool:
+    def moved(value: Value, src: TensorSharding, tgt: TensorSharding) -> bool:
         """False for a second reshard of ``value`` to ``tgt``: the partitioner moves a value
-        once per target sharding (``merge_equal_reshards``, as XLA's CSE after its partitioner)."""
-        key = (id(value), tuple(tuple(a.name for a in d.axes) for d in tgt.dims))
+        once per target sharding (``merge_equal_reshards``, as XLA's CSE after its partitioner).
+        Equal constant expressions produced with one sharding are one value by then (Shardy's
+        export runs ``sdy-constant-or-scalar-merger`` first: the zero broadcasts that start
+        each optimizer moment and loop carry)."""
+        const = constant_key(value)
+        which: object = id(value) if const is None else (const, _names(src))
+        key = (which, _names(tgt))
         if key in seen:
             return False
         seen.add(key)
@@ -144,16 +150,16 @@ def make_report(problem: AutoProblem, solution: Solution) -> Report:
         assert isinstance(t, TensorType)
         src = problem.nodes[e.src].strategies[x[e.src]].results[e.result]
         tgt = problem.nodes[e.dst].strategies[x[e.dst]].operands[e.operand]
-        if not moved(e.value, tgt):
+        if not moved(e.value, src, tgt):
             continue
         plan = problem.reshards.plan(t.shape, t.element_type, src, tgt)
-        incoming.setdefault(e.dst, []).append((plan.bytes, plan.seconds, tuple(s.kind for s in plan.steps)))
+        incoming.setdefault(e.dst, []).append((e.times * plan.bytes, e.times * plan.seconds, tuple(s.kind for s in plan.steps)))
     for cr in problem.carried:  # loop-carried results moved to their argument's sharding
         t = cr.value.type
         assert isinstance(t, TensorType)
         src = problem.nodes[cr.src].strategies[x[cr.src]].results[cr.result]
         tgt = problem.nodes[cr.arg].strategies[x[cr.arg]].results[0]
-        if not moved(cr.value, tgt):
+        if not moved(cr.value, src, tgt):
             continue
         plan = problem.reshards.plan(t.shape, t.element_type, src, tgt)
         incoming.setdefault(cr.src, []).append((plan.bytes, plan.seconds, tuple(s.kind for s in plan.steps)))
@@ -162,10 +168,11 @@ def make_report(problem: AutoProblem, solution: Solution) -> Report:
         c = nd.costs[xi]
         ins = incoming.get(i, [])
         kinds = tuple(k for _, _, ks in ins for k in ks) + (("reduce_scatter" if nd.strategies[xi].scatter_dims else "all_reduce",) if c.comm_bytes or nd.strategies[xi].reduction_axes else ())
+        n = nd.times
         rows.append(NodeReport(
-            nd.label, nd.strategies[xi].describe(), nd.configured, c.flops, c.compute_seconds,
-            c.comm_bytes + sum(b for b, _, _ in ins) + nd.extra_bytes[xi], c.comm_seconds + sum(s for _, s, _ in ins) + nd.extra_seconds[xi], kinds, c.memory,
-            _mindspore(problem, nd.strategies[xi], nd.op is None),
+            nd.label, nd.strategies[xi].describe(), nd.configured, n * c.flops, n * c.compute_seconds,
+            n * c.comm_bytes + sum(b for b, _, _ in ins) + nd.extra_bytes[xi], n * c.comm_seconds + sum(s for _, s, _ in ins) + nd.extra_seconds[xi], kinds, c.memory,
+            _mindspore(problem, nd.strategies[xi], nd.op is None or nd.carry_index is not None),
         ))  # fmt: skip
     return Report(
         mesh=f"@{problem.mesh_name} = {problem.mesh}",
@@ -182,6 +189,28 @@ def make_report(problem: AutoProblem, solution: Solution) -> Report:
         nodes=tuple(rows),
         infeasibility="" if solution.feasible else diagnose(problem, solution),
     )
+
+
+def _names(s: TensorSharding) -> tuple[tuple[str, ...], ...]:
+    return tuple(tuple(str(a) for a in d.axes) for d in s.dims)
+
+
+def constant_key(v: Value) -> tuple[object, ...] | None:
+    """What ``sdy-constant-or-scalar-merger`` merges ``v`` by, when its producer is one of the
+    ops it merges (a constant, or a broadcast of a scalar it merges): the region, the op, its
+    attributes, its type and its operand's key; ``None`` for any other value. Two values with
+    equal keys and equal shardings are one value in the partitioned program."""
+    op = v.owner
+    if not isinstance(op, Op) or op.parent is None:
+        return None
+    region = id(op.parent.parent)
+    if op.name in ("stablehlo.constant", "sdy.constant"):
+        return (region, "constant", op.attributes.get("value", ""), str(v.type))
+    if op.name == "stablehlo.broadcast_in_dim" and len(op.operands) == 1:
+        inner = constant_key(op.operands[0])
+        if inner is not None:
+            return (region, op.name, inner, tuple(sorted(op.attributes.items())), str(v.type))
+    return None
 
 
 def diagnose(problem: AutoProblem, solution: Solution, top: int = 3) -> str:

@@ -61,8 +61,9 @@ class Partition:
 
     @property
     def bytes_per_device(self) -> float:
-        """Total bytes each device sends over all collectives (planner cost model)."""
-        return float(sum(c.bytes for c in self.collectives))
+        """Total bytes each device sends over all collectives per run of the program (planner
+        cost model; a collective inside a loop counts its trip count times)."""
+        return float(sum(c.bytes * c.times for c in self.collectives))
 
     def write(self, outdir: str | os.PathLike[str], *, force: bool = False) -> None:
         """Writes ``partitioned.mlir``, ``rank{r}.mlir``, ``meta.json`` and, with weights,

@@ -17,11 +17,12 @@ Shardy's explicit collectives (``partitioned.mlir``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from shardwise.errors import ProgramError
 from shardwise.execute.attrs import parse_array
 from shardwise.ir.core import Block, Func, Module, Op, Value
+from shardwise.ir.loops import times as loop_times
 from shardwise.ir.rewrite import Uses, erase_op, insert_after, insert_before
 from shardwise.ir.types import TensorType
 from shardwise.mesh import Mesh
@@ -40,8 +41,10 @@ _LOWERED = ("sdy.reshard", "sdy.sharding_constraint")
 @dataclass(frozen=True)
 class Collective:
     """One collective of the partitioned program: its Shardy op name, where it comes from
-    (``op`` of the reshard or reduction, with location), the global shape and element type, and
-    the bytes each device sends (the planner's cost model, ``spmd.redistribute``)."""
+    (``op`` of the reshard or reduction, with location), the global shape and element type, the
+    bytes each device sends each time it runs (the planner's cost model,
+    ``spmd.redistribute``) and ``times``, how often it runs per run of the program (inside a
+    ``stablehlo.while``: the trip counts, ``ir.loops.times``)."""
 
     kind: str
     source: str
@@ -49,6 +52,7 @@ class Collective:
     dtype: str
     bytes: float
     text: str
+    times: int = 1
 
 
 def single_mesh(module: Module) -> tuple[str, Mesh]:
@@ -498,27 +502,36 @@ def lower_to_collectives(module: Module, func: Func, model: CostModel | None = N
     uses = Uses(func)
     out: list[Collective] = []
     for op in func.walk_nested():
-        if id(op) in planned and op.parent is not None:
-            out.append(planned[id(op)])
-            continue
-        t = op.operands[0].type if op.operands else None
-        if not isinstance(t, TensorType):
-            continue
-        if op.name in HALO_OPS or op.name == "stablehlo.reverse":
-            out += _local_permutes(op, uses, mesh_name, mesh, model)
-        elif op.name == "sdy.all_reduce":
-            out.append(Collective("sdy.all_reduce", op.where(), t.shape, t.element_type, _all_reduce_bytes(op, mesh, model), _all_reduce_text(op)))
-        elif op.name in ("sdy.reduce_scatter", "sdy.all_slice"):
-            key = "reduce_scatter_axes" if op.name == "sdy.reduce_scatter" else "slicing_axes"
-            per_dim = [[AxisRef.parse(a.strip()) for a in d.split(",") if a.strip()] for d in re.findall(r"\{([^}]*)\}", op.attributes[key])]
-            src = _source_sharding(op.operands[0], uses, mesh_name, mesh)
-            local = 1
-            for d, dim in zip(t.shape, src.dims):
-                local *= ceil_div(d, _count(mesh, dim.axes))
-            n_bytes = 0.0
-            if op.name == "sdy.reduce_scatter":
-                n_bytes = model.cost("reduce_scatter", mesh, [a for d in per_dim for a in d], local * dtype_bytes(t.element_type))[0]
-            out_s = op.results[0].sharding
-            text = f"{op.name} {op.attributes[key].removeprefix('#sdy<list_of_axis_ref_lists').removesuffix('>')}" + ("" if out_s is None else f" out_sharding={out_s.body()}")
-            out.append(Collective(op.name, op.where(), t.shape, t.element_type, n_bytes, text))
+        before = len(out)
+        _collectives_of(op, uses, mesh_name, mesh, model, planned, out)
+        n = loop_times(op) if len(out) > before else 1
+        if n != 1:
+            out[before:] = [replace(c, times=n) for c in out[before:]]
     return out
+
+
+def _collectives_of(op: Op, uses: Uses, mesh_name: str, mesh: Mesh, model: CostModel, planned: dict[int, Collective], out: list[Collective]) -> None:
+    """Appends the collectives of ``op`` (one run of it) to ``out``."""
+    if id(op) in planned and op.parent is not None:
+        out.append(planned[id(op)])
+        return
+    t = op.operands[0].type if op.operands else None
+    if not isinstance(t, TensorType):
+        return
+    if op.name in HALO_OPS or op.name == "stablehlo.reverse":
+        out += _local_permutes(op, uses, mesh_name, mesh, model)
+    elif op.name == "sdy.all_reduce":
+        out.append(Collective("sdy.all_reduce", op.where(), t.shape, t.element_type, _all_reduce_bytes(op, mesh, model), _all_reduce_text(op)))
+    elif op.name in ("sdy.reduce_scatter", "sdy.all_slice"):
+        key = "reduce_scatter_axes" if op.name == "sdy.reduce_scatter" else "slicing_axes"
+        per_dim = [[AxisRef.parse(a.strip()) for a in d.split(",") if a.strip()] for d in re.findall(r"\{([^}]*)\}", op.attributes[key])]
+        src = _source_sharding(op.operands[0], uses, mesh_name, mesh)
+        local = 1
+        for d, dim in zip(t.shape, src.dims):
+            local *= ceil_div(d, _count(mesh, dim.axes))
+        n_bytes = 0.0
+        if op.name == "sdy.reduce_scatter":
+            n_bytes = model.cost("reduce_scatter", mesh, [a for d in per_dim for a in d], local * dtype_bytes(t.element_type))[0]
+        out_s = op.results[0].sharding
+        text = f"{op.name} {op.attributes[key].removeprefix('#sdy<list_of_axis_ref_lists').removesuffix('>')}" + ("" if out_s is None else f" out_sharding={out_s.body()}")
+        out.append(Collective(op.name, op.where(), t.shape, t.element_type, n_bytes, text))

@@ -9,8 +9,9 @@
      "arguments": [{"global_shape": [...], "local_shape": [...], "dtype": "f32", "sharding": "#sdy.sharding<...>"}],
      "results": [...same...],
      "collectives": [{"kind": "sdy.all_gather", "source": "...", "shape": [...], "dtype": "f32",
-                      "bytes_per_device": 96.0, "text": "sdy.all_gather [{\\"x\\"}, {}] out_sharding=<...>"}],
-     "bytes_per_device": 96.0, "added_reshards": 0,
+                      "bytes_per_device": 96.0, "times": 1,     # runs per program run (loop trips)
+                      "text": "sdy.all_gather [{\\"x\\"}, {}] out_sharding=<...>"}],
+     "bytes_per_device": 96.0, "added_reshards": 0,             # sum of bytes_per_device * times
      "weights": {"args": [1, 2], "path": "weights/rank{rank}.npz"},    # only with weights
      "search": {"method": "ilp", "comm_bytes": 3072.0, "peak_memory": 41216, # only after a search
                 "memory_budget": 44000, "feasible": true, "optimal": true, "solver_seconds": 0.1}}
@@ -136,7 +137,7 @@ def build_meta(part: Partition, func: str = "main") -> dict[str, Any]:
         "arguments": [_tensor_info(a.type, b.type, a.sharding) for a, b in zip(g.args, r0.args)],
         "results": [_tensor_info(t, lt, s) for t, lt, s in zip(g.result_types, r0.result_types, g.result_shardings)],
         "collectives": [
-            {"kind": c.kind, "source": c.source, "shape": list(c.shape), "dtype": c.dtype, "bytes_per_device": c.bytes, "text": c.text}
+            {"kind": c.kind, "source": c.source, "shape": list(c.shape), "dtype": c.dtype, "bytes_per_device": c.bytes, "times": c.times, "text": c.text}
             for c in part.collectives
         ],
         "bytes_per_device": part.bytes_per_device,
