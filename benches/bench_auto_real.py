@@ -44,7 +44,7 @@ def main() -> None:
     ap.add_argument(
         "models",
         nargs="*",
-        default=[n for n in model_names() if n not in ("scan_mlp", "lstm")],
+        default=model_names(),
     )
     ap.add_argument("--time-limit", type=float, default=6.0)
     ap.add_argument("-o", "--output")

@@ -1,6 +1,8 @@
 """Prepares what ``scripts/gpu-check`` needs on a GPU machine that reaches no package index:
 the real models' partitions (``tests/python/real_models.py``, lowered here with the pinned jax,
-propagated and partitioned for their 8 devices) under ``.gpu/parts/NAME``, and the dev corpus
+propagated and partitioned for their 8 devices) under ``.gpu/parts/NAME``, the GPT step on one
+rank (``gpt_1rank``), the scanned MLP and the LSTM searched by ``auto_shard``
+(``auto_NAME``), and the dev corpus
 under ``.gpu/conformance``. Run here with the test extra installed:
 
     .venv/bin/python scripts/gpu_prepare.py [NAME ...]
@@ -23,6 +25,10 @@ sys.path.insert(0, str(ROOT / "tests" / "python"))
 import shardwise as sw
 from corpus import conformance_dir
 from real_models import model_names, plain_model, real_model
+from shardwise.search.auto import prepare
+from shardwise.search.graph import peak_lower_bound
+
+MESH = {"data": 2, "model": 4}
 
 
 def main(names: list[str]) -> None:
@@ -44,6 +50,15 @@ def main(names: list[str]) -> None:
     # GPT step lowered without shardings on a 1x1 mesh.
     if not names or "gpt" in names:
         sw.partition(sw.load_mlir(plain_model("gpt").text), parts / "gpt_1rank", mesh={"data": 1, "model": 1})
+    # The search inside loops: the scanned MLP and the LSTM un-annotated, searched under 1.3x
+    # the least peak any plan can have (collectives inside the loop bodies), then partitioned.
+    for name in ("scan_mlp", "lstm"):
+        if names and name not in names:
+            continue
+        plain = sw.load_mlir(plain_model(name).text)
+        budget = int(1.3 * peak_lower_bound(prepare(plain, MESH).graph))
+        sw.partition(plain, parts / f"auto_{name}", mesh=MESH, search=True, memory_budget=budget, time_limit=8)
+        print(f"auto_{name}: searched under {budget} bytes per device", flush=True)
 
 
 if __name__ == "__main__":

@@ -203,9 +203,10 @@ def check_partition(original: Module, global_module: Module, ranks: list[Module]
     inputs (``random_inputs(seed)`` of ``original``'s ``func``) and compares each rank's block of
     every result (by ``global_module``'s result shardings) with ``original`` run by the same
     interpreter (criterion in the module docstring; ``original`` runs again in float64 only when
-    a float result is over the fast tolerance). ``device``: where the simulated ranks keep their
-    arrays, ``"cpu"`` (numpy) or ``"cuda"`` (CuPy, every rank on the current GPU); the
-    unpartitioned reference always runs in numpy. Raises ``ProgramError`` when a program fails
+    a float result is over the fast tolerance). ``device``: where the simulated ranks and the
+    unpartitioned reference keep their arrays, ``"cpu"`` (numpy) or ``"cuda"`` (CuPy, every rank
+    on the current GPU): both run with the same arithmetic, so the own error the criterion
+    allows is the device's (the float64 answer is computed in numpy). Raises ``ProgramError`` when a program fails
     to run (naming the rank and op), ``ShardwiseError`` for an unknown device or ``"cuda"``
     without CuPy or a GPU."""
     f = original.func(func)
@@ -224,9 +225,9 @@ def check_with_inputs(
     device: str = "cpu",
 ) -> CheckResult:
     """``check_partition``'s run and comparison on given global ``inputs`` (numpy, for
-    ``original``) and per-rank blocks ``local[r]`` (numpy, copied to ``device``)."""
+    ``original``) and per-rank blocks ``local[r]`` (numpy); both are copied to ``device``."""
     xp = array_namespace(device)
-    ref = [np.asarray(x) for x in run(original, list(inputs), func=func)]
+    ref = [to_host(x) for x in run(original, to_device(xp, inputs), func=func, xp=xp)]
     sim = simulate(ranks, [to_device(xp, blocks) for blocks in local], xp=xp, func=func)
     outputs = [[to_host(x) for x in out] for out in sim.outputs]
     checks = compare_outputs(global_module, ref, outputs, func, exact=lambda: run(original, list(inputs), func=func, wide=True))
