@@ -286,9 +286,9 @@ def _block(x: Any, mask: Any, heads: int, name: str) -> Any:
     return x + nn.Dense(d, name=f"{name}_mlp_out")(h)
 
 
-def _gpt() -> _Spec:
-    """GPT-style decoder LM: token+position embeddings, 2 causal blocks, tied LM head, next-token
-    loss; chain(clip_by_global_norm, adamw)."""
+def _gpt(layers: int = 2) -> _Spec:
+    """GPT-style decoder LM: token+position embeddings, ``layers`` causal blocks (2), tied LM
+    head, next-token loss; chain(clip_by_global_norm, adamw)."""
     import flax.linen as nn
     optax = _optax()
 
@@ -301,7 +301,7 @@ def _gpt() -> _Spec:
             pos = self.param("pos", nn.initializers.normal(0.02), (seq, d))
             x = embed(tokens) + pos[None]
             mask = nn.make_causal_mask(tokens)
-            for i in range(2):
+            for i in range(layers):
                 x = _block(x, mask, 4, f"b{i}")
             return embed.attend(nn.LayerNorm(name="ln_f")(x))
 
@@ -616,9 +616,19 @@ def _spec_of(sharding: Any) -> tuple[str | None, ...]:
 @functools.cache
 def plain_model(name: str) -> PlainModel:
     """The model ``name``'s step lowered un-annotated (once), with its argument roles."""
+    return _plain_model(name, _MODELS[name]())
+
+
+@functools.cache
+def deep_gpt(layers: int) -> PlainModel:
+    """The GPT step with ``layers`` blocks, lowered un-annotated (the search's size benchmark:
+    about 1,400 ops per block once calls are inlined)."""
+    return _plain_model(f"gpt{layers}", _gpt(layers))
+
+
+def _plain_model(name: str, spec: _Spec) -> PlainModel:
     import jax
 
-    spec = _MODELS[name]()
     t = _trace(spec)
     args: list[ArgInfo] = []
     for kind, tree, specs in (("param", t.params, t.pspecs), ("extra", t.extra, t.especs), ("state", t.opt_state, t.sspecs)):

@@ -68,6 +68,14 @@ def test_auto_real_benchmark_runs(tmp_path: Path) -> None:
     assert "| mlp | data=2,model=4 |" in res.stdout and "| pass |" in out.read_text()
 
 
+def test_auto_large_benchmark_runs(tmp_path: Path) -> None:
+    pytest.importorskip("flax")
+    out = tmp_path / "auto_large.md"
+    _run([str(BENCHES / "bench_auto_large.py"), "--layers", "1", "--time-limit", "1", "--check", "-o", str(out)], tmp_path)
+    row = out.read_text().splitlines()[-1]
+    assert row.startswith("| 1 |") and row.endswith("| pass |"), row
+
+
 def test_iopddl_benchmark_runs(tmp_path: Path) -> None:
     data = ROOT.parent / "shared" / "iopddl"
     if not (data / "best_known.csv").is_file():

@@ -82,9 +82,26 @@ def _factor_name(f: int, names: str) -> str:
     return names[f] if f < len(names) else f"z_{f - len(names) + 1}"
 
 
+#: One object per distinct closed sharding the strategies use (``TensorSharding`` is
+#: immutable). A program's strategies repeat a few shardings thousands of times: sharing them
+#: skips re-validating each, and makes the reshard cache's key comparisons identity checks.
+_INTERNED: dict[tuple[Mesh, str, tuple[tuple[str, ...], ...]], TensorSharding] = {}
+_INTERNED_MAX = 200_000
+
+
+def interned(mesh: Mesh, mesh_name: str, dims: tuple[tuple[str, ...], ...]) -> TensorSharding:
+    """The closed sharding of ``mesh`` with ``dims`` (axis names per dimension), shared."""
+    key = (mesh, mesh_name, dims)
+    s = _INTERNED.get(key)
+    if s is None:
+        if len(_INTERNED) >= _INTERNED_MAX:
+            _INTERNED.clear()
+        s = _INTERNED[key] = TensorSharding(mesh, [list(d) for d in dims], mesh_name=mesh_name)
+    return s
+
+
 def _sharding(mesh: Mesh, mesh_name: str, mapping: Sequence[Sequence[int]], axes: Sequence[Sequence[str]]) -> TensorSharding:
-    dims = [[a for f in dim for a in axes[f]] for dim in mapping]
-    return TensorSharding(mesh, dims, mesh_name=mesh_name)
+    return interned(mesh, mesh_name, tuple(tuple(a for f in dim for a in axes[f]) for dim in mapping))
 
 
 def _size(mesh: Mesh, axes: Sequence[str]) -> int:
@@ -188,7 +205,7 @@ def rule_result_dims(rule: OpShardingRule, result: int) -> list[int]:
 
 def replicated(mesh: Mesh, mesh_name: str, rank: int) -> TensorSharding:
     """The fully replicated closed sharding of a rank-``rank`` tensor."""
-    return TensorSharding(mesh, [[] for _ in range(rank)], mesh_name=mesh_name)
+    return interned(mesh, mesh_name, ((),) * rank)
 
 
 def value_strategies(
