@@ -124,3 +124,29 @@ def test_partition_counts_a_collective_in_a_loop_per_trip() -> None:
     assert part.bytes_per_device == sum(c.bytes * c.times for c in part.collectives)
     assert max(check.bytes_sent) == pytest.approx(part.bytes_per_device)
     np.testing.assert_equal(part.meta["collectives"][-1]["times"], part.collectives[-1].times)
+
+
+def test_search_inside_cond_branches() -> None:
+    """``lax.cond`` is a ``stablehlo.case``: its branch ops are searched (each counted as if
+    its branch ran) and its result is one node with what each branch returns."""
+
+    def step(p, x, w1, w2):  # type: ignore[no-untyped-def]
+        h = jax.lax.cond(p > 0, lambda x: jnp.tanh(x @ w1), lambda x: jax.nn.relu(x @ w2), x)
+        return (h * h).sum()
+
+    args = (jnp.float32(1.0), jnp.ones((64, 128)), jnp.ones((128, 256)), jnp.ones((128, 256)))
+    module = _lower(step, *args)
+    problem = prepare(module, "data=2,model=4")
+    results = [nd for nd in problem.nodes if nd.carry_index is not None]
+    assert len(results) == 1 and results[0].op is not None and results[0].op.name == "stablehlo.case"
+    dots = [nd for nd in problem.nodes if nd.op is not None and nd.op.name == "stablehlo.dot_general"]
+    assert len(dots) == 2
+    # Replicated weights take 256 KiB per device: under 200 KB they must be split.
+    out, report = sw.auto_shard(module, "data=2,model=4", memory_budget=200_000, time_limit=5)
+    assert report.feasible
+    f = out.func()
+    assert all(any(d.axes for d in f.args[i].sharding.dims) for i in (2, 3))
+    part = sw.partition(out)
+    check = sw.check_partition(out, part.global_module, part.ranks, seed=0)
+    assert check.passed
+    assert report.comm_bytes == pytest.approx(part.bytes_per_device, rel=1e-9, abs=0.5)

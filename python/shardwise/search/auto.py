@@ -10,7 +10,9 @@ sharding propagation, ``bfs.py``).
    ``stablehlo.while`` (``lax.scan``, ``fori_loop``, flax's ``nn.scan``) is searched inside: one
    node per carried tensor (its operand, result and block arguments share one sharding, Shardy's
    data-flow edge), whose strategies are the value's, and a node per op of its cond and body,
-   whose costs and reshards count ``trip_count`` times (``ir/loops.py``; the cond's one more). Values the user
+   whose costs and reshards count ``trip_count`` times (``ir/loops.py``; the cond's one more).
+   A ``stablehlo.case`` (``lax.cond``, ``lax.switch``) likewise: a node per op of every branch,
+   each counted once as if its branch ran (an upper bound), and a node per result. Values the user
    already sharded are configured: an argument with a sharding has that one strategy, an op
    whose result has a sharding keeps only strategies giving that sharding (when none does, one
    strategy with the user's result shardings and replicated operands stands for it). Ops
@@ -36,7 +38,7 @@ Followers are not merged into their operands here: the solvers' own reductions
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from shardwise.api import propagate
@@ -183,16 +185,25 @@ def _op_strategies(op: Op, rule: OpShardingRule | None, mesh: Mesh, name: str, c
 
 
 def _searched_ops(ops: Sequence[Op]) -> Iterator[Op]:
-    """The ops of ``ops`` that become nodes: all but returns, a while's cond and body ops
-    instead of the while itself."""
+    """The ops of ``ops`` that become nodes: all but returns, a while's cond and body ops and
+    a case's branch ops instead of the while or case itself."""
     for op in ops:
         if op.name in ("func.return", "stablehlo.return"):
             continue
-        if op.name == "stablehlo.while" and len(op.regions) == 2:
+        if (op.name == "stablehlo.while" and len(op.regions) == 2) or (op.name == "stablehlo.case" and op.regions):
             for r in op.regions:
                 yield from _searched_ops(r.blocks[0].ops)
         else:
             yield op
+
+
+def _value_node_strategies(v: Value, mesh: Mesh, mesh_name: str, cap: int) -> tuple[list[Strategy], bool]:
+    """The strategies of a data-flow edge's node (a while's carried value, a case's result):
+    the value's own shardings, as operand and result alike; only the user's when it has one."""
+    assert isinstance(v.type, TensorType)
+    if v.sharding is not None:
+        return [Strategy((), (v.sharding,), (v.sharding,), (), 1)], True
+    return [Strategy((), s.results, s.results, (), 1) for s in value_strategies(v.type.shape, mesh, mesh_name=mesh_name, max_strategies=cap)], False
 
 
 def build_problem(
@@ -244,6 +255,9 @@ def build_problem(
             if op.name == "stablehlo.while" and len(op.regions) == 2:
                 add_loop(op, times)
                 continue
+            if op.name == "stablehlo.case" and op.regions:
+                add_case(op, times)
+                continue
             rule = rules.rule(op)
             strats, conf = _op_strategies(op, rule, mesh, mesh_name, max_strategies)
             if op.attributes.pop(STRATEGY_ATTR, None) is not None:
@@ -270,11 +284,7 @@ def build_problem(
         for i, v in enumerate(op.results):
             if not isinstance(v.type, TensorType):
                 continue
-            if v.sharding is not None:
-                strats, conf = [Strategy((), (v.sharding,), (v.sharding,), (), 1)], True
-            else:
-                strats = [Strategy((), s.results, s.results, (), 1) for s in value_strategies(v.type.shape, mesh, mesh_name=mesh_name, max_strategies=max_strategies)]
-                conf = False
+            strats, conf = _value_node_strategies(v, mesh, mesh_name, max_strategies)
             carries[i] = len(nodes)
             for x in (v, cond.args[i], body_block.args[i]):
                 where[id(x)] = (len(nodes), 0)
@@ -285,6 +295,25 @@ def build_problem(
         for i, c in carries.items():
             live_to[c] = step
             back.append((ret.operands[i], c, times * n))
+
+    def add_case(op: Op, times: int) -> None:
+        """The ops of every branch as nodes, each counted as if its branch ran (which one runs
+        is known only at run time: an upper bound), then one node per tensor result (Shardy's
+        data-flow edge: the result and what each branch returns share one sharding)."""
+        nonlocal step
+        for r in op.regions:
+            add_ops(r.blocks[0].ops, times)
+        step += 1
+        for i, v in enumerate(op.results):
+            if not isinstance(v.type, TensorType):
+                continue
+            node = len(nodes)
+            where[id(v)] = (node, 0)
+            strats, conf = _value_node_strategies(v, mesh, mesh_name, max_strategies)
+            nodes.append(Node(f"{op.where()} result {i}", op, (v,), None, strats, [], step, conf, times=times, carry_index=i))
+            live_to[node] = step
+            for r in op.regions:
+                back.append((r.blocks[0].ops[-1].operands[i], node, times))
 
     add_ops(ops, 1)
     for nd in nodes:
@@ -298,13 +327,16 @@ def build_problem(
     for nd_i, nd in enumerate(nodes):
         if nd.op is None:
             continue
-        operands = [(0, nd.op.operands[nd.carry_index])] if nd.carry_index is not None else enumerate(nd.op.operands)
+        if nd.carry_index is None:
+            operands: Iterable[tuple[int, Value]] = enumerate(nd.op.operands)
+        else:  # a while's carried value enters from its operand; a case result has none
+            operands = [(0, nd.op.operands[nd.carry_index])] if nd.op.name == "stablehlo.while" else []
         for k, v in operands:
             src = where.get(id(v))
             if src is not None and isinstance(v.type, TensorType):
                 edges.append(Edge(src[0], src[1], nd_i, k, v, nd.times))
                 last[src[0]] = max(last[src[0]], nd.step)
-    for v, carry_node, times in back:  # the body's yielded value becomes the carried value again
+    for v, carry_node, times in back:  # a body's yielded value (a branch's returned value) becomes the carried value (the result)
         src = where.get(id(v))
         if src is not None and isinstance(v.type, TensorType):
             edges.append(Edge(src[0], src[1], carry_node, 0, v, times))

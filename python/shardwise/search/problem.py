@@ -38,8 +38,9 @@ class Node:
     #: How many times the op runs per call of the function: the product of the trip counts of
     #: the loops around it (``ir.loops.times``); its costs count that many times.
     times: int = 1
-    #: For a loop-carried value of the ``stablehlo.while`` ``op``: which one (its result, the
-    #: block arguments of cond and body and its operand, one sharding); ``None`` otherwise.
+    #: For a data-flow edge of ``op``: which one. A ``stablehlo.while``'s carried value (its
+    #: result, the block arguments of cond and body and its operand, one sharding) or a
+    #: ``stablehlo.case``'s result (and what each branch returns); ``None`` otherwise.
     carry_index: int | None = None
 
 
