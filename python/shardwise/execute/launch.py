@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from shardwise.errors import LaunchError, LaunchTimeout, ShardwiseError
+from shardwise.execute.devices import to_host
 from shardwise.files import write_atomic
 from shardwise.execute.simulator import CollectiveRecord
 from shardwise.spmd.partition.check import OutputCheck
@@ -301,8 +302,6 @@ def _record_dict(r: CollectiveRecord) -> dict[str, Any]:
 
 
 def _rank_run(args: argparse.Namespace, mpi: Any) -> None:
-    import numpy as np
-
     from shardwise.execute.interpreter import run
     from shardwise.spmd.load import entry, load_global, load_meta, load_partition, run_inputs, unpartitioned
     from shardwise.spmd.partition.check import compare_outputs
@@ -340,7 +339,7 @@ def _rank_run(args: argparse.Namespace, mpi: Any) -> None:
         outputs = run(module, local, xp=xp, comm=comm, rank=rank, func=func)
         comm.barrier()
         seconds = min(seconds, time.perf_counter() - t0)
-    host = [np.asarray(x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else x) for x in outputs]
+    host = [to_host(x) for x in outputs]
     gathered = world.gather((host, [_record_dict(r) for r in comm.records], seconds), root=0)
     if rank != 0:
         return

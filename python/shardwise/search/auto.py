@@ -244,10 +244,10 @@ def build_problem(
     # values its body yields back live to the end of the loop.
     live_to: dict[int, int] = {}
     back: list[tuple[Value, int, int]] = []  # (yielded value, carry node, times): loop-back edges
-    built = [0]
+    built = 0  # op nodes so far, for progress
 
     def add_ops(block_ops: Sequence[Op], times: int) -> None:
-        nonlocal step
+        nonlocal step, built
         for op in block_ops:
             if op.name in ("func.return", "stablehlo.return"):
                 continue
@@ -269,9 +269,9 @@ def build_problem(
             for r, v in enumerate(op.results):
                 where[id(v)] = (len(nodes), r)
             nodes.append(Node(op.where(), op, tuple(op.results), rule, strats, [], step, conf, times=times))
-            built[0] += 1
+            built += 1
             if progress:
-                progress("strategies", built[0], total)
+                progress("strategies", built, total)
 
     def add_loop(op: Op, times: int) -> None:
         """One node per carried tensor (the while's result, its block arguments in cond and
