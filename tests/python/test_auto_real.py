@@ -24,8 +24,8 @@ from shardwise.search.baselines import complete_plan
 from shardwise.search.graph import evaluate, peak_lower_bound
 from textbook import hand_plans
 
-# Shardy's registry has no rule for chlo.top_k (the mixture of experts' router): it is one
-# replicated node, and the rule lookup warns, as in test_real_models.
+# Shardy's registry has no rule for chlo.top_k (the mixture of experts' router): the search and
+# the partitioner give it one (chlo_rules), but lookups outside them warn, as in test_real_models.
 pytestmark = [
     pytest.mark.jax,
     pytest.mark.filterwarnings("ignore::shardwise.rules.exceptions.UnknownOpWarning"),

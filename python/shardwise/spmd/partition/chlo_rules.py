@@ -16,6 +16,16 @@ without a user rule has Shardy's pointwise rule (factor ``d`` is dimension ``d``
 operand and result, ``buildPointwise``). The partitioner's own propagation, its explicit
 reshards and its local rewrite (``coverage.LOCAL_OPS``) then treat them like ``stablehlo.sine``.
 
+``chlo.top_k`` (``jax.lax.top_k``: a mixture-of-experts router) is legalized to a
+``stablehlo.sort`` along the last dimension and a slice; ``chlo_rules()`` gives it the rule
+Shardy gives that sort and the ``mhlo.topk`` custom call (``addPointwiseWithDiffTypeForMismatch``
+in ``op_sharding_rule_registry.cc``): the leading (batch) dimensions are pointwise between the
+operand and both results, and the last dimension is a need-replication, blocked factor (one
+for the operand's ``n`` and the results' ``k``, sized ``n``; always need-replication here, even
+when ``k == n``, since a sharded sort dimension would give each rank its own top ``k``). The
+search and the partitioner then keep a router's tokens sharded through it
+(``coverage.replicated_dims`` keeps its last dimension whole).
+
 Not thread-safe: the rules live in the process-wide registry while the context is active.
 """
 
@@ -24,12 +34,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from shardwise.rules._util import pointwise
+from shardwise.rules._util import pointwise, shape_of
 from shardwise.rules.opinfo import OpInfo
 from shardwise.rules.registry import is_user_op, register_op_rule, unregister_op_rule
-from shardwise.rules.rule import OpShardingRule
+from shardwise.rules.rule import FactorKind, OpShardingRule, RuleBuilder
 
-__all__ = ["CHLO_POINTWISE", "chlo_rules"]
+__all__ = ["CHLO_POINTWISE", "CHLO_RULES", "chlo_rules"]
 
 #: The elementwise CHLO ops (``stablehlo/dialect/ChloOps.td``: unary ``Elementwise`` ops and the
 #: binary special functions); ``chlo.broadcast_*`` (implicit broadcasting) and ``chlo.top_k``
@@ -46,13 +56,34 @@ def _pointwise(op: OpInfo, conservative: bool) -> OpShardingRule | None:
     return pointwise(op)
 
 
+def _top_k(op: OpInfo, conservative: bool) -> OpShardingRule | None:
+    """``chlo.top_k`` (module docstring): ``None`` (no rule) unless it has one operand of rank
+    >= 1 and two results of its rank."""
+    if len(op.operands) != 1 or len(op.results) != 2 or not op.operands[0].is_tensor:
+        return None
+    shape = shape_of(op.operands[0])
+    if not shape or any(not r.is_tensor or r.rank != len(shape) for r in op.results):
+        return None
+    last = len(shape) - 1
+    return (
+        RuleBuilder.for_op(op)
+        .add_pointwise(shape[:-1])
+        .add_factor(last, [last, last], shape[-1], FactorKind.NEED_REPLICATION, blocked=True)
+        .build()
+    )
+
+
+#: The rules ``chlo_rules()`` adds: every op of :data:`CHLO_POINTWISE`, and ``chlo.top_k``.
+CHLO_RULES = {**{name: _pointwise for name in CHLO_POINTWISE}, "chlo.top_k": _top_k}
+
+
 @contextmanager
 def chlo_rules() -> Iterator[None]:
-    """Within the context, the ops of ``CHLO_POINTWISE`` that the user gave no rule have the
-    pointwise rule (module docstring); afterwards they have none again."""
-    added = [name for name in CHLO_POINTWISE if not is_user_op(name)]
+    """Within the context, the ops of :data:`CHLO_RULES` that the user gave no rule have the
+    rules of the module docstring; afterwards they have none again."""
+    added = [name for name in CHLO_RULES if not is_user_op(name)]
     for name in added:
-        register_op_rule(name, _pointwise)
+        register_op_rule(name, CHLO_RULES[name])
     try:
         yield
     finally:

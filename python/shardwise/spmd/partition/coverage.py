@@ -103,6 +103,10 @@ def replicated_dims(op: Op) -> tuple[list[set[int]], list[set[int]]] | None:
         shape, upd = op.operands[0].type.shape, op.operands[1].type.shape
         dims = {i for i in range(len(shape)) if upd[i] != shape[i]}
         return [dims, dims] + [set() for _ in op.operands[2:]], [dims]
+    if name == "chlo.top_k" and len(op.operands) == 1 and _rank(op.operands[0]) >= 1:
+        # Computed on local blocks of its leading (batch) dimensions (``chlo_rules``); the
+        # dimension it ranks stays whole.
+        return _same_dims(op, {_rank(op.operands[0]) - 1})
     if name == "stablehlo.sort":
         return _same_dims(op, {parse_int(op.attributes.get("dimension", "-1 : i64")) % max(_rank(op.operands[0]), 1)}, len(op.operands))
     if name == "stablehlo.reduce_window" and len(op.operands) == 2 and body_kind(op.regions[0]) is not None:
