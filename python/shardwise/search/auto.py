@@ -12,10 +12,16 @@ sharding propagation, ``bfs.py``).
    data-flow edge), whose strategies are the value's, and a node per op of its cond and body,
    whose costs and reshards count ``trip_count`` times (``ir/loops.py``; the cond's one more).
    A ``stablehlo.case`` (``lax.cond``, ``lax.switch``) likewise: a node per op of every branch,
-   each counted once as if its branch ran (an upper bound), and a node per result. Values the user
-   already sharded are configured: an argument with a sharding has that one strategy, an op
-   whose result has a sharding keeps only strategies giving that sharding (when none does, one
-   strategy with the user's result shardings and replicated operands stands for it). Ops
+   each counted once as if its branch ran (an upper bound), and a node per result. An
+   ``sdy.manual_computation`` (``jax.shard_map``): a node per operand and per result (its in-
+   or out-sharding's free dimensions, decided with the body value; the manual axes as the user
+   wrote them) and a node per body op on its local types, with strategies over the free axes
+   only (none when every axis is manual). Values the user
+   already sharded are configured: an argument with a sharding has only the strategies it
+   allows, an op whose result has a sharding keeps only strategies giving one it allows (a
+   closed dimension as written, an open one its axes then any more: ``strategies.allows``;
+   when none does, one strategy with the user's result shardings and replicated operands
+   stands for it); fully closed ones are left as the user wrote them. Ops
    without a rule have one strategy: replicated operands and results.
 2. Each producer -> consumer value is an edge whose matrix is the resharding seconds from the
    producer's result sharding to the consumer's operand sharding (``plan_reshard``); several
@@ -48,6 +54,7 @@ from shardwise.ir.loops import UNKNOWN_TRIPS, trip_count
 from shardwise.ir.rewrite import insert_before
 from shardwise.ir.types import TensorType
 from shardwise.mesh import Mesh
+from shardwise.passes._sdy import manual_axes
 from shardwise.rules.from_ir import RuleCache
 from shardwise.rules.rule import OpShardingRule
 from shardwise.search.baselines import Plan, complete_plan, inferred_plans
@@ -69,7 +76,12 @@ from shardwise.search.solve import solve
 from shardwise.search.strategies import (
     DEFAULT_MAX_STRATEGIES,
     Strategy,
+    allows,
     enumerate_strategies,
+    free_mesh,
+    is_closed,
+    manual_boundary,
+    rebind,
     replicated,
     value_strategies,
 )
@@ -164,7 +176,9 @@ def _computable(op: Op, strategies: list[Strategy]) -> list[Strategy]:
     return [s for s in strategies if fits(s.operands, ops_need) and fits(s.results, res_need)]
 
 
-def _op_strategies(op: Op, rule: OpShardingRule | None, mesh: Mesh, name: str, cap: int) -> tuple[list[Strategy], bool]:
+def _op_strategies(op: Op, rule: OpShardingRule | None, mesh: Mesh, name: str, cap: int, axes: Mesh | None = None) -> tuple[list[Strategy], bool]:
+    """``op``'s strategies and whether they are the user's. ``axes``: the mesh of the axes it
+    may use (inside a manual computation: the free ones; default ``mesh``)."""
     if STRATEGY_ATTR in op.attributes:  # shardwise.configure (MindSpore's op.shard): exactly that strategy
         return [select_strategy(op, rule, mesh, name)], True
     rep_ops = tuple(replicated(mesh, name, _rank(v)) for v in op.operands)
@@ -172,38 +186,51 @@ def _op_strategies(op: Op, rule: OpShardingRule | None, mesh: Mesh, name: str, c
     if rule is None or not op.results:
         base = [Strategy((), rep_ops, rep_res, (), 1)]
     else:
-        base = _computable(op, enumerate_strategies(rule, mesh, mesh_name=name, max_strategies=cap)) or [Strategy((), rep_ops, rep_res, (), 1)]
+        if axes is None or axes == mesh:
+            found = enumerate_strategies(rule, mesh, mesh_name=name, max_strategies=cap)
+        else:
+            found = rebind(enumerate_strategies(rule, axes, mesh_name=name, max_strategies=cap), mesh, name)
+        base = _computable(op, found) or [Strategy((), rep_ops, rep_res, (), 1)]
     user = [v.sharding for v in op.results]
     if all(u is None for u in user):
         return base, False
-    want = [None if u is None else _dims(u) for u in user]
-    keep = [s for s in base if all(w is None or _dims(r) == w for r, w in zip(s.results, want))]
+    keep = [s for s in base if all(u is None or allows(u, r) for r, u in zip(s.results, user))]
     if keep:
-        return keep, True
+        return keep, is_closed(user)
     res = tuple(u if u is not None else r for u, r in zip(user, rep_res))
     return [Strategy((), rep_ops, res, (), 1)], True
 
 
+_RETURNS = ("func.return", "stablehlo.return", "sdy.return")
+MANUAL = "sdy.manual_computation"
+
+
 def _searched_ops(ops: Sequence[Op]) -> Iterator[Op]:
-    """The ops of ``ops`` that become nodes: all but returns, a while's cond and body ops and
-    a case's branch ops instead of the while or case itself."""
+    """The ops of ``ops`` that become nodes: all but returns, a while's cond and body ops, a
+    case's branch ops and a manual computation's body ops instead of the op itself."""
     for op in ops:
-        if op.name in ("func.return", "stablehlo.return"):
+        if op.name in _RETURNS:
             continue
-        if (op.name == "stablehlo.while" and len(op.regions) == 2) or (op.name == "stablehlo.case" and op.regions):
+        if (op.name == "stablehlo.while" and len(op.regions) == 2) or (op.name in ("stablehlo.case", MANUAL) and op.regions):
             for r in op.regions:
                 yield from _searched_ops(r.blocks[0].ops)
         else:
             yield op
 
 
-def _value_node_strategies(v: Value, mesh: Mesh, mesh_name: str, cap: int) -> tuple[list[Strategy], bool]:
+def _value_node_strategies(v: Value, mesh: Mesh, mesh_name: str, cap: int, axes: Mesh | None = None) -> tuple[list[Strategy], bool]:
     """The strategies of a data-flow edge's node (a while's carried value, a case's result):
-    the value's own shardings, as operand and result alike; only the user's when it has one."""
+    the value's own shardings, as operand and result alike; only the user's when it has one.
+    ``axes``: the mesh of the axes it may use (inside a manual computation: the free ones;
+    default ``mesh``)."""
     assert isinstance(v.type, TensorType)
     if v.sharding is not None:
-        return [Strategy((), (v.sharding,), (v.sharding,), (), 1)], True
-    return [Strategy((), s.results, s.results, (), 1) for s in value_strategies(v.type.shape, mesh, mesh_name=mesh_name, max_strategies=cap)], False
+        u = v.sharding
+        ok = [] if is_closed([u]) else [s.results[0] for s in value_strategies(v.type.shape, mesh, mesh_name=mesh_name, max_strategies=cap, axes=axes) if allows(u, s.results[0])]
+        if ok:
+            return [Strategy((), (r,), (r,), (), 1) for r in ok], False
+        return [Strategy((), (u,), (u,), (), 1)], True
+    return [Strategy((), s.results, s.results, (), 1) for s in value_strategies(v.type.shape, mesh, mesh_name=mesh_name, max_strategies=cap, axes=axes)], False
 
 
 def build_problem(
@@ -232,7 +259,8 @@ def build_problem(
         if not isinstance(a.type, TensorType):
             continue
         if a.sharding is not None:
-            strats, conf = [Strategy((), (), (a.sharding,), (), 1)], True
+            ok = [] if is_closed([a.sharding]) else [st for st in value_strategies(a.type.shape, mesh, mesh_name=mesh_name, max_strategies=max_strategies) if allows(a.sharding, st.results[0])]
+            strats, conf = (ok, False) if ok else ([Strategy((), (), (a.sharding,), (), 1)], True)
         else:
             strats, conf = value_strategies(a.type.shape, mesh, mesh_name=mesh_name, max_strategies=max_strategies), False
         where[id(a)] = (len(nodes), 0)
@@ -245,11 +273,14 @@ def build_problem(
     live_to: dict[int, int] = {}
     back: list[tuple[Value, int, int]] = []  # (yielded value, carry node, times): loop-back edges
     built = 0  # op nodes so far, for progress
+    # Inside a manual computation: the mesh of its free axes (and the manual axes around it).
+    free: Mesh | None = None
+    manual_around: frozenset[str] = frozenset()
 
     def add_ops(block_ops: Sequence[Op], times: int) -> None:
         nonlocal step, built
         for op in block_ops:
-            if op.name in ("func.return", "stablehlo.return"):
+            if op.name in _RETURNS:
                 continue
             step += 1
             if op.name == "stablehlo.while" and len(op.regions) == 2:
@@ -258,8 +289,11 @@ def build_problem(
             if op.name == "stablehlo.case" and op.regions:
                 add_case(op, times)
                 continue
+            if op.name == MANUAL and op.regions and op.operand_shardings is not None:
+                add_manual(op, times)
+                continue
             rule = rules.rule(op)
-            strats, conf = _op_strategies(op, rule, mesh, mesh_name, max_strategies)
+            strats, conf = _op_strategies(op, rule, mesh, mesh_name, max_strategies, free)
             if op.attributes.pop(STRATEGY_ATTR, None) is not None:
                 # A configured op's strategy becomes its results' sharding on the searched module
                 # (auto_shard's copy), as a user sharding; the attribute does not reach the output.
@@ -284,7 +318,7 @@ def build_problem(
         for i, v in enumerate(op.results):
             if not isinstance(v.type, TensorType):
                 continue
-            strats, conf = _value_node_strategies(v, mesh, mesh_name, max_strategies)
+            strats, conf = _value_node_strategies(v, mesh, mesh_name, max_strategies, free)
             carries[i] = len(nodes)
             for x in (v, cond.args[i], body_block.args[i]):
                 where[id(x)] = (len(nodes), 0)
@@ -309,11 +343,44 @@ def build_problem(
                 continue
             node = len(nodes)
             where[id(v)] = (node, 0)
-            strats, conf = _value_node_strategies(v, mesh, mesh_name, max_strategies)
+            strats, conf = _value_node_strategies(v, mesh, mesh_name, max_strategies, free)
             nodes.append(Node(f"{op.where()} result {i}", op, (v,), None, strats, [], step, conf, times=times, carry_index=i))
             live_to[node] = step
             for r in op.regions:
                 back.append((r.blocks[0].ops[-1].operands[i], node, times))
+
+    def add_manual(op: Op, times: int) -> None:
+        """An ``sdy.manual_computation`` (``jax.shard_map``): a node per operand (its in-sharding's
+        free dimensions decided with the body argument), the body's ops on their local types
+        with strategies over the free axes only, and a node per result (its out-sharding's free
+        dimensions decided with the returned value). Shardy's data-flow edges of a manual
+        computation: the global operand, in the in-sharding, is the body argument (its local
+        block along the manual axes); what the body returns is the result in the out-sharding."""
+        nonlocal step, free, manual_around
+        outer_free, outer_manual = free, manual_around
+        manual_around = outer_manual | set(manual_axes(op))
+        free = free_mesh(mesh, manual_around)
+        body = op.regions[0].blocks[0]
+        assert op.operand_shardings is not None
+        for i, (a, outer) in enumerate(zip(body.args, op.operand_shardings)):
+            if not isinstance(a.type, TensorType) or outer is None:
+                continue
+            strats, conf = manual_boundary(outer, a.type.shape, manual_around, "in", mesh, mesh_name, max_strategies, free)
+            where[id(a)] = (len(nodes), 0)
+            nodes.append(Node(f"{op.where()} operand {i}", op, (a,), None, strats, [], step, conf, times=times, carry_index=i, manual_side="in"))
+        add_ops(body.ops, times)
+        step += 1
+        ret = body.ops[-1]
+        for j, (v, y) in enumerate(zip(op.results, ret.operands)):
+            if not isinstance(v.type, TensorType) or not isinstance(y.type, TensorType) or v.sharding is None:
+                continue
+            strats, conf = manual_boundary(v.sharding, y.type.shape, manual_around, "out", mesh, mesh_name, max_strategies, free)
+            node = len(nodes)
+            where[id(v)] = (node, 0)
+            nodes.append(Node(f"{op.where()} result {j}", op, (v,), None, strats, [], step, conf, times=times, carry_index=j, manual_side="out"))
+            live_to[node] = step
+            back.append((y, node, times))
+        free, manual_around = outer_free, outer_manual
 
     add_ops(ops, 1)
     for nd in nodes:
@@ -329,8 +396,9 @@ def build_problem(
             continue
         if nd.carry_index is None:
             operands: Iterable[tuple[int, Value]] = enumerate(nd.op.operands)
-        else:  # a while's carried value enters from its operand; a case result has none
-            operands = [(0, nd.op.operands[nd.carry_index])] if nd.op.name == "stablehlo.while" else []
+        else:  # a while's carried value and a manual operand enter from the operand; a case or manual result has none
+            enters = nd.op.name == "stablehlo.while" or nd.manual_side == "in"
+            operands = [(0, nd.op.operands[nd.carry_index])] if enters else []
         for k, v in operands:
             src = where.get(id(v))
             if src is not None and isinstance(v.type, TensorType):
@@ -448,6 +516,12 @@ def apply_solution(problem: AutoProblem, assignment: tuple[int, ...]) -> None:
         if nd.configured or (nd.op is not None and nd.rule is None and nd.carry_index is None):
             continue
         s = nd.strategies[x]
+        if nd.manual_side == "in":  # the manual computation's in-sharding (its body argument has none)
+            assert nd.op is not None and nd.op.operand_shardings is not None and nd.carry_index is not None
+            ins = list(nd.op.operand_shardings)
+            ins[nd.carry_index] = s.operands[0]
+            nd.op.operand_shardings = tuple(ins)
+            continue
         for v, sh in zip(nd.values, s.results):
             if isinstance(v.type, TensorType):
                 v.sharding = sh

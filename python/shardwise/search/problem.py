@@ -39,9 +39,15 @@ class Node:
     #: the loops around it (``ir.loops.times``); its costs count that many times.
     times: int = 1
     #: For a data-flow edge of ``op``: which one. A ``stablehlo.while``'s carried value (its
-    #: result, the block arguments of cond and body and its operand, one sharding) or a
-    #: ``stablehlo.case``'s result (and what each branch returns); ``None`` otherwise.
+    #: result, the block arguments of cond and body and its operand, one sharding), a
+    #: ``stablehlo.case``'s result (and what each branch returns) or an operand or result of an
+    #: ``sdy.manual_computation`` (``manual_side``); ``None`` otherwise.
     carry_index: int | None = None
+    #: For an ``sdy.manual_computation``'s boundary: ``"in"`` (operand ``carry_index``: its
+    #: strategies' operand is the global in-sharding, their result the body argument's
+    #: sharding over the free axes) or ``"out"`` (result ``carry_index``: operand the returned
+    #: value's sharding over the free axes, result the global out-sharding); ``None`` otherwise.
+    manual_side: str | None = None
 
 
 @dataclass(frozen=True)

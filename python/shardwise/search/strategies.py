@@ -16,6 +16,10 @@ major factor first. A strategy is kept when it is a valid sharding:
 * reduction factors may be sharded: the op then ends with an all-reduce over their axes
   (Shardy ``reduction`` factors; ``cost_model.op_cost``).
 
+A user's sharding restricts them (:func:`allows`: a closed dimension as written, an open one
+its axes then any more); inside an ``sdy.manual_computation`` only the free axes are used
+(:func:`free_mesh`, :func:`manual_boundary`).
+
 The count per op is capped (``max_strategies``): the replicated strategy always stays; the
 others are ranked by how many devices share the work (product of all sharding axes, larger
 first), then by fewer sharded reduction factors (no all-reduce first), then in enumeration
@@ -25,15 +29,18 @@ order, and the first ``max_strategies - 1`` are kept.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from shardwise.errors import SearchError
 from shardwise.mesh import Mesh
 from shardwise.rules.rule import OpShardingRule
-from shardwise.sharding import TensorSharding
+from shardwise.sharding import DimSharding, TensorSharding
 
-__all__ = ["DEFAULT_MAX_STRATEGIES", "Strategy", "enumerate_strategies", "replicated", "value_strategies"]
+__all__ = [
+    "DEFAULT_MAX_STRATEGIES", "Strategy", "allows", "enumerate_strategies", "free_mesh", "is_closed", "manual_boundary",
+    "rebind", "replicated", "value_strategies", "with_manual",
+]
 
 #: Default cap on strategies per op (the replicated one included).
 DEFAULT_MAX_STRATEGIES = 32
@@ -209,11 +216,91 @@ def replicated(mesh: Mesh, mesh_name: str, rank: int) -> TensorSharding:
 
 
 def value_strategies(
-    shape: Sequence[int], mesh: Mesh, *, mesh_name: str = "mesh", max_strategies: int = DEFAULT_MAX_STRATEGIES
+    shape: Sequence[int], mesh: Mesh, *, mesh_name: str = "mesh", max_strategies: int = DEFAULT_MAX_STRATEGIES,
+    axes: Mesh | None = None,
 ) -> list[Strategy]:
     """Strategies of a function argument of ``shape``: each mesh axis on one dimension or
     none, dimensions divisible by their axes' product (the identity rule of the value), with
-    the same ranking and cap as :func:`enumerate_strategies`."""
+    the same ranking and cap as :func:`enumerate_strategies`. ``axes``: a mesh of some of
+    ``mesh``'s axes (:func:`free_mesh`), the only ones used (shardings still bound to ``mesh``)."""
     rule = OpShardingRule([int(d) for d in shape], [], [[[i] for i in range(len(shape))]])
-    out = enumerate_strategies(rule, mesh, mesh_name=mesh_name, max_strategies=max_strategies)
+    if axes is not None and axes != mesh:
+        out = rebind(enumerate_strategies(rule, axes, mesh_name=mesh_name, max_strategies=max_strategies), mesh, mesh_name)
+    else:
+        out = enumerate_strategies(rule, mesh, mesh_name=mesh_name, max_strategies=max_strategies)
     return [Strategy((), s.operands, s.results, (), s.shards) for s in out]
+
+
+def rebind(strategies: Sequence[Strategy], mesh: Mesh, mesh_name: str) -> list[Strategy]:
+    """``strategies`` enumerated on a mesh of some of ``mesh``'s axes (the free axes inside an
+    ``sdy.manual_computation``) with their shardings bound to ``mesh`` itself, the mesh the
+    module names (the same axes per dimension)."""
+
+    def full(s: TensorSharding) -> TensorSharding:
+        return interned(mesh, mesh_name, tuple(tuple(a.name for a in d.axes) for d in s.dims))
+
+    return [
+        Strategy(s.factor_axes, tuple(map(full, s.operands)), tuple(map(full, s.results)), s.reduction_axes, s.shards, s.scatter_dims)
+        for s in strategies
+    ]
+
+
+def allows(user: TensorSharding, s: TensorSharding) -> bool:
+    """Whether the closed sharding ``s`` is one the user's sharding ``user`` allows (Shardy's
+    open and closed dimensions): a closed dimension exactly as the user's, an open one the
+    user's axes then any more (minor to them), and no axis the user replicated explicitly."""
+    if len(user.dims) != len(s.dims):
+        return False
+    for ud, sd in zip(user.dims, s.dims):
+        if ud.closed and sd.axes != ud.axes or sd.axes[: len(ud.axes)] != ud.axes:
+            return False
+    rep = {a.name for a in user.replicated}
+    return not rep or all(a.name not in rep for d in s.dims for a in d.axes)
+
+
+def is_closed(user: Sequence[TensorSharding | None]) -> bool:
+    """Whether every dimension of the user's shardings is closed (the value is fixed: no
+    search choice left to write back)."""
+    return all(d.closed for u in user if u is not None for d in u.dims)
+
+
+def free_mesh(mesh: Mesh, manual: Iterable[str]) -> Mesh:
+    """The mesh of ``mesh``'s axes not in ``manual`` (in mesh order): the axes the body of an
+    ``sdy.manual_computation`` may still shard along."""
+    gone = set(manual)
+    return Mesh([(a.name, a.size) for a in mesh.axes if a.name not in gone])
+
+
+def with_manual(outer: TensorSharding, local: TensorSharding, manual: Collection[str], mesh: Mesh, mesh_name: str) -> TensorSharding:
+    """The global sharding of a manual computation's operand or result (closed dimensions):
+    per dimension the manual axes of ``outer`` (its in- or out-sharding; manual axes are
+    major, Shardy's rule) then the free axes of ``local`` (the body value's sharding), the
+    manual axes ``outer`` replicates or leaves unreduced kept."""
+    dims = [DimSharding([a for a in od.axes if a.name in manual] + list(ld.axes)) for od, ld in zip(outer.dims, local.dims)]
+    return TensorSharding(
+        mesh, dims, replicated=[a for a in outer.replicated if a.name in manual],
+        unreduced=[a for a in outer.unreduced if a.name in manual], reduction=outer.reduction, mesh_name=mesh_name,
+    )
+
+
+def manual_boundary(
+    outer: TensorSharding, local_shape: Sequence[int], manual: Collection[str], side: str, mesh: Mesh, mesh_name: str, cap: int, free: Mesh
+) -> tuple[list[Strategy], bool]:
+    """The strategies of a manual computation's operand (``side`` ``"in"``) or result
+    (``"out"``): each sharding of the body value (type ``local_shape``) over the ``free`` axes
+    that ``outer``'s closed dimensions allow (a closed dimension keeps exactly its free axes; an
+    open one takes any), paired with the global sharding it makes with ``outer``'s manual axes
+    (:func:`with_manual`). Configured (the user's) when every dimension of ``outer`` is closed."""
+    user = TensorSharding(
+        mesh, [DimSharding([a for a in od.axes if a.name not in manual], closed=od.closed) for od in outer.dims],
+        replicated=[a for a in outer.replicated if a.name not in manual], mesh_name=mesh_name,
+    )  # outer's free part: what it asks of the body value
+    locals_ = [s.results[0] for s in value_strategies(local_shape, mesh, mesh_name=mesh_name, max_strategies=cap, axes=free)]
+    locals_ = [ls for ls in locals_ if allows(user, ls)]
+    if not locals_:  # the user's free axes, as written
+        locals_ = [TensorSharding(mesh, [DimSharding(d.axes) for d in user.dims], mesh_name=mesh_name)]
+    out = []
+    for ls in locals_:
+        gs = with_manual(outer, ls, manual, mesh, mesh_name)
+        out.append(Strategy((), (gs,), (ls,), (), 1) if side == "in" else Strategy((), (ls,), (gs,), (), 1))
+    return out, is_closed([outer])
