@@ -472,21 +472,24 @@ def run_check(console: Console, outdir: str, seed: int, device: str = "cpu") -> 
 
 def auto_file(
     console: Console, path: str, output: str, mesh: str | None, *, memory_budget: str | None, method: str, time_limit: float, as_json: bool = False,
-    configure: Sequence[str] = (),
+    configure: Sequence[str] = (), overlap: float = 0.0,
 ) -> int:
     """``shardwise auto IN -o OUT``: ``auto_shard`` with a progress bar (building strategies and
     edges, solving), the written module (atomically) and the report (a table, or with
     ``as_json`` ``Report.to_dict()`` as JSON on stdout). ``mesh`` (``data=2,model=4``) replaces
     the module's only mesh or adds ``@mesh``. ``configure``: ``NAME[#INDEX]=STRATEGY`` specs
     (``shardwise.search.op_strategy.configure_spec``), each op's strategy fixed as MindSpore's
-    ``op.shard``. Returns the exit status: 0 when the plan fits the
+    ``op.shard``. ``overlap``: ``DeviceModel.overlap`` (share of a matmul's compute its
+    adjacent collectives hide behind). Returns the exit status: 0 when the plan fits the
     budget, 1 when it does not, 130 when a Ctrl-C stopped the search (the plan written is then
     the best found so far, and a note says so on stderr)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from shardwise.importers.mlir import load_mlir
     from shardwise.search.auto import INTERRUPTED_SUFFIX, auto_shard
+    from shardwise.search.cost_model import DeviceModel
 
+    device = DeviceModel(overlap=overlap)
     err = Console(stderr=True)
     module = load_mlir(Path(path))
     if configure:
@@ -503,7 +506,7 @@ def auto_file(
 
         out, report = auto_shard(
             module, parse_mesh_arg(mesh) if mesh else None, memory_budget=memory_budget, method=method, time_limit=time_limit, progress=step,
-            allow_infeasible=True,
+            allow_infeasible=True, device=device,
         )
     out.save(output)
     if as_json:
@@ -621,6 +624,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     au.add_argument("--memory-budget", help="bytes per device, e.g. 16GiB, 512MB (default: no limit)")
     au.add_argument("--method", choices=["ilp", "local", "penalty", "limited", "bfs", "auto"], default="ilp", help="search (default ilp)")
     au.add_argument("--time-limit", type=float, default=10.0, help="solver seconds (default 10)")
+    au.add_argument("--overlap", type=float, default=0.0, metavar="SHARE",
+                    help="share (0 to 1) of a matmul's compute that the collectives next to it hide behind, as a collective matmul does (default 0: none)")
     au.add_argument("--json", action="store_true", help="print the report as JSON (Report.to_dict) on stdout")
     au.add_argument("--configure", action="append", default=[], metavar="SPEC",
                     help="NAME[#INDEX]=STRATEGY (repeatable): fix the strategy of the INDEX-th op NAME (from 0, program order; #INDEX optional "
@@ -721,7 +726,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         elif args.command == "auto":
             return auto_file(
                 console, args.input, args.output, args.mesh, memory_budget=args.memory_budget, method=args.method, time_limit=args.time_limit, as_json=args.json,
-                configure=args.configure,
+                configure=args.configure, overlap=args.overlap,
             )
         elif args.command == "rules":
             rules(console, args.input, args.output, conservative=args.conservative)

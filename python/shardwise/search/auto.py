@@ -439,7 +439,8 @@ def build_problem(
         for x, sa in enumerate(na.strategies):
             row = m[x]
             for y, sb in enumerate(nb.strategies):
-                row[y] += e.times * reshards.plan(t.shape, t.element_type, sa.results[e.result], sb.operands[e.operand]).seconds
+                sec = reshards.plan(t.shape, t.element_type, sa.results[e.result], sb.operands[e.operand]).seconds
+                row[y] += e.times * nb.costs[y].exposed(sec)
         if progress:
             progress("edges", n_done + 1, len(edges))
     for c in carried:

@@ -18,7 +18,15 @@ strategy divides its factors exactly, ``strategies.py``):
   operands regathered for one op are transient and not counted;
 * edge cost = ``plan_reshard(mesh, shape, dtype, producer's result, consumer's operand).seconds``,
   the redistribution planner's cheapest collective sequence (MindSpore "Tensor
-  Redistribution"; hidet RFC ``connect``).
+  Redistribution"; hidet RFC ``connect``);
+* overlap (``DeviceModel.overlap`` = ``α``, default 0: none): the collectives next to a
+  matmul or convolution (the reshards of its operands, its own all-reduce or reduce-scatter)
+  run in pieces beside pieces of its compute, as a collective matmul does (Wang et al.,
+  "Overlap Communication with Dependent Computation via Decomposition in Large Deep Learning
+  Models", ASPLOS 2023; XLA's windowed einsum). Its compute ``p`` is shared equally by the
+  ``k`` tensor operands' reshards and its own collective: each communication term ``c`` next
+  to it costs ``c − min(c, α · p / (k + 1))`` (``OpCost.hide`` = ``α · p / (k + 1)``), so at
+  most ``α · p`` seconds are hidden per op and a term never goes below 0. Bytes are unchanged.
 
 Costs enter the strategy graph as integer picoseconds (:data:`PS`), memory as bytes.
 """
@@ -63,16 +71,22 @@ class DeviceModel:
     """One device of the mesh: ``flop_rate`` (FLOP/s, default :data:`DEFAULT_FLOP_RATE`),
     ``cost_model`` (per-axis alpha-beta links, default ``CostModel()``: 100 GB/s, 5 us) and
     ``memory`` (bytes per device, ``None`` for no limit; ``auto_shard``'s ``memory_budget``
-    overrides it). Raises :class:`SearchError` for a rate that is not finite and > 0 or a
-    negative memory."""
+    overrides it), ``overlap`` (share of a matmul's compute its adjacent collectives hide
+    behind, 0 to 1). Raises :class:`SearchError` for a rate that is not finite and > 0, a
+    negative memory or an overlap outside [0, 1]."""
 
     flop_rate: float = DEFAULT_FLOP_RATE
     cost_model: CostModel = field(default_factory=CostModel)
     memory: int | None = None
+    #: Share (0 to 1) of a matmul's or convolution's compute that its adjacent collectives can
+    #: hide behind (module docstring: collective matmul); 0 charges them in full.
+    overlap: float = 0.0
 
     def __post_init__(self) -> None:
         if not (isinstance(self.flop_rate, (int, float)) and 0 < self.flop_rate < float("inf")):
             raise SearchError(f"DeviceModel.flop_rate: expected a finite FLOP/s > 0, got {self.flop_rate!r}")
+        if isinstance(self.overlap, bool) or not isinstance(self.overlap, (int, float)) or not 0.0 <= self.overlap <= 1.0:
+            raise SearchError(f"DeviceModel.overlap: expected a share from 0 to 1, got {self.overlap!r}")
         if self.memory is not None and (isinstance(self.memory, bool) or not isinstance(self.memory, int) or self.memory < 0):
             raise SearchError(f"DeviceModel.memory: expected bytes >= 0 (an int) or None, got {self.memory!r}")
 
@@ -81,17 +95,28 @@ class DeviceModel:
 class OpCost:
     """A strategy's own costs: ``flops`` per device, ``compute_seconds``, ``comm_bytes`` /
     ``comm_seconds`` of its all-reduce (0 without sharded reduction factors), ``memory`` bytes
-    per device of its results."""
+    per device of its results, ``hide``: the seconds of compute each adjacent communication
+    term may hide behind (``DeviceModel.overlap``; 0 for ops that are not matmuls)."""
 
     flops: float
     compute_seconds: float
     comm_bytes: float
     comm_seconds: float
     memory: int
+    hide: float = 0.0
+
+    @property
+    def hidden_seconds(self) -> float:
+        """Seconds of the own collective hidden behind the compute."""
+        return min(self.comm_seconds, self.hide)
 
     @property
     def seconds(self) -> float:
-        return self.compute_seconds + self.comm_seconds
+        return self.compute_seconds + self.comm_seconds - self.hidden_seconds
+
+    def exposed(self, seconds: float) -> float:
+        """What an adjacent reshard of ``seconds`` costs once hidden behind this op's compute."""
+        return seconds - min(seconds, self.hide)
 
 
 def _local_elements(v: Value, sharding: TensorSharding, mesh: Mesh) -> int:
@@ -152,7 +177,12 @@ def op_cost(op: Op, rule: OpShardingRule | None, s: Strategy, mesh: Mesh, device
             b, sec = device.cost_model.cost(kind, mesh, s.reduction_axes, before)
             cb += b
             cs += sec
-    return OpCost(flops, flops / device.flop_rate, cb, cs, memory)
+    compute = flops / device.flop_rate
+    hide = 0.0
+    if device.overlap and op.name in _MATMUL_OPS:
+        tensors = sum(1 for v in op.operands if isinstance(v.type, TensorType))
+        hide = device.overlap * compute / (tensors + 1)
+    return OpCost(flops, compute, cb, cs, memory, hide)
 
 
 def _axes_size(mesh: Mesh, axes: Sequence[str]) -> int:

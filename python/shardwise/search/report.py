@@ -52,6 +52,8 @@ class NodeReport:
     #: The strategy in MindSpore's notation (per operand per dimension the number of ways it
     #: is split, ``((2, 4), (4, 1))``; a function argument: its own layout, ``((2, 1),)``).
     mindspore: str = ""
+    #: Seconds of ``comm_seconds`` hidden behind the op's compute (``DeviceModel.overlap``).
+    hidden_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -80,11 +82,13 @@ class Report:
     #: The objective (picoseconds) of each baseline plan's best completion, ``None`` where it
     #: does not fit the budget or the mesh (``auto_shard(baselines=...)``).
     baselines: dict[str, int | None] = field(default_factory=dict)
+    #: Seconds of ``comm_seconds`` hidden behind compute (``DeviceModel.overlap``; 0 without).
+    hidden_seconds: float = 0.0
 
     @property
     def seconds(self) -> float:
-        """Predicted step time: compute plus communication seconds (no overlap assumed)."""
-        return self.compute_seconds + self.comm_seconds
+        """Predicted step time: compute plus communication seconds, less what overlaps."""
+        return self.compute_seconds + self.comm_seconds - self.hidden_seconds
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dictionary (every field, nodes as a list of dicts, ``seconds`` added)."""
@@ -112,7 +116,7 @@ class Report:
         budget = "none" if self.memory_budget is None else f"{self.memory_budget}"
         t.caption = (
             f"predicted: compute {self.compute_seconds * 1e6:.3f} us, communication {self.comm_bytes:.0f} bytes "
-            f"{self.comm_seconds * 1e6:.3f} us per device; peak memory {self.peak_memory} bytes per device (budget {budget}"
+            f"{self.comm_seconds * 1e6:.3f} us per device{f' ({self.hidden_seconds * 1e6:.3f} us of it overlapped)' if self.hidden_seconds else ''}; peak memory {self.peak_memory} bytes per device (budget {budget}"
             f"{'' if self.feasible else ', EXCEEDED'}); solver {self.solver_seconds:.2f} s{' (optimal)' if self.optimal else ''}"
         )
         if self.baselines:
@@ -128,7 +132,7 @@ def make_report(problem: AutoProblem, solution: Solution) -> Report:
     x = solution.assignment
     if len(x) != len(problem.nodes):
         raise SearchError(f"assignment: expected {len(problem.nodes)} strategy indices, got {len(x)}")
-    incoming: dict[int, list[tuple[float, float, tuple[str, ...]]]] = {}
+    incoming: dict[int, list[tuple[float, float, tuple[str, ...], float]]] = {}
     seen: set[tuple[object, tuple[tuple[str, ...], ...]]] = set()
 
     def moved(value: Value, src: TensorSharding, tgt: TensorSharding) -> bool:
@@ -153,7 +157,8 @@ def make_report(problem: AutoProblem, solution: Solution) -> Report:
         if not moved(e.value, src, tgt):
             continue
         plan = problem.reshards.plan(t.shape, t.element_type, src, tgt)
-        incoming.setdefault(e.dst, []).append((e.times * plan.bytes, e.times * plan.seconds, tuple(s.kind for s in plan.steps)))
+        hidden = plan.seconds - problem.nodes[e.dst].costs[x[e.dst]].exposed(plan.seconds)
+        incoming.setdefault(e.dst, []).append((e.times * plan.bytes, e.times * plan.seconds, tuple(s.kind for s in plan.steps), e.times * hidden))
     for cr in problem.carried:  # loop-carried results moved to their argument's sharding
         t = cr.value.type
         assert isinstance(t, TensorType)
@@ -162,17 +167,18 @@ def make_report(problem: AutoProblem, solution: Solution) -> Report:
         if not moved(cr.value, src, tgt):
             continue
         plan = problem.reshards.plan(t.shape, t.element_type, src, tgt)
-        incoming.setdefault(cr.src, []).append((plan.bytes, plan.seconds, tuple(s.kind for s in plan.steps)))
+        incoming.setdefault(cr.src, []).append((plan.bytes, plan.seconds, tuple(s.kind for s in plan.steps), 0.0))
     rows = []
     for i, (nd, xi) in enumerate(zip(problem.nodes, x)):
         c = nd.costs[xi]
         ins = incoming.get(i, [])
-        kinds = tuple(k for _, _, ks in ins for k in ks) + (("reduce_scatter" if nd.strategies[xi].scatter_dims else "all_reduce",) if c.comm_bytes or nd.strategies[xi].reduction_axes else ())
+        kinds = tuple(k for _, _, ks, _ in ins for k in ks) + (("reduce_scatter" if nd.strategies[xi].scatter_dims else "all_reduce",) if c.comm_bytes or nd.strategies[xi].reduction_axes else ())
         n = nd.times
         rows.append(NodeReport(
             nd.label, nd.strategies[xi].describe(), nd.configured, n * c.flops, n * c.compute_seconds,
-            n * c.comm_bytes + sum(b for b, _, _ in ins) + nd.extra_bytes[xi], n * c.comm_seconds + sum(s for _, s, _ in ins) + nd.extra_seconds[xi], kinds, c.memory,
+            n * c.comm_bytes + sum(b for b, _, _, _ in ins) + nd.extra_bytes[xi], n * c.comm_seconds + sum(s for _, s, _, _ in ins) + nd.extra_seconds[xi], kinds, c.memory,
             _mindspore(problem, nd.strategies[xi], nd.op is None or nd.carry_index is not None),
+            n * c.hidden_seconds + sum(h for _, _, _, h in ins),
         ))  # fmt: skip
     return Report(
         mesh=f"@{problem.mesh_name} = {problem.mesh}",
@@ -183,6 +189,7 @@ def make_report(problem: AutoProblem, solution: Solution) -> Report:
         compute_seconds=sum(r.compute_seconds for r in rows),
         comm_bytes=sum(r.comm_bytes for r in rows),
         comm_seconds=sum(r.comm_seconds for r in rows),
+        hidden_seconds=sum(r.hidden_seconds for r in rows),
         peak_memory=solution.peak_usage,
         memory_budget=problem.graph.usage_limit,
         feasible=solution.feasible,
