@@ -33,6 +33,13 @@ def _case(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     return it.run_region(op.regions[index], [], it.env())
 
 
+@register("sdy.named_computation")
+def _named_computation(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
+    """Its body with the operands as block arguments (on the global view the in- and
+    out-shardings do not change values; Shardonnay RFC, "Named computation")."""
+    return it.run_region(op.regions[0], args, {})
+
+
 @register("stablehlo.if")
 def _if(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     pred = bool(it.xp.reshape(args[0], ()))

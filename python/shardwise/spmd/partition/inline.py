@@ -31,6 +31,7 @@ from shardwise.sharding import TensorSharding
 __all__ = ["inline_calls"]
 
 CONSTRAINT = "sdy.sharding_constraint"
+NAMED = "sdy.named_computation"
 
 
 def _is_public(f: Func) -> bool:
@@ -135,10 +136,32 @@ def _inline_call(call: Op, callee: Func, uses: Uses, decided: bool) -> None:
     erase_op(call)
 
 
+def _inline_named(op: Op, uses: Uses, decided: bool) -> None:
+    """An ``sdy.named_computation`` replaced by its body, as a call by its callee's: its
+    in-shardings play the callee's argument shardings, its out-shardings the call's result
+    shardings (before propagation, the callee's declared result shardings)."""
+    body = op.regions[0].entry
+    ins = list(op.operand_shardings or ()) or [None] * len(op.operands)
+    mapping = Mapping()
+    for operand, arg, want in zip(op.operands, body.args, ins):
+        mapping.map(arg, _join(operand, want, op, uses, decided))
+    for inner in body.ops[:-1]:
+        new = clone_op(inner, mapping)
+        insert_before(op, new)
+        uses.add(new)
+    for returned, result in zip(body.ops[-1].operands, op.results):
+        value = _join(mapping.lookup_or_default(returned), result.sharding, op, uses, decided)
+        uses.replace_all_uses(result, value)
+    uses.drop(op)
+    erase_op(op)
+
+
 def inline_calls(module: Module, *, decided: bool = True) -> int:
     """Replaces every ``func.call`` reachable from the public functions of ``module`` (in
     place; nested regions, ``while``/``case`` bodies and manual computations included) by the
     callee's body, then removes the private functions. Returns the number of calls inlined.
+    Each ``sdy.named_computation`` (Shardy's form of a call, ``sdy-import-func-calls``) is
+    inlined the same way, innermost first, its in- and out-shardings joined like a callee's.
 
     ``decided``: the module is propagated; where a call site's sharding differs from its
     callee's an ``sdy.reshard`` joins them. Before propagation (``decided=False``, what XLA's
@@ -153,13 +176,19 @@ def inline_calls(module: Module, *, decided: bool = True) -> int:
     inlined = 0
     for f in order:
         calls = _calls_in(f)
-        if not calls:
+        named = [op for op in f.walk_nested() if op.name == NAMED]
+        if not calls and not named:
             continue
         uses = Uses(f)
         for call in calls:
             callee = symbols.lookup(callee_name(call))
             assert isinstance(callee, Func)
             _inline_call(call, callee, uses, decided)
+            inlined += 1
+        # Innermost first (the walk lists an op before the ops of its regions); those inside a
+        # call's body were cloned into this function above.
+        for op in reversed([op for op in f.walk_nested() if op.name == NAMED]):
+            _inline_named(op, uses, decided)
             inlined += 1
     for f in list(module.funcs):
         if not _is_public(f):
