@@ -141,7 +141,7 @@ def _inline_named(op: Op, uses: Uses, decided: bool) -> None:
     in-shardings play the callee's argument shardings, its out-shardings the call's result
     shardings (before propagation, the callee's declared result shardings)."""
     body = op.regions[0].entry
-    ins = list(op.operand_shardings or ()) or [None] * len(op.operands)
+    ins: list[TensorSharding | None] = list(op.operand_shardings or ()) or [None] * len(op.operands)
     mapping = Mapping()
     for operand, arg, want in zip(op.operands, body.args, ins):
         mapping.map(arg, _join(operand, want, op, uses, decided))
