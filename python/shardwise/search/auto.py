@@ -47,6 +47,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 
+import numpy as np
+import numpy.typing as npt
+
 from shardwise.api import propagate
 from shardwise.errors import InfeasibleBudget, ProgramError, SearchError
 from shardwise.ir.core import Func, Module, Op, Value
@@ -93,6 +96,7 @@ from shardwise.spmd.partition.inline import inline_calls
 __all__ = ["AUTO_METHODS", "AutoProblem", "Edge", "Node", "apply_solution", "auto_shard", "build_problem", "parse_bytes", "resolve_mesh"]
 
 Progress = Callable[[str, int, int], None]
+F64 = npt.NDArray[np.float64]
 
 
 def resolve_mesh(module: Module, mesh: Mesh | Mapping[str, int] | str | None) -> tuple[str, Mesh]:
@@ -430,17 +434,35 @@ def build_problem(
                 plan = reshards.plan(v.type.shape, v.type.element_type, s.results[src[1]], want)
                 prod.extra_seconds[si] += plan.seconds
                 prod.extra_bytes[si] += plan.bytes
-    pair: dict[tuple[int, int], list[list[float]]] = {}
+    # Each edge's matrix is priced on its distinct shardings only (strategies share their
+    # TensorSharding objects, ``strategies.interned``) and spread out with numpy.
+    pair: dict[tuple[int, int], F64] = {}
+    hides = [np.array([c.hide for c in nd.costs]) if device.overlap else None for nd in nodes]
+
+    def priced(shape: Sequence[int], dtype: str, rows: Sequence[TensorSharding], cols: Sequence[TensorSharding], src_rows: bool) -> F64:
+        """Seconds to move a value from each row's sharding to each column's (``src_rows``)
+        or from each column's to each row's, shape ``(len(rows), len(cols))``."""
+        ru, ri = _distinct(rows)
+        cu, ci = _distinct(cols)
+        if src_rows:
+            sec = np.array([[reshards.plan(shape, dtype, a, b).seconds for b in cu] for a in ru])
+        else:
+            sec = np.array([[reshards.plan(shape, dtype, b, a).seconds for b in cu] for a in ru])
+        return sec[np.ix_(ri, ci)]
+
+    def add(key: tuple[int, int], m: F64) -> None:
+        acc = pair.get(key)
+        pair[key] = m if acc is None else acc + m
+
     for n_done, e in enumerate(edges):
         na, nb = nodes[e.src], nodes[e.dst]
         t = e.value.type
         assert isinstance(t, TensorType)
-        m = pair.setdefault((e.src, e.dst), [[0.0] * len(nb.strategies) for _ in na.strategies])
-        for x, sa in enumerate(na.strategies):
-            row = m[x]
-            for y, sb in enumerate(nb.strategies):
-                sec = reshards.plan(t.shape, t.element_type, sa.results[e.result], sb.operands[e.operand]).seconds
-                row[y] += e.times * nb.costs[y].exposed(sec)
+        m = priced(t.shape, t.element_type, [sa.results[e.result] for sa in na.strategies], [sb.operands[e.operand] for sb in nb.strategies], True)
+        hide = hides[e.dst]
+        if hide is not None:
+            m = m - np.minimum(m, hide[None, :])
+        add((e.src, e.dst), e.times * m)
         if progress:
             progress("edges", n_done + 1, len(edges))
     for c in carried:
@@ -448,22 +470,25 @@ def build_problem(
         t = c.value.type
         assert isinstance(t, TensorType)
         na, nb = nodes[c.arg], nodes[c.src]
-        m = pair.setdefault((c.arg, c.src), [[0.0] * len(nb.strategies) for _ in na.strategies])
-        for x, sa in enumerate(na.strategies):
-            row = m[x]
-            for y, sb in enumerate(nb.strategies):
-                row[y] += reshards.plan(t.shape, t.element_type, sb.results[c.result], sa.results[0]).seconds
+        add((c.arg, c.src), priced(t.shape, t.element_type, [sa.results[0] for sa in na.strategies], [sb.results[c.result] for sb in nb.strategies], False))
     intervals = [[nd.step, last[i] + 1] for i, nd in enumerate(nodes)]
     graph = StrategyGraph.build(
         [[_ps(nd.times * c.seconds + x) for c, x in zip(nd.costs, nd.extra_seconds)] for nd in nodes],
         [[c.memory for c in nd.costs] for nd in nodes],
         intervals,
         [list(k) for k in pair],
-        [[_ps(c) for row in m for c in row] for m in pair.values()],
+        [np.rint(m * PS).astype(np.int64).ravel().tolist() for m in pair.values()],
         usage_limit=memory_budget,
         name=func.sym_name,
     )
     return AutoProblem(module, func, mesh, mesh_name, device, nodes, edges, graph, reshards, tuple(pairs), tuple(carried))
+
+
+def _distinct(shardings: Sequence[TensorSharding]) -> tuple[list[TensorSharding], npt.NDArray[np.intp]]:
+    """The distinct shardings of ``shardings`` (first-seen order) and each one's index among them."""
+    index: dict[TensorSharding, int] = {}
+    at = np.array([index.setdefault(sh, len(index)) for sh in shardings], dtype=np.intp)
+    return list(index), at
 
 
 def carried_pairs(func: Func) -> list[tuple[int, int]]:
