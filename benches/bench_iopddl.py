@@ -3,6 +3,9 @@ iopddl``'s solver inside the contest's time limit (IOPDDL.md table; ``--time-sca
 and writes a Markdown table: instance, nodes, edges, our cost, best known, gap %, seconds
 (reading included), feasible.
 
+Each instance is solved in a process of its own (this script runs itself with ``--one``), as
+the contest runs one per instance, so that no instance runs after another in a warm process.
+
     python benches/bench_iopddl.py [--time-scale 1.0] [--method auto] [--threads 1] [-o benches/iopddl.md]
 """
 
@@ -10,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -28,29 +33,46 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="solver threads (solve's threads: the penalty search and threads-1 local searches under auto)")
     ap.add_argument("--only", default="", help="instance letters, e.g. BGV")
     ap.add_argument("-o", "--output", type=Path, default=Path(__file__).with_name("iopddl.md"))
+    ap.add_argument("--one", type=Path, help=argparse.SUPPRESS)  # the child's instance
     args = ap.parse_args()
-    best = {r["instance"]: int(r["best_known_cost"]) for r in csv.DictReader(open(args.data / "best_known.csv"))}
+    with open(args.data / "best_known.csv") as f:
+        best = {r["instance"]: int(r["best_known_cost"]) for r in csv.DictReader(f)}
+    if args.one is not None:
+        print(_row(args.one, best, args.time_scale, args.method, args.threads), flush=True)
+        return
     rows = ["| instance | nodes | edges | our cost | best known | gap % | seconds | limit s | feasible | found by |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for path in sorted(args.data.glob("*.json.gz")):
-        letter = path.name.split(".")[0].rsplit("-", 1)[-1]
+        letter = _letter(path)
         if args.only and letter not in args.only:
             continue
-        limit = (contest_time_limit(letter) or 60.0) * args.time_scale
-        start = time.perf_counter()
-        g = read_instance(path)
-        sol = solve(g, max(limit - (time.perf_counter() - start) - output_reserve(limit), 0.0), args.method,
-                    threads=args.threads)
-        secs = time.perf_counter() - start
-        cost = score(g, sol.assignment)
-        bk = best.get(letter)
-        gap = "" if cost is None or bk is None else f"{100.0 * (cost - bk) / bk:.2f}"
-        row = (f"| {letter} | {g.num_nodes} | {g.num_edges} | {'inf' if cost is None else cost} | {bk} | {gap} | "
-               f"{secs:.1f} | {limit:.0f} | {'yes' if cost is not None else 'no'} | "
-               f"{sol.method}{' (optimal)' if sol.optimal else ''} |")
+        child = [sys.executable, __file__, "--one", str(path), "--data", str(args.data), "--time-scale", str(args.time_scale),
+                 "--method", args.method, "--threads", str(args.threads)]
+        done = subprocess.run(child, stdout=subprocess.PIPE, text=True, check=True)
+        row = done.stdout.strip().splitlines()[-1]
         print(row, flush=True)
         rows.append(row)
     write_atomic(args.output, "\n".join(rows) + "\n")
+
+
+def _letter(path: Path) -> str:
+    return path.name.split(".")[0].rsplit("-", 1)[-1]
+
+
+def _row(path: Path, best: dict[str, int], time_scale: float, method: str, threads: int) -> str:
+    """One instance solved in this process: its table row."""
+    letter = _letter(path)
+    limit = (contest_time_limit(letter) or 60.0) * time_scale
+    start = time.perf_counter()
+    g = read_instance(path)
+    sol = solve(g, max(limit - (time.perf_counter() - start) - output_reserve(limit), 0.0), method, threads=threads)
+    secs = time.perf_counter() - start
+    cost = score(g, sol.assignment)
+    bk = best.get(letter)
+    gap = "" if cost is None or bk is None else f"{100.0 * (cost - bk) / bk:.2f}"
+    return (f"| {letter} | {g.num_nodes} | {g.num_edges} | {'inf' if cost is None else cost} | {bk} | {gap} | "
+            f"{secs:.1f} | {limit:.0f} | {'yes' if cost is not None else 'no'} | "
+            f"{sol.method}{' (optimal)' if sol.optimal else ''} |")
 
 
 if __name__ == "__main__":

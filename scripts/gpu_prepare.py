@@ -2,7 +2,8 @@
 the real models' partitions (``tests/python/real_models.py``, lowered here with the pinned jax,
 propagated and partitioned for their 8 devices) under ``.gpu/parts/NAME``, the GPT step on one
 rank (``gpt_1rank``), the scanned MLP and the LSTM searched by ``auto_shard``
-(``auto_NAME``), and the dev corpus
+(``auto_NAME``), a partial-manual ``shard_map`` MLP searched inside its body
+(``auto_shard_map``), and the dev corpus
 under ``.gpu/conformance``. Run here with the test extra installed:
 
     .venv/bin/python scripts/gpu_prepare.py [NAME ...]
@@ -23,6 +24,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 sys.path.insert(0, str(ROOT / "tests" / "python"))
 
 import shardwise as sw
+from auto_programs import shard_map_mlp
 from corpus import conformance_dir
 from real_models import model_names, plain_model, real_model
 from shardwise.search.auto import prepare
@@ -59,6 +61,12 @@ def main(names: list[str]) -> None:
         budget = int(1.3 * peak_lower_bound(prepare(plain, MESH).graph))
         sw.partition(plain, parts / f"auto_{name}", mesh=MESH, search=True, memory_budget=budget, time_limit=8)
         print(f"auto_{name}: searched under {budget} bytes per device", flush=True)
+    # The search inside a shard_map (manual data, free model axis) under a budget that splits
+    # its weights on the free axis inside the body.
+    if not names or "shard_map" in names:
+        weights = (32 * 64 + 64 * 32) * 4
+        sw.partition(shard_map_mlp({"data"}), parts / "auto_shard_map", search=True, memory_budget=weights // 2 + 6 * 1024, time_limit=8)
+        print("auto_shard_map: searched", flush=True)
 
 
 if __name__ == "__main__":

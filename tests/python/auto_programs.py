@@ -1,8 +1,9 @@
-"""Programs for the auto-sharding tests: a 2-layer MLP and a transformer block (Builder)."""
+"""Programs for the auto-sharding tests: a 2-layer MLP and a transformer block (Builder), and a
+``shard_map`` MLP lowered with jax."""
 
 from __future__ import annotations
 
-from shardwise import Builder
+from shardwise import Builder, load_mlir
 from shardwise.ir.core import Module, Value
 
 
@@ -40,3 +41,25 @@ def transformer_block(batch: int = 8, seq: int = 16, d: int = 64, heads: int = 4
     y = b.add(x, _matmul(b, a, wo))
     h = b.tanh(_matmul(b, y, w1))
     return b.ret(b.add(y, _matmul(b, h, w2)))
+
+
+def shard_map_mlp(manual: set[str]) -> Module:
+    """A data-parallel MLP step written with ``shard_map`` over ``manual`` of a data=2,
+    model=4 mesh: tokens split on ``data`` by hand, weights as the user passed them."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import AxisType
+    from jax.sharding import PartitionSpec as P
+
+    # Auto axes: the free axis is left to the compiler (explicit ones pin every body value).
+    mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AxisType.Auto, AxisType.Auto))
+
+    def block(x, w1, w2):  # type: ignore[no-untyped-def]
+        h = jax.nn.relu(x @ w1)
+        return jax.lax.psum(jnp.sum(h @ w2), "data") if "data" in manual else jnp.sum(h @ w2)
+
+    f = jax.shard_map(block, mesh=mesh, in_specs=(P("data"), P(), P()), out_specs=P(), axis_names=manual)
+    x = jnp.ones((16, 32), jnp.float32)
+    w1 = jnp.ones((32, 64), jnp.float32)
+    w2 = jnp.ones((64, 32), jnp.float32)
+    return load_mlir(str(jax.jit(f).lower(x, w1, w2).as_text()))

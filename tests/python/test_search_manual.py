@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import shardwise as sw
+from auto_programs import shard_map_mlp
 from shardwise.search.auto import prepare
 
 jax = pytest.importorskip("jax")
@@ -15,28 +16,8 @@ jnp = jax.numpy
 pytestmark = [pytest.mark.jax]
 
 
-def _shard_map_mlp(manual: set[str]) -> sw.Module:
-    """A data-parallel MLP step written with ``shard_map`` over ``manual`` of a data=2,
-    model=4 mesh: tokens split on ``data`` by hand, weights as the user passed them."""
-    from jax.sharding import AxisType
-    from jax.sharding import PartitionSpec as P
-
-    # Auto axes: the free axis is left to the compiler (explicit ones pin every body value).
-    mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AxisType.Auto, AxisType.Auto))
-
-    def block(x, w1, w2):  # type: ignore[no-untyped-def]
-        h = jax.nn.relu(x @ w1)
-        return jax.lax.psum(jnp.sum(h @ w2), "data") if "data" in manual else jnp.sum(h @ w2)
-
-    f = jax.shard_map(block, mesh=mesh, in_specs=(P("data"), P(), P()), out_specs=P(), axis_names=manual)
-    x = jnp.ones((16, 32), jnp.float32)
-    w1 = jnp.ones((32, 64), jnp.float32)
-    w2 = jnp.ones((64, 32), jnp.float32)
-    return sw.load_mlir(str(jax.jit(f).lower(x, w1, w2).as_text()))
-
-
 def test_partial_manual_body_is_searched_on_the_free_axes() -> None:
-    module = _shard_map_mlp({"data"})
+    module = shard_map_mlp({"data"})
     problem = prepare(module, memory_budget=None)
     manual = [nd for nd in problem.nodes if nd.manual_side is not None]
     assert {nd.manual_side for nd in manual} == {"in", "out"}
@@ -57,7 +38,7 @@ def test_partial_manual_body_is_searched_on_the_free_axes() -> None:
 
 
 def test_a_budget_shards_the_weights_inside_the_shard_map_and_the_partition_agrees() -> None:
-    module = _shard_map_mlp({"data"})
+    module = shard_map_mlp({"data"})
     weights = (32 * 64 + 64 * 32) * 4  # both weights, replicated
     out, report = sw.auto_shard(module, memory_budget=weights // 2 + 6 * 1024, method="ilp", time_limit=30)
     assert report.feasible
@@ -73,7 +54,7 @@ def test_a_budget_shards_the_weights_inside_the_shard_map_and_the_partition_agre
 
 
 def test_fully_manual_body_keeps_its_local_program() -> None:
-    module = _shard_map_mlp({"data", "model"})
+    module = shard_map_mlp({"data", "model"})
     problem = prepare(module, memory_budget=None)
     body = [nd for nd in problem.nodes if nd.op is not None and nd.manual_side is None and nd.op.name == "stablehlo.dot_general"]
     assert body and all(len(nd.strategies) == 1 and nd.strategies[0].is_replicated for nd in body)
