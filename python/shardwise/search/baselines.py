@@ -167,7 +167,8 @@ def inferred_plans(problem: AutoProblem) -> dict[str, Plan]:
     >= 1 are batch inputs. ``replicated_state`` fixes every argument replicated (the rest is
     the compiler's); ``data_parallel(axes)`` splits the batch inputs whose dimension 0 the
     axes divide, for all the mesh's axes together and for each one alone;
-    ``fsdp(axes)`` adds to the first of them the state split over all axes (:func:`fsdp`).
+    ``fsdp(axes)`` adds to the first of them the state split over all axes (:func:`fsdp`), and
+    to each one-axis one the state split over that axis.
     Empty when the program carries nothing (no roles to read)."""
     carried = {i for i, _ in problem.carry}
     if not carried:
@@ -193,6 +194,8 @@ def inferred_plans(problem: AutoProblem) -> dict[str, Plan]:
         dp = data_parallel(shapes, batch, problem.mesh, axes)
         plans[f"data_parallel({'*'.join(axes)})"] = dp
         plans.setdefault(f"fsdp({'*'.join(every)})", {**zero, **dp})
+        if axes != every:  # ZeRO-3 over one axis (the data axis of a data x model mesh)
+            plans[f"fsdp({'*'.join(axes)})"] = {**fsdp(state, [], problem.mesh, axes), **dp}
     return plans
 
 
