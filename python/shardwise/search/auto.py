@@ -84,7 +84,6 @@ from shardwise.search.strategies import (
     free_mesh,
     is_closed,
     manual_boundary,
-    rebind,
     replicated,
     value_strategies,
 )
@@ -190,10 +189,7 @@ def _op_strategies(op: Op, rule: OpShardingRule | None, mesh: Mesh, name: str, c
     if rule is None or not op.results:
         base = [Strategy((), rep_ops, rep_res, (), 1)]
     else:
-        if axes is None or axes == mesh:
-            found = enumerate_strategies(rule, mesh, mesh_name=name, max_strategies=cap)
-        else:
-            found = rebind(enumerate_strategies(rule, axes, mesh_name=name, max_strategies=cap), mesh, name)
+        found = enumerate_strategies(rule, mesh, mesh_name=name, max_strategies=cap, axes=axes)
         base = _computable(op, found) or [Strategy((), rep_ops, rep_res, (), 1)]
     user = [v.sharding for v in op.results]
     if all(u is None for u in user):

@@ -140,12 +140,17 @@ def enumerate_strategies(
     mesh_name: str = "mesh",
     max_strategies: int = DEFAULT_MAX_STRATEGIES,
     allow_permutation: bool = False,
+    axes: Mesh | None = None,
 ) -> list[Strategy]:
     """Every valid strategy of an op with ``rule`` on ``mesh`` (see the module docstring),
-    the replicated one first, at most ``max_strategies`` (>= 1).
+    the replicated one first, at most ``max_strategies`` (>= 1). ``axes``: a mesh of some of
+    ``mesh``'s axes (:func:`free_mesh`), the only ones used (shardings still bound to ``mesh``).
 
     Work: ``(F + 1) ** A`` assignments for ``F`` factors and ``A`` mesh axes. Raises
     :class:`SearchError` for ``max_strategies < 1``."""
+    if axes is not None and axes != mesh:
+        found_on = enumerate_strategies(rule, axes, mesh_name=mesh_name, max_strategies=max_strategies, allow_permutation=allow_permutation)
+        return rebind(found_on, mesh, mesh_name)
     if max_strategies < 1:
         raise SearchError(f"max_strategies: expected at least 1, got {max_strategies}")
     nf = len(rule.factor_sizes)
@@ -155,21 +160,21 @@ def enumerate_strategies(
     names = [a.name for a in mesh.axes if a.size > 1]
     found: list[tuple[tuple[int, int, int, int], Strategy]] = []
     for n, choice in enumerate(itertools.product(range(nf + 1), repeat=len(names))):
-        axes: list[list[str]] = [[] for _ in range(nf)]
+        by_factor: list[list[str]] = [[] for _ in range(nf)]
         for name, f in zip(names, choice):
             if f < nf:
-                axes[f].append(name)
-        if not _valid(rule, mesh, axes, forbidden):
+                by_factor[f].append(name)
+        if not _valid(rule, mesh, by_factor, forbidden):
             continue
-        red = tuple(a for f in rule.reduction_factors for a in axes[f])
+        red = tuple(a for f in rule.reduction_factors for a in by_factor[f])
         s = Strategy(
-            factor_axes=tuple(tuple(a) for a in axes),
-            operands=tuple(_sharding(mesh, mesh_name, m, axes) for m in rule.operand_mappings),
-            results=tuple(_sharding(mesh, mesh_name, m, axes) for m in rule.result_mappings),
+            factor_axes=tuple(tuple(a) for a in by_factor),
+            operands=tuple(_sharding(mesh, mesh_name, m, by_factor) for m in rule.operand_mappings),
+            results=tuple(_sharding(mesh, mesh_name, m, by_factor) for m in rule.result_mappings),
             reduction_axes=tuple(a for a in names if a in red),
-            shards=_size(mesh, [name for fa in axes for name in fa]),
+            shards=_size(mesh, [name for fa in by_factor for name in fa]),
         )
-        nred = sum(1 for f in rule.reduction_factors if axes[f])
+        nred = sum(1 for f in rule.reduction_factors if by_factor[f])
         found.append(((-s.shards, nred, n, 0), s))
         for k, v in enumerate(_scatter_variants(mesh, mesh_name, rule, s)):
             found.append(((-s.shards, nred, n, k + 1), v))
@@ -224,10 +229,7 @@ def value_strategies(
     the same ranking and cap as :func:`enumerate_strategies`. ``axes``: a mesh of some of
     ``mesh``'s axes (:func:`free_mesh`), the only ones used (shardings still bound to ``mesh``)."""
     rule = OpShardingRule([int(d) for d in shape], [], [[[i] for i in range(len(shape))]])
-    if axes is not None and axes != mesh:
-        out = rebind(enumerate_strategies(rule, axes, mesh_name=mesh_name, max_strategies=max_strategies), mesh, mesh_name)
-    else:
-        out = enumerate_strategies(rule, mesh, mesh_name=mesh_name, max_strategies=max_strategies)
+    out = enumerate_strategies(rule, mesh, mesh_name=mesh_name, max_strategies=max_strategies, axes=axes)
     return [Strategy((), s.operands, s.results, (), s.shards) for s in out]
 
 
