@@ -6,13 +6,14 @@ and writes a Markdown table: instance, nodes, edges, our cost, best known, gap %
 Each instance is solved in a process of its own (this script runs itself with ``--one``), as
 the contest runs one per instance, so that no instance runs after another in a warm process.
 
-    python benches/bench_iopddl.py [--time-scale 1.0] [--method auto] [--threads 1] [-o benches/iopddl.md]
+    python benches/bench_iopddl.py [--time-scale 1.0] [--method auto] [--threads 1] [--log DIR] [-o benches/iopddl.md]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import logging
 import subprocess
 import sys
 import time
@@ -33,11 +34,17 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="solver threads (solve's threads: the penalty search and threads-1 local searches under auto)")
     ap.add_argument("--only", default="", help="instance letters, e.g. BGV")
     ap.add_argument("-o", "--output", type=Path, default=Path(__file__).with_name("iopddl.md"))
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each instance (one row each)")
+    ap.add_argument("--log", type=Path, help="folder for each instance's search trace (LETTER.log, DEBUG level)")
     ap.add_argument("--one", type=Path, help=argparse.SUPPRESS)  # the child's instance
     args = ap.parse_args()
     with open(args.data / "best_known.csv") as f:
         best = {r["instance"]: int(r["best_known_cost"]) for r in csv.DictReader(f)}
     if args.one is not None:
+        if args.log is not None:
+            args.log.mkdir(parents=True, exist_ok=True)
+            logging.basicConfig(filename=args.log / f"{_letter(args.one)}.log", filemode="w", level=logging.DEBUG,
+                                format="%(relativeCreated)9.0f ms %(threadName)s %(name)s: %(message)s")
         print(_row(args.one, best, args.time_scale, args.method, args.threads), flush=True)
         return
     rows = ["| instance | nodes | edges | our cost | best known | gap % | seconds | limit s | feasible | found by |",
@@ -46,12 +53,14 @@ def main() -> None:
         letter = _letter(path)
         if args.only and letter not in args.only:
             continue
-        child = [sys.executable, __file__, "--one", str(path), "--data", str(args.data), "--time-scale", str(args.time_scale),
-                 "--method", args.method, "--threads", str(args.threads)]
-        done = subprocess.run(child, stdout=subprocess.PIPE, text=True, check=True)
-        row = done.stdout.strip().splitlines()[-1]
-        print(row, flush=True)
-        rows.append(row)
+        for run in range(args.repeat):
+            log = [] if args.log is None else ["--log", str(args.log if args.repeat == 1 else args.log / f"run{run + 1}")]
+            child = [sys.executable, __file__, "--one", str(path), "--data", str(args.data), "--time-scale",
+                     str(args.time_scale), "--method", args.method, "--threads", str(args.threads)] + log
+            done = subprocess.run(child, stdout=subprocess.PIPE, text=True, check=True)
+            row = done.stdout.strip().splitlines()[-1]
+            print(row, flush=True)
+            rows.append(row)
     write_atomic(args.output, "\n".join(rows) + "\n")
 
 

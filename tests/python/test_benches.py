@@ -81,8 +81,10 @@ def test_iopddl_benchmark_runs(tmp_path: Path) -> None:
     if not (data / "best_known.csv").is_file():
         pytest.skip("../shared/iopddl is absent")
     out = tmp_path / "iopddl.md"
-    _run([str(BENCHES / "bench_iopddl.py"), "--only", "B", "--time-scale", "0.05", "-o", str(out)], tmp_path)
-    assert "| B |" in out.read_text()
+    _run([str(BENCHES / "bench_iopddl.py"), "--only", "B", "--time-scale", "0.05", "--repeat", "2",
+          "--log", str(tmp_path / "logs"), "-o", str(out)], tmp_path)
+    assert out.read_text().count("| B |") == 2
+    assert all((tmp_path / "logs" / f"run{i}" / "B.log").is_file() for i in (1, 2))  # traces: test_penalty
 
 
 def test_fault_campaign_runs(tmp_path: Path) -> None:

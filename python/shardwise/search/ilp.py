@@ -43,6 +43,7 @@ returned (or :class:`NoFeasibleSolution` raised without one).
 
 from __future__ import annotations
 
+import logging
 import os
 import resource
 import sys
@@ -74,6 +75,9 @@ from shardwise.search.reduce import Reduced, reduce_graph
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
+
+#: Each HiGHS run (model size, seconds against the limit, status) at DEBUG level.
+log = logging.getLogger("shardwise.search.ilp")
 
 #: Entries at or above this are treated as forbidden by the ILP (scores stay exact).
 FORBIDDEN_COST = 10**18
@@ -514,9 +518,13 @@ def _run(highspy: Any, graph: StrategyGraph, deadline: float, initial: Sequence[
             h.setOptionValue("time_limit", left)
             if warm is not None:
                 h.setSolution(warm)
+            t_run = time.perf_counter()
             h.run()
             status = h.getModelStatus()
             status_text = h.modelStatusToString(status)
+            log.debug("HiGHS: %d columns, %d rows (%d usage rows), %.1f s of %.1f (%.1f s since the call): %s", n,
+                      h.getNumRow(), len(added), time.perf_counter() - t_run, left, time.perf_counter() - start,
+                      status_text)
             choice, optimal = None, False
             if int(h.getInfo().primal_solution_status) == 2:  # kSolutionStatusFeasible
                 xs = np.asarray(h.getSolution().col_value)

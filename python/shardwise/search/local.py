@@ -12,6 +12,7 @@ and edges with exact cost deltas and a segment-tree memory check, and iterated l
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -24,6 +25,8 @@ import numpy.typing as npt
 from shardwise import _native
 from shardwise.errors import SearchError
 from shardwise.search.graph import StrategyGraph
+
+log = logging.getLogger("shardwise.search")
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,8 @@ def interruptible(run: Callable[[], Solution], graph: object = None, time_limit:
         if not done.is_set():
             if offered:  # the search is abandoned, asked to stop; its best answer so far
                 abandoned.set()
+                log.debug("search abandoned (%s): the best answer offered so far, %.6g by %s",
+                          "interrupted" if interrupted else "overran", offered[0].cost, offered[0].method)
                 why = "interrupted" if interrupted else f"still running {OVERRUN_SECONDS:g} s past its time limit"
                 return replace(offered[0], interrupted=interrupted, note=f"search {why}: the best answer offered so far")
             while not done.wait(POLL_SECONDS):  # nothing to answer with yet: wait for it
