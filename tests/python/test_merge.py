@@ -75,6 +75,17 @@ def test_merge_combines_the_cheap_and_the_feasible() -> None:
     assert sol.assignment == (0, 0, 1) and sol.cost == 2 and sol.peak_usage == 21
 
 
+def test_a_given_warm_start_is_kept_unless_beaten() -> None:
+    # The penalty search passes its incumbent as the warm start instead of having every pooled
+    # assignment scored again; the answer is never worse than it.
+    g = StrategyGraph.build([[0, 10], [0, 18], [0, 2]], [[10, 1], [10, 1], [10, 1]],
+                            [[0, 3], [0, 3], [0, 3]], [], [], usage_limit=25)
+    sol = solve_merged(g, [[0, 0, 0], [1, 1, 1], [0, 1, 1]], 5.0, warm=[0, 1, 1])
+    assert sol.assignment == (0, 0, 1) and sol.cost == 2
+    only = StrategyGraph.build([[0, 10]], [[10, 1]], [[0, 3]], [], [], usage_limit=5)
+    assert solve_merged(only, [[1]], 5.0, warm=[1]).assignment == (1,)
+
+
 def test_bad_input_is_named() -> None:
     g = random_graph(random.Random(0), 4, 3)
     with pytest.raises(ValueError, match=r"allowed: expected one strategy list per node \(4\), got 1"):

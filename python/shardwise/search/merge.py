@@ -105,14 +105,18 @@ def _distinct(pool: Sequence[Sequence[int]]) -> npt.NDArray[np.int64]:
     return ks
 
 
-def solve_merged(graph: StrategyGraph, pool: Sequence[Sequence[int]], time_limit: float, *, threads: int = 1) -> Solution:
+def solve_merged(graph: StrategyGraph, pool: Sequence[Sequence[int]], time_limit: float, *, threads: int = 1,
+                 warm: Sequence[int] | None = None) -> Solution:
     """The best assignment of ``graph`` using, on each node, only strategies that some
-    assignment of ``pool`` chooses there: the ILP over :func:`restrict`, warm-started from the
-    pool's best feasible assignment (so never worse than it) and starting from the usage rows
-    near that assignment's peaks (``solve_ilp(lazy_rows=True)``), within ``time_limit`` seconds.
+    assignment of ``pool`` chooses there: the ILP over :func:`restrict`, warm-started from
+    ``warm`` (a feasible member of ``pool``) or else the pool's best feasible assignment (so never
+    worse than it) and starting from the usage rows near that assignment's peaks
+    (``solve_ilp(lazy_rows=True)``), within ``time_limit`` seconds counted from the call
+    (scoring the pool and building the sub-instance included).
     ``Solution.optimal`` says the sub-instance was solved to optimality (not ``graph``).
     Raises :class:`SearchError` for a bad time limit and :class:`ValueError` for an empty pool
     or an assignment of the wrong length."""
+    begin = time.perf_counter()
     t = check_time_limit(time_limit)
     if not pool:
         raise ValueError("pool: expected at least one assignment, got none")
@@ -121,17 +125,19 @@ def solve_merged(graph: StrategyGraph, pool: Sequence[Sequence[int]], time_limit
         if len(x) != n:
             raise ValueError(f"pool[{i}]: expected {n} strategies (one per node), got {len(x)}")
     allowed = [sorted({int(x[v]) for x in pool}) for v in range(n)]
-    scores = [evaluate(graph, x) for x in pool]
-    feasible = [i for i, s in enumerate(scores) if s.feasible]
-    warm = pool[min(feasible, key=lambda i: scores[i].cost)] if feasible else None
-    return _solve_restricted(graph, allowed, warm, t, threads)
+    if warm is None:
+        scores = [evaluate(graph, x) for x in pool]
+        feasible = [i for i, s in enumerate(scores) if s.feasible]
+        warm = pool[min(feasible, key=lambda i: scores[i].cost)] if feasible else None
+    return _solve_restricted(graph, allowed, warm, t, threads, begin)
 
 
 def _solve_restricted(graph: StrategyGraph, allowed: Sequence[Sequence[int]], warm: Sequence[int] | None,
-                      time_limit: float, threads: int = 1) -> Solution:
+                      time_limit: float, threads: int = 1, begin: float | None = None) -> Solution:
     """The ILP over :func:`restrict` ``(graph, allowed)``, warm-started from ``warm`` (an
-    assignment of ``graph`` inside ``allowed``); the answer in ``graph``'s strategy indices."""
-    begin = time.perf_counter()
+    assignment of ``graph`` inside ``allowed``); the answer in ``graph``'s strategy indices.
+    ``time_limit`` counts from ``begin`` (default: the call)."""
+    begin = time.perf_counter() if begin is None else begin
     sub = restrict(graph, allowed)
     index = [{s: i for i, s in enumerate(a)} for a in allowed]
     initial = None if warm is None else [index[v][int(s)] for v, s in enumerate(warm)]
@@ -197,7 +203,7 @@ class Merger:
         ``whole``: :meth:`whole` of the pool plus the incumbent, if the caller has it."""
         everything = list(pool) + [list(incumbent)]
         if self.whole(everything) if whole is None else whole:
-            return solve_merged(self.graph, everything, time_limit)
+            return solve_merged(self.graph, everything, time_limit, warm=incumbent)
         nodes = self.window(pool, incumbent)
         allowed = [sorted({int(x[v]) for x in everything}) if v in nodes else [int(incumbent[v])]
                    for v in range(self.graph.num_nodes)]
