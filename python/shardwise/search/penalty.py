@@ -351,8 +351,12 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
             over = prof.overflow(x)
             peak = float(over.max()) if over.size else -1.0
             if log.isEnabledFor(logging.DEBUG):
-                log.debug("%.1f s: trajectory %d relaxed optimum %.6g, peak %+.2f %% over the limit", shared.at(), seed,
-                          evaluate(graph, x).cost, 100.0 * peak)
+                hot_now = prof.node_overflow(over) > 0
+                log.debug("%.1f s: trajectory %d relaxed optimum %.6g, peak %+.2f %% over the limit at point %d; "
+                          "%d hot nodes, mean penalty %.4g (others %.4g)", shared.at(), seed, evaluate(graph, x).cost,
+                          100.0 * peak, int(np.argmax(over)) if over.size else -1, int(hot_now.sum()),
+                          float(w[hot_now].mean()) if hot_now.any() else 0.0,
+                          float(w[~hot_now].mean()) if (~hot_now).any() else 0.0)
             stalled = peak > 0 and (x == prev or 0 < last_peak * STALL < peak)
             prev, last_peak = x, peak
             fitted += peak <= 0
