@@ -84,6 +84,8 @@ def test_a_given_warm_start_is_kept_unless_beaten() -> None:
     assert sol.assignment == (0, 0, 1) and sol.cost == 2
     only = StrategyGraph.build([[0, 10]], [[10, 1]], [[0, 3]], [], [], usage_limit=5)
     assert solve_merged(only, [[1]], 5.0, warm=[1]).assignment == (1,)
+    with pytest.raises(ValueError, match="warm: expected an assignment of 1 strategies that the pool gives each node"):
+        solve_merged(only, [[1]], 5.0, warm=[0])
 
 
 def test_bad_input_is_named() -> None:

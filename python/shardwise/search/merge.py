@@ -114,8 +114,8 @@ def solve_merged(graph: StrategyGraph, pool: Sequence[Sequence[int]], time_limit
     (``solve_ilp(lazy_rows=True)``), within ``time_limit`` seconds counted from the call
     (scoring the pool and building the sub-instance included).
     ``Solution.optimal`` says the sub-instance was solved to optimality (not ``graph``).
-    Raises :class:`SearchError` for a bad time limit and :class:`ValueError` for an empty pool
-    or an assignment of the wrong length."""
+    Raises :class:`SearchError` for a bad time limit and :class:`ValueError` for an empty pool,
+    an assignment of the wrong length or a warm start outside the pool's strategies."""
     begin = time.perf_counter()
     t = check_time_limit(time_limit)
     if not pool:
@@ -125,6 +125,8 @@ def solve_merged(graph: StrategyGraph, pool: Sequence[Sequence[int]], time_limit
         if len(x) != n:
             raise ValueError(f"pool[{i}]: expected {n} strategies (one per node), got {len(x)}")
     allowed = [sorted({int(x[v]) for x in pool}) for v in range(n)]
+    if warm is not None and (len(warm) != n or any(int(s) not in a for s, a in zip(warm, allowed))):
+        raise ValueError(f"warm: expected an assignment of {n} strategies that the pool gives each node")
     if warm is None:
         scores = [evaluate(graph, x) for x in pool]
         feasible = [i for i, s in enumerate(scores) if s.feasible]
