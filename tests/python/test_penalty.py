@@ -406,6 +406,25 @@ def test_the_last_whole_merge_takes_all_the_time_left(monkeypatch: pytest.Monkey
     assert calls == [penalty.MERGE_SECONDS, 45.0]
 
 
+def test_a_last_merge_that_overruns_is_abandoned(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A last merge still running LAST_MERGE_OVERRUN times its limit (plus a second) is left to end
+    # in the background: the search goes on to its polish and keeps its deadline.
+    penalty = importlib.import_module("shardwise.search.penalty")
+    monkeypatch.setattr(penalty, "LAST_MERGE_OVERRUN", 0.1)
+    shared = penalty._Shared(_hot_pair(), 10.0, 0)
+
+    def slow(pool: object, best: object, seconds: float, whole: bool) -> object:
+        time.sleep(3.0)
+        return penalty.Solution((1, 0), 40, 101, True, "merge", optimal=True)
+
+    monkeypatch.setattr(shared.merger, "improve", slow)
+    shared.offer([1, 0], penalty.Solution((1, 0), 50, 101, True, "local"))
+    begin = time.perf_counter()
+    assert shared.merge(2.0, windows=True, last=True)
+    assert time.perf_counter() - begin < 2.0 and shared.merge_stalled and shared.best is not None
+    assert shared.best.cost == 50
+
+
 def test_the_time_left_polishes_the_best(monkeypatch: pytest.MonkeyPatch) -> None:
     # After the last merges, the feasible local search polishes the best assignment (from it,
     # no price phase) on one seed per trajectory until shortly before the deadline.

@@ -71,7 +71,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 
@@ -148,6 +148,12 @@ WINDOW_SECONDS = 15.0
 #: U once ended 2.8 s past the search's deadline (300.8 s of its contest's 300, DGVNS slices
 #: with hints).
 WINDOW_MARGIN = 0.7
+#: The last merge is abandoned (left to end in the background, its answer unused) once it has
+#: run this many times its limit, plus a second: HiGHS overran merge limits by up to 35 % in the
+#: traced runs, and one last merge of K, given 16.3 s, had not ended after 45 s (no HiGHS run
+#: had returned: its presolve or the model's set-up ignores the limit), so the search ran past
+#: its deadline and its polish never ran.
+LAST_MERGE_OVERRUN = 1.4
 #: Seconds before the deadline at which the last polish (:func:`_polish`) ends.
 POLISH_MARGIN = 0.5
 #: Share of the time limit kept for the last polish: the feasible local search from the best
@@ -265,7 +271,17 @@ class _Shared:
         t0 = time.perf_counter()
         limit = left if whole and last else min(MERGE_SECONDS if whole else WINDOW_SECONDS, left)
         try:
-            m = self.merger.improve(pool, best.assignment, limit, whole)
+            if last:
+                got = _bounded(lambda: self.merger.improve(pool, best.assignment, limit, whole),
+                               LAST_MERGE_OVERRUN * limit + 1.0)
+                if got is None:
+                    log.debug("%.1f s: last merge of %d abandoned, still running %.1f s into its %.1f s", self.at(),
+                              len(pool), time.perf_counter() - t0, limit)
+                    self.merge_stalled = True
+                    return True
+                m = got
+            else:
+                m = self.merger.improve(pool, best.assignment, limit, whole)
         except ModelTooLarge:  # the memory available fell below what the sub-instance needs
             log.debug("%.1f s: merge of %d refused (too large)", self.at(), len(pool))
             return True
@@ -381,6 +397,30 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
                 w *= DECAY ** (2 ** min(fits, 5))
                 fits += 1
                 eta *= 0.7
+
+
+def _bounded(run: Callable[[], Solution], seconds: float) -> Solution | None:
+    """``run()`` on a daemon thread of its own: its answer, or ``None`` when it has not ended
+    within ``seconds`` (it is then left to finish in the background; a daemon thread does not
+    hold up the process's exit). Its exception is raised here."""
+    box: list[Solution] = []
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            box.append(run())
+        except BaseException as e:  # noqa: BLE001 - raised in the waiting thread
+            errors.append(e)
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name="shardwise-last-merge", daemon=True).start()
+    if not done.wait(seconds):
+        return None
+    if errors:
+        raise errors[0]
+    return box[0]
 
 
 def _polish(shared: _Shared, deadline: float, threads: int, seed: int) -> None:
