@@ -47,12 +47,9 @@ the last :data:`WINDOWS_SHARE` of the time goes to merging windows of :data:`WIN
 around the incumbent.
 
 At :data:`RESTART_SHARE` of its time each trajectory starts again from fresh prices (a new
-price search with another seed), without a hint, once its basin is spent (its relaxed optimum
-fitted in :data:`RESTART_FITTED` rounds, or :data:`RESTART_STALLS` rounds in a row stalled;
-a trajectory still converging keeps its basin): the pool keeps the first basin's assignments,
-and the merges combine the two basins. The time the last merges leave, and at least
-:data:`POLISH_SHARE` of the limit, goes to polishing the best assignment by the feasible local
-search (:func:`_polish`). Each round, repair, merge and new best is logged at DEBUG level
+price search with another seed), without a hint: the pool keeps the first basin's assignments,
+and the merges combine the two basins. The time the last merges leave goes to polishing the
+best assignment by the feasible local search (:func:`_polish`). Each round, repair, merge and new best is logged at DEBUG level
 (logger ``shardwise.search.penalty``; HiGHS's runs: ``shardwise.search.ilp``).
 
 Several trajectories (``trajectories=N``) run this loop side by side on threads, each with its
@@ -156,11 +153,6 @@ WINDOW_MARGIN = 0.7
 LAST_MERGE_OVERRUN = 1.4
 #: Seconds before the deadline at which the last polish (:func:`_polish`) ends.
 POLISH_MARGIN = 0.5
-#: Share of the time limit kept for the last polish: the feasible local search from the best
-#: assignment (:func:`_polish`). In three traced runs of K, with the time the last merges left,
-#: it took the best from +2.4 % to +0.9 % over the record (50 s), from +3.9 % to +1.9 % (15 s)
-#: and left it at +1.8 % (21 s), after whole merges that ran out of their time without improving.
-POLISH_SHARE = 0.1
 #: Share of the time limit kept for windows at the end when the pool is merged by windows.
 WINDOWS_SHARE = 0.1
 #: Share of its time after which each trajectory starts again from fresh Lagrangian prices
@@ -170,15 +162,6 @@ WINDOWS_SHARE = 0.1
 #: −0.59 to +0.99 %, and one run that restarted at half time had a pool whose whole merge gave
 #: −1.16 % (its first half alone: +3.6 %).
 RESTART_SHARE = 0.5
-#: ... but only once its basin is spent: its relaxed optimum fitted the limit in this many rounds,
-#: or this many rounds in a row stalled (:data:`STALL`). A trajectory still converging keeps its
-#: basin, and after :data:`RESTART_LATEST` of its time never restarts. In a traced run of K, the
-#: 3 s trajectory restarted at half time a round after its relaxed optimum first fitted (the
-#: overflow had fallen 9.8, 7.5, 5.5, 4.4, 1.7, 1.1, 0.2 % in the rounds before), and the second
-#: basin's optima stayed 5-10 % over until the end.
-RESTART_FITTED = 2
-RESTART_STALLS = 2
-RESTART_LATEST = 0.75
 
 
 class _Profile:
@@ -260,7 +243,8 @@ class _Shared:
     def merge(self, left: float, windows: bool, last: bool = False) -> bool:
         """One merge (whole, or a window if ``windows``) within ``left`` seconds; whether it
         was whole (or none was made). A whole merge takes at most :data:`MERGE_SECONDS` unless
-        it is the ``last``, which takes all of ``left``."""
+        it is the ``last``, which takes all of ``left`` (and is abandoned past
+        :data:`LAST_MERGE_OVERRUN` times that)."""
         pool, best = self.snapshot()
         if best is None or left < 2.0 or self.stopped.is_set():
             return True
@@ -297,20 +281,14 @@ class _Shared:
         return whole
 
     def reserve(self) -> float:
-        """Time kept back from the penalty rounds for the last merges and the polish."""
+        """Time kept back from the penalty rounds for the last merges."""
         pool, best = self.snapshot()
         if best is None:
             return 0.0
         whole = self.merger.whole(pool + [list(best.assignment)])
         if whole:
-            merges = 0.0 if self.merge_stalled else 1.5 * max(self.merge_seconds, 2.5) + 2.0
-        else:
-            merges = WINDOWS_SHARE * self.time_limit
-        return merges + self.polish_reserve()
-
-    def polish_reserve(self) -> float:
-        """Time kept for the last polish (:func:`_polish`)."""
-        return POLISH_SHARE * self.time_limit
+            return 0.0 if self.merge_stalled else 1.5 * max(self.merge_seconds, 2.5) + 2.0
+        return WINDOWS_SHARE * self.time_limit
 
 
 def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta0: float,
@@ -321,7 +299,6 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
     graph = shared.graph
     begin = time.perf_counter()
     eta, fits, it, seconds, boost = eta0, 0, 0, slice_seconds, 0.0
-    fitted = stalls = 0  # rounds of this basin whose relaxed optimum fitted; stalled rounds in a row
     prev: list[int] | None = None
     last_peak = -1.0
     try:
@@ -335,18 +312,12 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
         build = solver.build_seconds
         w = start.result().copy()
         restart_at: float | None = begin + RESTART_SHARE * (deadline - begin)
-        restart_until = begin + RESTART_LATEST * (deadline - begin)
         while not shared.stopped.is_set():
-            now = time.perf_counter()
-            if restart_at is not None and now >= restart_until:
-                log.debug("%.1f s: trajectory %d keeps its basin (still converging)", shared.at(), seed)
-                restart_at = None
-            if restart_at is not None and now >= restart_at and (fitted >= RESTART_FITTED or stalls >= RESTART_STALLS):
+            if restart_at is not None and time.perf_counter() >= restart_at:
                 log.debug("%.1f s: trajectory %d restarts from fresh prices", shared.at(), seed)
                 restart_at, seed = None, seed + 1_000_003
                 w = _start_penalties(graph, min(PRICE_SHARE * shared.time_limit, PRICE_SECONDS), seed)
                 prev, eta, fits, boost, last_peak = None, eta0, 0, 0.0, -1.0
-                fitted = stalls = 0
             left = deadline - time.perf_counter()
             keep = shared.reserve()
             if left < build + 1.0 + keep:
@@ -375,8 +346,6 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
                           float(w[~hot_now].mean()) if (~hot_now).any() else 0.0)
             stalled = peak > 0 and (x == prev or 0 < last_peak * STALL < peak)
             prev, last_peak = x, peak
-            fitted += peak <= 0
-            stalls = stalls + 1 if stalled else 0
             left = deadline - time.perf_counter()
             if (peak <= REPAIR_WITHIN or shared.best is None) and left > 0.05:
                 p = solve_local(graph, min(max(0.5, 0.3 * slice_seconds), left), initial=x,
@@ -424,10 +393,12 @@ def _bounded(run: Callable[[], Solution], seconds: float) -> Solution | None:
 
 
 def _polish(shared: _Shared, deadline: float, threads: int, seed: int) -> None:
-    """The time the last merges left (a merge proven optimal early, or one skipped): the best
-    assignment polished by the feasible local search on ``threads`` seeds side by side until
-    :data:`POLISH_MARGIN` before ``deadline``. In a traced run of K, 25 of the 180 s were left
-    after the last merge; of S, 21 of 240. An improvement is offered with the method
+    """The time the last merges left (a merge proven optimal early, one skipped, or the margin
+    kept for HiGHS's overrun): the best assignment polished by the feasible local search on
+    ``threads`` seeds side by side until :data:`POLISH_MARGIN` before ``deadline``. In a traced
+    run of K, 25 of the 180 s were left after the last merge; of S, 21 of 240. With the time the
+    last merges left, it took K's best from +2.4 % to +0.9 % over the record (50 s) and from
+    +3.9 % to +1.9 % (15 s); on S it found at most 5e4 of 1.56e9 after a merge. An improvement is offered with the method
     ``polish`` (after ``merge`` when a merge found the assignment polished)."""
     left = deadline - time.perf_counter() - POLISH_MARGIN
     best = shared.best
@@ -512,8 +483,8 @@ def _penalty_loops(graph: StrategyGraph, t: float, seed: int, slices: list[int],
     # HiGHS ran windows up to 17% over their limit (S: 17.6 s for 15 s, the whole search then 3.9 s
     # over the contest limit), hence the margin.
     log.debug("%.1f s: trajectories done, %.1f s left for the last merges", shared.at(), deadline - time.perf_counter())
-    while not stopped.is_set() and not shared.merge(
-            WINDOW_MARGIN * (deadline - time.perf_counter() - shared.polish_reserve()) - 1.0, windows=True, last=True):
+    while not stopped.is_set() and not shared.merge(WINDOW_MARGIN * (deadline - time.perf_counter()) - 1.0, windows=True,
+                                                    last=True):
         pass
     _polish(shared, deadline, trajectories, seed)
     seconds = time.perf_counter() - begin
