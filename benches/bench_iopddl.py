@@ -6,7 +6,8 @@ and writes a Markdown table: instance, nodes, edges, our cost, best known, gap %
 Each instance is solved in a process of its own (this script runs itself with ``--one``), as
 the contest runs one per instance, so that no instance runs after another in a warm process.
 
-    python benches/bench_iopddl.py [--time-scale 1.0] [--method auto] [--threads 1] [--repeat 1] [--log DIR] [-o benches/iopddl.md]
+    python benches/bench_iopddl.py [--time-scale 1.0] [--method auto] [--threads 1] [-o benches/iopddl.md]
+        [--repeat 1] [--log DIR]
 """
 
 from __future__ import annotations

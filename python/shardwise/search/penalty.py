@@ -49,8 +49,9 @@ around the incumbent.
 At :data:`RESTART_SHARE` of its time each trajectory starts again from fresh prices (a new
 price search with another seed), without a hint: the pool keeps the first basin's assignments,
 and the merges combine the two basins. The time the last merges leave goes to polishing the
-best assignment by the feasible local search (:func:`_polish`). Each round, repair, merge and new best is logged at DEBUG level
-(logger ``shardwise.search.penalty``; HiGHS's runs: ``shardwise.search.ilp``).
+best assignment by the feasible local search (:func:`_polish`). Each round, repair, merge and
+new best is logged at DEBUG level (logger ``shardwise.search.penalty``; HiGHS's runs:
+``shardwise.search.ilp``).
 
 Several trajectories (``trajectories=N``) run this loop side by side on threads, each with its
 own toulbar2 worker, seed, first step and slice (toulbar2's CPU seconds per relaxed problem,
@@ -398,8 +399,9 @@ def _polish(shared: _Shared, deadline: float, threads: int, seed: int) -> None:
     ``threads`` seeds side by side until :data:`POLISH_MARGIN` before ``deadline``. In a traced
     run of K, 25 of the 180 s were left after the last merge; of S, 21 of 240. With the time the
     last merges left, it took K's best from +2.4 % to +0.9 % over the record (50 s) and from
-    +3.9 % to +1.9 % (15 s); on S it found at most 5e4 of 1.56e9 after a merge. An improvement is offered with the method
-    ``polish`` (after ``merge`` when a merge found the assignment polished)."""
+    +3.9 % to +1.9 % (15 s); on S it found at most 5e4 of 1.56e9 after a merge. An improvement
+    is offered with the method ``polish`` (``merge+polish`` when a merge found the assignment
+    polished)."""
     left = deadline - time.perf_counter() - POLISH_MARGIN
     best = shared.best
     if best is None or left < 1.0 or shared.stopped.is_set():
