@@ -127,6 +127,41 @@ def offer_incumbent(graph: object, sol: Solution) -> None:
             _INCUMBENT[:] = [sol]
 
 
+class OnThread:
+    """``run()`` on a daemon thread of its own, named ``name`` (a daemon thread does not hold up
+    the process's exit, so one that is abandoned finishes in the background or not at all).
+    ``on_end`` is called on that thread once ``run`` has returned or raised. :attr:`done` is set
+    when it has ended; :meth:`result` then gives its answer or raises its exception."""
+
+    def __init__(self, run: Callable[[], Solution], name: str, on_end: Callable[[], None] | None = None) -> None:
+        self.done = threading.Event()
+        self._box: list[Solution] = []
+        self._errors: list[BaseException] = []
+
+        def target() -> None:
+            try:
+                self._box.append(run())
+            except BaseException as e:  # noqa: BLE001 - handed to the waiting thread, which raises it
+                self._errors.append(e)
+            finally:
+                self.done.set()
+                if on_end is not None:
+                    on_end()
+
+        threading.Thread(target=target, name=name, daemon=True).start()
+
+    @property
+    def failed(self) -> BaseException | None:
+        """The exception ``run`` raised, if it has ended with one."""
+        return self._errors[0] if self._errors else None
+
+    def result(self) -> Solution:
+        """The answer of ``run`` once :attr:`done` is set; its exception is raised here."""
+        if self._errors:
+            raise self._errors[0]
+        return self._box[0]
+
+
 def interruptible(run: Callable[[], Solution], graph: object = None, time_limit: float | None = None) -> Solution:
     """``run()``, made to answer Ctrl-C and to keep its time limit: from the main thread,
     ``run`` goes to a worker thread and the main thread waits, so a ``KeyboardInterrupt``
@@ -155,25 +190,18 @@ def interruptible(run: Callable[[], Solution], graph: object = None, time_limit:
         _GENERATION[0] += 1
         generation = _GENERATION[0]
     abandoned = threading.Event()
-    box: list[Solution] = []
-    errors: list[BaseException] = []
-    # Waited on instead of the thread: a KeyboardInterrupt inside Thread.join() can leave the
-    # thread looking finished while it runs on (CPython 3.11's _wait_for_tstate_lock).
-    done = threading.Event()
 
-    def target() -> None:
-        try:
-            box.append(run())
-        except BaseException as e:  # noqa: BLE001 - handed to the main thread, which raises it
-            errors.append(e)
-        finally:
-            done.set()
-            with _LOCK:
-                last = _GENERATION[0] == generation
-            if abandoned.is_set() and last:
-                clear_stop()
+    def ended() -> None:
+        with _LOCK:
+            last = _GENERATION[0] == generation
+        if abandoned.is_set() and last:
+            clear_stop()
 
-    threading.Thread(target=target, name="shardwise-search", daemon=True).start()
+    # Its event is waited on instead of the thread: a KeyboardInterrupt inside Thread.join()
+    # can leave the thread looking finished while it runs on (CPython 3.11's
+    # _wait_for_tstate_lock).
+    search = OnThread(run, "shardwise-search", ended)
+    done = search.done
     end = None if time_limit is None else time.perf_counter() + time_limit + OVERRUN_SECONDS
     interrupted = overran = False
     try:
@@ -205,11 +233,9 @@ def interruptible(run: Callable[[], Solution], graph: object = None, time_limit:
     with _LOCK:
         _TOP[0] = None
         _INCUMBENT.clear()
-    if errors:
-        if interrupted:
-            raise KeyboardInterrupt from errors[0]
-        raise errors[0]
-    return replace(box[0], interrupted=True) if interrupted else box[0]
+    if interrupted and search.failed is not None:
+        raise KeyboardInterrupt from search.failed
+    return replace(search.result(), interrupted=True) if interrupted else search.result()
 
 
 def check_time_limit(time_limit: float) -> float:

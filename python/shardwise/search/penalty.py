@@ -80,6 +80,7 @@ from shardwise.errors import SearchError
 from shardwise.search.graph import StrategyGraph, evaluate, usage_profile
 from shardwise.search.ilp import ModelTooLarge
 from shardwise.search.local import (
+    OnThread,
     Solution,
     check_time_limit,
     interruptible,
@@ -370,27 +371,11 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
 
 
 def _bounded(run: Callable[[], Solution], seconds: float) -> Solution | None:
-    """``run()`` on a daemon thread of its own: its answer, or ``None`` when it has not ended
-    within ``seconds`` (it is then left to finish in the background; a daemon thread does not
-    hold up the process's exit). Its exception is raised here."""
-    box: list[Solution] = []
-    errors: list[BaseException] = []
-    done = threading.Event()
-
-    def target() -> None:
-        try:
-            box.append(run())
-        except BaseException as e:  # noqa: BLE001 - raised in the waiting thread
-            errors.append(e)
-        finally:
-            done.set()
-
-    threading.Thread(target=target, name="shardwise-last-merge", daemon=True).start()
-    if not done.wait(seconds):
-        return None
-    if errors:
-        raise errors[0]
-    return box[0]
+    """``run()`` on a daemon thread of its own (:class:`OnThread`): its answer, or ``None`` when
+    it has not ended within ``seconds`` (it is then left to finish in the background). Its
+    exception is raised here."""
+    merge = OnThread(run, "shardwise-last-merge")
+    return merge.result() if merge.done.wait(seconds) else None
 
 
 def _polish(shared: _Shared, deadline: float, threads: int, seed: int) -> None:
