@@ -294,12 +294,12 @@ def solve_local(
     def run() -> Solution:
         try:
             graph_w = wire(graph)
-            start_w = None if initial is None else [int(x) for x in initial]
+            warm_w = None if initial is None else [int(x) for x in initial]
             # The limit counts from the call: converting the graph takes its share (0.46 s of a
             # 9.7M-entry instance, which the search then overran its limit by).
             left = max(t - (time.perf_counter() - start), 0.0)
             assign, cost, peak, feasible, _rounds, _impr = _native.search_local(
-                graph_w, left, seed, start_w, max_rounds, lagrange_share
+                graph_w, left, seed, warm_w, max_rounds, lagrange_share
             )
         except _native.InvalidShardingError as e:
             raise SearchError(str(e)) from None
