@@ -58,6 +58,8 @@ __all__ = [
     "search_local",
     "search_prices",
     "search_stop",
+    "search_bound",
+    "LowerBound",
     "collective_cost",
 ]
 
@@ -332,3 +334,13 @@ def search_prices(
     graph: _GraphW, time_limit: float, seed: int = 0, max_cycles: int | None = None
 ) -> tuple[list[float], float] | None: ...
 def search_stop(stop: bool) -> None: ...
+
+class LowerBound:
+    bound: int
+    unpriced: int
+    forests: int
+    rounds: int
+
+def search_bound(
+    graph: _GraphW, time_limit: float, target: int | None = None, max_rounds: int | None = None
+) -> LowerBound: ...

@@ -1,9 +1,10 @@
 //! Local search on strategy graphs: the contest example's optimum, exhaustive search on small
-//! random graphs, memory feasibility, warm starts and validation errors.
+//! random graphs, memory feasibility, warm starts and validation errors; the lower bound
+//! (`search::bound`) against exhaustive search.
 
 use std::time::{Duration, Instant};
 
-use shardwise::search::{deadline_after, lagrange_prices, solve_local, LocalOptions, Pbqp, StrategyGraph};
+use shardwise::search::{deadline_after, lagrange_prices, lower_bound, solve_local, LocalOptions, Pbqp, StrategyGraph};
 
 type NodeSpec = (Vec<i64>, Vec<i64>, (i64, i64));
 
@@ -336,4 +337,80 @@ fn time_limits_beyond_instant_mean_no_limit() {
     o.time_limit = Duration::MAX;
     let r = solve_local(&g, &o).expect("solves");
     assert_eq!(Some(r.cost), exhaustive(&g));
+}
+
+/// `lower_bound` with a round budget (deterministic) and a far deadline.
+fn bound(g: &StrategyGraph, rounds: u64, target: Option<i128>) -> shardwise::search::LowerBound {
+    lower_bound(g, deadline_after(Instant::now(), Duration::from_secs(60)), Some(rounds), target).unwrap()
+}
+
+#[test]
+fn lower_bound_reaches_the_example_optimum() {
+    let g = example();
+    let b = bound(&g, 2000, Some(445));
+    // The memory prices carry it from below the optimum without the limit to the optimum.
+    let mut free = g.clone();
+    free.usage_limit = None;
+    let free_best = exhaustive(&free).unwrap();
+    assert!(free_best < 445);
+    assert_eq!(b.bound, 445);
+    assert!(b.unpriced <= free_best, "{b:?}");
+    assert_eq!(b.forests, 2);
+}
+
+#[test]
+fn lower_bound_is_the_optimum_on_a_forest_without_limit() {
+    let mut rng = Lcg(11);
+    for case in 0..20 {
+        let n = 3 + case % 6;
+        let nodes: Vec<NodeSpec> = (0..n)
+            .map(|_| {
+                let k = 1 + rng.next(3) as usize;
+                ((0..k).map(|_| rng.next(100) as i64).collect(), vec![1; k], (0, 1))
+            })
+            .collect();
+        // Each node after the first hangs from an earlier one: one tree.
+        let edges: Vec<_> = (1..n)
+            .map(|b| {
+                let a = rng.next(b as u64) as usize;
+                (a, b, (0..nodes[a].0.len() * nodes[b].0.len()).map(|_| rng.next(60) as i64).collect())
+            })
+            .collect();
+        let g = graph(&nodes, &edges, None);
+        let b = bound(&g, 1, None);
+        assert_eq!(Some(b.bound), exhaustive(&g), "case {case}");
+        assert_eq!((b.forests, b.bound), (1, b.unpriced));
+    }
+}
+
+#[test]
+fn lower_bound_never_exceeds_the_optimum() {
+    let mut rng = Lcg(42);
+    let (mut cases, mut ratio) = (0, 0.0);
+    for case in 0..60 {
+        let g = random_graph(&mut rng, 3 + case % 6);
+        let Some(best) = exhaustive(&g) else { continue };
+        for target in [Some(best), Some(best * 2), None] {
+            let b = bound(&g, 400, target);
+            assert!(b.bound <= best, "case {case} target {target:?}: bound {} over the optimum {best}", b.bound);
+            assert!(b.unpriced <= b.bound, "case {case}");
+        }
+        let b = bound(&g, 400, Some(best));
+        if best > 0 {
+            ratio += b.bound as f64 / best as f64;
+            cases += 1;
+        }
+    }
+    // Not a formal guarantee, a regression check: on these graphs the bound averages within
+    // a few per cent of the optimum.
+    eprintln!("mean bound / optimum over {cases} cases: {:.4}", ratio / cases as f64);
+    assert!(cases > 20 && ratio / cases as f64 > 0.9, "mean bound / optimum {:.3}", ratio / cases as f64);
+}
+
+#[test]
+fn lower_bound_validates_the_graph() {
+    let mut g = example();
+    g.edge_cost.pop();
+    let e = lower_bound(&g, Instant::now(), None, None).unwrap_err();
+    assert!(e.message.contains("edge costs: expected 14 entries, got 13"), "{}", e.message);
 }

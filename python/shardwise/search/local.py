@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -127,15 +128,18 @@ def offer_incumbent(graph: object, sol: Solution) -> None:
             _INCUMBENT[:] = [sol]
 
 
-class OnThread:
+T = TypeVar("T")
+
+
+class OnThread(Generic[T]):
     """``run()`` on a daemon thread of its own, named ``name`` (a daemon thread does not hold up
     the process's exit, so one that is abandoned finishes in the background or not at all).
     ``on_end`` is called on that thread once ``run`` has returned or raised. :attr:`done` is set
     when it has ended; :meth:`result` then gives its answer or raises its exception."""
 
-    def __init__(self, run: Callable[[], Solution], name: str, on_end: Callable[[], None] | None = None) -> None:
+    def __init__(self, run: Callable[[], T], name: str, on_end: Callable[[], None] | None = None) -> None:
         self.done = threading.Event()
-        self._box: list[Solution] = []
+        self._box: list[T] = []
         self._errors: list[BaseException] = []
 
         def target() -> None:
@@ -155,7 +159,7 @@ class OnThread:
         """The exception ``run`` raised, if it has ended with one."""
         return self._errors[0] if self._errors else None
 
-    def result(self) -> Solution:
+    def result(self) -> T:
         """The answer of ``run`` once :attr:`done` is set; its exception is raised here."""
         if self._errors:
             raise self._errors[0]

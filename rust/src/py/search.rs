@@ -1,5 +1,5 @@
-//! Bindings of `search`: the local-search solver and the Lagrangian memory prices on a
-//! strategy graph in flat arrays.
+//! Bindings of `search`: the local-search solver, the Lagrangian memory prices and the lower
+//! bound on a strategy graph in flat arrays.
 
 use std::time::{Duration, Instant};
 
@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 
 use super::errors::IntoPyResult;
-use crate::search::{deadline_after, lagrange_prices, request_stop, solve_local, LocalOptions, StrategyGraph};
+use crate::search::{deadline_after, lagrange_prices, lower_bound, request_stop, solve_local, LocalOptions, StrategyGraph};
 
 /// A strategy graph as one Python tuple: `(offsets, cost, usage, intervals, edges,
 /// edge_offsets, edge_cost, usage_limit)`, arrays as in `StrategyGraph`, the int64 ones as
@@ -100,6 +100,37 @@ fn search_prices(
     py.detach(|| lagrange_prices(&g, deadline, max_cycles, seed)).py(py)
 }
 
+/// A lower bound of a strategy graph's optimum (`crate::search::LowerBound`), as Python sees it.
+#[pyclass(frozen, get_all, module = "shardwise._native", name = "LowerBound")]
+pub struct PyLowerBound {
+    /// No assignment within the usage limit costs less.
+    bound: i128,
+    /// The bound of the rounds with the memory prices at zero.
+    unpriced: i128,
+    /// Spanning forests the edges were split into.
+    forests: usize,
+    /// Subgradient rounds run.
+    rounds: u64,
+}
+
+/// A lower bound of the graph's optimum (`rust/src/search/bound.rs`, `lower_bound`) with the
+/// GIL released; `time_limit` in seconds, `target` the cost of a known answer.
+#[pyfunction]
+#[pyo3(signature = (graph, time_limit, target=None, max_rounds=None))]
+fn search_bound(
+    py: Python<'_>,
+    graph: GraphW,
+    time_limit: f64,
+    target: Option<i128>,
+    max_rounds: Option<u64>,
+) -> PyResult<PyLowerBound> {
+    let limit = seconds(time_limit)?;
+    let g = graph.graph()?;
+    let deadline = deadline_after(Instant::now(), limit);
+    let b = py.detach(|| lower_bound(&g, deadline, max_rounds, target)).py(py)?;
+    Ok(PyLowerBound { bound: b.bound, unpriced: b.unpriced, forests: b.forests, rounds: b.rounds })
+}
+
 /// With `true`, makes every running local search and price search of the process stop at its
 /// next deadline check and return its best answer (`crate::search::request_stop`); with
 /// `false`, lets searches run to their time limits again.
@@ -112,5 +143,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(search_local, m)?)?;
     m.add_function(wrap_pyfunction!(search_prices, m)?)?;
     m.add_function(wrap_pyfunction!(search_stop, m)?)?;
+    m.add_function(wrap_pyfunction!(search_bound, m)?)?;
+    m.add_class::<PyLowerBound>()?;
     Ok(())
 }

@@ -10,6 +10,7 @@
 //! `pbqp` the reduction solver of the problem without its usage limit (used by `lagrange`);
 //! the ILP lives in Python (`shardwise.search.ilp`, HiGHS).
 
+mod bound;
 mod lagrange;
 pub mod local;
 pub mod pbqp;
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
+pub use bound::{lower_bound, LowerBound};
 pub use lagrange::lagrange_prices;
 pub use local::{solve_local, LocalOptions, LocalResult};
 pub use pbqp::{Pbqp, PbqpSolution};

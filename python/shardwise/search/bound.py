@@ -1,0 +1,106 @@
+"""Lower bounds of a strategy graph's optimum, so that a user sees how far from optimal an answer
+can be: no assignment within the usage limit costs less than :attr:`LowerBound.bound`.
+
+The bound is the Lagrangian dual of the usage limit (a price per time point; Fisher, Mgmt. Sci.
+1981) and of the edges (spanning forests solved exactly by dynamic programming, dual
+decomposition; Komodakis, Paragios & Tziritas, ICCV 2007), raised by a deflected, projected
+subgradient ascent with Polyak's steps towards the answer's cost, in Rust
+(``rust/src/search/bound.rs``, which gives the details; the GIL is released while it runs). Every
+round's value is a valid bound; the best is kept. Its limit, over all prices, is the bound of the
+linear relaxation (local polytope plus usage rows). An answer the ILP proved optimal is its own
+bound (:func:`bound_for`). Measurements on the IOPDDL instances: ``docs/search.md``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from shardwise import _native
+from shardwise.errors import SearchError
+from shardwise.search.graph import StrategyGraph
+from shardwise.search.local import (
+    POLL_SECONDS,
+    OnThread,
+    Solution,
+    check_time_limit,
+    clear_stop,
+    request_stop,
+    wire,
+)
+
+
+@dataclass(frozen=True)
+class LowerBound:
+    """A lower bound of a strategy graph's optimum within its usage limit.
+
+    ``bound``: no assignment within the limit costs less (the graph's cost units). ``method``:
+    ``"lagrangian"`` (the dual of ``rust/src/search/bound.rs``) or ``"optimal"`` (an answer the
+    ILP proved optimal). ``unpriced``: the bound the dual reached with the memory prices at zero
+    (a bound of the problem without its usage limit; equal to ``bound`` without one; ``None``
+    for ``"optimal"``). ``forests``:
+    spanning forests the edges were split into; ``rounds``: subgradient rounds; ``seconds``: wall
+    clock. ``interrupted``: a Ctrl-C stopped it (the bound is the best so far, still valid)."""
+
+    bound: int
+    method: str
+    unpriced: int | None = None
+    forests: int = 0
+    rounds: int = 0
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    def gap(self, cost: int) -> float | None:
+        """How far above this bound ``cost`` is, as a share of ``cost`` (0.0: proven optimal;
+        0.25: the optimum is at most 25 % cheaper); ``None`` for a cost <= 0."""
+        if cost <= 0:
+            return None
+        return max(cost - self.bound, 0) / cost
+
+
+def lower_bound(
+    graph: StrategyGraph, time_limit: float = 10.0, *, target: int | None = None, max_rounds: int | None = None
+) -> LowerBound:
+    """The best Lagrangian lower bound of ``graph``'s optimum found within ``time_limit`` seconds
+    (at least one round) or ``max_rounds`` rounds (then deterministic). ``target``: the cost of a
+    known answer (e.g. ``Solution.cost``), which the ascent's Polyak steps aim at; without one a
+    guess of twice the first round's bound. From the main thread a Ctrl-C returns the best bound
+    so far (``interrupted=True``). Raises :class:`SearchError` for a bad time limit, round count
+    or graph."""
+    t = check_time_limit(time_limit)
+    if max_rounds is not None and max_rounds < 1:
+        raise SearchError(f"max_rounds: expected a number of rounds >= 1, got {max_rounds!r}")
+    start = time.perf_counter()
+
+    def run() -> _native.LowerBound:
+        try:
+            left = max(t - (time.perf_counter() - start), 0.0)
+            return _native.search_bound(wire(graph), left, target, max_rounds)
+        except _native.InvalidShardingError as e:
+            raise SearchError(str(e)) from None
+
+    job = OnThread(run, "shardwise-bound")
+    interrupted = False
+    try:
+        while not job.done.wait(POLL_SECONDS):
+            pass
+    except KeyboardInterrupt:
+        # The ascent stops at its next round and hands back its best bound.
+        interrupted = True
+        request_stop()
+        try:
+            job.done.wait()
+        finally:
+            clear_stop()
+    r = job.result()
+    return LowerBound(int(r.bound), "lagrangian", int(r.unpriced), int(r.forests), int(r.rounds),
+                      time.perf_counter() - start, interrupted)
+
+
+def bound_for(graph: StrategyGraph, solution: Solution, time_limit: float = 10.0) -> LowerBound:
+    """A lower bound next to ``solution``, an answer for ``graph``: its own cost when the ILP
+    proved it optimal (no time spent), else :func:`lower_bound` with ``solution.cost`` as the
+    target for ``time_limit`` seconds. Raises as :func:`lower_bound`."""
+    if solution.optimal and solution.feasible:
+        return LowerBound(int(solution.cost), "optimal")
+    return lower_bound(graph, time_limit, target=int(solution.cost) if solution.feasible else None)
