@@ -82,8 +82,12 @@ def test_iopddl_benchmark_runs(tmp_path: Path) -> None:
         pytest.skip("../shared/iopddl is absent")
     out = tmp_path / "iopddl.md"
     _run([str(BENCHES / "bench_iopddl.py"), "--only", "B", "--time-scale", "0.05", "--repeat", "2",
-          "--log", str(tmp_path / "logs"), "-o", str(out)], tmp_path)
+          "--log", str(tmp_path / "logs"), "-o", str(out), "--bound-time", "0.5"], tmp_path)
     assert out.read_text().count("| B |") == 2
+    for row in out.read_text().splitlines()[2:]:
+        cells = [c.strip() for c in row.split("|")[1:-1]]
+        cost, lower = int(cells[3]), int(cells[10].split()[0])  # "our cost", "lower bound"
+        assert 0 < lower <= cost and 0 <= float(cells[11]) < 100, row
     assert all((tmp_path / "logs" / f"run{i}" / "B.log").is_file() for i in (1, 2))  # traces: test_penalty
 
 

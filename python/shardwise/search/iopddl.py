@@ -171,12 +171,16 @@ def command_start() -> float | None:
 
 def solve_instance(
     path: str | Path, time_limit: float, method: str = "auto", *, seed: int = 0, threads: int = 1,
-    started: float | None = None,
+    started: float | None = None, bound_time: float = 0.0,
 ) -> tuple[list[str], Solution]:
     """:func:`solve_file`'s output lines and the :class:`Solution` they print
     (``Solution.interrupted``: a Ctrl-C stopped the search, the lines hold the best answer
     found so far). ``started``: the :func:`time.perf_counter` time the limit counts from
     (default: the call; the command line passes its process's start, :func:`process_age`).
+    ``bound_time`` > 0: after the answer, that many more seconds (outside ``time_limit``) go to a
+    lower bound of the optimum (:func:`shardwise.search.bound.bound_for`), printed as a last line
+    ``lower bound: N (...)`` with the gap, ``(cost - N) / cost``, how the bound was found and its
+    seconds.
     Raises as :func:`solve_file`."""
     import time
 
@@ -190,7 +194,15 @@ def solve_instance(
     rest = max(float(time_limit) - (time.perf_counter() - start) - output_reserve(float(time_limit)), 0.0)
     sol = solve(graph, rest, method, seed=seed, threads=threads)
     cost = score(graph, sol.assignment)
-    return ["[" + ", ".join(str(i) for i in sol.assignment) + "]", f"cost: {'inf' if cost is None else cost}"], sol
+    lines = ["[" + ", ".join(str(i) for i in sol.assignment) + "]", f"cost: {'inf' if cost is None else cost}"]
+    if check_time_limit(bound_time) > 0 and not sol.interrupted:
+        from shardwise.search.bound import bound_for
+
+        lb = bound_for(graph, sol, bound_time)
+        gap = None if cost is None else lb.gap(cost)
+        within = "" if gap is None else f"gap {100 * gap:.2f} %: no answer costs less than {100 * (1 - gap):.2f} % of this one; "
+        lines.append(f"lower bound: {lb.bound} ({within}{lb.method}, {lb.seconds:.1f} s)")
+    return lines, sol
 
 
 def solve_file(
