@@ -39,7 +39,8 @@ commands:
                                                   Shardy's propagation; --explain VALUE says why
   shardwise auto IN.mlir -o OUT.mlir --mesh x=2,y=4 [--memory-budget 16GiB]
                  [--method auto|ilp|local|penalty|limited|bfs] [--configure NAME#I=((2, 1), (1, 4))]
-                                                  choose shardings by cost within a budget
+                 [--bound S]                      choose shardings by cost within a budget;
+                                                  --bound: a lower bound of the cost
   shardwise partition IN.mlir -o OUTDIR [--mesh x=2,y=4] [--auto [--method M] [--memory-budget B]
                      [--time-limit S]] [--weights W.npz]
                                                   per-rank SPMD programs and meta.json; --auto
@@ -472,7 +473,7 @@ def run_check(console: Console, outdir: str, seed: int, device: str = "cpu") -> 
 
 def auto_file(
     console: Console, path: str, output: str, mesh: str | None, *, memory_budget: str | None, method: str, time_limit: float, as_json: bool = False,
-    configure: Sequence[str] = (), overlap: float = 0.0,
+    configure: Sequence[str] = (), overlap: float = 0.0, bound_time: float = 0.0,
 ) -> int:
     """``shardwise auto IN -o OUT``: ``auto_shard`` with a progress bar (building strategies and
     edges, solving), the written module (atomically) and the report (a table, or with
@@ -480,8 +481,9 @@ def auto_file(
     the module's only mesh or adds ``@mesh``. ``configure``: ``NAME[#INDEX]=STRATEGY`` specs
     (``shardwise.search.op_strategy.configure_spec``), each op's strategy fixed as MindSpore's
     ``op.shard``. ``overlap``: ``DeviceModel.overlap`` (share of a matmul's compute its
-    adjacent collectives hide behind). Returns the exit status: 0 when the plan fits the
-    budget, 1 when it does not, 130 when a Ctrl-C stopped the search (the plan written is then
+    adjacent collectives hide behind). ``bound_time``: seconds for a lower bound of the
+    objective after the search (``auto_shard(bound_time=...)``; 0: none). Returns the exit
+    status: 0 when the plan fits the budget, 1 when it does not, 130 when a Ctrl-C stopped the search (the plan written is then
     the best found so far, and a note says so on stderr)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -506,7 +508,7 @@ def auto_file(
 
         out, report = auto_shard(
             module, parse_mesh_arg(mesh) if mesh else None, memory_budget=memory_budget, method=method, time_limit=time_limit, progress=step,
-            allow_infeasible=True, device=device,
+            allow_infeasible=True, device=device, bound_time=bound_time,
         )
     out.save(output)
     if as_json:
@@ -628,6 +630,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     au.add_argument("--time-limit", type=float, default=10.0, help="solver seconds (default 10)")
     au.add_argument("--overlap", type=float, default=0.0, metavar="SHARE",
                     help="share (0 to 1) of a matmul's compute that the collectives next to it hide behind, as a collective matmul does (default 0: none)")
+    au.add_argument("--bound", type=float, default=0.0, metavar="SECONDS",
+                    help="after the search, spend SECONDS more on a lower bound of the objective over every plan within the budget (default 0: none)")
     au.add_argument("--json", action="store_true", help="print the report as JSON (Report.to_dict) on stdout")
     au.add_argument("--configure", action="append", default=[], metavar="SPEC",
                     help="NAME[#INDEX]=STRATEGY (repeatable): fix the strategy of the INDEX-th op NAME (from 0, program order; #INDEX optional "
@@ -729,7 +733,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         elif args.command == "auto":
             return auto_file(
                 console, args.input, args.output, args.mesh, memory_budget=args.memory_budget, method=args.method, time_limit=args.time_limit, as_json=args.json,
-                configure=args.configure, overlap=args.overlap,
+                configure=args.configure, overlap=args.overlap, bound_time=args.bound,
             )
         elif args.command == "rules":
             rules(console, args.input, args.output, conservative=args.conservative)

@@ -199,6 +199,23 @@ def test_report_dict_and_table() -> None:
     assert "stablehlo.dot_general" in text and "reduce_scatter" in text and "[-, model]" in text
 
 
+def test_report_shows_a_lower_bound_of_the_objective() -> None:
+    from rich.console import Console
+
+    _, opt = auto_shard(mlp(), MESH, memory_budget=44_000, method="ilp", time_limit=5, device=FLAT, bound_time=1)
+    assert opt.optimal and opt.lower_bound_ps == opt.objective_ps and opt.gap == 0.0
+    _, loc = auto_shard(mlp(), MESH, memory_budget=44_000, method="local", time_limit=1, device=FLAT, bound_time=2, baselines={})
+    # The Lagrangian bound is below every plan within the budget, the ILP's optimum included.
+    assert loc.lower_bound_ps is not None and 0 < loc.lower_bound_ps <= opt.objective_ps <= loc.objective_ps
+    assert loc.gap == pytest.approx((loc.objective_ps - loc.lower_bound_ps) / loc.objective_ps)
+    assert loc.to_dict()["gap"] == loc.gap
+    console = Console(record=True, width=400)
+    console.print(loc.table())
+    assert f"(lower bound; gap {100 * loc.gap:.2f} %)" in console.export_text()
+    _, none = auto_shard(mlp(), MESH, memory_budget=44_000, method="local", time_limit=1, device=FLAT, baselines={})
+    assert none.lower_bound_ps is None and none.gap is None
+
+
 def test_cli_auto_writes_the_module_and_reports(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
     import json
     from pathlib import Path
@@ -209,10 +226,12 @@ def test_cli_auto_writes_the_module_and_reports(tmp_path: object, capsys: pytest
     d = Path(str(tmp_path))
     src, dst = d / "mlp.mlir", d / "out.mlir"
     mlp().save(str(src))  # no mesh: --mesh adds it
-    rc = main(["auto", str(src), "-o", str(dst), "--mesh", "data=2,model=4", "--memory-budget", "60KiB", "--time-limit", "2", "--json"])
+    rc = main(["auto", str(src), "-o", str(dst), "--mesh", "data=2,model=4", "--memory-budget", "60KiB", "--time-limit", "2", "--json",
+               "--bound", "1"])
     assert rc == 0
     report = json.loads(capsys.readouterr().out)
     assert report["feasible"] and report["peak_memory"] <= 60 * 1024 and len(report["nodes"]) == 6
+    assert 0 < report["lower_bound_ps"] <= report["objective_ps"] and 0 <= report["gap"] < 1
     out = load_mlir(dst)
     assert out.meshes["mesh"] == Mesh(MESH)
     assert all(a.sharding is not None for a in out.func().args)

@@ -62,6 +62,7 @@ from shardwise.rules.from_ir import RuleCache
 from shardwise.rules.rule import OpShardingRule
 from shardwise.search.baselines import Plan, complete_plan, inferred_plans
 from shardwise.search.bfs import solve_bfs
+from shardwise.search.bound import bound_for
 from shardwise.search.cost_model import (
     PS,
     DeviceModel,
@@ -669,6 +670,7 @@ def auto_shard(
     allow_infeasible: bool = False,
     max_strategies: int = DEFAULT_MAX_STRATEGIES,
     progress: Progress | None = None,
+    bound_time: float = 0.0,
 ) -> tuple[Module, Report]:
     """The cheapest sharding of ``module``'s main function found on ``mesh`` within
     ``memory_budget`` bytes per device (steps in the module docstring); ``module`` is left
@@ -697,6 +699,11 @@ def auto_shard(
     ``Report.infeasibility`` says why) instead of raising :class:`InfeasibleBudget`.
     ``progress(stage, done, total)``: called while building (``strategies``, ``edges``) and
     before ``solving``.
+    ``bound_time`` > 0: after the search, that many more seconds (outside ``time_limit``) go to
+    a lower bound of the objective over every plan within the budget
+    (:func:`shardwise.search.bound.bound_for`: the plan's own objective when the ILP proved it
+    optimal, else the Lagrangian dual), given as ``Report.lower_bound_ps``, so a user sees how
+    far from optimal the plan can be.
 
     The ILP runs only when its model fits the memory guard and the time
     (:func:`shardwise.search.solve.solve`: else local search, with an
@@ -731,6 +738,8 @@ def auto_shard(
         progress("solving", 1, 1)
     out, report = finish(problem, sol)
     report = replace(report, baselines=scores)
+    if check_time_limit(bound_time) > 0 and not sol.interrupted:
+        report = replace(report, lower_bound_ps=bound_for(problem.graph, sol, bound_time).bound)
     if not report.feasible and not allow_infeasible:
         raise InfeasibleBudget(report.infeasibility, out, report)
     return out, report

@@ -84,6 +84,18 @@ class Report:
     baselines: dict[str, int | None] = field(default_factory=dict)
     #: Seconds of ``comm_seconds`` hidden behind compute (``DeviceModel.overlap``; 0 without).
     hidden_seconds: float = 0.0
+    #: No plan within the budget has a smaller objective (integer picoseconds;
+    #: ``auto_shard(bound_time=...)``, ``shardwise.search.bound``); ``None`` when not computed.
+    lower_bound_ps: int | None = None
+
+    @property
+    def gap(self) -> float | None:
+        """How far the objective may be above the optimum, as a share of the objective
+        (``(objective_ps - lower_bound_ps) / objective_ps``; 0.0: proven optimal); ``None``
+        without a bound or for an objective of 0."""
+        if self.lower_bound_ps is None or self.objective_ps <= 0:
+            return None
+        return max(self.objective_ps - self.lower_bound_ps, 0) / self.objective_ps
 
     @property
     def seconds(self) -> float:
@@ -91,10 +103,12 @@ class Report:
         return self.compute_seconds + self.comm_seconds - self.hidden_seconds
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dictionary (every field, nodes as a list of dicts, ``seconds`` added)."""
+        """A JSON-ready dictionary (every field, nodes as a list of dicts, ``seconds`` and
+        ``gap`` added)."""
         d = asdict(self)
         d["nodes"] = [asdict(n) for n in self.nodes]
         d["seconds"] = self.seconds
+        d["gap"] = self.gap
         return d
 
     def table(self, *, only_sharded: bool = False) -> PrintableTable:
@@ -122,6 +136,9 @@ class Report:
         if self.baselines:
             plans = ", ".join(f"{k} {'does not fit' if v is None else f'{v / 1e6:.3f} us'}" for k, v in self.baselines.items())
             t.caption += f"; objective {self.objective_ps / 1e6:.3f} us against the textbook plans: {plans}"
+        if self.lower_bound_ps is not None:
+            t.caption += (f"; no plan within the budget is below {self.lower_bound_ps / 1e6:.3f} us of objective "
+                          f"(lower bound; gap {100 * (self.gap or 0.0):.2f} %)")
         return t
 
 
