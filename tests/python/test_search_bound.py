@@ -37,17 +37,35 @@ def test_the_bound_never_exceeds_the_ilp_optimum() -> None:
     assert checked >= 10
 
 
-def test_an_optimal_answer_is_its_own_bound_and_others_get_the_lagrangian() -> None:
+def test_bound_for_an_answer_uses_the_ilp_where_it_fits() -> None:
     g = random_graph(random.Random(5), 8, 3)  # one with a feasible assignment
     opt = solve_ilp(g, 20)
-    assert opt.optimal
+    assert opt.optimal and opt.lower_bound == opt.cost
     lb = bound_for(g, opt, 5)
     assert (lb.bound, lb.method, lb.gap(opt.cost)) == (opt.cost, "optimal", 0.0)
+    # An answer not known to be optimal: the ILP, warm started from it, proves the optimum.
     local = solve_local(g, 1, max_rounds=0, lagrange_share=0.0)
-    lb = bound_for(g, local, 1)
-    assert lb.method == "lagrangian" and lb.bound <= opt.cost <= local.cost
+    assert not local.optimal
+    lb = bound_for(g, local, 5)
+    assert (lb.bound, lb.method) == (opt.cost, "optimal" if local.cost == opt.cost else "ilp")
     gap = lb.gap(local.cost)
     assert gap is not None and gap == pytest.approx((local.cost - lb.bound) / local.cost)
+
+
+def test_bound_for_falls_back_to_the_lagrangian_when_the_ilp_does_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    import shardwise.search.bound as bound_module
+    from shardwise.search.ilp import ModelSize, ModelTooLarge, estimate_model
+
+    def too_large(size: ModelSize, _time: float | None = None) -> None:
+        raise ModelTooLarge("ILP model too large (test)", size, 0)
+
+    monkeypatch.setattr(bound_module, "check_model", too_large)
+    g = random_graph(random.Random(5), 8, 3)
+    assert estimate_model(g).columns > 0
+    opt = solve_ilp(g, 20)
+    local = solve_local(g, 1, max_rounds=0, lagrange_share=0.0)
+    lb = bound_for(g, local, 1)
+    assert lb.method == "lagrangian" and lb.rounds > 0 and lb.bound <= opt.cost
 
 
 def test_bad_arguments_are_named() -> None:
@@ -65,10 +83,10 @@ def test_iopddl_command_prints_the_bound(capsys: pytest.CaptureFixture[str]) -> 
     assert main(["iopddl", str(EXAMPLE), "--time-limit", "5", "--bound", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1:] == ["cost: 445", "lower bound: 445 (gap 0.00 %: no answer costs less than 100.00 % of this one; optimal, 0.0 s)"]
-    # Local search proves nothing: the Lagrangian bound (which reaches the optimum here).
+    # Local search proves nothing: the ILP, which fits, proves its answer optimal.
     assert main(["iopddl", str(EXAMPLE), "--time-limit", "5", "--method", "local", "--bound", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1] == "cost: 445" and lines[2].startswith("lower bound: 445 (gap 0.00 %") and "lagrangian" in lines[2]
+    assert lines[1] == "cost: 445" and lines[2].startswith("lower bound: 445 (gap 0.00 %") and "optimal" in lines[2]
     # Without --bound the contest's two lines only.
     assert main(["iopddl", str(EXAMPLE), "--time-limit", "5"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2

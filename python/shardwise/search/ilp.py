@@ -44,6 +44,7 @@ returned (or :class:`NoFeasibleSolution` raised without one).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import resource
 import sys
@@ -490,6 +491,7 @@ def _run(highspy: Any, graph: StrategyGraph, deadline: float, initial: Sequence[
         return fallback("stopped" if stopped.is_set() else f"the time ran out while building a model of {size}")
     choice: dict[int, int] | None = None
     optimal = False
+    dual: float | None = None
     status_text = "no free node"
     free = red.free_nodes()
     n = len(model.obj)
@@ -522,6 +524,9 @@ def _run(highspy: Any, graph: StrategyGraph, deadline: float, initial: Sequence[
             h.run()
             status = h.getModelStatus()
             status_text = h.modelStatusToString(status)
+            # HiGHS's dual bound of the reduced model (without the folded constant); with lazy
+            # usage rows it bounds a relaxation, so it stays a lower bound.
+            dual = float(h.getInfo().mip_dual_bound)
             log.debug("HiGHS: %d columns, %d rows (%d usage rows), %.1f s of %.1f (%.1f s since the call): %s", n,
                       h.getNumRow(), len(added), time.perf_counter() - t_run, left, time.perf_counter() - start,
                       status_text)
@@ -548,8 +553,12 @@ def _run(highspy: Any, graph: StrategyGraph, deadline: float, initial: Sequence[
     sc = evaluate(graph, assignment)
     if initial is not None and warm_score is not None and (warm_score.cost < sc.cost or not sc.feasible):
         assignment, sc, optimal = list(initial), warm_score, False
+    lower = None
+    if dual is not None and math.isfinite(dual):
+        # Less HiGHS's tolerances (1e-6 absolute, 1e-9 relative); costs are integers: round up.
+        lower = math.ceil(dual - 1e-6 - abs(dual) * 1e-9) + red.constant
     sol = Solution(tuple(assignment), sc.cost, sc.peak_usage, sc.feasible, "ilp", optimal=optimal,
-                   seconds=time.perf_counter() - start)
+                   seconds=time.perf_counter() - start, lower_bound=lower)
     offer_incumbent(graph, sol)
     return sol
 

@@ -35,8 +35,10 @@ class Solution:
     """A solver's answer: ``assignment`` (strategy index per node), its exact ``cost``,
     ``peak_usage``, ``feasible``, the ``method`` that found it, whether it is proven
     ``optimal`` (ILP only), the ``seconds`` the solver ran, whether a Ctrl-C (or
-    :func:`request_stop`) ``interrupted`` it (the answer is then the best found so far), and a
-    ``note`` for the user (e.g. why another method than the one asked for ran), or ``""``."""
+    :func:`request_stop`) ``interrupted`` it (the answer is then the best found so far), a
+    ``note`` for the user (e.g. why another method than the one asked for ran), or ``""``, and
+    a proven ``lower_bound`` of the optimum where the solver gives one (the ILP: HiGHS's dual
+    bound), else ``None``."""
 
     assignment: tuple[int, ...]
     cost: int
@@ -47,6 +49,7 @@ class Solution:
     seconds: float = 0.0
     interrupted: bool = False
     note: str = ""
+    lower_bound: int | None = None
 
 
 _STOP = threading.Event()
