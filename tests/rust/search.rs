@@ -369,13 +369,16 @@ fn lower_bound_is_the_optimum_on_a_forest_without_limit() {
                 ((0..k).map(|_| rng.next(100) as i64).collect(), vec![1; k], (0, 1))
             })
             .collect();
-        // Each node after the first hangs from an earlier one: one tree.
-        let edges: Vec<_> = (1..n)
+        // Each node after the first hangs from an earlier one: one tree; and a self-edge, whose
+        // diagonal is a cost of the node alone.
+        let mut edges: Vec<_> = (1..n)
             .map(|b| {
                 let a = rng.next(b as u64) as usize;
                 (a, b, (0..nodes[a].0.len() * nodes[b].0.len()).map(|_| rng.next(60) as i64).collect())
             })
             .collect();
+        let k0 = nodes[0].0.len();
+        edges.push((0, 0, (0..k0 * k0).map(|_| rng.next(60) as i64).collect()));
         let g = graph(&nodes, &edges, None);
         let b = bound(&g, 1, None);
         assert_eq!(Some(b.bound), exhaustive(&g), "case {case}");

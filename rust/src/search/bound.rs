@@ -10,7 +10,8 @@
 //!   node's cost vector plus a correction `δ` (the corrections of a node sum to zero over its
 //!   forests), and each forest is solved exactly by min-sum dynamic programming (dual
 //!   decomposition; Komodakis, Paragios & Tziritas, "MRF optimization via dual decomposition:
-//!   message-passing revisited", ICCV 2007). Nodes on no edge take their cheapest strategy.
+//!   message-passing revisited", ICCV 2007). Nodes on no edge take their cheapest strategy; a
+//!   self-edge's diagonal joins its node's costs.
 //!
 //! For every `λ >= 0` and every `δ`, the sum of the forests' minima plus the edgeless nodes'
 //! minima minus `M · Σ λ` is at most the cost of any assignment within the limit (weak
@@ -248,6 +249,15 @@ pub fn lower_bound(
     let start = Instant::now();
     let priced_from = start + deadline.saturating_duration_since(start) / 3;
     let mut priced = false;
+    // A self-edge's diagonal is a cost of its node's strategy alone.
+    let mut own = vec![0.0f64; g.cost.len()];
+    for (e, &(a, b)) in g.edges.iter().enumerate() {
+        if a == b {
+            for s in 0..g.k(a) {
+                own[g.offsets[a] + s] += g.edge_entry(e, s, s) as f64;
+            }
+        }
+    }
     let mut theta = vec![0.0f64; g.cost.len()];
     let mut split = vec![0.0f64; g.cost.len()];
     let mut mean_use = vec![0.0f64; n];
@@ -270,7 +280,7 @@ pub fn lower_bound(
             };
             for s in 0..g.k(v) {
                 let i = g.offsets[v] + s;
-                theta[i] = g.cost[i] as f64 + g.usage[i] as f64 * price;
+                theta[i] = g.cost[i] as f64 + own[i] + g.usage[i] as f64 * price;
             }
         }
         // The bound at these multipliers.
