@@ -483,8 +483,8 @@ def auto_file(
     ``op.shard``. ``overlap``: ``DeviceModel.overlap`` (share of a matmul's compute its
     adjacent collectives hide behind). ``bound_time``: seconds for a lower bound of the
     objective after the search (``auto_shard(bound_time=...)``; 0: none). Returns the exit
-    status: 0 when the plan fits the budget, 1 when it does not, 130 when a Ctrl-C stopped the search (the plan written is then
-    the best found so far, and a note says so on stderr)."""
+    status: 0 when the plan fits the budget, 1 when it does not, 130 when a Ctrl-C stopped the
+    search (the plan written is then the best found so far, and a note says so on stderr)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from shardwise.importers.mlir import load_mlir

@@ -701,9 +701,9 @@ def auto_shard(
     before ``solving``.
     ``bound_time`` > 0: after the search, that many more seconds (outside ``time_limit``) go to
     a lower bound of the objective over every plan within the budget
-    (:func:`shardwise.search.bound.bound_for`: the plan's own objective when the ILP proved it
-    optimal, else the Lagrangian dual), given as ``Report.lower_bound_ps``, so a user sees how
-    far from optimal the plan can be.
+    (:func:`shardwise.search.bound.bound_for`: HiGHS's dual bound where the ILP's model fits,
+    else the Lagrangian dual), given as ``Report.lower_bound_ps``, so a user sees how far from
+    optimal the plan can be.
 
     The ILP runs only when its model fits the memory guard and the time
     (:func:`shardwise.search.solve.solve`: else local search, with an

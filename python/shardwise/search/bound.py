@@ -38,11 +38,11 @@ class LowerBound:
 
     ``bound``: no assignment within the limit costs less (the graph's cost units). ``method``:
     ``"lagrangian"`` (the dual of ``rust/src/search/bound.rs``), ``"ilp"`` (HiGHS's dual bound)
-    or ``"optimal"`` (the cost of an answer the ILP proved optimal). ``unpriced``: the bound the dual reached with the memory prices at zero
-    (a bound of the problem without its usage limit; equal to ``bound`` without one; ``None``
-    for the ILP's). ``forests``:
-    spanning forests the edges were split into; ``rounds``: subgradient rounds; ``seconds``: wall
-    clock. ``interrupted``: a Ctrl-C stopped it (the bound is the best so far, still valid)."""
+    or ``"optimal"`` (the cost of an answer the ILP proved optimal). ``unpriced``: the bound the
+    dual reached with the memory prices at zero (a bound of the problem without its usage
+    limit; equal to ``bound`` without one; ``None`` for the ILP's). ``forests``: spanning forests
+    the edges were split into; ``rounds``: subgradient rounds; ``seconds``: wall clock.
+    ``interrupted``: a Ctrl-C stopped it (the bound is the best so far, still valid)."""
 
     bound: int
     method: str
