@@ -340,6 +340,7 @@ class LowerBound:
     unpriced: int
     forests: int
     rounds: int
+    assignment: list[int]
 
 def search_bound(
     graph: _GraphW, time_limit: float, target: int | None = None, max_rounds: int | None = None

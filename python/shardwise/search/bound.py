@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from shardwise import _native
 from shardwise.errors import SearchError
 from shardwise.search.graph import StrategyGraph
-from shardwise.search.ilp import ModelTooLarge, check_model, estimate_model, solve_ilp
+from shardwise.search.ilp import FORBIDDEN_COST, ModelTooLarge, check_model, estimate_model, solve_ilp
 from shardwise.search.local import (
     POLL_SECONDS,
     OnThread,
@@ -65,8 +65,8 @@ def lower_bound(
 ) -> LowerBound:
     """The best Lagrangian lower bound of ``graph``'s optimum found within ``time_limit`` seconds
     (at least one round) or ``max_rounds`` rounds (then deterministic). ``target``: the cost of a
-    known answer (e.g. ``Solution.cost``), which the ascent's Polyak steps aim at; without one a
-    guess of twice the first round's bound. From the main thread a Ctrl-C returns the best bound
+    known answer (e.g. ``Solution.cost``), which the ascent's Polyak steps aim at; without one,
+    half as much again as the best bound so far. From the main thread a Ctrl-C returns the best bound
     so far (``interrupted=True``). Raises :class:`SearchError` for a bad time limit, round count
     or graph."""
     t = check_time_limit(time_limit)
@@ -108,8 +108,9 @@ def bound_for(graph: StrategyGraph, solution: Solution, time_limit: float = 10.0
     * else, where the ILP's model fits (:func:`shardwise.search.ilp.check_model`), the ILP warm
       started from ``solution`` for half the time: ``"optimal"`` or ``"ilp"`` as above if it
       proves optimality, else its dual bound competes with
-    * the Lagrangian bound (:func:`lower_bound`) with ``solution.cost`` as the target for the
-      time left; the larger bound is returned, with its method.
+    * the Lagrangian bound (:func:`lower_bound`) with ``solution.cost`` as the target (unless
+      the answer is over the limit or on a forbidden entry, cost >= 10^18) for the time left;
+      the larger bound is returned, with its method.
 
     Raises as :func:`lower_bound`."""
     start = time.perf_counter()
@@ -136,8 +137,9 @@ def bound_for(graph: StrategyGraph, solution: Solution, time_limit: float = 10.0
             return proven(ilp)
         if ilp is not None and ilp.lower_bound is not None:
             best = LowerBound(int(ilp.lower_bound), "ilp")
-    lag = lower_bound(graph, max(t - (time.perf_counter() - start), 0.0),
-                      target=cost if solution.feasible else None)
+    # An answer over the limit or on a forbidden entry is no target: the steps would overshoot.
+    usable = solution.feasible and cost < FORBIDDEN_COST
+    lag = lower_bound(graph, max(t - (time.perf_counter() - start), 0.0), target=cost if usable else None)
     if best is not None and best.bound > lag.bound:
         return replace(best, seconds=time.perf_counter() - start, interrupted=lag.interrupted)
     return replace(lag, seconds=time.perf_counter() - start)

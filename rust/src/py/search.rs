@@ -111,6 +111,8 @@ pub struct PyLowerBound {
     forests: usize,
     /// Subgradient rounds run.
     rounds: u64,
+    /// The relaxation's choices at the best bound, one strategy per node.
+    assignment: Vec<usize>,
 }
 
 /// A lower bound of the graph's optimum (`rust/src/search/bound.rs`, `lower_bound`) with the
@@ -128,7 +130,7 @@ fn search_bound(
     let g = graph.graph()?;
     let deadline = deadline_after(Instant::now(), limit);
     let b = py.detach(|| lower_bound(&g, deadline, max_rounds, target)).py(py)?;
-    Ok(PyLowerBound { bound: b.bound, unpriced: b.unpriced, forests: b.forests, rounds: b.rounds })
+    Ok(PyLowerBound { bound: b.bound, unpriced: b.unpriced, forests: b.forests, rounds: b.rounds, assignment: b.assignment })
 }
 
 /// With `true`, makes every running local search and price search of the process stop at its

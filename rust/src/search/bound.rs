@@ -22,8 +22,8 @@
 //! time point, the usage of the forests' choices (averaged per node) over the limit. The ascent is projected (`λ >= 0`), deflected (Camerini, Fratta &
 //! Maffioli, "On improving relaxation methods by modified gradient techniques", Math. Prog.
 //! Study 1975: half the last direction is added, which damps the zig-zag) and takes Polyak's
-//! step towards a target, the cost of a known answer (Polyak, "Minimization of unsmooth
-//! functionals", USSR Comput. Math. 1969); the step factor halves after 20 rounds without a
+//! step towards a target, the cost of a known answer, or without one half as much again as the
+//! best bound so far (Polyak, "Minimization of unsmooth functionals", USSR Comput. Math. 1969); the step factor halves after 20 rounds without a
 //! better bound and, once the prices move, starts again at 1 when it falls below 10^-6. The
 //! first third of the time holds the prices at zero (the forests first agree on the problem
 //! without its limit), unless the forests agree or the steps die out before.
@@ -52,6 +52,10 @@ pub struct LowerBound {
     pub forests: usize,
     /// Subgradient rounds run.
     pub rounds: u64,
+    /// The relaxation's choices at the best bound: per node, its first forest's strategy (a
+    /// node on no edge: its cheapest priced one). A full assignment near the relaxation's
+    /// optimum, not necessarily within the usage limit.
+    pub assignment: Vec<usize>,
 }
 
 /// One spanning forest: its trees' nodes in breadth-first order, each with its parent.
@@ -184,8 +188,8 @@ const DEFLECT: f64 = 0.5;
 
 /// A lower bound of the optimum of `g` within its usage limit (module documentation), from
 /// subgradient rounds until `deadline` (at least one round) or `max_rounds`. `target`: the
-/// cost of a known assignment, which the Polyak steps aim at (without one, twice the first
-/// round's bound is guessed). Deterministic for a given `max_rounds` when `deadline` does not
+/// cost of a known assignment, which the Polyak steps aim at (without one, half as much again
+/// as the best bound so far). Deterministic for a given `max_rounds` when `deadline` does not
 /// cut it short. An error if `g` fails [`StrategyGraph::validate`].
 pub fn lower_bound(
     g: &StrategyGraph,
@@ -238,10 +242,11 @@ pub fn lower_bound(
         unpriced: i128::MIN,
         forests: fs.len(),
         rounds: 0,
+        assignment: vec![0; n],
     };
     let mut best = f64::NEG_INFINITY;
     // Step factor and rounds since the bound last improved.
-    let mut target = target.map(|t| t as f64);
+    let target = target.map(|t| t as f64);
     let mut alpha = 1.0f64;
     let mut stall = 0u32;
     // Rounds with the prices held at zero first (a third of the time): the forests come to
@@ -261,6 +266,8 @@ pub fn lower_bound(
     let mut theta = vec![0.0f64; g.cost.len()];
     let mut split = vec![0.0f64; g.cost.len()];
     let mut mean_use = vec![0.0f64; n];
+    // Strategy of each node on no forest edge in the last round.
+    let mut alone = vec![0usize; n];
     let mut grad: Vec<Vec<f64>> = delta.clone();
     let mut dir: Vec<Vec<f64>> = delta.clone();
     let mut dmu = vec![0.0f64; npoints];
@@ -296,6 +303,7 @@ pub fn lower_bound(
                 value += x;
                 magnitude += x.abs();
                 mean_use[v] = g.node_usage(v, s) as f64;
+                alone[v] = s;
             }
         }
         // The forests' shares of a node's costs sum to them up to rounding: `split[i]` is their
@@ -331,6 +339,9 @@ pub fn lower_bound(
         if safe > best {
             best = safe;
             stall = 0;
+            for (v, m) in memb.iter().enumerate() {
+                out.assignment[v] = m.first().map_or(alone[v], |&(fi, i)| choice[fi][i]);
+            }
         } else {
             stall += 1;
             if stall >= 20 {
@@ -413,7 +424,8 @@ pub fn lower_bound(
         if super::expired(deadline) || max_rounds.is_some_and(|m| out.rounds >= m) || norm <= 0.0 {
             break;
         }
-        let goal = *target.get_or_insert(value.abs().max(1.0) * 2.0);
+        // Without a target: half as much again as the best bound so far (it rises with it).
+        let goal = target.unwrap_or(best + best.abs().max(1.0) * 0.5);
         let step = alpha * (goal - value).max(goal.abs() * 1e-6) / norm;
         for (x, d) in delta.iter_mut().flatten().zip(dir.iter().flatten()) {
             *x += step * d;
