@@ -20,7 +20,13 @@ from dataclasses import dataclass, replace
 from shardwise import _native
 from shardwise.errors import SearchError
 from shardwise.search.graph import StrategyGraph
-from shardwise.search.ilp import FORBIDDEN_COST, ModelTooLarge, check_model, estimate_model, solve_ilp
+from shardwise.search.ilp import (
+    FORBIDDEN_COST,
+    ModelTooLarge,
+    check_model,
+    estimate_model,
+    solve_ilp,
+)
 from shardwise.search.local import (
     POLL_SECONDS,
     OnThread,
