@@ -245,8 +245,8 @@ pub fn lower_bound(
         assignment: vec![0; n],
     };
     let mut best = f64::NEG_INFINITY;
-    // Step factor and rounds since the bound last improved.
     let target = target.map(|t| t as f64);
+    // Step factor and rounds since the bound last improved.
     let mut alpha = 1.0f64;
     let mut stall = 0u32;
     // Rounds with the prices held at zero first (a third of the time): the forests come to
