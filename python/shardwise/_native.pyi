@@ -335,12 +335,18 @@ def search_prices(
 ) -> tuple[list[float], float] | None: ...
 def search_stop(stop: bool) -> None: ...
 
+@final
 class LowerBound:
-    bound: int
-    unpriced: int
-    forests: int
-    rounds: int
-    assignment: list[int]
+    @property
+    def bound(self) -> int: ...
+    @property
+    def unpriced(self) -> int: ...
+    @property
+    def forests(self) -> int: ...
+    @property
+    def rounds(self) -> int: ...
+    @property
+    def assignment(self) -> list[int]: ...
 
 def search_bound(
     graph: _GraphW, time_limit: float, target: int | None = None, max_rounds: int | None = None
