@@ -78,7 +78,10 @@ LIMITED_MAX_NODES = 2_000
 #: With one thread, the share of the time the limited solve gets before local search.
 LIMITED_SHARE = 0.7
 #: The ILP's warm start: local search for this share of the time, at most this many seconds.
-ILP_WARM_SHARE = 0.2
+#: On the flax MoE step of ``test_auto_real`` (309 nodes, 2x4, 40 % budget) HiGHS proves nothing
+#: in 8 s, and local search alone finds 60.5e6 in 0.3 s and 40.6e6 (15 % under the best textbook
+#: plan) from 0.9 s on: with 0.2 of the test's 4.5 s, a loaded CI machine ended at 60.5e6.
+ILP_WARM_SHARE = 0.3
 ILP_WARM_SECONDS = 5.0
 
 
