@@ -92,7 +92,8 @@ def _row(path: Path, best: dict[str, int], time_scale: float, method: str, threa
     lower = to_bound = bound_secs = ""
     if bound_time > 0:
         lb = bound_for(g, sol, bound_time)
-        to_bound = "" if cost is None or lb.gap(cost) is None else f"{100.0 * (lb.gap(cost) or 0.0):.2f}"
+        share = None if cost is None else lb.gap(cost)
+        to_bound = "" if share is None else f"{100.0 * share:.2f}"
         lower, bound_secs = f"{lb.bound}{' (optimal)' if lb.method == 'optimal' else ''}", f"{lb.seconds:.1f}"
     return (f"| {letter} | {g.num_nodes} | {g.num_edges} | {'inf' if cost is None else cost} | {bk} | {gap} | "
             f"{secs:.1f} | {limit:.0f} | {'yes' if cost is not None else 'no'} | "
