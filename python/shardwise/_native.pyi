@@ -59,6 +59,8 @@ __all__ = [
     "search_prices",
     "search_stop",
     "search_bound",
+    "search_components",
+    "ForbiddenComponent",
     "LowerBound",
     "collective_cost",
 ]
@@ -348,6 +350,16 @@ class LowerBound:
     @property
     def assignment(self) -> list[int]: ...
 
+@final
+class ForbiddenComponent:
+    @property
+    def nodes(self) -> list[int]: ...
+    @property
+    def joints(self) -> list[int]: ...
+    @property
+    def count(self) -> int: ...
+
+def search_components(graph: _GraphW) -> list[ForbiddenComponent]: ...
 def search_bound(
     graph: _GraphW, time_limit: float, target: int | None = None, max_rounds: int | None = None
 ) -> LowerBound: ...

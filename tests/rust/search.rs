@@ -1,10 +1,13 @@
 //! Local search on strategy graphs: the contest example's optimum, exhaustive search on small
 //! random graphs, memory feasibility, warm starts and validation errors; the lower bound
-//! (`search::bound`) against exhaustive search.
+//! (`search::bound`) against exhaustive search; forbidden components (`search::components`)
+//! against brute-force enumeration.
 
 use std::time::{Duration, Instant};
 
-use shardwise::search::{deadline_after, lagrange_prices, lower_bound, solve_local, LocalOptions, Pbqp, StrategyGraph};
+use shardwise::search::{
+    deadline_after, forbidden_components, lagrange_prices, lower_bound, solve_local, LocalOptions, Pbqp, StrategyGraph,
+};
 
 type NodeSpec = (Vec<i64>, Vec<i64>, (i64, i64));
 
@@ -416,4 +419,126 @@ fn lower_bound_validates_the_graph() {
     g.edge_cost.pop();
     let e = lower_bound(&g, Instant::now(), None, None).unwrap_err();
     assert!(e.message.contains("edge costs: expected 14 entries, got 13"), "{}", e.message);
+}
+
+/// A random graph whose forbidden entries sit on functional edges (each strategy of the first
+/// end allows at most one of the second), on a random forest plus, with `cycles`, a few edges
+/// closing cycles; some forbidden node strategies; free edges without forbidden entries.
+fn random_forbidden_graph(rng: &mut Lcg, n: usize, cycles: bool) -> StrategyGraph {
+    const F: i64 = 1_000_000_000_000_000_000;
+    let nodes: Vec<NodeSpec> = (0..n)
+        .map(|v| {
+            let k = 1 + rng.next(4) as usize;
+            let costs = (0..k).map(|_| if rng.next(9) == 0 { F } else { rng.next(50) as i64 }).collect();
+            (costs, (0..k).map(|_| rng.next(9) as i64).collect(), (v as i64, v as i64 + 3))
+        })
+        .collect();
+    let functional = |rng: &mut Lcg, ka: usize, kb: usize| -> Vec<i64> {
+        let mut m = vec![F; ka * kb];
+        for sa in 0..ka {
+            if rng.next(5) != 0 {
+                m[sa * kb + rng.next(kb as u64) as usize] = rng.next(30) as i64;
+            }
+        }
+        m
+    };
+    let mut edges = vec![];
+    for b in 1..n {
+        if rng.next(4) != 0 {
+            let a = rng.next(b as u64) as usize;
+            edges.push((a, b, functional(rng, nodes[a].0.len(), nodes[b].0.len())));
+        } else {
+            let a = rng.next(b as u64) as usize;
+            edges.push((a, b, (0..nodes[a].0.len() * nodes[b].0.len()).map(|_| rng.next(40) as i64).collect()));
+        }
+    }
+    if cycles {
+        for _ in 0..2 {
+            let (a, b) = (rng.next(n as u64) as usize, rng.next(n as u64) as usize);
+            if a != b {
+                edges.push((a, b, functional(rng, nodes[a].0.len(), nodes[b].0.len())));
+            }
+        }
+    }
+    graph(&nodes, &edges, None)
+}
+
+#[test]
+fn forbidden_components_hold_every_joint_assignment_that_avoids_forbidden_entries() {
+    const F: i64 = 1_000_000_000_000_000_000;
+    let mut rng = Lcg(11);
+    let mut checked = 0;
+    for round in 0..100 {
+        let g = random_forbidden_graph(&mut rng, 9, round % 2 == 1);
+        let comps = forbidden_components(&g).unwrap();
+        for c in &comps {
+            assert_eq!(c.joints.len(), c.count() * c.nodes.len());
+            let inside = |v: usize| c.nodes.contains(&v);
+            // Brute force over the component's nodes: no forbidden node cost, no forbidden entry
+            // on an edge with both ends inside.
+            let mut want: Vec<Vec<usize>> = vec![];
+            let mut a = vec![0usize; c.nodes.len()];
+            'all: loop {
+                let s = |v: usize| a[c.nodes.iter().position(|&x| x == v).unwrap()];
+                let ok = c.nodes.iter().all(|&v| g.node_cost(v, s(v)) < F)
+                    && g.edges.iter().enumerate().all(|(e, &(x, y))| {
+                        !(inside(x) && inside(y)) || x == y || g.edge_entry(e, s(x), s(y)) < F
+                    });
+                if ok {
+                    want.push(a.clone());
+                }
+                for i in 0..a.len() {
+                    a[i] += 1;
+                    if a[i] < g.k(c.nodes[i]) {
+                        continue 'all;
+                    }
+                    a[i] = 0;
+                }
+                break;
+            }
+            let mut got: Vec<Vec<usize>> = (0..c.count()).map(|j| c.joint(j).to_vec()).collect();
+            got.sort();
+            want.sort();
+            assert_eq!(got, want, "round {round}, component {:?}", c.nodes);
+            assert!(got.len() >= 2);
+            checked += 1;
+        }
+        // Every edge with a forbidden entry between two nodes of some component is inside one.
+        for (e, &(x, y)) in g.edges.iter().enumerate() {
+            let m = &g.edge_cost[g.edge_offsets[e]..g.edge_offsets[e + 1]];
+            if x != y && m.iter().any(|&v| v >= F) {
+                let cx = comps.iter().position(|c| c.nodes.contains(&x));
+                let cy = comps.iter().position(|c| c.nodes.contains(&y));
+                assert!(cx == cy, "round {round}: forbidden edge {e} splits two components");
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} components checked");
+}
+
+#[test]
+fn forbidden_components_leave_out_fixed_and_oversized_ones_and_validate() {
+    const F: i64 = 1_000_000_000_000_000_000;
+    // Two nodes whose only allowed pair is (1, 0): one joint assignment, nothing to choose.
+    let g = graph(
+        &[(vec![1, 2], vec![0, 0], (0, 1)), (vec![3, 4], vec![0, 0], (0, 1))],
+        &[(0, 1, vec![F, F, 5, F])],
+        None,
+    );
+    assert!(forbidden_components(&g).unwrap().is_empty());
+    // A chain of 12 nodes with 2 strategies each and a forbidden corner per edge (no two
+    // adjacent nodes both at strategy 1): Fibonacci(14) = 377 > 256 joint assignments, left out.
+    let nodes: Vec<NodeSpec> = (0..12).map(|v| (vec![1, 1], vec![0, 0], (v, v + 1))).collect();
+    let edges: Vec<_> = (1..12).map(|b| (b - 1, b, vec![0, 0, 0, F])).collect();
+    let g = graph(&nodes, &edges, None);
+    assert!(forbidden_components(&g).unwrap().is_empty());
+    // 7 nodes of it: Fibonacci(9) = 34 joint assignments.
+    let g = graph(&nodes[..7], &edges[..6], None);
+    let comps = forbidden_components(&g).unwrap();
+    assert_eq!(comps.len(), 1);
+    assert_eq!(comps[0].count(), 34);
+    let mut bad = g.clone();
+    bad.edge_offsets[1] = 3;
+    let err = forbidden_components(&bad).unwrap_err().to_string();
+    assert!(err.contains("edge 0"), "{err}");
 }

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 
 use super::errors::IntoPyResult;
-use crate::search::{deadline_after, lagrange_prices, lower_bound, request_stop, solve_local, LocalOptions, StrategyGraph};
+use crate::search::{deadline_after, forbidden_components, lagrange_prices, lower_bound, request_stop, solve_local, LocalOptions, StrategyGraph};
 
 /// A strategy graph as one Python tuple: `(offsets, cost, usage, intervals, edges,
 /// edge_offsets, edge_cost, usage_limit)`, arrays as in `StrategyGraph`, the int64 ones as
@@ -133,6 +133,30 @@ fn search_bound(
     Ok(PyLowerBound { bound: b.bound, unpriced: b.unpriced, forests: b.forests, rounds: b.rounds, assignment: b.assignment })
 }
 
+/// A forbidden component of a strategy graph (`crate::search::Component`): nodes joined by
+/// edges with forbidden entries, and the joint assignments that avoid them.
+#[pyclass(frozen, get_all, module = "shardwise._native", name = "ForbiddenComponent")]
+pub struct PyForbiddenComponent {
+    /// The component's nodes.
+    nodes: Vec<usize>,
+    /// Its joint assignments, row-major: `count` rows of one strategy per node of `nodes`.
+    joints: Vec<usize>,
+    /// Number of joint assignments.
+    count: usize,
+}
+
+/// The forbidden components of the graph with 2 to 256 joint assignments
+/// (`rust/src/search/components.rs`), the GIL released.
+#[pyfunction]
+fn search_components(py: Python<'_>, graph: GraphW) -> PyResult<Vec<PyForbiddenComponent>> {
+    let g = graph.graph()?;
+    let comps = py.detach(|| forbidden_components(&g)).py(py)?;
+    Ok(comps
+        .into_iter()
+        .map(|c| PyForbiddenComponent { count: c.count(), nodes: c.nodes, joints: c.joints })
+        .collect())
+}
+
 /// With `true`, makes every running local search and price search of the process stop at its
 /// next deadline check and return its best answer (`crate::search::request_stop`); with
 /// `false`, lets searches run to their time limits again.
@@ -147,5 +171,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(search_stop, m)?)?;
     m.add_function(wrap_pyfunction!(search_bound, m)?)?;
     m.add_class::<PyLowerBound>()?;
+    m.add_function(wrap_pyfunction!(search_components, m)?)?;
+    m.add_class::<PyForbiddenComponent>()?;
     Ok(())
 }

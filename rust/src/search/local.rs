@@ -31,6 +31,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use super::components::{self, Component, OUTSIDE};
 use super::lagrange::{lagrange_phase, repair};
 use super::segtree::MaxAddTree;
 use super::StrategyGraph;
@@ -560,6 +561,82 @@ impl<'g> State<'g> {
         changed
     }
 
+    /// Cost of the nodes of `c` and of every edge with an end in `c` when `c` takes `joint`
+    /// (strategies in `c.nodes` order), the other nodes as they are.
+    fn component_cost(&self, c: &Component, joint: &[usize]) -> i128 {
+        let g = self.g;
+        let mut total: i128 = c.nodes.iter().zip(joint).map(|(&v, &s)| self.ncost(v, s)).sum();
+        for &(e, ia, ib) in &c.edges {
+            let (a, b) = g.edges[e];
+            let sa = if ia == OUTSIDE { self.assign[a] } else { joint[ia] };
+            let sb = if ib == OUTSIDE { self.assign[b] } else { joint[ib] };
+            total += g.edge_entry(e, sa, sb) as i128;
+        }
+        total
+    }
+
+    /// Sets component `c` to `joint` (logged); returns the nodes that changed.
+    fn set_component(&mut self, c: &Component, joint: &[usize]) -> Vec<usize> {
+        let mut buf = std::mem::take(&mut self.buf);
+        let mut changed = Vec::new();
+        for (&v, &s) in c.nodes.iter().zip(joint) {
+            if self.assign[v] != s {
+                self.local_costs(v, None, &mut buf);
+                let delta = buf[s] - buf[self.assign[v]];
+                self.set(v, s, delta);
+                changed.push(v);
+            }
+        }
+        self.buf = buf;
+        changed
+    }
+
+    /// Whether every node in `nodes` is within the usage limit over its range.
+    fn all_fit(&self, nodes: &[usize]) -> bool {
+        nodes.iter().all(|&u| {
+            let (lo, hi) = self.range[u];
+            lo >= hi || self.tree.max(lo, hi) <= self.limit
+        })
+    }
+
+    /// Component move (`components.rs`): component `c` re-chosen whole among its joint
+    /// assignments, each priced exactly (its nodes and every edge with an end in it, the rest
+    /// fixed); the cheapest that lowers the cost and fits in memory is kept (at most four tried,
+    /// cheapest first). Returns the changed nodes.
+    pub(super) fn component_move(&mut self, c: &Component) -> Vec<usize> {
+        let cur_joint: Vec<usize> = c.nodes.iter().map(|&v| self.assign[v]).collect();
+        let cur = self.component_cost(c, &cur_joint);
+        let mut cands: Vec<(i128, usize)> =
+            (0..c.count()).map(|j| (self.component_cost(c, c.joint(j)), j)).filter(|x| x.0 < cur).collect();
+        cands.sort_unstable();
+        for &(_, j) in cands.iter().take(4) {
+            let mark = self.log.len();
+            let before = self.total;
+            let changed = self.set_component(c, c.joint(j));
+            if self.all_fit(&changed) && self.total < before {
+                return changed;
+            }
+            self.undo_to(mark);
+        }
+        Vec::new()
+    }
+
+    /// A component move on every component (in the given order), then descent from the changed
+    /// nodes; true if anything changed.
+    pub(super) fn component_pass(&mut self, comps: &[Component], deadline: Instant) -> bool {
+        let mut changed = Vec::new();
+        for c in comps {
+            if super::expired(deadline) {
+                break;
+            }
+            changed.extend(self.component_move(c));
+        }
+        if !changed.is_empty() {
+            self.descend(Some(&changed), deadline);
+        }
+        !changed.is_empty()
+    }
+
     /// One perturbation: a random ball of up to `size` nodes, either connected by edges or (every
     /// other round) live at one common time point, so that nodes coupled only through the
     /// memory limit can trade usage; the ball first takes its least-usage strategies, then
@@ -672,6 +749,8 @@ pub fn solve_local(g: &StrategyGraph, options: &LocalOptions) -> Result<LocalRes
         return Ok(LocalResult { assignment: st.assign, cost, peak_usage: peak, feasible: false, rounds: 0, improvements: 0 });
     }
     st.descend(None, deadline);
+    let comps = components::find(g);
+    st.component_pass(&comps, deadline);
     st.log.clear();
     let mut best = (st.total, st.assign.clone());
     let mut rng = Rng(options.seed ^ 0x5EED_0F5E_A7C4);

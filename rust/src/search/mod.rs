@@ -11,6 +11,7 @@
 //! the ILP lives in Python (`shardwise.search.ilp`, HiGHS).
 
 mod bound;
+mod components;
 mod lagrange;
 pub mod local;
 pub mod pbqp;
@@ -22,6 +23,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 
 pub use bound::{lower_bound, LowerBound};
+pub use components::{forbidden_components, Component};
 pub use lagrange::lagrange_prices;
 pub use local::{solve_local, LocalOptions, LocalResult};
 pub use pbqp::{Pbqp, PbqpSolution};
