@@ -1,9 +1,15 @@
 """One entry point over the solvers: ``method="local"`` (Rust local search), ``"ilp"`` (HiGHS,
 warm-started by a short local search), ``"penalty"`` (memory as node penalties, each relaxed
 problem solved by toulbar2: :mod:`shardwise.search.penalty`), ``"limited"`` (the whole problem,
-usage limit included, solved by toulbar2: :mod:`shardwise.search.limited`), or ``"auto"``: the
+usage limit included, solved by toulbar2: :mod:`shardwise.search.limited`), ``"contracted"``
+(the ILP over the graph with its forbidden components contracted:
+:mod:`shardwise.search.contract`), or ``"auto"``: the
 ILP when the reduced model is small enough to solve in the time (at most
-:data:`AUTO_ILP_MAX_TERMS` edge-matrix entries plus strategies); else, for a graph with a usage
+:data:`AUTO_ILP_MAX_TERMS` edge-matrix entries plus strategies); else the contracted ILP when
+the graph has forbidden components and its contracted model has at most
+:data:`CONTRACTED_MAX_TERMS` terms (warm-started by local search, as the ILP; local search from
+its answer for any time it leaves without proving it optimal);
+else, for a graph with a usage
 limit, ``pytoulbar2`` installed and at most :data:`LIMITED_MAX_NODES` nodes, the limited
 toulbar2 solve beside the rest of this list on the remaining threads (one thread: the limited
 solve for :data:`LIMITED_SHARE` of the time, then local search warm-started from its answer);
@@ -40,6 +46,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from shardwise.errors import SearchError
+from shardwise.search.contract import (
+    Contraction,
+    contract,
+    has_forbidden,
+    solve_contracted,
+)
 from shardwise.search.graph import StrategyGraph
 from shardwise.search.ilp import (
     ModelTooLarge,
@@ -58,7 +70,7 @@ from shardwise.search.local import (
 from shardwise.search.penalty import available as penalty_available
 from shardwise.search.penalty import solve_penalty
 
-METHODS = ("auto", "ilp", "limited", "local", "penalty")
+METHODS = ("auto", "contracted", "ilp", "limited", "local", "penalty")
 #: ``auto`` runs the penalty search only with time for this many of its rounds (one relaxed
 #: solve, its set-up and a polish) ...
 PENALTY_MIN_ROUNDS = 5
@@ -71,6 +83,10 @@ PENALTY_ROUND_SECONDS_PER_TERM = 3.3e-6
 PENALTY_TRAJECTORIES = 2
 #: Model size (strategies + edge-matrix entries) up to which ``auto`` uses the ILP.
 AUTO_ILP_MAX_TERMS = 500_000
+#: Contracted model size (label columns + pairwise entries, :meth:`.Contraction.terms`) up to
+#: which ``auto`` uses the contracted ILP: on the contest instances A, C and D (87-95k terms)
+#: HiGHS proves the optimum in 12-29 s on this 2-core machine kind.
+CONTRACTED_MAX_TERMS = 500_000
 #: Nodes up to which ``auto`` runs the limited toulbar2 solve (:mod:`.limited`): on the shared
 #: IOPDDL instance V (816 nodes) it found 1,619,078 in 120 s against 1,666,201 for the penalty
 #: search with merging in 300 s.
@@ -121,6 +137,7 @@ def solve(
         raise SearchError(f"threads: expected an integer >= 1, got {threads!r}")
     threads = min(threads, max(1, os.cpu_count() or 1))
     t = check_time_limit(time_limit)
+    start = time.perf_counter()
     note = ""
     terms = int(graph.cost.size + graph.edge_cost.size)
     if method == "ilp" or (method == "auto" and terms <= AUTO_ILP_MAX_TERMS):
@@ -140,7 +157,21 @@ def solve(
             note = f"{e}; local search ran instead"
             warnings.warn(note, FallbackWarning, stacklevel=2)
             method = "local"
+    con = None
+    if method in ("auto", "contracted"):
+        con = contract(graph) if method == "contracted" or has_forbidden(graph) else None
+        if con is not None and con.components > 0 and (method == "contracted" or con.terms() <= CONTRACTED_MAX_TERMS):
+            method = "contracted"
+        elif method == "contracted":
+            note = "no forbidden component to contract; local search ran instead"
+            warnings.warn(note, FallbackWarning, stacklevel=2)
+            method = "local"
     chosen = method
+    if chosen == "contracted":
+        assert con is not None
+        left = max(t - (time.perf_counter() - start), 0.01)
+        sol = interruptible(lambda: _contracted(graph, left, seed, threads, con, initial), graph, left)
+        return replace(sol, note=note) if note and not sol.note else sol
     sol = interruptible(lambda: _solve(graph, t, chosen, seed, threads, terms, initial), graph, t)
     return replace(sol, note=note) if note and not sol.note else sol
 
@@ -178,6 +209,27 @@ def _solve(graph: StrategyGraph, t: float, method: str, seed: int, threads: int,
         return replace(warm, seconds=time.perf_counter() - start, note="the ILP stopped at the time limit above its warm start; the local search's answer is kept")
     return Solution(sol.assignment, sol.cost, sol.peak_usage, sol.feasible, "ilp", sol.optimal,
                     time.perf_counter() - start, note=sol.note)
+
+
+def _contracted(graph: StrategyGraph, t: float, seed: int, threads: int, con: Contraction,
+                initial: Sequence[int] | None) -> Solution:
+    """The contracted ILP (module docstring), warm-started by the local-search portfolio for
+    :data:`ILP_WARM_SHARE` of the time (at most :data:`ILP_WARM_SECONDS`); when it ends early
+    without proving its answer optimal, local search from the best answer for the time left."""
+    start = time.perf_counter()
+    warm = _portfolio(graph, min(t * ILP_WARM_SHARE, ILP_WARM_SECONDS), seed, threads, initial)
+    rest = max(t - (time.perf_counter() - start), 0.01)
+    try:
+        sol = solve_contracted(graph, rest, initial=warm.assignment if warm.feasible else None, con=con,
+                               threads=threads)
+    except SearchError:
+        sol = warm
+    best = _best([sol, warm])
+    left = t - (time.perf_counter() - start)
+    if not best.optimal and left > 1.0:
+        polish = _portfolio(graph, left, seed, threads, best.assignment if best.feasible else initial)
+        best = _best([best, polish])
+    return replace(best, seconds=time.perf_counter() - start)
 
 
 def _limited_fits(graph: StrategyGraph) -> bool:

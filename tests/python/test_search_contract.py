@@ -1,0 +1,180 @@
+"""The contraction of forbidden components and the ILP over it (``shardwise.search.contract``):
+exact against the plain ILP and exhaustive search, its usage rows added lazily, and ``solve``'s
+``contracted`` method and ``auto``'s choice of it."""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import random
+import warnings
+from dataclasses import replace
+
+import pytest
+from shardwise.errors import SearchError
+from shardwise.search import solve
+from shardwise.search.contract import contract, has_forbidden, solve_contracted
+from shardwise.search.graph import StrategyGraph, evaluate
+from shardwise.search.ilp import solve_ilp
+from shardwise.search.solve import FallbackWarning
+
+solve_mod = importlib.import_module(
+    "shardwise.search.solve"
+)  # the module, not the function
+
+F = 10**18
+
+
+def forbidden_graph(
+    rng: random.Random, n: int, limit: int | None, bad: float = 0.08
+) -> StrategyGraph:
+    """Functional forbidden edges on a random forest (each strategy of the first end allows at
+    most one of the second), free edges between the trees, some forbidden node strategies."""
+    ks = [rng.randint(1, 4) for _ in range(n)]
+    costs = [
+        [F if rng.random() < bad else rng.randint(0, 60) for _ in range(k)] for k in ks
+    ]
+    usages = [[rng.randint(0, 9) for _ in range(k)] for k in ks]
+    starts = [rng.randint(0, 6) for _ in range(n)]
+    intervals = [[s, s + rng.randint(0, 4)] for s in starts]
+    edges, mats = [], []
+    for b in range(1, n):
+        a = rng.randrange(b)
+        m = [F] * (ks[a] * ks[b])
+        if rng.random() < 0.7:
+            for sa in range(ks[a]):
+                if rng.random() < 1 - bad:
+                    m[sa * ks[b] + rng.randrange(ks[b])] = rng.randint(0, 30)
+        else:
+            m = [rng.randint(0, 40) for _ in range(ks[a] * ks[b])]
+        edges.append([a, b])
+        mats.append(m)
+    for _ in range(n // 2):  # free edges, parallel ones and a self-edge now and then
+        a, b = rng.randrange(n), rng.randrange(n)
+        edges.append([a, b])
+        mats.append([rng.randint(0, 40) for _ in range(ks[a] * ks[b])])
+    return StrategyGraph.build(costs, usages, intervals, edges, mats, usage_limit=limit)
+
+
+def exhaustive(g: StrategyGraph) -> int | None:
+    best = None
+    for a in itertools.product(*(range(g.k(v)) for v in range(g.num_nodes))):
+        s = evaluate(g, a)
+        if s.feasible and s.cost < F and (best is None or s.cost < best):
+            best = s.cost
+    return best
+
+
+def test_contraction_maps_assignments_both_ways() -> None:
+    rng = random.Random(3)
+    seen = 0
+    for _ in range(30):
+        g = forbidden_graph(rng, 12, None)
+        con = contract(g)
+        seen += con.components
+        assert sorted(v for m in con.members for v in m) == list(range(g.num_nodes))
+        for _ in range(5):
+            choice = [rng.randrange(len(k)) for k in con.red.keep]
+            a = con.expand(choice)
+            back = con.labelling(a)
+            assert back is not None and con.expand(back) == a
+            # The contracted costs price the expanded assignment exactly (when it avoids
+            # forbidden entries, which every label of a component does inside it).
+            sc = evaluate(g, a)
+            if sc.cost < F:
+                priced = con.red.constant + sum(
+                    int(con.red.node_cost[u][c]) for u, c in enumerate(choice)
+                )
+                priced += sum(
+                    int(m[choice[x], choice[y]]) for (x, y), m in con.red.edges.items()
+                )
+                assert priced == sc.cost
+    assert seen >= 10
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_contracted_ilp_is_exact(seed: int) -> None:
+    rng = random.Random(100 + seed)
+    g = forbidden_graph(rng, 9, rng.randint(12, 30))
+    best = exhaustive(g)
+    if (
+        best is None
+    ):  # every assignment lands on a forbidden entry (or breaks the limit)
+        try:
+            sol = solve_contracted(g, 20)
+        except SearchError:
+            return
+        assert sol.cost >= F or not sol.feasible
+        return
+    sol = solve_contracted(g, 20)
+    assert sol.feasible and sol.optimal and sol.method == "contracted-ilp"
+    assert sol.cost == best == evaluate(g, sol.assignment).cost
+    assert sol.lower_bound is not None and sol.lower_bound <= best
+
+
+def test_contracted_ilp_adds_the_usage_rows_an_answer_breaks() -> None:
+    # A chain whose components can all take a cheap large strategy; the limit allows only some.
+    rng = random.Random(9)
+    found = 0
+    for _ in range(40):
+        g = forbidden_graph(rng, 24, None, bad=0.0)
+        try:
+            free = solve_contracted(g, 20)
+        except SearchError:  # every assignment lands on a forbidden entry
+            continue
+        if free.cost >= F or free.peak_usage <= 4:
+            continue
+        limited = replace(g, usage_limit=free.peak_usage - 3)
+        try:
+            want = solve_ilp(limited, 30)
+        except SearchError:
+            continue
+        if not want.optimal or want.cost >= F:
+            continue
+        sol = solve_contracted(limited, 30)
+        assert sol.feasible and sol.optimal
+        assert sol.cost == want.cost
+        found += 1
+        if found == 4:
+            break
+    assert found == 4
+
+
+def test_solve_contracted_method_and_auto_choice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = random.Random(21)
+    g = forbidden_graph(rng, 40, None, bad=0.0)
+    g = replace(g, usage_limit=solve_contracted(g, 10).peak_usage - 2)
+    assert has_forbidden(g)
+    want = solve_ilp(g, 30)
+    sol = solve(g, 10, method="contracted")
+    assert sol.method == "contracted-ilp" and sol.optimal and sol.cost == want.cost
+    # auto takes the plain ILP on a graph this small, the contracted one past its size limit.
+    assert solve(g, 10).method == "ilp"
+    monkeypatch.setattr(solve_mod, "AUTO_ILP_MAX_TERMS", 0)
+    sol = solve(g, 10, threads=2)
+    assert sol.method == "contracted-ilp" and sol.optimal and sol.cost == want.cost
+    monkeypatch.setattr(solve_mod, "CONTRACTED_MAX_TERMS", 0)
+    assert solve(g, 2).method != "contracted-ilp"
+
+
+def test_contracted_method_without_forbidden_entries_falls_back() -> None:
+    g = StrategyGraph.build(
+        [[1, 2], [3, 1]],
+        [[1, 1], [1, 1]],
+        [[0, 2], [1, 3]],
+        [[0, 1]],
+        [[0, 5, 5, 0]],
+        usage_limit=10,
+    )
+    assert not has_forbidden(g)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sol = solve(g, 1, method="contracted")
+    assert sol.feasible and sol.cost == 3 and sol.method == "local"
+    assert any(
+        issubclass(w.category, FallbackWarning)
+        and "no forbidden component" in str(w.message)
+        for w in caught
+    )
