@@ -35,7 +35,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--time-scale", type=float, default=1.0, help="fraction of the contest time limit to use")
-    ap.add_argument("--method", default="auto", choices=["auto", "ilp", "limited", "local", "penalty"])
+    ap.add_argument("--method", default="auto", choices=["auto", "contracted", "ilp", "limited", "local", "penalty"])
     ap.add_argument("--threads", type=int, default=1, help="solver threads (solve's threads: the penalty search and threads-1 local searches under auto)")
     ap.add_argument("--only", default="", help="instance letters, e.g. BGV")
     ap.add_argument("-o", "--output", type=Path, default=Path(__file__).with_name("iopddl.md"))

@@ -616,7 +616,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     io = sub.add_parser("iopddl", help="solve an IOPDDL contest instance (ASPLOS 2025) and print its strategies and cost")
     io.add_argument("input", help="instance .json or .json.gz")
     io.add_argument("--time-limit", type=float, required=True, help="seconds (wall clock, the whole run)")
-    io.add_argument("--method", choices=["auto", "ilp", "limited", "local", "penalty"], default="auto", help="solver (default auto)")
+    io.add_argument("--method", choices=["auto", "contracted", "ilp", "limited", "local", "penalty"], default="auto", help="solver (default auto)")
     io.add_argument("--seed", type=int, default=0, help="local-search seed (default 0)")
     io.add_argument("--threads", type=int, default=1, help="solver threads (default 1): local-search runs with seeds seed..; with --method auto on a large graph with a usage limit, two penalty trajectories on two threads and local search on the rest")
     io.add_argument("--bound", type=float, default=0.0, metavar="SECONDS",

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from shardwise.search.contract import contract, has_forbidden, solve_contracted
 from shardwise.search.graph import StrategyGraph, evaluate
 from shardwise.search.ilp import solve_ilp
 from shardwise.search.local import Solution, check_time_limit
@@ -143,8 +144,16 @@ def _solve_restricted(graph: StrategyGraph, allowed: Sequence[Sequence[int]], wa
     sub = restrict(graph, allowed)
     index = [{s: i for i, s in enumerate(a)} for a in allowed]
     initial = None if warm is None else [index[v][int(s)] for v, s in enumerate(warm)]
-    left = max(time_limit - (time.perf_counter() - begin), 0.01)
-    sol = solve_ilp(sub, left, initial=initial, threads=threads, lazy_rows=True)
+    sol = None
+    if has_forbidden(sub):
+        # Forbidden components contracted (exact; :mod:`.contract`) when that makes the model smaller.
+        con = contract(sub)
+        if con.components and con.terms() < sub.cost.size + sub.edge_cost.size:
+            left = max(time_limit - (time.perf_counter() - begin), 0.01)
+            sol = solve_contracted(sub, left, initial=initial, threads=threads, con=con)
+    if sol is None:
+        left = max(time_limit - (time.perf_counter() - begin), 0.01)
+        sol = solve_ilp(sub, left, initial=initial, threads=threads, lazy_rows=True)
     assignment = [allowed[v][s] for v, s in enumerate(sol.assignment)]
     sc = evaluate(graph, assignment)
     return Solution(tuple(assignment), sc.cost, sc.peak_usage, sc.feasible, "merge", optimal=sol.optimal,
