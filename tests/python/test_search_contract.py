@@ -15,7 +15,9 @@ from shardwise.errors import SearchError
 from shardwise.search import solve
 from shardwise.search.contract import contract, has_forbidden, solve_contracted
 from shardwise.search.graph import StrategyGraph, evaluate
-from shardwise.search.ilp import solve_ilp
+from shardwise.search.ilp import ModelTooLarge, solve_ilp
+from shardwise.search.local import Solution
+from shardwise.search.merge import restrict, solve_merged
 from shardwise.search.solve import FallbackWarning
 
 solve_mod = importlib.import_module(
@@ -178,3 +180,72 @@ def test_contracted_method_without_forbidden_entries_falls_back() -> None:
         and "no forbidden component" in str(w.message)
         for w in caught
     )
+
+
+def test_merges_over_a_contracted_sub_instance_match_the_plain_ilp() -> None:
+    # The penalty search's merge contracts the pool's sub-instance when that makes it smaller;
+    # its answer is the plain ILP's optimum over the same sub-instance.
+    rng = random.Random(5)
+    merged = 0
+    for _ in range(20):
+        g = forbidden_graph(rng, 30, None, bad=0.0)
+        try:
+            free = solve_contracted(g, 10)
+        except SearchError:
+            continue
+        # Random labellings of the contracted graph that fit: pools whose members differ on
+        # whole components, as the penalty search's relaxed optima do.
+        g = replace(g, usage_limit=free.peak_usage + 4)
+        con_g = contract(g)
+        pool = []
+        for _ in range(60):
+            p = con_g.expand([rng.randrange(len(k)) for k in con_g.red.keep])
+            if evaluate(g, p).feasible and evaluate(g, p).cost < F:
+                pool.append(p)
+        if len(pool) < 2:
+            continue
+        allowed = [sorted({p[v] for p in pool}) for v in range(g.num_nodes)]
+        sub = restrict(g, allowed)
+        con = contract(sub)
+        if not con.components or con.terms() >= sub.cost.size + sub.edge_cost.size:
+            continue
+        want = solve_ilp(sub, 30)
+        got = solve_merged(g, pool, 30)
+        assert want.optimal and got.optimal
+        assert got.cost == want.cost and evaluate(g, got.assignment).feasible
+        merged += 1
+    assert merged >= 3
+
+
+def test_bound_for_uses_the_contracted_ilp_when_the_plain_model_is_too_large(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bound_mod = importlib.import_module("shardwise.search.bound")
+
+    def too_large(size: object, t: float | None = None) -> None:
+        raise ModelTooLarge("too large (test)", size, 0)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bound_mod, "check_model", too_large)
+    rng = random.Random(8)
+    while True:  # a graph whose limit binds, with a feasible answer above the optimum
+        g = forbidden_graph(rng, 7, None, bad=0.0)
+        g = replace(g, usage_limit=solve_contracted(g, 10).peak_usage - 1)
+        scores = [
+            evaluate(g, a)
+            for a in itertools.product(*(range(g.k(v)) for v in range(g.num_nodes)))
+        ]
+        costs = sorted({s.cost for s in scores if s.feasible and s.cost < F})
+        if len(costs) >= 2:
+            break
+    best = costs[0]
+    worse = next(
+        a
+        for a in itertools.product(*(range(g.k(v)) for v in range(g.num_nodes)))
+        if evaluate(g, a).feasible and evaluate(g, a).cost == costs[1]
+    )
+    sol = Solution(
+        worse, evaluate(g, worse).cost, evaluate(g, worse).peak_usage, True, "local"
+    )
+    lb = bound_mod.bound_for(g, sol, 10)
+    assert lb.method in ("ilp", "optimal")
+    assert best * (1 - 1e-4) - 1 <= lb.bound <= best

@@ -19,6 +19,12 @@ from dataclasses import dataclass, replace
 
 from shardwise import _native
 from shardwise.errors import SearchError
+from shardwise.search.contract import (
+    CONTRACTED_MAX_TERMS,
+    contract,
+    has_forbidden,
+    solve_contracted,
+)
 from shardwise.search.graph import StrategyGraph
 from shardwise.search.ilp import (
     FORBIDDEN_COST,
@@ -112,8 +118,11 @@ def bound_for(graph: StrategyGraph, solution: Solution, time_limit: float = 10.0
       ``"optimal"`` allows a relative gap of 10^-4), ``method="optimal"`` when it equals the
       cost, else ``"ilp"``; no time spent;
     * else, where the ILP's model fits (:func:`shardwise.search.ilp.check_model`), the ILP warm
-      started from ``solution`` for half the time: ``"optimal"`` or ``"ilp"`` as above if it
-      proves optimality, else its dual bound competes with
+      started from ``solution`` for half the time, or else, where the graph has forbidden
+      components and its contracted model has at most
+      :data:`~shardwise.search.contract.CONTRACTED_MAX_TERMS` terms, the contracted ILP
+      (:mod:`shardwise.search.contract`, exact) the same way: ``"optimal"`` or ``"ilp"`` as above
+      if it proves optimality, else its dual bound competes with
     * the Lagrangian bound (:func:`lower_bound`) with ``solution.cost`` as the target (unless
       the answer is over the limit or on a forbidden entry, cost >= 10^18) for the time left;
       the larger bound is returned, with its method.
@@ -130,18 +139,27 @@ def bound_for(graph: StrategyGraph, solution: Solution, time_limit: float = 10.0
     if solution.optimal and solution.feasible:
         return proven(solution)
     best: LowerBound | None = None
+    warm = solution.assignment if solution.feasible else None
     try:
         check_model(estimate_model(graph), t / 2)
     except ModelTooLarge:
-        pass
+        # The ILP over the contracted graph (exact, so its dual bound bounds the whole instance)
+        # where the graph has forbidden components and that model is small.
+        con = contract(graph) if has_forbidden(graph) else None
+        run = con is not None and con.components > 0 and con.terms() <= CONTRACTED_MAX_TERMS
+        try:
+            ilp = solve_contracted(graph, t / 2, initial=warm, con=con) if run else None
+        except SearchError:
+            ilp = None
     else:
         try:
-            ilp = solve_ilp(graph, t / 2, initial=solution.assignment if solution.feasible else None)
+            ilp = solve_ilp(graph, t / 2, initial=warm)
         except SearchError:  # nothing feasible found in time: no bound either
             ilp = None
-        if ilp is not None and ilp.optimal and ilp.feasible and ilp.cost <= cost:
+    if ilp is not None:
+        if ilp.optimal and ilp.feasible and ilp.cost <= cost:
             return proven(ilp)
-        if ilp is not None and ilp.lower_bound is not None:
+        if ilp.lower_bound is not None:
             best = LowerBound(int(ilp.lower_bound), "ilp")
     # An answer over the limit or on a forbidden entry is no target: the steps would overshoot.
     usable = solution.feasible and cost < FORBIDDEN_COST

@@ -47,6 +47,7 @@ from dataclasses import replace
 
 from shardwise.errors import SearchError
 from shardwise.search.contract import (
+    CONTRACTED_MAX_TERMS,
     Contraction,
     contract,
     has_forbidden,
@@ -83,10 +84,6 @@ PENALTY_ROUND_SECONDS_PER_TERM = 3.3e-6
 PENALTY_TRAJECTORIES = 2
 #: Model size (strategies + edge-matrix entries) up to which ``auto`` uses the ILP.
 AUTO_ILP_MAX_TERMS = 500_000
-#: Contracted model size (label columns + pairwise entries, :meth:`.Contraction.terms`) up to
-#: which ``auto`` uses the contracted ILP: on the contest instances A, C and D (87-95k terms)
-#: HiGHS proves the optimum in 12-29 s on this 2-core machine kind.
-CONTRACTED_MAX_TERMS = 500_000
 #: Nodes up to which ``auto`` runs the limited toulbar2 solve (:mod:`.limited`): on the shared
 #: IOPDDL instance V (816 nodes) it found 1,619,078 in 120 s against 1,666,201 for the penalty
 #: search with merging in 300 s.
