@@ -7,7 +7,9 @@
 //!
 //! The graph is stored in flat arrays (strategy offsets per node, row-major edge matrices) so
 //! that it crosses the FFI without per-element objects. `local` holds the local-search solver,
-//! `pbqp` the reduction solver of the problem without its usage limit (used by `lagrange`);
+//! `pbqp` the reduction solver of the problem without its usage limit (used by `lagrange`),
+//! `components` the forbidden components and their joint assignments (component moves; the
+//! contracted ILP of `shardwise.search.contract`);
 //! the ILP lives in Python (`shardwise.search.ilp`, HiGHS).
 
 mod bound;
