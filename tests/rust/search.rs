@@ -542,3 +542,28 @@ fn forbidden_components_leave_out_fixed_and_oversized_ones_and_validate() {
     let err = forbidden_components(&bad).unwrap_err().to_string();
     assert!(err.contains("edge 0"), "{err}");
 }
+
+#[test]
+fn component_moves_change_a_forbidden_chain_at_once() {
+    const F: i64 = 1_000_000_000_000_000_000;
+    // 30 nodes tied by identity constraints: all must take one strategy. Strategy 2 is the
+    // cheapest overall; the warm start is all at strategy 1 (feasible, no forbidden entry). No
+    // single-node or edge move can leave it; with no perturbation round, only the component move
+    // after the first descent can reach strategy 2.
+    let n = 30;
+    let nodes: Vec<NodeSpec> = (0..n).map(|v| (vec![50, 20, 10], vec![1, 1, 1], (v as i64, v as i64 + 2))).collect();
+    let identity: Vec<i64> = (0..9).map(|i| if i / 3 == i % 3 { 0 } else { F }).collect();
+    let edges: Vec<_> = (1..n).map(|b| (b - 1, b, identity.clone())).collect();
+    let g = graph(&nodes, &edges, Some(10));
+    let o = LocalOptions {
+        time_limit: Duration::from_secs(20),
+        initial: Some(vec![1; n]),
+        max_rounds: Some(0),
+        lagrange_share: 0.0,
+        ..LocalOptions::default()
+    };
+    let r = solve_local(&g, &o).unwrap();
+    assert!(r.feasible);
+    assert_eq!(r.assignment, vec![2; n]);
+    assert_eq!(r.cost, 10 * n as i128);
+}
