@@ -46,7 +46,7 @@ from shardwise.search.ilp import (
     _build,
     _Rows,
     _warm,
-    new_highs,
+    model_highs,
 )
 from shardwise.search.local import (
     Solution,
@@ -348,26 +348,7 @@ def _solve(
             h.cancelSolve()
 
     with on_stop(cancel) as stopped:
-        h = new_highs(highspy)
-        h.setOptionValue("threads", int(threads))
-        h.addCols(
-            n,
-            model.obj,
-            np.zeros(n),
-            model.ub,
-            0,
-            np.array([], dtype=np.int32),
-            np.array([], dtype=np.int32),
-            np.array([]),
-        )
-        rows.add_to(h)
-        nx = model.nx
-        h.changeColsIntegrality(
-            nx,
-            np.arange(nx, dtype=np.int32),
-            np.full(nx, int(highspy.HighsVarType.kInteger), dtype=np.uint8),
-        )
-        h.HandleUserInterrupt = True
+        h = model_highs(highspy, model, rows, threads)
         highs.append(h)
         warm = (
             _warm(highspy, red, model, warm_labels) if warm_labels is not None else None

@@ -495,22 +495,13 @@ def _run(highspy: Any, graph: StrategyGraph, deadline: float, initial: Sequence[
     status_text = "no free node"
     free = red.free_nodes()
     n = len(model.obj)
-    nx = model.nx
     if n == 0:  # every node fixed by the reductions
         if evaluate(graph, red.expand({})).feasible:
             choice, optimal = {}, True
     else:
-        h = new_highs(highspy)
-        h.setOptionValue("threads", int(threads))
-        h.addCols(n, model.obj, np.zeros(n), model.ub, 0, np.array([], dtype=np.int32), np.array([], dtype=np.int32),
-                  np.array([]))
-        rows.add_to(h)
+        h = model_highs(highspy, model, rows, threads)
         del rows
-        h.changeColsIntegrality(nx, np.arange(nx, dtype=np.int32),
-                                np.full(nx, int(highspy.HighsVarType.kInteger), dtype=np.uint8))
         warm = _warm(highspy, red, model, initial) if initial is not None else None
-        # cancelSolve() (on a stop request) interrupts the run at HiGHS's next interrupt callback.
-        h.HandleUserInterrupt = True
         highs.append(h)
         while True:
             left = deadline - time.perf_counter()
@@ -620,6 +611,22 @@ class _UsageRows:
                      np.concatenate(index) if index else np.zeros(0, np.int32),
                      np.concatenate(value) if value else np.zeros(0),
                      np.full(len(points), -np.inf), np.array([float(self.rhs[t]) for t in points]))
+
+
+def model_highs(highspy: Any, model: _Model, rows: _Rows, threads: int) -> Any:
+    """A HiGHS instance holding ``model``'s columns (node columns integer) and ``rows``, with
+    ``threads`` threads and user interrupts on (``cancelSolve()``, on a stop request, interrupts
+    a run at HiGHS's next interrupt callback)."""
+    h = new_highs(highspy)
+    h.setOptionValue("threads", int(threads))
+    n, nx = len(model.obj), model.nx
+    h.addCols(n, model.obj, np.zeros(n), model.ub, 0, np.array([], dtype=np.int32), np.array([], dtype=np.int32),
+              np.array([]))
+    rows.add_to(h)
+    h.changeColsIntegrality(nx, np.arange(nx, dtype=np.int32),
+                            np.full(nx, int(highspy.HighsVarType.kInteger), dtype=np.uint8))
+    h.HandleUserInterrupt = True
+    return h
 
 
 def _warm(highspy: Any, red: Reduced, model: _Model, initial: Sequence[int]) -> Any:
