@@ -132,14 +132,17 @@ def solve_merged(graph: StrategyGraph, pool: Sequence[Sequence[int]], time_limit
         scores = [evaluate(graph, x) for x in pool]
         feasible = [i for i, s in enumerate(scores) if s.feasible]
         warm = pool[min(feasible, key=lambda i: scores[i].cost)] if feasible else None
-    return _solve_restricted(graph, allowed, warm, t, threads, begin)
+    return solve_restricted(graph, allowed, warm, t, threads, begin)
 
 
-def _solve_restricted(graph: StrategyGraph, allowed: Sequence[Sequence[int]], warm: Sequence[int] | None,
-                      time_limit: float, threads: int = 1, begin: float | None = None) -> Solution:
-    """The ILP over :func:`restrict` ``(graph, allowed)``, warm-started from ``warm`` (an
-    assignment of ``graph`` inside ``allowed``); the answer in ``graph``'s strategy indices.
-    ``time_limit`` counts from ``begin`` (default: the call)."""
+def solve_restricted(graph: StrategyGraph, allowed: Sequence[Sequence[int]], warm: Sequence[int] | None,
+                     time_limit: float, threads: int = 1, begin: float | None = None) -> Solution:
+    """The ILP over :func:`restrict` ``(graph, allowed)`` (over its contraction,
+    :mod:`.contract`, when it has forbidden components and that is smaller), warm-started from
+    ``warm`` (an assignment of ``graph`` inside ``allowed``); the answer in ``graph``'s strategy
+    indices, ``optimal`` when the restricted instance was solved to optimality. ``time_limit``
+    counts from ``begin`` (default: the call). Raises as :func:`restrict` and
+    :func:`shardwise.search.ilp.solve_ilp`."""
     begin = time.perf_counter() if begin is None else begin
     sub = restrict(graph, allowed)
     index = [{s: i for i, s in enumerate(a)} for a in allowed]
@@ -218,6 +221,6 @@ class Merger:
         nodes = self.window(pool, incumbent)
         allowed = [sorted({int(x[v]) for x in everything}) if v in nodes else [int(incumbent[v])]
                    for v in range(self.graph.num_nodes)]
-        sol = _solve_restricted(self.graph, allowed, incumbent, time_limit)
+        sol = solve_restricted(self.graph, allowed, incumbent, time_limit)
         return Solution(sol.assignment, sol.cost, sol.peak_usage, sol.feasible, "merge", optimal=False,
                         seconds=sol.seconds)

@@ -1,0 +1,125 @@
+"""The ILP's very large neighbourhood (shardwise.search.neighbourhood): local costs, the
+candidate strategies, exactness over the neighbourhood, and the descent's schedule."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from shardwise.search.graph import StrategyGraph, evaluate
+from shardwise.search.ilp import solve_ilp
+from shardwise.search.neighbourhood import (
+    FIRST_M,
+    Descent,
+    candidates,
+    improve,
+    local_costs,
+)
+
+
+def random_graph(
+    rng: random.Random, n: int, limit: int | None, forbidden: float = 0.0
+) -> StrategyGraph:
+    """Random strategies, intervals and edges, parallel edges and self-edges included; a share
+    ``forbidden`` of the edge entries 10^18."""
+    ks = [rng.randint(1, 4) for _ in range(n)]
+    costs = [[rng.randint(0, 60) for _ in range(k)] for k in ks]
+    usages = [[rng.randint(0, 9) for _ in range(k)] for k in ks]
+    intervals = [
+        [s, s + rng.randint(0, 4)] for s in (rng.randint(0, 6) for _ in range(n))
+    ]
+    edges, mats = [], []
+    for _ in range(n + n // 2):
+        a, b = rng.randrange(n), rng.randrange(n)
+        edges.append([a, b])
+        mats.append(
+            [
+                10**18 if rng.random() < forbidden else rng.randint(0, 40)
+                for _ in range(ks[a] * ks[b])
+            ]
+        )
+    return StrategyGraph.build(costs, usages, intervals, edges, mats, usage_limit=limit)
+
+
+def feasible_start(g: StrategyGraph) -> list[int]:
+    """The least-usage assignment (feasible whenever the instance is)."""
+    return [int(np.argmin(g.node_usages(v))) for v in range(g.num_nodes)]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_local_costs_are_the_exact_change_of_one_node(seed: int) -> None:
+    rng = random.Random(seed)
+    g = random_graph(rng, 9, None)
+    x = [rng.randrange(g.k(v)) for v in range(g.num_nodes)]
+    local = local_costs(g, x)
+    base = evaluate(g, x).cost
+    for v in range(g.num_nodes):
+        for s in range(g.k(v)):
+            y = list(x)
+            y[v] = s
+            got = local[g.offsets[v] + s] - local[g.offsets[v] + x[v]]
+            assert got == evaluate(g, y).cost - base, (v, s)
+
+
+def test_candidates_hold_the_incumbent_the_least_usage_and_the_m_cheapest() -> None:
+    rng = random.Random(3)
+    g = random_graph(rng, 30, None)
+    x = [rng.randrange(g.k(v)) for v in range(g.num_nodes)]
+    local = local_costs(g, x)
+    for m in (0, 1, 2):
+        allowed = candidates(g, x, m)
+        for v, a in enumerate(allowed):
+            k = g.k(v)
+            lv = local[g.offsets[v] : g.offsets[v] + k]
+            cheapest = sorted(range(k), key=lambda s: (lv[s], s))[:m]
+            u = g.node_usages(v)
+            least = min(range(k), key=lambda s: (u[s], g.cost[g.offsets[v] + s], s))
+            assert a == sorted({x[v], least, *cheapest})
+    with pytest.raises(ValueError, match="m: expected"):
+        candidates(g, x, -1)
+    with pytest.raises(ValueError, match="assignment: expected 30"):
+        candidates(g, x[:-1], 1)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_improve_is_the_optimum_of_its_neighbourhood(seed: int) -> None:
+    rng = random.Random(100 + seed)
+    g0 = random_graph(rng, 8, None, forbidden=0.2 if seed % 2 else 0.0)
+    x = feasible_start(g0)
+    g = replace(g0, usage_limit=evaluate(g0, x).peak_usage + 6)
+    allowed = candidates(g, x, 1)
+    best = min(
+        (
+            sc.cost
+            for y in itertools.product(*allowed)
+            if (sc := evaluate(g, y)).feasible
+        ),
+        default=None,
+    )
+    sol = improve(g, x, 20.0, 1)
+    assert sol.method == "neighbourhood" and sol.feasible and sol.optimal
+    assert all(s in a for s, a in zip(sol.assignment, allowed))
+    assert sol.cost == best <= evaluate(g, x).cost
+
+
+def test_descent_reaches_the_optimum_once_m_covers_every_strategy() -> None:
+    rng = random.Random(7)
+    g = random_graph(rng, 40, None)
+    g = replace(g, usage_limit=evaluate(g, feasible_start(g)).peak_usage + 10)
+    opt = solve_ilp(g, 30.0)
+    assert opt.optimal
+    d = Descent(g)
+    x = feasible_start(g)
+    ms = []
+    while (sol := d.step(x, 20.0)) is not None:
+        ms.append(d.m)
+        assert sol.feasible and sol.cost <= evaluate(g, x).cost
+        x = list(sol.assignment)
+        if d.m > 4:  # every node keeps all its strategies (k <= 4): the whole instance
+            break
+    assert ms and ms[0] >= FIRST_M and ms == sorted(ms)
+    final = improve(g, x, 20.0, 4)
+    assert final.cost == evaluate(g, x).cost == opt.cost
