@@ -9,10 +9,12 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from shardwise.search import neighbourhood
 from shardwise.search.graph import StrategyGraph, evaluate
-from shardwise.search.ilp import solve_ilp
+from shardwise.search.ilp import ModelSize, ModelTooLarge, solve_ilp
 from shardwise.search.neighbourhood import (
     FIRST_M,
+    LAST_M,
     Descent,
     candidates,
     improve,
@@ -105,21 +107,52 @@ def test_improve_is_the_optimum_of_its_neighbourhood(seed: int) -> None:
     assert sol.cost == best <= evaluate(g, x).cost
 
 
-def test_descent_reaches_the_optimum_once_m_covers_every_strategy() -> None:
+def test_descent_ends_in_a_local_optimum_of_its_last_neighbourhood() -> None:
     rng = random.Random(7)
     g = random_graph(rng, 40, None)
     g = replace(g, usage_limit=evaluate(g, feasible_start(g)).peak_usage + 10)
-    opt = solve_ilp(g, 30.0)
-    assert opt.optimal
     d = Descent(g)
     x = feasible_start(g)
-    ms = []
+    start = evaluate(g, x).cost
+    ms, rounds = [], 0
     while (sol := d.step(x, 20.0)) is not None:
+        rounds += 1
         ms.append(d.m)
         assert sol.feasible and sol.cost <= evaluate(g, x).cost
         x = list(sol.assignment)
-        if d.m > 4:  # every node keeps all its strategies (k <= 4): the whole instance
-            break
-    assert ms and ms[0] >= FIRST_M and ms == sorted(ms)
-    final = improve(g, x, 20.0, 4)
-    assert final.cost == evaluate(g, x).cost == opt.cost
+    assert d.done and rounds >= 2 and ms == sorted(ms) and ms[-1] == LAST_M
+    assert evaluate(g, x).cost < start
+    # Nothing better left at m = LAST_M; a new incumbent starts the descent again at FIRST_M.
+    assert improve(g, x, 20.0, LAST_M).cost == evaluate(g, x).cost
+    assert d.step(feasible_start(g), 20.0) is not None and d.m >= FIRST_M
+
+
+def test_a_neighbourhood_holding_every_strategy_is_the_whole_instance() -> None:
+    rng = random.Random(8)
+    g = random_graph(rng, 40, None)
+    x = feasible_start(g)
+    g = replace(g, usage_limit=evaluate(g, x).peak_usage + 10)
+    opt = solve_ilp(g, 30.0)
+    assert opt.optimal
+    assert improve(g, x, 30.0, 4).cost == opt.cost  # k <= 4: every strategy kept
+
+
+def test_a_neighbourhood_too_large_for_the_ilp_ends_the_descent_for_good(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = random.Random(9)
+    g = random_graph(rng, 12, None)
+    calls = []
+
+    def too_large(*args: object, **kwargs: object) -> None:
+        calls.append(args)
+        size = ModelSize(columns=196_800, rows=10, nonzeros=18_300_000, terms=0)
+        raise ModelTooLarge("ILP model of 196.8k columns and 18.3M nonzeros", size, 0)
+
+    monkeypatch.setattr(neighbourhood, "improve", too_large)
+    d = Descent(g)
+    x = feasible_start(g)
+    assert d.step(x, 5.0) is None and d.done and d.too_large
+    y = list(x)
+    y[0] = (y[0] + 1) % g.k(0)
+    assert d.step(y, 5.0) is None and len(calls) == 1

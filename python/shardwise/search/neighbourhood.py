@@ -12,9 +12,9 @@ neighborhood search techniques", Discrete Applied Mathematics 123 (2002).
 
 :class:`Descent` repeats it from each new incumbent: the same ``m`` while it improves, ``m + 1``
 once a neighbourhood is proven to hold nothing better. On the validation instance N of issue 27
-(40,958 nodes), from a penalty-search answer 1.16 % over the record, ``m = 2`` (247k terms)
-solved to optimality in 15 s and 21 s, then ``m = 3`` (361k) in 49 s and 52 s, ending 0.09 %
-over the record; ``m = 4`` (516k) was not solved in 60 s.
+(40,958 nodes), from a penalty-search answer 1.16 % over the record, four rounds of ``m = 1``
+(146-149k terms, about 3 s each) and then ``m = 2`` (245k, 8-17 s each), all solved to
+optimality, ended 0.30 % over the record after 63 s.
 """
 
 from __future__ import annotations
@@ -33,8 +33,19 @@ from shardwise.search.merge import solve_restricted
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
-#: First ``m`` of :class:`Descent`.
-FIRST_M = 2
+#: First ``m`` of :class:`Descent` ...
+FIRST_M = 1
+#: ... and its last: a round at this ``m`` that proves its neighbourhood holds nothing better
+#: ends the descent. From answers of 90 s runs of the penalty search: on N, rounds of ``m = 1``
+#: (146-149k terms) took about 3 s each and found 0.39 % in four rounds, then ``m = 2`` (245k)
+#: 8-17 s each and 0.47 % more (``m = 2`` from the start: 15-21 s per round; ``m = 3``, 361k,
+#: 49-52 s for another 0.3 %); on K, ``m = 1`` took 11-33 s and ``m = 2`` 30-35 s per round,
+#: and ``m = 3`` (598k) was not solved in 60 s; on S, ``m`` up to 3 found nothing (4-8 s per
+#: round) and ``m = 4`` 0.03 % in 51 s.
+LAST_M = 2
+#: A round that lowers the cost by less than this share counts as one that found nothing (on N,
+#: rounds of ``m = 2`` went on finding 1e-8 of the cost each, 8 s apiece).
+MIN_GAIN = 1e-4
 
 
 def local_costs(graph: StrategyGraph, assignment: Sequence[int]) -> F64:
@@ -132,16 +143,20 @@ def improve(
 
 class Descent:
     """Repeated :func:`improve` (module docstring): ``m`` starts at :data:`FIRST_M`, stays while
-    a round improves, grows by one once a round proves its neighbourhood holds nothing better
-    than the incumbent, and goes back to :data:`FIRST_M` when the incumbent changes from outside
-    (a caller's better assignment). A round that ran out of time without improving, or whose
-    model would not fit, ends the descent (:attr:`done`) until the incumbent changes."""
+    a round improves (by at least :data:`MIN_GAIN` of the cost), grows by one once a round
+    proves its neighbourhood holds nothing better (or only that little better), and goes back to :data:`FIRST_M` when the incumbent changes from outside
+    (a caller's better assignment). A round at :data:`LAST_M` that proves nothing better, a
+    round that ran out of time without improving, or one whose model would not fit ends the
+    descent (:attr:`done`) until the incumbent changes (for good when the model at
+    :data:`FIRST_M` would not fit: :attr:`too_large`)."""
 
     def __init__(self, graph: StrategyGraph, threads: int = 1) -> None:
         self.graph = graph
         self.threads = threads
         self.m = FIRST_M
         self.done = False
+        #: A neighbourhood at :data:`FIRST_M` was too large for the ILP: the descent stays done.
+        self.too_large = False
         self._at: tuple[int, ...] | None = None
         self._cost = 0
 
@@ -156,16 +171,21 @@ class Descent:
                 FIRST_M,
                 False,
             )
-        if self.done:
+        if self.done or self.too_large:
             return None
         try:
             sol = improve(self.graph, x, time_limit, self.m, threads=self.threads)
         except ModelTooLarge:
-            self.done = True
+            # Neighbourhoods of other incumbents are about as large: at FIRST_M, none is tried
+            # again (on the shared instance U, m = 2 already needs 18.3M nonzeros).
+            self.done, self.too_large = True, self.m == FIRST_M
             return None
-        if sol.feasible and sol.cost < self._cost:
+        before = self._cost
+        if sol.feasible and sol.cost < before:
             self._at, self._cost = sol.assignment, sol.cost
-        elif sol.optimal:
+        if sol.feasible and sol.cost < before - MIN_GAIN * abs(before):
+            pass  # the same m again, from the new incumbent
+        elif sol.optimal and self.m < LAST_M:
             self.m += 1
         else:
             self.done = True
