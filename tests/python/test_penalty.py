@@ -147,7 +147,8 @@ def test_auto_runs_penalty_beside_local_search(monkeypatch: pytest.MonkeyPatch) 
         pass
     for threads in (1, 2, 3):  # penalty then local; two trajectories; two trajectories + local
         sol = solve(g, 3.0, "auto", threads=threads)
-        assert sol.feasible and sol.method in ("local", "penalty", "penalty+merge", "penalty+polish", "penalty+merge+polish")
+        assert sol.feasible and sol.method in ("local", "penalty", "penalty+merge", "penalty+polish", "penalty+merge+polish",
+                                                    "penalty+neighbourhood", "penalty+neighbourhood+polish")
         assert sol.cost == evaluate(g, sol.assignment).cost >= best[0]
 
 
@@ -479,3 +480,76 @@ def test_trajectories_start_again_from_fresh_prices(monkeypatch: pytest.MonkeyPa
     after = [s for s in solves if s[0] > calls[1][0]]
     assert after and after[0][2] is None and (after[0][1] == [7.0, 11.0]).all()
     assert all(s[2] is not None for s in solves[1:] if s[0] < calls[1][0])
+
+
+def test_a_best_on_forbidden_entries_is_not_usable() -> None:
+    # On L a first repair landed on forbidden entries (9e19); while that was the best, no relaxed
+    # optimum more than 30 % over the limit was repaired again. Such a best no longer counts.
+    penalty = importlib.import_module("shardwise.search.penalty")
+    shared = penalty._Shared(_hot_pair(), 10.0, 0)
+    assert not shared.usable()
+    shared.offer([1, 1], penalty.Solution((1, 1), 9 * 10**19, 2, True, "local"))
+    assert shared.best is not None and not shared.usable()
+    shared.offer([1, 0], penalty.Solution((1, 0), 50, 101, True, "local"))
+    assert shared.usable()
+
+
+def test_descent_rounds_offer_what_they_find(monkeypatch: pytest.MonkeyPatch) -> None:
+    penalty = importlib.import_module("shardwise.search.penalty")
+    shared = penalty._Shared(_hot_pair(), 100.0, 0)
+    limits: list[float] = []
+    answers = [penalty.Solution((1, 0), 50, 101, True, "neighbourhood", optimal=True), None]
+
+    def step(incumbent: object, seconds: float) -> object:
+        limits.append(seconds)
+        return answers.pop(0)
+
+    monkeypatch.setattr(shared.descent, "step", step)
+    assert not shared.descend(50.0) and limits == []  # no usable best yet
+    shared.offer([0, 1], penalty.Solution((0, 1), 60, 101, True, "local"))
+    assert shared.descend(80.0) and limits == [penalty.NEIGHBOURHOOD_SECONDS]
+    assert shared.best is not None and shared.best.cost == 50 and shared.best.method == "neighbourhood"
+    assert not shared.descend(30.0) and limits[-1] == 30.0  # the descent is done there
+    assert not shared.descend(1.5) and len(limits) == 2  # too little time for a round
+
+
+def test_a_last_descent_round_that_overruns_is_abandoned(monkeypatch: pytest.MonkeyPatch) -> None:
+    penalty = importlib.import_module("shardwise.search.penalty")
+    monkeypatch.setattr(penalty, "LAST_MERGE_OVERRUN", 0.1)
+    shared = penalty._Shared(_hot_pair(), 10.0, 0)
+
+    def slow(incumbent: object, seconds: float) -> object:
+        time.sleep(3.0)
+        return penalty.Solution((1, 0), 40, 101, True, "neighbourhood", optimal=True)
+
+    monkeypatch.setattr(shared.descent, "step", slow)
+    shared.offer([1, 0], penalty.Solution((1, 0), 50, 101, True, "local"))
+    begin = time.perf_counter()
+    assert not shared.descend(2.0, last=True)
+    assert time.perf_counter() - begin < 2.0 and shared.descent_abandoned
+    assert not shared.descend(5.0) and shared.best is not None and shared.best.cost == 50
+
+
+def test_the_merging_trajectory_descends_from_half_time_at_most_half_the_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # From RESTART_SHARE on, the merging trajectory makes a descent round when the descent has
+    # one, then penalty rounds for as long as that round took.
+    penalty = importlib.import_module("shardwise.search.penalty")
+    _always(monkeypatch, [0, 0])
+    _quick_rounds(monkeypatch)
+    rounds: list[tuple[float, float]] = []
+
+    def descend(self: object, left: float, last: bool = False) -> bool:
+        if last:
+            return False
+        t0 = time.perf_counter()
+        time.sleep(0.4)
+        rounds.append((t0, time.perf_counter()))
+        return True
+
+    monkeypatch.setattr(penalty._Shared, "descend", descend)
+    begin = time.perf_counter()
+    sol = solve_penalty(_hot_pair(), 6.0, slice_seconds=1)
+    assert sol.feasible and sol.cost == 50
+    assert len(rounds) >= 2 and rounds[0][0] - begin >= penalty.RESTART_SHARE * 6.0 * 0.9
+    for (s0, e0), (s1, _) in zip(rounds, rounds[1:]):
+        assert s1 - e0 >= (e0 - s0) * 0.95  # penalty rounds in between, as long as the round
