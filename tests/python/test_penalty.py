@@ -553,3 +553,52 @@ def test_the_merging_trajectory_descends_from_half_time_at_most_half_the_time(mo
     assert len(rounds) >= 2 and rounds[0][0] - begin >= penalty.RESTART_SHARE * 6.0 * 0.9
     for (s0, e0), (s1, _) in zip(rounds, rounds[1:]):
         assert s1 - e0 >= (e0 - s0) * 0.95  # penalty rounds in between, as long as the round
+
+
+def test_relaxed_optima_closer_to_the_limit_than_before_are_repaired(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Three overlapping nodes (usage 100 or 1) under a limit of 110: (0, 0, 0) is 173 % over,
+    # (0, 0, 1) 83 %: neither within REPAIR_WITHIN, but each is repaired the first time the
+    # trajectory comes that close to the limit, and not again.
+    penalty = importlib.import_module("shardwise.search.penalty")
+    g = StrategyGraph.build([[0, 50]] * 3, [[100, 1]] * 3, [[0, 4], [1, 5], [2, 6]], [[0, 1]], [[0, 0, 0, 0]],
+                            usage_limit=110)
+    script = [[0, 0, 0], [0, 0, 0], [0, 0, 1], [0, 0, 1], [0, 0, 1]]
+    repaired: list[tuple[int, ...]] = []
+    real_local = penalty.solve_local
+
+    def scripted(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
+        time.sleep(0.05)  # a few dozen rounds, not thousands
+        return list(script.pop(0)) if script else [0, 0, 1]
+
+    def local(g: StrategyGraph, t: float, **kw: object) -> object:
+        initial = kw.get("initial")
+        if initial is not None:
+            repaired.append(tuple(initial))  # type: ignore[arg-type]
+        return real_local(g, min(t, 0.05), **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(penalty.RelaxedSolver, "solve", scripted)
+    monkeypatch.setattr(penalty._Shared, "reserve", lambda self: 0.0)
+    monkeypatch.setattr(penalty, "solve_local", local)
+    monkeypatch.setattr(penalty, "RESTART_SHARE", 2.0)  # no restart in this test
+    sol = solve_penalty(g, 4.0, slice_seconds=1)
+    assert sol.feasible
+    rounds = [x for x in repaired if x in ((0, 0, 0), (0, 0, 1))]
+    assert rounds[:2] == [(0, 0, 0), (0, 0, 1)] and rounds.count((0, 0, 1)) == 1
+
+
+def test_a_slow_descent_round_leaves_the_descent_to_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A round between the penalty rounds that runs out of time without solving its neighbourhood
+    # (on K, 87.9 s for 60) ends the descent there; after the last merges it still runs.
+    penalty = importlib.import_module("shardwise.search.penalty")
+    shared = penalty._Shared(_hot_pair(), 100.0, 0)
+    calls: list[float] = []
+
+    def step(incumbent: object, seconds: float) -> object:
+        calls.append(seconds)
+        return penalty.Solution((1, 0), 50, 101, True, "neighbourhood", optimal=False)
+
+    monkeypatch.setattr(shared.descent, "step", step)
+    shared.offer([0, 1], penalty.Solution((0, 1), 60, 101, True, "local"))
+    assert shared.descend(50.0) and shared.descent_slow
+    assert not shared.descend(50.0) and len(calls) == 1
+    assert shared.descend(20.0, last=True) and calls == [penalty.NEIGHBOURHOOD_SECONDS, 20.0]

@@ -30,10 +30,11 @@ where the usage went over the limit have their penalties raised:
   in a row (so that an overshoot is undone quickly), and ``η`` shrinks 0.7×.
 
 ``λ₀`` is the median exchange rate (cost per usage unit between a node's cheapest and its
-least-usage strategy). Each relaxed optimum at most 30% over the limit (or any, while no
-feasible assignment off the forbidden entries is known: on the validation instance L a first
-repair that landed on them, at 9e19, once stopped every later repair of optima 36-41 % over)
-is repaired into the limit and polished by the feasible local search
+least-usage strategy). Each relaxed optimum at most 30% over the limit, closer to it than
+every earlier one of its trajectory (:data:`REPAIR_WITHIN`), or any while no feasible
+assignment off the forbidden entries is known (on the validation instance L a first repair
+that landed on them, at 9e19, once stopped every later repair of optima 36-41 % over) is
+repaired into the limit and polished by the feasible local search
 (:func:`shardwise.search.local.solve_local`, ``lagrange_share=0``); the best feasible
 assignment is returned.
 
@@ -55,10 +56,13 @@ the best assignment (:class:`shardwise.search.neighbourhood.Descent`: every node
 strategy, take its least-usage one or one of the ``m`` cheapest with its neighbours fixed, and
 the ILP solves that neighbourhood exactly; rounds of at most :data:`NEIGHBOURHOOD_SECONDS`),
 merging the pool after each round: a descent round when the descent has one to make at the
-best assignment (each new best starts it again), then penalty rounds for as long as that round
-took, so that the descent takes at most about half of its second half (on the shared instance
-K, where the first round took all of its 60 s, a trajectory that descended whenever it could
-lost its second basin and ended at +0.53 % against −1.39 and −2.48 % before). Repairs and
+best assignment (each new best starts it again) and that assignment is as old as the last
+round took (at first two slices), then penalty rounds for as long as that round took, so that
+the descent takes at most about half of its second half and does not start from assignments
+the rounds are still improving on (on the shared instance K, where the rounds find a better
+assignment every few seconds, a trajectory that descended whenever it could lost its second
+basin to rounds of 46-62 s whose answers were beaten before they ended, and ended at +0.53 %
+and +2.73 % against −1.39 and −2.48 % before). Repairs and
 merges end in local optima of single-node moves that this neighbourhood still improves: on the
 validation instance N, rounds from a 90 s answer 1.16 % over the record brought it to +0.30 %
 in 63 s. After the last merges the descent goes on from the best assignment while it has
@@ -137,7 +141,10 @@ DECAY = 0.97
 #: ``i mod len``). Measured on the shared IOPDDL instances with two trajectories (README): 3 s
 #: slices (more, rougher rounds) did better on K and U, 8 s slices on M.
 SLICE_SECONDS = (8, 3)
-#: A relaxed optimum is repaired and polished when at most this share over the limit.
+#: A relaxed optimum is repaired and polished when at most this share over the limit (or
+#: closer to it than every earlier one of its trajectory: on L, trajectories spent their first
+#: 90 s between 86 % and 724 % over, so that only their first optimum was ever repaired, and the
+#: merges had one feasible assignment to build on; the answer was 20 % over the record).
 REPAIR_WITHIN = 0.3
 #: Rounds between merges of the pool (module docstring).
 MERGE_EVERY = 4
@@ -168,8 +175,11 @@ WINDOW_MARGIN = 0.7
 #: its deadline and its polish never ran.
 LAST_MERGE_OVERRUN = 1.4
 #: Time limit of one round of the neighbourhood descent, seconds (from 90 s answers, rounds of
-#: ``m = 2`` took 8-21 s on N and 30-35 s on K, each solved to optimality).
-NEIGHBOURHOOD_SECONDS = 60.0
+#: ``m = 1`` took about 3 s on N and 11-33 s on K, of ``m = 2`` 8-21 s on N). A round between the
+#: penalty rounds that runs out of it without solving its neighbourhood ends the descent there
+#: (:attr:`_Shared.descent_slow`): on K one given 60 s took 87.9 s (HiGHS overran) and the
+#: merging trajectory made nothing else in its second half.
+NEIGHBOURHOOD_SECONDS = 30.0
 #: Seconds before the deadline at which the last polish (:func:`_polish`) ends.
 POLISH_MARGIN = 0.5
 #: Share of the time limit kept for windows at the end when the pool is merged by windows.
@@ -232,6 +242,8 @@ class _Shared:
         self.time_limit = time_limit
         self.pool: list[list[int]] = []
         self.best: Solution | None = None
+        #: When the best assignment was found (``time.perf_counter()``).
+        self.best_at = time.perf_counter()
         self.lock = threading.Lock()
         self.merger = Merger(graph, MERGE_MAX_TERMS, seed, WINDOW_TERMS, MERGE_MAX_ROWS)
         self.merged_at = -1  # pool size at the last whole merge
@@ -240,6 +252,9 @@ class _Shared:
         #: best: the pools only grow, so no more whole merges are made (nor kept time for).
         self.merge_stalled = False
         self.descent = Descent(graph)
+        #: A descent round between the penalty rounds ran out of time without solving its
+        #: neighbourhood: from then on the descent runs only after the last merges.
+        self.descent_slow = False
         #: A last descent round ran past its limit and was left in the background.
         self.descent_abandoned = False
         self.begin = time.perf_counter()
@@ -254,7 +269,7 @@ class _Shared:
             self.pool.append(x)
             if sol is not None and sol.feasible and (self.best is None or sol.cost < self.best.cost):
                 log.debug("%.1f s: best %.6g by %s (pool %d)", self.at(), sol.cost, sol.method, len(self.pool))
-                self.best = sol
+                self.best, self.best_at = sol, time.perf_counter()
                 offer_incumbent(self.graph, Solution(sol.assignment, sol.cost, sol.peak_usage, True, "penalty"))
 
     def usable(self) -> bool:
@@ -312,11 +327,13 @@ class _Shared:
     def descend(self, left: float, last: bool = False) -> bool:
         """One round of the neighbourhood descent (:class:`shardwise.search.neighbourhood.Descent`)
         from the best assignment, within ``left`` seconds (at most :data:`NEIGHBOURHOOD_SECONDS`;
-        the ``last`` ones are abandoned, as the last merge, past :data:`LAST_MERGE_OVERRUN` times
-        their limit); whether one ran (false when there is no usable best assignment, too little
-        time, or the descent is done at the best assignment)."""
+        the ``last`` ones, after the last merges, are abandoned, as the last merge, past
+        :data:`LAST_MERGE_OVERRUN` times their limit); whether one ran (false when there is no
+        usable best assignment, too little time, the descent is done at the best assignment, or
+        it is :attr:`descent_slow` and this round is not one of the last)."""
         best = self.best
-        if best is None or not self.usable() or left < 2.0 or self.stopped.is_set() or self.descent_abandoned:
+        if (best is None or not self.usable() or left < 2.0 or self.stopped.is_set() or self.descent_abandoned
+                or (self.descent_slow and not last)):
             return False
         limit = min(NEIGHBOURHOOD_SECONDS, left)
         t0, m = time.perf_counter(), self.descent.m
@@ -336,6 +353,7 @@ class _Shared:
             return False
         if sol is None:
             return False
+        self.descent_slow = self.descent_slow or not (last or sol.optimal)
         log.debug("%.1f s: neighbourhood round (m = %d): %.1f s of %.1f, %.6g%s", self.at(), m,
                   time.perf_counter() - t0, limit, sol.cost if sol.feasible else float("inf"),
                   " (optimal)" if sol.optimal else "")
@@ -363,7 +381,7 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
     begin = time.perf_counter()
     eta, fits, it, seconds, boost = eta0, 0, 0, slice_seconds, 0.0
     prev: list[int] | None = None
-    last_peak = -1.0
+    last_peak, lowest_peak = -1.0, float("inf")
     try:
         solver_ = RelaxedSolver(graph, deadline)
     except WorkerStopped:  # the network not built by the deadline (or a stop request)
@@ -377,6 +395,10 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
         restart_at = begin + RESTART_SHARE * (deadline - begin)
         restarted = False
         descend_after = restart_at
+        # A descent round starts from a best at least this old (the last round's length; at
+        # first two slices): while the rounds keep finding better assignments, a round would
+        # start from one that is soon beaten.
+        stale = 2.0 * slice_seconds
         while not shared.stopped.is_set():
             left = deadline - time.perf_counter()
             keep = shared.reserve()
@@ -388,15 +410,17 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
                 # descent has one to make there (then merges the pool), and after it penalty
                 # rounds (from fresh prices) for as long as the round took.
                 t0 = time.perf_counter()
-                if merging and t0 >= descend_after and shared.descend(left - build - 1.0 - keep):
-                    descend_after = 2 * time.perf_counter() - t0
+                if (merging and t0 >= descend_after and t0 - shared.best_at >= stale
+                        and shared.descend(left - build - 1.0 - keep)):
+                    stale = time.perf_counter() - t0
+                    descend_after = time.perf_counter() + stale
                     shared.merge(deadline - time.perf_counter() - build - 1.0 - shared.reserve(), windows=False)
                     continue
                 if not restarted:
                     log.debug("%.1f s: trajectory %d restarts from fresh prices", shared.at(), seed)
                     restarted, seed = True, seed + 1_000_003
                     w = _start_penalties(graph, min(PRICE_SHARE * shared.time_limit, PRICE_SECONDS), seed)
-                    prev, eta, fits, boost, last_peak = None, eta0, 0, 0.0, -1.0
+                    prev, eta, fits, boost, last_peak, lowest_peak = None, eta0, 0, 0.0, -1.0, float("inf")
                     continue
             it += 1
             x = solver.solve(w, min(seconds, int(left - build - keep)), seed + it, hint=prev)
@@ -422,7 +446,9 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
             stalled = peak > 0 and (x == prev or 0 < last_peak * STALL < peak)
             prev, last_peak = x, peak
             left = deadline - time.perf_counter()
-            if (peak <= REPAIR_WITHIN or not shared.usable()) and left > 0.05:
+            closest = peak < lowest_peak
+            lowest_peak = min(lowest_peak, peak)
+            if (peak <= REPAIR_WITHIN or closest or not shared.usable()) and left > 0.05:
                 p = solve_local(graph, min(max(0.5, 0.3 * slice_seconds), left), initial=x,
                                 lagrange_share=0.0, seed=seed + it)
                 shared.offer(list(p.assignment), p)
