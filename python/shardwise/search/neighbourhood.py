@@ -157,6 +157,8 @@ class Descent:
         self.done = False
         #: A neighbourhood at :data:`FIRST_M` was too large for the ILP: the descent stays done.
         self.too_large = False
+        #: The ``m`` of the last round made (for traces).
+        self.round_m = FIRST_M
         self._at: tuple[int, ...] | None = None
         self._cost = 0
 
@@ -173,6 +175,7 @@ class Descent:
             )
         if self.done or self.too_large:
             return None
+        self.round_m = self.m
         try:
             sol = improve(self.graph, x, time_limit, self.m, threads=self.threads)
         except ModelTooLarge:

@@ -336,7 +336,7 @@ class _Shared:
                 or (self.descent_slow and not last)):
             return False
         limit = min(NEIGHBOURHOOD_SECONDS, left)
-        t0, m = time.perf_counter(), self.descent.m
+        t0 = time.perf_counter()
         try:
             if last:
                 got = _bounded(lambda: self.descent.step(best.assignment, limit) or best,
@@ -353,8 +353,9 @@ class _Shared:
             return False
         if sol is None:
             return False
-        self.descent_slow = self.descent_slow or not (last or sol.optimal)
-        log.debug("%.1f s: neighbourhood round (m = %d): %.1f s of %.1f, %.6g%s", self.at(), m,
+        # Only a round given the full NEIGHBOURHOOD_SECONDS counts: one the clock cut short says little.
+        self.descent_slow = self.descent_slow or not (last or sol.optimal or limit < NEIGHBOURHOOD_SECONDS)
+        log.debug("%.1f s: neighbourhood round (m = %d): %.1f s of %.1f, %.6g%s", self.at(), self.descent.round_m,
                   time.perf_counter() - t0, limit, sol.cost if sol.feasible else float("inf"),
                   " (optimal)" if sol.optimal else "")
         if sol.feasible and sol.cost < best.cost:
