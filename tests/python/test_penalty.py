@@ -599,6 +599,7 @@ def test_a_slow_descent_round_leaves_the_descent_to_the_end(monkeypatch: pytest.
 
     monkeypatch.setattr(shared.descent, "step", step)
     shared.offer([0, 1], penalty.Solution((0, 1), 60, 101, True, "local"))
+    assert shared.descend(10.0) and not shared.descent_slow  # cut short by the clock: says little
     assert shared.descend(50.0) and shared.descent_slow
-    assert not shared.descend(50.0) and len(calls) == 1
-    assert shared.descend(20.0, last=True) and calls == [penalty.NEIGHBOURHOOD_SECONDS, 20.0]
+    assert not shared.descend(50.0) and len(calls) == 2
+    assert shared.descend(20.0, last=True) and calls == [10.0, penalty.NEIGHBOURHOOD_SECONDS, 20.0]
