@@ -31,7 +31,6 @@ from shardwise.search.local import Solution, check_time_limit
 from shardwise.search.merge import solve_restricted
 
 F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
 
 #: First ``m`` of :class:`Descent` ...
 FIRST_M = 1
