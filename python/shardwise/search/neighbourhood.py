@@ -58,27 +58,32 @@ def local_costs(graph: StrategyGraph, assignment: Sequence[int]) -> F64:
     ks = graph.offsets[1:] - graph.offsets[:-1]
     a, b = graph.edges[:, 0], graph.edges[:, 1]
     loop = a == b
-    pair = np.nonzero(~loop)[0]
+    pair, selfs = np.nonzero(~loop)[0], np.nonzero(loop)[0]
     ka, kb = ks[a], ks[b]
     off = graph.edge_offsets[:-1]
     # End a: row i of each edge's matrix at column x[b].
-    e = np.repeat(pair, ka[pair])
-    i = np.arange(e.size) - np.repeat(np.cumsum(ka[pair]) - ka[pair], ka[pair])
+    e, i = _entries(pair, ka)
     np.add.at(
         out, graph.offsets[a[e]] + i, graph.edge_cost[off[e] + i * kb[e] + x[b[e]]]
     )
     # End b: column j at row x[a].
-    e = np.repeat(pair, kb[pair])
-    j = np.arange(e.size) - np.repeat(np.cumsum(kb[pair]) - kb[pair], kb[pair])
+    e, j = _entries(pair, kb)
     np.add.at(
         out, graph.offsets[b[e]] + j, graph.edge_cost[off[e] + x[a[e]] * kb[e] + j]
     )
     # A self-edge: its diagonal.
-    selfs = np.nonzero(loop)[0]
-    e = np.repeat(selfs, ka[selfs])
-    i = np.arange(e.size) - np.repeat(np.cumsum(ka[selfs]) - ka[selfs], ka[selfs])
+    e, i = _entries(selfs, ka)
     np.add.at(out, graph.offsets[a[e]] + i, graph.edge_cost[off[e] + i * kb[e] + i])
     return out
+
+
+def _entries(
+    edges: npt.NDArray[np.intp], k: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.int64]]:
+    """For edges ``edges`` with ``k[e]`` strategies at the end in question: one pair
+    ``(edge, strategy index)`` per strategy, edge by edge, as two flat arrays."""
+    e = np.repeat(edges, k[edges])
+    return e, np.arange(e.size) - np.repeat(np.cumsum(k[edges]) - k[edges], k[edges])
 
 
 def candidates(
