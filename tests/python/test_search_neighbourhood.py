@@ -12,6 +12,7 @@ import pytest
 from shardwise.search import neighbourhood
 from shardwise.search.graph import StrategyGraph, evaluate
 from shardwise.search.ilp import ModelSize, ModelTooLarge, solve_ilp
+from shardwise.search.local import Solution
 from shardwise.search.neighbourhood import (
     FIRST_M,
     LAST_M,
@@ -120,10 +121,10 @@ def test_descent_ends_in_a_local_optimum_of_its_last_neighbourhood() -> None:
         ms.append(d.m)
         assert sol.feasible and sol.cost <= evaluate(g, x).cost
         x = list(sol.assignment)
-    assert d.done and rounds >= 2 and ms == sorted(ms) and ms[-1] == LAST_M
+    assert d.done and rounds >= 2 and ms == sorted(ms) and ms[-1] >= LAST_M
     assert evaluate(g, x).cost < start
-    # Nothing better left at m = LAST_M; a new incumbent starts the descent again at FIRST_M.
-    assert improve(g, x, 20.0, LAST_M).cost == evaluate(g, x).cost
+    # Nothing better left at the last m; a new incumbent starts the descent again at FIRST_M.
+    assert improve(g, x, 20.0, ms[-1]).cost == evaluate(g, x).cost
     assert d.step(feasible_start(g), 20.0) is not None and d.m >= FIRST_M
 
 
@@ -156,3 +157,97 @@ def test_a_neighbourhood_too_large_for_the_ilp_ends_the_descent_for_good(
     y = list(x)
     y[0] = (y[0] + 1) % g.k(0)
     assert d.step(y, 5.0) is None and len(calls) == 1
+
+
+def wide_graph(k: int) -> StrategyGraph:
+    """Three nodes, one of them with ``k`` strategies, two edges, no usage limit problem."""
+    return StrategyGraph.build(
+        [[0, 1], list(range(k)), [0, 1]],
+        [[1, 1], [1] * k, [1, 1]],
+        [[0, 1], [0, 1], [0, 1]],
+        [[0, 1], [1, 2]],
+        [[0] * (2 * k), [0] * (2 * k)],
+        usage_limit=10,
+    )
+
+
+def scripted(monkeypatch: pytest.MonkeyPatch, optimal: list[bool]) -> list[int]:
+    """``improve`` replaced by one that answers at once with the incumbent itself (nothing
+    better), proven optimal or not as ``optimal`` says round by round (its last entry for the
+    rounds after); the ``m`` of each call is recorded in the list returned."""
+    ms: list[int] = []
+
+    def fake(
+        graph: StrategyGraph, x: tuple[int, ...], t: float, m: int, threads: int = 1
+    ) -> Solution:
+        ms.append(m)
+        sc = evaluate(graph, x)
+        proven = optimal[min(len(ms) - 1, len(optimal) - 1)]
+        return Solution(
+            x, sc.cost, sc.peak_usage, True, "neighbourhood", optimal=proven
+        )
+
+    monkeypatch.setattr(neighbourhood, "improve", fake)
+    return ms
+
+
+def test_fast_rounds_from_the_last_m_on_double_m_up_to_every_strategy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every round proves at once that nothing is better: m grows by one to LAST_M, then doubles
+    # while the neighbourhood does not yet hold every strategy (20 strategies: m = 19 holds all).
+    ms = scripted(monkeypatch, [True])
+    d = Descent(wide_graph(20))
+    while d.step([0, 0, 0], 30.0) is not None:
+        pass
+    assert ms[: LAST_M - FIRST_M + 1] == list(range(FIRST_M, LAST_M + 1))
+    grown = ms[LAST_M - FIRST_M + 1 :]
+    assert grown and all(b == min(2 * a, 19) for a, b in zip([LAST_M] + grown, grown))
+    assert ms[-1] == 19 and d.done and d.ceiling is None
+
+
+def test_a_slow_round_at_the_last_m_ends_the_descent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Proven, but not within GROW_SHARE of its limit: no growth.
+    ms = scripted(monkeypatch, [True])
+    monkeypatch.setattr(neighbourhood, "GROW_SHARE", 0.0)
+    d = Descent(wide_graph(20))
+    while d.step([0, 0, 0], 30.0) is not None:
+        pass
+    assert ms == list(range(FIRST_M, LAST_M + 1)) and d.done
+
+
+def test_a_grown_round_out_of_time_caps_m_for_later_incumbents(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The round at 2 * LAST_M is not solved in time: it ends the descent and becomes the
+    # ceiling; the next incumbent starts at LAST_M (solved fast) and grows only to just below it.
+    proven = [True] * (LAST_M - FIRST_M + 1) + [False] + [True] * 20
+    ms = scripted(monkeypatch, proven)
+    d = Descent(wide_graph(64))
+    while d.step([0, 0, 0], 30.0) is not None:
+        pass
+    assert ms[-1] == 2 * LAST_M and d.done and d.ceiling == 2 * LAST_M
+    rounds = len(ms)
+    assert d.resume == LAST_M
+    while d.step([1, 0, 0], 30.0) is not None:
+        pass
+    assert ms[rounds:] == [LAST_M] + [m for m in [2 * LAST_M - 1] if m > LAST_M]
+    assert d.done and d.ceiling == 2 * LAST_M
+
+
+def test_a_new_incumbent_resumes_at_the_largest_m_solved_fast(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Fast rounds grow m to 19 (every strategy of the 20); the next incumbent starts there. A
+    # round there that is not proven halves where the one after starts, and caps m.
+    ms = scripted(monkeypatch, [True] * 7 + [False] + [True])
+    d = Descent(wide_graph(20))
+    while d.step([0, 0, 0], 30.0) is not None:
+        pass
+    assert len(ms) == 6 and ms[-1] == 19 and d.resume == 19
+    assert d.step([1, 0, 0], 30.0) is not None and ms[-1] == 19 and d.done
+    assert d.step([0, 0, 0], 30.0) is not None and ms[-1] == 19  # not proven
+    assert d.resume == 9 and d.done and d.ceiling == 19
+    assert d.step([1, 0, 0], 30.0) is not None and ms[-1] == 9
