@@ -530,9 +530,10 @@ def test_a_last_descent_round_that_overruns_is_abandoned(monkeypatch: pytest.Mon
     assert not shared.descend(5.0) and shared.best is not None and shared.best.cost == 50
 
 
-def test_the_merging_trajectory_descends_from_half_time_at_most_half_the_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    # From RESTART_SHARE on, the merging trajectory makes a descent round when the descent has
-    # one, then penalty rounds for as long as that round took.
+def test_the_merging_trajectory_descends_at_most_as_long_as_its_penalty_rounds_in_each_half(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The merging trajectory makes a descent round when the descent has one and has so far taken
+    # no longer than the penalty rounds of the same half (before, or since, the restart).
     penalty = importlib.import_module("shardwise.search.penalty")
     _always(monkeypatch, [0, 0])
     _quick_rounds(monkeypatch)
@@ -550,9 +551,43 @@ def test_the_merging_trajectory_descends_from_half_time_at_most_half_the_time(mo
     begin = time.perf_counter()
     sol = solve_penalty(_hot_pair(), 6.0, slice_seconds=1)
     assert sol.feasible and sol.cost == 50
-    assert len(rounds) >= 2 and rounds[0][0] - begin >= penalty.RESTART_SHARE * 6.0 * 0.9
-    for (s0, e0), (s1, _) in zip(rounds, rounds[1:]):
-        assert s1 - e0 >= (e0 - s0) * 0.95  # penalty rounds in between, as long as the round
+    half = begin + penalty.RESTART_SHARE * 6.0
+    for part, start in (([r for r in rounds if r[0] < half], begin), ([r for r in rounds if r[0] >= half], half)):
+        assert len(part) >= 2
+        for i in range(1, len(part)):
+            descent = sum(e - s for s, e in part[:i])
+            assert part[i][0] - start - descent >= descent * 0.95  # penalty rounds at least as long
+
+
+def test_descent_rounds_follow_each_other_while_they_find_the_best(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A penalty round of 0.8 s pays for several descent rounds of 0.1 s: each finds a better
+    # assignment, and the next starts from it at once, though it is younger than the last round
+    # (a best found by the penalty rounds would have to be that old).
+    penalty = importlib.import_module("shardwise.search.penalty")
+    _quick_rounds(monkeypatch)
+
+    def slow(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
+        time.sleep(0.8)
+        return [0, 0]
+
+    monkeypatch.setattr(penalty.RelaxedSolver, "solve", slow)
+    rounds: list[tuple[float, float]] = []
+
+    def descend(self: object, left: float, last: bool = False) -> bool:
+        best = self.best  # type: ignore[attr-defined]
+        if last or best is None:
+            return False
+        t0 = time.perf_counter()
+        time.sleep(0.1)
+        self.offer(list(best.assignment), penalty.replace(best, cost=best.cost - 1, method="neighbourhood"))  # type: ignore[attr-defined]
+        rounds.append((t0, time.perf_counter()))
+        return True
+
+    monkeypatch.setattr(penalty._Shared, "descend", descend)
+    solve_penalty(_hot_pair(), 8.0, slice_seconds=1)
+    assert rounds
+    back_to_back = sum(1 for (_, e0), (s1, _) in zip(rounds, rounds[1:]) if s1 - e0 < 0.05)
+    assert back_to_back >= 3
 
 
 def test_relaxed_optima_closer_to_the_limit_than_before_are_repaired(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -603,3 +638,22 @@ def test_a_slow_descent_round_leaves_the_descent_to_the_end(monkeypatch: pytest.
     assert shared.descend(50.0) and shared.descent_slow
     assert not shared.descend(50.0) and len(calls) == 2
     assert shared.descend(20.0, last=True) and calls == [10.0, penalty.NEIGHBOURHOOD_SECONDS, 20.0]
+
+
+def test_a_grown_descent_round_out_of_time_does_not_end_the_descent(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A round at a grown m (above LAST_M) that runs out of its full time only caps m
+    # (Descent.ceiling); the rounds between the penalty rounds go on.
+    penalty = importlib.import_module("shardwise.search.penalty")
+    neighbourhood = importlib.import_module("shardwise.search.neighbourhood")
+    shared = penalty._Shared(_hot_pair(), 100.0, 0)
+    calls: list[float] = []
+
+    def step(incumbent: object, seconds: float) -> object:
+        calls.append(seconds)
+        shared.descent.round_m = neighbourhood.LAST_M + 1
+        return penalty.Solution((1, 0), 50, 101, True, "neighbourhood", optimal=False)
+
+    monkeypatch.setattr(shared.descent, "step", step)
+    shared.offer([0, 1], penalty.Solution((0, 1), 60, 101, True, "local"))
+    assert shared.descend(50.0) and not shared.descent_slow
+    assert shared.descend(50.0) and len(calls) == 2

@@ -251,7 +251,7 @@ class _Shared:
         #: The last whole merge ran out of its full :data:`MERGE_SECONDS` without improving the
         #: best: the pools only grow, so no more whole merges are made (nor kept time for).
         self.merge_stalled = False
-        self.descent = Descent(graph)
+        self.descent = Descent(graph, full_seconds=NEIGHBOURHOOD_SECONDS)
         #: A descent round between the penalty rounds ran out of time without solving its
         #: neighbourhood: from then on the descent runs only after the last merges.
         self.descent_slow = False
@@ -353,8 +353,10 @@ class _Shared:
             return False
         if sol is None:
             return False
-        # Only a round given the full NEIGHBOURHOOD_SECONDS counts: one the clock cut short says little.
-        self.descent_slow = self.descent_slow or not (last or sol.optimal or limit < NEIGHBOURHOOD_SECONDS)
+        # Only a round given the full NEIGHBOURHOOD_SECONDS counts: one the clock cut short says little,
+        # and one at a grown m only caps m (Descent.ceiling).
+        self.descent_slow = self.descent_slow or not (last or sol.optimal or limit < NEIGHBOURHOOD_SECONDS
+                                                      or self.descent.grown)
         log.debug("%.1f s: neighbourhood round (m = %d): %.1f s of %.1f, %.6g%s", self.at(), self.descent.round_m,
                   time.perf_counter() - t0, limit, sol.cost if sol.feasible else float("inf"),
                   " (optimal)" if sol.optimal else "")
@@ -395,34 +397,40 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
         w = start.result().copy()
         restart_at = begin + RESTART_SHARE * (deadline - begin)
         restarted = False
-        descend_after = restart_at
+        # Seconds the descent rounds (with their merges) and the penalty rounds have taken in
+        # this half (before or since the restart): the descent takes at most as long as the
+        # rounds. Counted over the whole search, the first half's rounds paid for a descent that
+        # held off the restart: on N, until 166 of 180 s, and the merging trajectory's second
+        # basin was lost (+4.20 %).
+        descent_spent = rounds_spent = 0.0
         # A descent round starts from a best at least this old (the last round's length; at
-        # first two slices): while the rounds keep finding better assignments, a round would
-        # start from one that is soon beaten.
-        stale = 2.0 * slice_seconds
+        # first two slices) unless the descent or the merge after it found that best: while the
+        # rounds keep finding better assignments, a round would start from one soon beaten.
+        stale, own_since = 2.0 * slice_seconds, float("inf")
         while not shared.stopped.is_set():
             left = deadline - time.perf_counter()
             keep = shared.reserve()
             if left < build + 1.0 + keep:
                 log.debug("%.1f s: trajectory %d ends, %.1f s left (reserve %.1f s)", shared.at(), seed, left, keep)
                 break
-            if time.perf_counter() >= restart_at:
-                # The merging trajectory makes a descent round from the best assignment when the
-                # descent has one to make there (then merges the pool), and after it penalty
-                # rounds (from fresh prices) for as long as the round took.
-                t0 = time.perf_counter()
-                if (merging and t0 >= descend_after and t0 - shared.best_at >= stale
-                        and shared.descend(left - build - 1.0 - keep)):
-                    stale = time.perf_counter() - t0
-                    descend_after = time.perf_counter() + stale
-                    shared.merge(deadline - time.perf_counter() - build - 1.0 - shared.reserve(), windows=False)
-                    continue
-                if not restarted:
-                    log.debug("%.1f s: trajectory %d restarts from fresh prices", shared.at(), seed)
-                    restarted, seed = True, seed + 1_000_003
-                    w = _start_penalties(graph, min(PRICE_SHARE * shared.time_limit, PRICE_SECONDS), seed)
-                    prev, eta, fits, boost, last_peak, lowest_peak = None, eta0, 0, 0.0, -1.0, float("inf")
-                    continue
+            t0 = time.perf_counter()
+            if t0 >= restart_at and not restarted:
+                log.debug("%.1f s: trajectory %d restarts from fresh prices", shared.at(), seed)
+                restarted, seed = True, seed + 1_000_003
+                w = _start_penalties(graph, min(PRICE_SHARE * shared.time_limit, PRICE_SECONDS), seed)
+                prev, eta, fits, boost, last_peak, lowest_peak = None, eta0, 0, 0.0, -1.0, float("inf")
+                descent_spent = rounds_spent = 0.0
+                continue
+            # The merging trajectory makes a descent round from the best assignment when the
+            # descent has one to make there (then merges the pool), while the descent has taken
+            # no longer than the penalty rounds.
+            if (merging and descent_spent <= rounds_spent
+                    and (t0 - shared.best_at >= stale or shared.best_at >= own_since)
+                    and shared.descend(left - build - 1.0 - keep)):
+                stale, own_since = time.perf_counter() - t0, t0
+                shared.merge(deadline - time.perf_counter() - build - 1.0 - shared.reserve(), windows=False)
+                descent_spent += time.perf_counter() - t0
+                continue
             it += 1
             x = solver.solve(w, min(seconds, int(left - build - keep)), seed + it, hint=prev)
             log.debug("%.1f s: trajectory %d round %d (%d s slice, reserve %.1f s)%s", shared.at(), seed, it,
@@ -455,6 +463,7 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
                 shared.offer(list(p.assignment), p)
             if merging and it % MERGE_EVERY == 0:
                 shared.merge(deadline - time.perf_counter() - build - 1.0 - shared.reserve(), windows=False)
+            rounds_spent += time.perf_counter() - t0
             if peak > 0:
                 worst = prof.node_overflow(over)
                 hot = worst > 0
@@ -575,10 +584,14 @@ def _penalty_loops(graph: StrategyGraph, t: float, seed: int, slices: list[int],
     # HiGHS ran windows up to 17% over their limit (S: 17.6 s for 15 s, the whole search then 3.9 s
     # over the contest limit), hence the margin.
     log.debug("%.1f s: trajectories done, %.1f s left for the last merges", shared.at(), deadline - time.perf_counter())
+    # The last whole merge, the descent while it has rounds to make, then windows (when the pool
+    # is too large to merge whole) for the rest: on L, windows found nothing in the last 26 s
+    # while the descent never ran.
+    shared.merge(WINDOW_MARGIN * (deadline - time.perf_counter()) - 1.0, windows=False, last=True)
+    while shared.descend(WINDOW_MARGIN * (deadline - time.perf_counter()) - 1.0, last=True):
+        pass
     while not stopped.is_set() and not shared.merge(WINDOW_MARGIN * (deadline - time.perf_counter()) - 1.0, windows=True,
                                                     last=True):
-        pass
-    while shared.descend(WINDOW_MARGIN * (deadline - time.perf_counter()) - 1.0, last=True):
         pass
     _polish(shared, deadline, trajectories, seed)
     seconds = time.perf_counter() - begin
