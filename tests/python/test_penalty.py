@@ -6,6 +6,7 @@ method's hybrid, and a clean standard output for the contest CLI."""
 from __future__ import annotations
 
 import importlib
+import itertools
 import logging
 import random
 import time
@@ -539,8 +540,10 @@ def test_the_merging_trajectory_descends_at_most_as_long_as_its_penalty_rounds_i
     _quick_rounds(monkeypatch)
     rounds: list[tuple[float, float]] = []
 
+    calls = itertools.count()
+
     def descend(self: object, left: float, last: bool = False) -> bool:
-        if last:
+        if last or next(calls) % 2:  # one round per slot: then the descent has none to make
             return False
         t0 = time.perf_counter()
         time.sleep(0.4)
@@ -560,9 +563,9 @@ def test_the_merging_trajectory_descends_at_most_as_long_as_its_penalty_rounds_i
 
 
 def test_descent_rounds_follow_each_other_while_they_find_the_best(monkeypatch: pytest.MonkeyPatch) -> None:
-    # A penalty round of 0.8 s pays for several descent rounds of 0.1 s: each finds a better
-    # assignment, and the next starts from it at once, though it is younger than the last round
-    # (a best found by the penalty rounds would have to be that old).
+    # A penalty round of 0.8 s pays for several slots of one descent round of 0.1 s: each finds
+    # a better assignment, and the next slot starts from it at once, though it is younger than
+    # the last slot took (a best found by the penalty rounds would have to be that old).
     penalty = importlib.import_module("shardwise.search.penalty")
     _quick_rounds(monkeypatch)
 
@@ -573,9 +576,11 @@ def test_descent_rounds_follow_each_other_while_they_find_the_best(monkeypatch: 
     monkeypatch.setattr(penalty.RelaxedSolver, "solve", slow)
     rounds: list[tuple[float, float]] = []
 
+    calls = itertools.count()
+
     def descend(self: object, left: float, last: bool = False) -> bool:
         best = self.best  # type: ignore[attr-defined]
-        if last or best is None:
+        if last or best is None or next(calls) % 2:  # one round per slot
             return False
         t0 = time.perf_counter()
         time.sleep(0.1)
@@ -657,3 +662,44 @@ def test_a_grown_descent_round_out_of_time_does_not_end_the_descent(monkeypatch:
     shared.offer([0, 1], penalty.Solution((0, 1), 60, 101, True, "local"))
     assert shared.descend(50.0) and not shared.descent_slow
     assert shared.descend(50.0) and len(calls) == 2
+
+
+def test_a_descent_slot_makes_rounds_for_up_to_one_rounds_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A slot makes rounds (each followed by a merge) while the descent has them, for up to
+    # NEIGHBOURHOOD_SECONDS (here 0.5 s: rounds of 0.1 s, the last one cut short by the slot).
+    penalty = importlib.import_module("shardwise.search.penalty")
+    _always(monkeypatch, [0, 0])
+    _quick_rounds(monkeypatch)
+    monkeypatch.setattr(penalty, "NEIGHBOURHOOD_SECONDS", 0.5)
+    rounds: list[tuple[float, float]] = []
+    merges: list[float] = []
+
+    def descend(self: object, left: float, last: bool = False) -> bool:
+        if last or left < 0.05:
+            return False
+        t0 = time.perf_counter()
+        time.sleep(min(0.1, left))
+        rounds.append((t0, time.perf_counter()))
+        return True
+
+    def merge(self: object, left: float, windows: bool, last: bool = False) -> bool:
+        merges.append(time.perf_counter())
+        return True
+
+    monkeypatch.setattr(penalty._Shared, "descend", descend)
+    monkeypatch.setattr(penalty._Shared, "merge", merge)
+    slots: list[tuple[float, float, int]] = []
+    real_slot = penalty._descent_slot
+
+    def slot(*args: object) -> bool:
+        t0, n = time.perf_counter(), len(rounds)
+        ran = real_slot(*args)
+        slots.append((t0, time.perf_counter(), len(rounds) - n))
+        return ran
+
+    monkeypatch.setattr(penalty, "_descent_slot", slot)
+    solve_penalty(_hot_pair(), 6.0, slice_seconds=1)
+    made = [x for x in slots if x[2] > 0]
+    assert len(made) >= 2 and max(x[2] for x in made) >= 4
+    assert all(e - s0 <= 0.5 + 0.05 for s0, e, _ in made)
+    assert all(any(r[1] <= t <= r[1] + 0.02 for t in merges) for r in rounds)  # a merge after each

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -251,3 +252,27 @@ def test_a_new_incumbent_resumes_at_the_largest_m_solved_fast(
     assert d.step([0, 0, 0], 30.0) is not None and ms[-1] == 19  # not proven
     assert d.resume == 9 and d.done and d.ceiling == 19
     assert d.step([1, 0, 0], 30.0) is not None and ms[-1] == 9
+
+
+def test_a_grown_round_takes_at_most_grow_time_times_the_round_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Rounds of about 0.05 s: each grown round's limit is GROW_TIME times that plus a second,
+    # not the 30 s offered; rounds up to LAST_M keep the 30 s.
+    limits: list[tuple[int, float]] = []
+
+    def fake(
+        graph: StrategyGraph, x: tuple[int, ...], t: float, m: int, threads: int = 1
+    ) -> Solution:
+        limits.append((m, t))
+        time.sleep(0.05)
+        sc = evaluate(graph, x)
+        return Solution(x, sc.cost, sc.peak_usage, True, "neighbourhood", optimal=True)
+
+    monkeypatch.setattr(neighbourhood, "improve", fake)
+    d = Descent(wide_graph(20))
+    while d.step([0, 0, 0], 30.0) is not None:
+        pass
+    grown = [t for m, t in limits if m > LAST_M]
+    assert grown and all(t == 30.0 for m, t in limits if m <= LAST_M)
+    assert all(neighbourhood.GROW_TIME * 0.05 + 1.0 <= t < 3.0 for t in grown)

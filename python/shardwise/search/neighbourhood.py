@@ -11,7 +11,10 @@ where that makes the model smaller). Ahuja, Ergun, Orlin & Punnen, "A survey of 
 neighborhood search techniques", Discrete Applied Mathematics 123 (2002).
 
 :class:`Descent` repeats it from each new incumbent: the same ``m`` while it improves, ``m + 1``
-once a neighbourhood is proven to hold nothing better. On the validation instance N of issue 27
+once a neighbourhood is proven to hold nothing better, and from :data:`LAST_M` on ``2 m`` while
+such a proof takes at most :data:`GROW_SHARE` of a full round's time: on the validation instance
+L the large neighbourhoods are cheap (``m = 40``, 6M terms, solved in 33 s) and hold what the
+small ones do not. On the validation instance N of issue 27
 (40,958 nodes), from a penalty-search answer 1.16 % over the record, four rounds of ``m = 1``
 (146-149k terms, about 3 s each) and then ``m = 2`` (245k, 8-17 s each), all solved to
 optimality, ended 0.30 % over the record after 63 s.
@@ -43,13 +46,19 @@ FIRST_M = 1
 #: round) and ``m = 4`` 0.03 % in 51 s.
 LAST_M = 2
 #: A round at ``m >= LAST_M`` that proves its neighbourhood holds nothing better within this
-#: share of its time limit doubles ``m`` instead of ending the descent: where large
-#: neighbourhoods are cheap to solve, they find what small ones cannot. On the validation
-#: instance L (28,526 nodes, up to 1,060 strategies), from an answer 22 % over the record,
-#: ``m`` = 2, 3 and 4 each took 2-3 s and found nothing, while ``m = 10`` (2.5M terms) took 10 s
-#: to +4.6 %, ``m = 20`` 22 s to +0.69 % and ``m = 40`` 33 s to −0.16 %, each proven optimal.
-#: On N, K and S, whose rounds at ``m = 2`` take 8-35 s, the descent ends at ``LAST_M`` as before.
+#: share of a full round's time (:attr:`Descent.full_seconds`) doubles ``m`` instead of ending
+#: the descent: where large neighbourhoods are cheap to solve, they find what small ones cannot.
+#: On the validation instance L (28,526 nodes, up to 1,060 strategies), from an answer 22 % over
+#: the record, ``m`` = 2, 3 and 4 each took 2-3 s and found nothing, while ``m = 10`` (2.5M
+#: terms) took 10 s to +4.6 %, ``m = 20`` 22 s to +0.69 % and ``m = 40`` 33 s to −0.16 %, each
+#: proven optimal. At a third (rounds up to 10 s of 30 grow), L's descent inside the penalty
+#: search stopped at ``m = 4`` to 8; K's rounds (11-35 s at ``m`` = 1 and 2) do not grow.
 GROW_SHARE = 1 / 2
+#: A round at a grown ``m`` takes at most this many times as long as the round that let ``m``
+#: grow, plus a second: doubling ``m`` took L's rounds from 3 to 7 s and from 7 to 15-20 s, but
+#: S's from 4 s (``m = 2``) to more than 30 s (``m = 4``, which found nothing), and that round
+#: held the merging trajectory for its whole 30 s.
+GROW_TIME = 4.0
 #: A round that lowers the cost by less than this share counts as one that found nothing (on N,
 #: rounds of ``m = 2`` went on finding 1e-8 of the cost each, 8 s apiece).
 MIN_GAIN = 1e-4
@@ -158,13 +167,15 @@ class Descent:
     a round improves (by at least :data:`MIN_GAIN` of the cost), grows by one once a round
     proves its neighbourhood holds nothing better (or only that little better), and goes back
     to :attr:`resume` (at first :data:`FIRST_M`: the largest ``m`` solved fast so far) when
-    the incumbent changes from outside (a caller's better assignment). From :data:`LAST_M` on, a round that proves nothing better within :data:`GROW_SHARE` of its
-    time limit doubles ``m`` (never to :attr:`ceiling` or beyond, nor past the largest strategy
-    count, where the neighbourhood already holds every strategy); any other round that proves
-    nothing better, a round that ran out of time without improving, or one whose model would
-    not fit ends the descent (:attr:`done`) until the incumbent changes (for good when the model
-    at :data:`FIRST_M` would not fit: :attr:`too_large`). A grown ``m`` whose round ran out of
-    time or would not fit becomes the :attr:`ceiling`."""
+    the incumbent changes from outside (a caller's better assignment). From :data:`LAST_M` on,
+    a round that proves nothing better within :data:`GROW_SHARE` of :attr:`full_seconds` (of
+    its own time limit without it) doubles ``m`` (never to :attr:`ceiling` or beyond, nor past
+    the largest strategy count, where the neighbourhood already holds every strategy); any
+    other round that proves nothing better, a round that ran out of time without improving, or
+    one whose model would not fit ends the descent (:attr:`done`) until the incumbent changes
+    (for good when the model at :data:`FIRST_M` would not fit: :attr:`too_large`). A grown
+    ``m`` whose round ran out of time or would not fit becomes the :attr:`ceiling`; rounds at a
+    grown ``m`` take at most :data:`GROW_TIME` times as long as the round that let it grow."""
 
     def __init__(
         self, graph: StrategyGraph, threads: int = 1, full_seconds: float | None = None
@@ -188,6 +199,8 @@ class Descent:
         #: proven within :data:`GROW_SHARE` of its limit, halved by a round at or below it
         #: that was not.
         self.resume = FIRST_M
+        #: Time limit of rounds at a grown ``m`` (:data:`GROW_TIME`), seconds.
+        self._grown_limit = float("inf")
         #: Largest strategy count of a node: at ``m`` one below it, every strategy of every
         #: node is in the neighbourhood.
         self._kmax = int(np.max(graph.offsets[1:] - graph.offsets[:-1], initial=1))
@@ -208,6 +221,8 @@ class Descent:
         if self.done or self.too_large:
             return None
         self.round_m = self.m
+        if self.m > LAST_M:
+            time_limit = min(time_limit, self._grown_limit)
         begin = time.perf_counter()
         try:
             sol = improve(self.graph, x, time_limit, self.m, threads=self.threads)
@@ -219,7 +234,8 @@ class Descent:
             self._slow()
             return None
         full = time_limit if self.full_seconds is None else self.full_seconds
-        fast = sol.optimal and time.perf_counter() - begin <= GROW_SHARE * full
+        seconds = time.perf_counter() - begin
+        fast = sol.optimal and seconds <= GROW_SHARE * full
         if fast:
             self.resume = max(self.resume, self.m)
         else:
@@ -232,7 +248,7 @@ class Descent:
         elif sol.optimal and self.m < LAST_M:
             self.m += 1
         elif fast and self._grown() > self.m:
-            self.m = self._grown()
+            self.m, self._grown_limit = self._grown(), GROW_TIME * seconds + 1.0
         else:
             self.done = True
             if not sol.optimal:

@@ -51,23 +51,28 @@ around the incumbent.
 
 At :data:`RESTART_SHARE` of its time each trajectory starts again from fresh prices (a new
 price search with another seed), without a hint: the pool keeps the first basin's assignments,
-and the merges combine the two basins. From then on the merging trajectory also descends from
-the best assignment (:class:`shardwise.search.neighbourhood.Descent`: every node may keep its
-strategy, take its least-usage one or one of the ``m`` cheapest with its neighbours fixed, and
-the ILP solves that neighbourhood exactly; rounds of at most :data:`NEIGHBOURHOOD_SECONDS`),
-merging the pool after each round: a descent round when the descent has one to make at the
-best assignment (each new best starts it again) and that assignment is as old as the last
-round took (at first two slices), then penalty rounds for as long as that round took, so that
-the descent takes at most about half of its second half and does not start from assignments
-the rounds are still improving on (on the shared instance K, where the rounds find a better
+and the merges combine the two basins. The merging trajectory also descends from the best
+assignment (:class:`shardwise.search.neighbourhood.Descent`: every node may keep its strategy,
+take its least-usage one or one of the ``m`` cheapest with its neighbours fixed, and the ILP
+solves that neighbourhood exactly; rounds of at most :data:`NEIGHBOURHOOD_SECONDS`, ``m``
+doubling while they are proven fast), merging the pool after each round. It makes a descent
+round when the descent has one to make at the best assignment (each new best starts it again,
+at the largest ``m`` solved fast), that assignment is as old as the last round took (at first
+two slices) unless the descent or the merge after it found it, and the descent has taken no
+longer than the penalty rounds of the same half (before or since the restart): so the descent
+takes at most about half of the merging trajectory's time, does not start from assignments the
+rounds are still improving on (on the shared instance K, where the rounds find a better
 assignment every few seconds, a trajectory that descended whenever it could lost its second
 basin to rounds of 46-62 s whose answers were beaten before they ended, and ended at +0.53 %
-and +2.73 % against −1.39 and −2.48 % before). Repairs and
-merges end in local optima of single-node moves that this neighbourhood still improves: on the
-validation instance N, rounds from a 90 s answer 1.16 % over the record brought it to +0.30 %
-in 63 s. After the last merges the descent goes on from the best assignment while it has
-rounds to make, and the time left goes to polishing the best assignment by the feasible local
-search (:func:`_polish`). Each round, repair, merge, descent round and new best is logged at
+and +2.73 % against −1.39 and −2.48 % before), and does not hold off the restart (counted over
+the whole search, the first half's rounds paid for a descent that ran on N until 166 of 180 s,
+and the second basin was lost: +4.20 %). Repairs and merges end in local optima of single-node
+moves that this neighbourhood still improves: on the validation instance N, rounds from a 90 s
+answer 1.16 % over the record brought it to +0.30 % in 63 s. After the trajectories, the last
+whole merge, then the descent from the best assignment while it has rounds to make, then
+windows when the pool is too large to merge whole (on L, windows found nothing in the last 26
+s while the descent waited behind them), and the time left goes to polishing the best
+assignment by the feasible local search (:func:`_polish`). Each round, repair, merge, descent round and new best is logged at
 DEBUG level (logger ``shardwise.search.penalty``; HiGHS's runs: ``shardwise.search.ilp``).
 
 Several trajectories (``trajectories=N``) run this loop side by side on threads, each with its
@@ -178,7 +183,9 @@ LAST_MERGE_OVERRUN = 1.4
 #: ``m = 1`` took about 3 s on N and 11-33 s on K, of ``m = 2`` 8-21 s on N). A round between the
 #: penalty rounds that runs out of it without solving its neighbourhood ends the descent there
 #: (:attr:`_Shared.descent_slow`): on K one given 60 s took 87.9 s (HiGHS overran) and the
-#: merging trajectory made nothing else in its second half.
+#: merging trajectory made nothing else in its second half. A round at a grown ``m`` that does
+#: so only caps ``m`` (:attr:`shardwise.search.neighbourhood.Descent.ceiling`). Also the full
+#: round against which :class:`~shardwise.search.neighbourhood.Descent` judges a round fast.
 NEIGHBOURHOOD_SECONDS = 30.0
 #: Seconds before the deadline at which the last polish (:func:`_polish`) ends.
 POLISH_MARGIN = 0.5
@@ -421,14 +428,14 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
                 prev, eta, fits, boost, last_peak, lowest_peak = None, eta0, 0, 0.0, -1.0, float("inf")
                 descent_spent = rounds_spent = 0.0
                 continue
-            # The merging trajectory makes a descent round from the best assignment when the
-            # descent has one to make there (then merges the pool), while the descent has taken
-            # no longer than the penalty rounds.
+            # The merging trajectory makes descent rounds from the best assignment, each followed
+            # by a merge of the pool, for up to one round's time (NEIGHBOURHOOD_SECONDS) while
+            # the descent has rounds to make there, when it has taken no longer than the
+            # penalty rounds.
             if (merging and descent_spent <= rounds_spent
                     and (t0 - shared.best_at >= stale or shared.best_at >= own_since)
-                    and shared.descend(left - build - 1.0 - keep)):
+                    and _descent_slot(shared, t0 + NEIGHBOURHOOD_SECONDS, deadline - build - 1.0)):
                 stale, own_since = time.perf_counter() - t0, t0
-                shared.merge(deadline - time.perf_counter() - build - 1.0 - shared.reserve(), windows=False)
                 descent_spent += time.perf_counter() - t0
                 continue
             it += 1
@@ -477,6 +484,19 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
                 w *= DECAY ** (2 ** min(fits, 5))
                 fits += 1
                 eta *= 0.7
+
+
+def _descent_slot(shared: _Shared, end: float, deadline: float) -> bool:
+    """Descent rounds (:meth:`_Shared.descend`), each followed by a merge of the pool, until
+    ``end`` or until the descent has no round to make; ``deadline``: the time by which the
+    rounds and merges (and the reserve for the last merges) must be done. Whether a round ran.
+    One round per slot grew ``m`` by one step per penalty round: on L, ``m = 8`` came 65 s after
+    the restart."""
+    ran = False
+    while shared.descend(min(end, deadline - shared.reserve()) - time.perf_counter()):
+        ran = True
+        shared.merge(deadline - time.perf_counter() - shared.reserve(), windows=False)
+    return ran
 
 
 #: Methods that improve on the penalty rounds' answers, named in ``Solution.method`` after
