@@ -56,10 +56,12 @@ assignment (:class:`shardwise.search.neighbourhood.Descent`: every node may keep
 take its least-usage one or one of the ``m`` cheapest with its neighbours fixed, and the ILP
 solves that neighbourhood exactly; rounds of at most :data:`NEIGHBOURHOOD_SECONDS`, ``m``
 doubling while they are proven fast), merging the pool after each round. It makes a descent
-round when the descent has one to make at the best assignment (each new best starts it again,
-at the largest ``m`` solved fast), that assignment is as old as the last round took (at first
-two slices) unless the descent or the merge after it found it, and the descent has taken no
-longer than the penalty rounds of the same half (before or since the restart): so the descent
+slot (rounds, each with its merge, for up to one round's time while the descent has rounds to
+make; one round per slot grew ``m`` by one step per penalty round, and L's ``m = 8`` came 65 s
+after the restart) when the descent has a round to make at the best assignment (each new best
+starts it again, at the largest ``m`` solved fast), that assignment is as old as the last slot
+took (at first two slices) unless the descent or a merge of the slot found it, and the descent
+has taken no longer than the penalty rounds of the same half (before or since the restart): so the descent
 takes at most about half of the merging trajectory's time, does not start from assignments the
 rounds are still improving on (on the shared instance K, where the rounds find a better
 assignment every few seconds, a trajectory that descended whenever it could lost its second
