@@ -195,9 +195,9 @@ class Descent:
         #: The smallest grown ``m`` (above :data:`LAST_M`) whose round ran out of time without
         #: improving or whose model would not fit; ``m`` grows only below it.
         self.ceiling: int | None = None
-        #: The ``m`` a new incumbent starts at (module docstring): the largest whose round was
-        #: proven within :data:`GROW_SHARE` of its limit, halved by a round at or below it
-        #: that was not.
+        #: The ``m`` a new incumbent starts at: the largest whose round was proven fast (within
+        #: :data:`GROW_SHARE` of :attr:`full_seconds`), halved by a round at or below it that
+        #: was not.
         self.resume = FIRST_M
         #: Time limit of rounds at a grown ``m`` (:data:`GROW_TIME`), seconds.
         self._grown_limit = float("inf")
@@ -267,8 +267,7 @@ class Descent:
         return m if self.ceiling is None else min(m, self.ceiling - 1)
 
     def _slow(self) -> None:
-        """The current round was not proven within :data:`GROW_SHARE` of its limit: at or
-        below :attr:`resume`, it halves it."""
+        """The current round was not proven fast: at or below :attr:`resume`, it halves it."""
         if self.m <= self.resume:
             self.resume = max(FIRST_M, self.m // 2)
 

@@ -60,21 +60,22 @@ slot (rounds, each with its merge, for up to one round's time while the descent 
 make; one round per slot grew ``m`` by one step per penalty round, and L's ``m = 8`` came 65 s
 after the restart) when the descent has a round to make at the best assignment (each new best
 starts it again, at the largest ``m`` solved fast), that assignment is as old as the last slot
-took (at first two slices) unless the descent or a merge of the slot found it, and the descent
-has taken no longer than the penalty rounds of the same half (before or since the restart): so the descent
-takes at most about half of the merging trajectory's time, does not start from assignments the
-rounds are still improving on (on the shared instance K, where the rounds find a better
-assignment every few seconds, a trajectory that descended whenever it could lost its second
-basin to rounds of 46-62 s whose answers were beaten before they ended, and ended at +0.53 %
-and +2.73 % against −1.39 and −2.48 % before), and does not hold off the restart (counted over
-the whole search, the first half's rounds paid for a descent that ran on N until 166 of 180 s,
-and the second basin was lost: +4.20 %). Repairs and merges end in local optima of single-node
-moves that this neighbourhood still improves: on the validation instance N, rounds from a 90 s
-answer 1.16 % over the record brought it to +0.30 % in 63 s. After the trajectories, the last
-whole merge, then the descent from the best assignment while it has rounds to make, then
-windows when the pool is too large to merge whole (on L, windows found nothing in the last 26
-s while the descent waited behind them), and the time left goes to polishing the best
-assignment by the feasible local search (:func:`_polish`). Each round, repair, merge, descent round and new best is logged at
+took (at first two slices) unless the descent or a merge of the slot found it, and the
+descent has taken no longer than the penalty rounds of the same half (before or since the
+restart): so the descent takes at most about half of the merging trajectory's time, does not
+start from assignments the rounds are still improving on (on the shared instance K, where the
+rounds find a better assignment every few seconds, a trajectory that descended whenever it
+could lost its second basin to rounds of 46-62 s whose answers were beaten before they ended,
+and ended at +0.53 % and +2.73 % against −1.39 and −2.48 % before), and does not hold off the
+restart (counted over the whole search, the first half's rounds paid for a descent that ran on
+N until 166 of 180 s, and the second basin was lost: +4.20 %). Repairs and merges end in local
+optima of single-node moves that this neighbourhood still improves: on the validation instance
+N, rounds from a 90 s answer 1.16 % over the record brought it to +0.30 % in 63 s. After the
+trajectories come the last whole merge, then the descent from the best assignment while it
+has rounds to make, then windows when the pool is too large to merge whole (on L, windows
+found nothing in the last 26 s while the descent waited behind them), and the time left goes
+to polishing the best assignment by the feasible local search (:func:`_polish`). Each round,
+repair, merge, descent round and new best is logged at
 DEBUG level (logger ``shardwise.search.penalty``; HiGHS's runs: ``shardwise.search.ilp``).
 
 Several trajectories (``trajectories=N``) run this loop side by side on threads, each with its
@@ -412,9 +413,9 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
         # held off the restart: on N, until 166 of 180 s, and the merging trajectory's second
         # basin was lost (+4.20 %).
         descent_spent = rounds_spent = 0.0
-        # A descent round starts from a best at least this old (the last round's length; at
-        # first two slices) unless the descent or the merge after it found that best: while the
-        # rounds keep finding better assignments, a round would start from one soon beaten.
+        # A descent slot starts from a best at least this old (the last slot's length; at first
+        # two slices) unless the descent or a merge of the slot found that best: while the
+        # rounds keep finding better assignments, a slot would start from one soon beaten.
         stale, own_since = 2.0 * slice_seconds, float("inf")
         while not shared.stopped.is_set():
             left = deadline - time.perf_counter()
