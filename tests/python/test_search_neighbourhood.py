@@ -276,3 +276,40 @@ def test_a_grown_round_takes_at_most_grow_time_times_the_round_before(
     grown = [t for m, t in limits if m > LAST_M]
     assert grown and all(t == 30.0 for m, t in limits if m <= LAST_M)
     assert all(neighbourhood.GROW_TIME * 0.05 + 1.0 <= t < 3.0 for t in grown)
+
+
+def test_a_round_the_clock_cut_short_leaves_the_descent_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Rounds given less than a full round (30 s) run out of time: the descent goes on at the
+    # same m, and resume stays; a full round that runs out of time ends it. A round at a grown
+    # m given less than its own (GROW_TIME) limit is cut short too: no ceiling.
+    calls: list[tuple[int, float]] = []
+
+    def fake(
+        graph: StrategyGraph, x: tuple[int, ...], t: float, m: int, threads: int = 1
+    ) -> Solution:
+        calls.append((m, t))
+        sc = evaluate(graph, x)
+        return Solution(
+            x, sc.cost, sc.peak_usage, True, "neighbourhood", optimal=t >= 2.0
+        )
+
+    monkeypatch.setattr(neighbourhood, "improve", fake)
+    d = Descent(wide_graph(20), full_seconds=30.0)
+    for _ in range(3):
+        assert d.step([0, 0, 0], 1.5) is not None
+        assert not d.done and d.m == FIRST_M and d.resume == FIRST_M
+    assert d.step([0, 0, 0], 30.0) is not None and d.m == FIRST_M + 1
+    while d.m <= LAST_M:
+        assert d.step([0, 0, 0], 30.0) is not None
+    grown = d.m
+    # Its own limit is about a second (GROW_TIME times an instant round, plus a second).
+    assert grown > LAST_M and d.step([0, 0, 0], 0.5) is not None
+    assert not d.done and d.m == grown and d.ceiling is None and d.resume == LAST_M
+    assert calls[-1] == (grown, 0.5)
+    assert d.step([0, 0, 0], 30.0) is not None and d.done and d.ceiling == grown
+    # The same rounds given their whole limit, not proven: the descent ends.
+    scripted(monkeypatch, [False])
+    d = Descent(wide_graph(20), full_seconds=30.0)
+    assert d.step([0, 0, 0], 30.0) is not None and d.done

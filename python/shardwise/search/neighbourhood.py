@@ -175,7 +175,10 @@ class Descent:
     one whose model would not fit ends the descent (:attr:`done`) until the incumbent changes
     (for good when the model at :data:`FIRST_M` would not fit: :attr:`too_large`). A grown
     ``m`` whose round ran out of time or would not fit becomes the :attr:`ceiling`; rounds at a
-    grown ``m`` take at most :data:`GROW_TIME` times as long as the round that let it grow."""
+    grown ``m`` take at most :data:`GROW_TIME` times as long as the round that let it grow. A
+    round the caller gave less than its own limit (:attr:`full_seconds`, or that of a grown
+    ``m``) and that ran out of time without improving changes nothing: the next call makes it
+    again."""
 
     def __init__(
         self, graph: StrategyGraph, threads: int = 1, full_seconds: float | None = None
@@ -221,8 +224,16 @@ class Descent:
         if self.done or self.too_large:
             return None
         self.round_m = self.m
-        if self.m > LAST_M:
-            time_limit = min(time_limit, self._grown_limit)
+        # The round's own limit: a full round's, or at a grown m the GROW_TIME one. Given less
+        # (the caller's clock: a slot's end, the deadline), a round that proves nothing says
+        # nothing about this m: on N, an m = 1 round given 5.5 s of a slot ran out without an
+        # answer and ended the descent at that incumbent; from 113 s to the end (177 s) it
+        # made no round, and the last 37 s went to the polish alone.
+        own = self._grown_limit if self.m > LAST_M else float("inf")
+        if self.full_seconds is not None:
+            own = min(own, self.full_seconds)
+        cut = time_limit < own
+        time_limit = min(time_limit, own)
         begin = time.perf_counter()
         try:
             sol = improve(self.graph, x, time_limit, self.m, threads=self.threads)
@@ -238,13 +249,15 @@ class Descent:
         fast = sol.optimal and seconds <= GROW_SHARE * full
         if fast:
             self.resume = max(self.resume, self.m)
-        else:
+        elif not cut:
             self._slow()
         before = self._cost
         if sol.feasible and sol.cost < before:
             self._at, self._cost = sol.assignment, sol.cost
         if sol.feasible and sol.cost < before - MIN_GAIN * abs(before):
             pass  # the same m again, from the new incumbent
+        elif cut and not sol.optimal:
+            pass  # the clock cut it short: the same m again when there is time
         elif sol.optimal and self.m < LAST_M:
             self.m += 1
         elif fast and self._grown() > self.m:
