@@ -3,6 +3,7 @@ search on random graphs of up to 12 nodes, reductions, and input errors."""
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import random
 
@@ -10,6 +11,7 @@ import pytest
 
 from shardwise.errors import SearchError, ShardwiseError
 from shardwise.search import StrategyGraph, evaluate, solve, solve_ilp, solve_local
+from shardwise.search.graph import Score
 from shardwise.search.local import lagrange_prices
 from shardwise.search.reduce import reduce_graph
 
@@ -204,3 +206,18 @@ def test_a_graph_with_fewer_cost_matrices_than_edges_is_one_search_error() -> No
 
     with pytest.raises(SearchError, match="one cost matrix per edge"):
         StrategyGraph.build([[1, 2], [3]], [[0, 0], [0]], [[0, 1], [0, 1]], [[0, 1], [1, 0]], [[0, 0]])
+
+
+def test_a_cheaper_warm_start_keeps_the_answer_proven_optimal_within_highs_gap() -> None:
+    # HiGHS's "Optimal" holds within mip_rel_gap: a warm start cheaper than such an answer is
+    # kept and is as close to the optimum; one kept because the answer broke the limit, or
+    # kept over an unproven answer, is not proven.
+    with_warm = importlib.import_module("shardwise.search.ilp")._with_warm
+    answer, warm = Score(1_000_050, 10, True), Score(1_000_000, 12, True)
+    assert with_warm(answer, True, warm) == (True, True)
+    assert with_warm(answer, False, warm) == (True, False)
+    assert with_warm(Score(999_000, 20, False), True, warm) == (True, False)
+    assert with_warm(Score(999_999, 10, True), True, warm) == (False, True)
+    assert with_warm(answer, True, None) == (False, True)
+    # An infeasible warm start never replaces a feasible answer, however cheap.
+    assert with_warm(answer, True, Score(1, 99, False)) == (False, True)

@@ -542,8 +542,10 @@ def _run(highspy: Any, graph: StrategyGraph, deadline: float, initial: Sequence[
     else:
         assignment = red.expand(choice)
     sc = evaluate(graph, assignment)
-    if initial is not None and warm_score is not None and (warm_score.cost < sc.cost or not sc.feasible):
-        assignment, sc, optimal = list(initial), warm_score, False
+    keep, optimal = _with_warm(sc, optimal, warm_score)
+    if keep:
+        assert initial is not None and warm_score is not None
+        assignment, sc = list(initial), warm_score
     lower = None
     if dual is not None and math.isfinite(dual):
         # Less HiGHS's tolerances (1e-6 absolute, 1e-9 relative); costs are integers: round up.
@@ -552,6 +554,21 @@ def _run(highspy: Any, graph: StrategyGraph, deadline: float, initial: Sequence[
                    seconds=time.perf_counter() - start, lower_bound=lower)
     offer_incumbent(graph, sol)
     return sol
+
+
+def _with_warm(answer: Score, optimal: bool, warm: Score | None) -> tuple[bool, bool]:
+    """Whether the warm start ``warm`` replaces HiGHS's ``answer`` (the answer breaks the usage
+    limit, or the warm start fits it and costs less), and whether the answer kept is proven
+    ``optimal``. HiGHS's "Optimal" holds within its relative gap (``mip_rel_gap``, 1e-4 by
+    default): a feasible answer of that status is within it of the optimum, and a cheaper
+    feasible warm start is as close. (Counted as unproven, rounds of the neighbourhood descent
+    on the validation instance N whose HiGHS optimum cost a little more than the incumbent
+    ended the descent as if out of time.)"""
+    if warm is None:
+        return False, optimal
+    if not answer.feasible:
+        return True, False
+    return warm.feasible and warm.cost < answer.cost, optimal
 
 
 class _UsageRows:
