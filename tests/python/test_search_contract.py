@@ -9,6 +9,7 @@ import itertools
 import random
 import warnings
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from shardwise.errors import SearchError
@@ -249,3 +250,58 @@ def test_bound_for_uses_the_contracted_ilp_when_the_plain_model_is_too_large(
     lb = bound_mod.bound_for(g, sol, 10)
     assert lb.method in ("ilp", "optimal")
     assert best * (1 - 1e-4) - 1 <= lb.bound <= best
+
+
+def test_the_first_model_takes_the_warm_starts_rows_only_when_asked(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A warm start at the limit: with rows_from_warm its time points at the limit are the first
+    # model's usage rows; without, the first model has none (the whole-instance path of solve,
+    # whose warm start is a short local search's). Both end at the same optimum.
+    rng = random.Random(9)
+    for _ in range(40):
+        g = forbidden_graph(rng, 24, None, bad=0.0)
+        try:
+            free = solve_contracted(g, 20)
+        except SearchError:
+            continue
+        if free.cost >= F or free.peak_usage <= 4:
+            continue
+        limited = replace(g, usage_limit=free.peak_usage - 3)
+        want = solve_contracted(limited, 30)
+        if not want.optimal or want.peak_usage != limited.usage_limit:
+            continue
+        firsts = []
+        for seeded in (True, False):
+            caplog.clear()
+            with caplog.at_level("DEBUG", logger="shardwise.search.contract"):
+                sol = solve_contracted(
+                    limited, 30, initial=want.assignment, rows_from_warm=seeded
+                )
+            assert sol.optimal and sol.cost == want.cost
+            first = [
+                r.getMessage() for r in caplog.records if "round 1:" in r.getMessage()
+            ]
+            firsts.append(int(first[0].split(" usage rows")[0].rsplit(" ", 1)[1]))
+        assert firsts[0] > 0 and firsts[1] == 0
+        return
+    pytest.fail("no instance with an optimum at the limit")
+
+
+def test_solve_starts_the_contracted_ilp_without_usage_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[bool] = []
+    real = solve_mod.solve_contracted
+
+    def spy(*args: Any, rows_from_warm: bool = True, **kw: Any) -> Solution:
+        seen.append(rows_from_warm)
+        sol: Solution = real(*args, rows_from_warm=rows_from_warm, **kw)
+        return sol
+
+    monkeypatch.setattr(solve_mod, "solve_contracted", spy)
+    rng = random.Random(21)
+    g = forbidden_graph(rng, 40, None, bad=0.0)
+    g = replace(g, usage_limit=solve_contracted(g, 10).peak_usage - 2)
+    assert solve(g, 10, method="contracted").method == "contracted-ilp"
+    assert seen == [False]

@@ -21,8 +21,8 @@ back, at the same cost and usage), so the ILP of :mod:`shardwise.search.ilp` ove
 (one-hot label columns, marginal linearisation of the pairwise terms, a usage row per time
 point) finds the optimum of the whole instance, and its dual bound bounds it. Usage rows start
 from the time points where the warm start is within :data:`shardwise.search.ilp.LAZY_MARGIN`
-of the limit, and the rows an answer breaks are added until it breaks none (as
-``solve_ilp(lazy_rows=True)``).
+of the limit (or from none: ``rows_from_warm=False``), and the rows an answer breaks are added
+until it breaks none (as ``solve_ilp(lazy_rows=True)``).
 """
 
 from __future__ import annotations
@@ -272,13 +272,16 @@ def solve_contracted(
     initial: Sequence[int] | None = None,
     threads: int = 1,
     con: Contraction | None = None,
+    rows_from_warm: bool = True,
 ) -> Solution:
     """Optimal (or best found within ``time_limit`` seconds, the contraction included)
     assignment by the ILP over the contracted graph (module docstring); ``Solution.method`` is
     ``"contracted-ilp"``, ``Solution.optimal`` true when HiGHS proved optimality with no usage
     row broken, ``Solution.lower_bound`` HiGHS's dual bound (a bound of the whole instance: the
     contraction is exact). ``initial``: a warm start (kept when HiGHS finds nothing better);
-    ``con``: a contraction made earlier by :func:`contract`. Raises :class:`SearchError` for a
+    ``con``: a contraction made earlier by :func:`contract`; ``rows_from_warm``: the first
+    model has the usage rows of the time points where the warm start is near the limit (else
+    none: its optimum, without usage rows, shows the rows that bind). Raises :class:`SearchError` for a
     bad time limit, or when neither HiGHS nor the warm start gives a feasible answer."""
     try:
         import highspy
@@ -288,7 +291,7 @@ def solve_contracted(
         ) from None
     t = check_time_limit(time_limit)
     return interruptible(
-        lambda: _solve(highspy, graph, t, initial, threads, con), graph, t
+        lambda: _solve(highspy, graph, t, initial, threads, con, rows_from_warm), graph, t
     )
 
 
@@ -299,6 +302,7 @@ def _solve(
     initial: Sequence[int] | None,
     threads: int,
     con: Contraction | None,
+    rows_from_warm: bool,
 ) -> Solution:
     start = time.perf_counter()
     deadline = start + t_limit
@@ -321,7 +325,8 @@ def _solve(
     warm_labels = con.labelling(initial) if initial is not None else None
     added: set[int] = set()
     if (
-        usage is not None
+        rows_from_warm
+        and usage is not None
         and warm_labels is not None
         and warm_score is not None
         and warm_score.feasible
