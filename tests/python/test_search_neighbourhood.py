@@ -313,3 +313,28 @@ def test_a_round_the_clock_cut_short_leaves_the_descent_as_it_was(
     scripted(monkeypatch, [False])
     d = Descent(wide_graph(20), full_seconds=30.0)
     assert d.step([0, 0, 0], 30.0) is not None and d.done
+
+
+def test_an_incumbent_only_a_little_cheaper_keeps_m(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Costs near 1e6: moving node 0 saves 1e-6 of the cost (less than MIN_GAIN), moving node 1
+    # 5e-3. Rounds prove nothing better at once, so m grows; the small change keeps it, the
+    # large one sends it back to where new incumbents start (resume).
+    ms = scripted(monkeypatch, [True])
+    k = 20
+    g = StrategyGraph.build(
+        [[10**6, 10**6 + 1], [1000 * s for s in range(k)], [0, 1]],
+        [[1, 1], [1] * k, [1, 1]],
+        [[0, 1], [0, 1], [0, 1]],
+        [[0, 1], [1, 2]],
+        [[0] * (2 * k), [0] * (2 * k)],
+        usage_limit=10,
+    )
+    d = Descent(g, full_seconds=30.0)
+    while d.m <= LAST_M:
+        assert d.step([1, 5, 0], 30.0) is not None
+    assert d.m == 2 * LAST_M and d.resume == LAST_M
+    assert d.step([0, 5, 0], 30.0) is not None and ms[-1] == 2 * LAST_M
+    assert d.m == 4 * LAST_M and d.resume == 2 * LAST_M
+    assert d.step([0, 0, 0], 30.0) is not None and ms[-1] == 2 * LAST_M
