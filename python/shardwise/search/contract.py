@@ -291,7 +291,9 @@ def solve_contracted(
         ) from None
     t = check_time_limit(time_limit)
     return interruptible(
-        lambda: _solve(highspy, graph, t, initial, threads, con, rows_from_warm), graph, t
+        lambda: _solve(highspy, graph, t, initial, threads, con, rows_from_warm),
+        graph,
+        t,
     )
 
 

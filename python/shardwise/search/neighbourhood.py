@@ -231,9 +231,9 @@ class Descent:
         self.round_m = self.m
         # The round's own limit: a full round's, or at a grown m the GROW_TIME one. Given less
         # (the caller's clock: a slot's end, the deadline), a round that proves nothing says
-        # nothing about this m: on N, an m = 1 round given 5.5 s of a slot ran out without an
-        # answer and ended the descent at that incumbent; from 113 s to the end (177 s) it
-        # made no round, and the last 37 s went to the polish alone.
+        # nothing about this m: on N, an m = 1 round given 5.5 s of a slot ran out before it
+        # proved anything and ended the descent at that incumbent; from 113 s to the end
+        # (177 s) it made no round, and the last 37 s went to the polish alone.
         own = self._grown_limit if self.m > LAST_M else float("inf")
         if self.full_seconds is not None:
             own = min(own, self.full_seconds)

@@ -222,7 +222,8 @@ def _contracted(graph: StrategyGraph, t: float, seed: int, threads: int, con: Co
         # that bind. On D (its answer 3.8 times the optimum) its 3 time points near the limit
         # made a first model that took 32 s, and the second (403 rows) ran out of the time:
         # +276 %. Without usage rows the first model takes about 3 s on A, C and D, and the
-        # 400 rows its answer breaks most are those that bind (the second is optimal, 8-43 s).
+        # 400 rows its answer breaks most are those that bind (the second model, done 8 to
+        # 43 s into the ILP, is optimal).
         sol = solve_contracted(graph, rest, initial=warm.assignment if warm.feasible else None, con=con,
                                threads=threads, rows_from_warm=False)
     except SearchError:
