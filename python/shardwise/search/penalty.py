@@ -59,7 +59,8 @@ doubling while they are proven fast), merging the pool after each round. It make
 slot (rounds, each with its merge, for up to one round's time while the descent has rounds to
 make; one round per slot grew ``m`` by one step per penalty round, and L's ``m = 8`` came 65 s
 after the restart) when the descent has a round to make at the best assignment (each new best
-starts it again, at the largest ``m`` solved fast), that assignment is as old as the last slot
+starts it again, at the largest ``m`` solved fast; one cheaper by less than
+:data:`shardwise.search.neighbourhood.MIN_GAIN` keeps its ``m``), that assignment is as old as the last slot
 took (at first two slices) unless the descent or a merge of the slot found it, and the
 descent has taken no longer than the penalty rounds of the same half (before or since the
 restart): so the descent takes at most about half of the merging trajectory's time, does not
