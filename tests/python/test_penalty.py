@@ -211,6 +211,7 @@ def test_step_grows_when_the_relaxed_optimum_comes_back(monkeypatch: pytest.Monk
     # The relaxed optimum (0, 0) is 2.6% over the limit, under the 5% at which the step grows by
     # itself; coming back unchanged, it makes the step grow 1.5x a round from the second repeat.
     penalty = importlib.import_module("shardwise.search.penalty")
+    monkeypatch.setattr(penalty, "START_SCALES", ())  # the loop's own steps from its first round
     seen = _always(monkeypatch, [0, 0])
     monkeypatch.setattr(penalty, "STALL_BOOST", 0.0)  # the additive step alone (boost: below)
     _quick_rounds(monkeypatch)
@@ -256,6 +257,7 @@ def test_each_relaxed_problem_starts_from_the_previous_optimum(monkeypatch: pyte
     # The relaxed optima come in the order below (over the limit, as far over, fitting, the
     # same again): each solve after the first is hinted with the previous one.
     penalty = importlib.import_module("shardwise.search.penalty")
+    monkeypatch.setattr(penalty, "START_SCALES", ())  # the loop's own steps from its first round
     optima = [[2, 0], [0, 0], [1, 0], [1, 0]]
     hints: list[list[int] | None] = []
 
@@ -276,6 +278,7 @@ def test_step_grows_when_the_overflow_stalls(monkeypatch: pytest.MonkeyPatch) ->
     # Two different relaxed optima, both 2.6% over the limit, in turn: never the same one twice,
     # but the overflow does not fall, so the step grows 1.5x a round from the second round.
     penalty = importlib.import_module("shardwise.search.penalty")
+    monkeypatch.setattr(penalty, "START_SCALES", ())  # the loop's own steps from its first round
     seen: list[np.ndarray] = []
 
     def alternating(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
@@ -323,6 +326,7 @@ def test_stalled_rounds_boost_the_hot_penalties(monkeypatch: pytest.MonkeyPatch)
     # nodes: none after the first round (not stalled), then x1.05, x1.075, x1.1125 (1.5x a
     # stalled round in a row).
     penalty = importlib.import_module("shardwise.search.penalty")
+    monkeypatch.setattr(penalty, "START_SCALES", ())  # the loop's own steps from its first round
     seen = _always(monkeypatch, [0, 0])
     monkeypatch.setattr(penalty, "_start_penalties", lambda g, seconds, seed: np.array([3.0, 5.0]))
     monkeypatch.setattr(penalty, "ETA0", 0.0)
@@ -367,14 +371,17 @@ def test_a_whole_merge_needs_the_time_the_last_one_took(monkeypatch: pytest.Monk
 def test_a_stalled_whole_merge_ends_the_whole_merges(monkeypatch: pytest.MonkeyPatch) -> None:
     # A whole merge that runs out of its full time without improving the best (HiGHS on K's
     # pools of 77-124k columns) stops the whole merges, and the rounds no longer keep time for
-    # them; one that proves its optimum, or that the clock cut short, does not.
+    # them; one that proves its optimum, or that the clock cut short, does not. Later merges
+    # take only the assignments pooled since (relinking merges).
     penalty = importlib.import_module("shardwise.search.penalty")
     shared = penalty._Shared(_hot_pair(), 10.0, 0)
     calls: list[float] = []
+    pools: list[int] = []
     answer = [penalty.Solution((1, 0), 50, 101, True, "merge", optimal=True)]
 
-    def improve(pool: object, best: object, seconds: float, whole: bool) -> object:
+    def improve(pool: list[list[int]], best: object, seconds: float, whole: object = None) -> object:
         calls.append(seconds)
+        pools.append(len(pool))
         return answer[0]
 
     monkeypatch.setattr(shared.merger, "improve", improve)
@@ -387,7 +394,8 @@ def test_a_stalled_whole_merge_ends_the_whole_merges(monkeypatch: pytest.MonkeyP
     assert shared.merge(40.0, windows=False) and shared.merge_stalled and len(calls) == 3
     assert shared.reserve() == 0.0
     shared.offer([0, 0])
-    assert shared.merge(40.0, windows=False, last=True) and len(calls) == 3
+    assert shared.merge(40.0, windows=False, last=True) and len(calls) == 4 and pools[-1] == 1
+    assert shared.merge(40.0, windows=False, last=True) and len(calls) == 4  # nothing new
 
 
 def test_the_last_whole_merge_takes_all_the_time_left(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -458,6 +466,7 @@ def test_trajectories_start_again_from_fresh_prices(monkeypatch: pytest.MonkeyPa
     # At RESTART_SHARE of its time the trajectory asks for prices again with another seed and
     # solves from them without a hint (a second basin for the merges), keeping the pool.
     penalty = importlib.import_module("shardwise.search.penalty")
+    monkeypatch.setattr(penalty, "START_SCALES", ())  # the loop's own steps from its first round
     calls: list[tuple[float, int]] = []
     solves: list[tuple[float, np.ndarray, list[int] | None]] = []
 
@@ -600,6 +609,7 @@ def test_relaxed_optima_closer_to_the_limit_than_before_are_repaired(monkeypatch
     # (0, 0, 1) 83 %: neither within REPAIR_WITHIN, but each is repaired the first time the
     # trajectory comes that close to the limit, and not again.
     penalty = importlib.import_module("shardwise.search.penalty")
+    monkeypatch.setattr(penalty, "START_SCALES", ())  # the loop's own steps from its first round
     g = StrategyGraph.build([[0, 50]] * 3, [[100, 1]] * 3, [[0, 4], [1, 5], [2, 6]], [[0, 1]], [[0, 0, 0, 0]],
                             usage_limit=110)
     script = [[0, 0, 0], [0, 0, 0], [0, 0, 1], [0, 0, 1], [0, 0, 1]]
@@ -703,3 +713,84 @@ def test_a_descent_slot_makes_rounds_for_up_to_one_rounds_time(monkeypatch: pyte
     assert len(made) >= 2 and max(x[2] for x in made) >= 4
     assert all(e - s0 <= 0.5 + 0.05 for s0, e, _ in made)
     assert all(any(r[1] <= t <= r[1] + 0.02 for t in merges) for r in rounds)  # a merge after each
+
+
+def test_first_rounds_try_scaled_start_prices_and_go_on_from_the_cheapest_repair(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first rounds solve the start prices at each scale of START_SCALES, without a hint, and
+    # repair every answer; the trajectory then goes on from the scale whose repaired assignment
+    # was cheapest (x2 here), hinted with that scale's relaxed optimum.
+    penalty = importlib.import_module("shardwise.search.penalty")
+    monkeypatch.setattr(penalty, "START_SCALES", (1.0, 2.0, 0.5))
+    monkeypatch.setattr(penalty, "_start_penalties", lambda g, seconds, seed: np.array([4.0, 8.0]))
+    monkeypatch.setattr(penalty._Shared, "reserve", lambda self: 0.0)
+    monkeypatch.setattr(penalty, "RESTART_SHARE", 2.0)  # no restart in this test
+    g = StrategyGraph.build([[0, 50, 30], [0, 60]], [[100, 1, 1], [100, 1]], [[0, 4], [1, 5]], [[0, 1]],
+                            [[0] * 6], usage_limit=195)
+    by_scale = {1.0: [0, 0], 2.0: [1, 0], 0.5: [2, 0]}
+    repaired_cost = {(0, 0): 100, (1, 0): 50, (2, 0): 80}
+    solves: list[tuple[list[float], list[int] | None]] = []
+
+    def scripted(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
+        time.sleep(0.05)
+        solves.append((w.tolist(), None if hint is None else list(hint)))
+        return list(by_scale.get(float(w[0]) / 4.0, [0, 0]))
+
+    repaired: list[tuple[int, ...]] = []
+
+    def local(g: StrategyGraph, t: float, **kw: object) -> object:
+        x = tuple(kw["initial"])  # type: ignore[arg-type]
+        repaired.append(x)
+        return penalty.Solution(x, repaired_cost.get(x, 100), 101, True, "local")
+
+    monkeypatch.setattr(penalty.RelaxedSolver, "solve", scripted)
+    monkeypatch.setattr(penalty, "solve_local", local)
+    solve_penalty(g, 2.0, slice_seconds=1)
+    assert len(solves) >= 4
+    assert solves[:3] == [([4.0, 8.0], None), ([8.0, 16.0], None), ([2.0, 8.0 / 2], None)]
+    assert repaired[:3] == [(0, 0), (1, 0), (2, 0)]
+    assert solves[3] == ([8.0, 16.0], [1, 0])
+
+
+def test_start_merges_relink_the_best_with_each_start_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Once every start scale has been tried, the best assignment is merged with each start's
+    # relaxed optimum and repair, cheapest repair first, each answer the next incumbent; once.
+    penalty = importlib.import_module("shardwise.search.penalty")
+    monkeypatch.setattr(penalty, "START_SCALES", (1.0, 2.0))
+    shared = penalty._Shared(_hot_pair(), 100.0, 0)
+    calls: list[tuple[list[list[int]], list[int]]] = []
+    answers = iter([penalty.Solution((1, 0), 50, 101, True, "merge"), penalty.Solution((1, 0), 50, 101, True, "merge")])
+
+    def improve(pool: list[list[int]], incumbent: tuple[int, ...], seconds: float, whole: object = None) -> object:
+        calls.append(([list(x) for x in pool], list(incumbent)))
+        return next(answers)
+
+    monkeypatch.setattr(shared.merger, "improve", improve)
+    shared.offer([0, 1], penalty.Solution((0, 1), 60, 101, True, "local"))
+    shared.record_start(70.0, [0, 0], [0, 1])
+    assert not shared.merge_starts(50.0) and not calls  # one start scale still to try
+    shared.record_start(60.0, [1, 1], [0, 1])
+    assert shared.merge_starts(50.0)
+    assert calls == [([[1, 1], [0, 1]], [0, 1]), ([[0, 0], [0, 1]], [1, 0])]
+    assert shared.best is not None and shared.best.cost == 50 and shared.best.method == "merge"
+    assert not shared.merge_starts(50.0) and len(calls) == 2
+
+
+def test_stalled_whole_merges_give_way_to_relinking_merges(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Once a whole merge has stalled, each merge takes only the assignments pooled since the
+    # last one, with the best assignment; nothing new, no merge.
+    penalty = importlib.import_module("shardwise.search.penalty")
+    shared = penalty._Shared(_hot_pair(), 100.0, 0)
+    calls: list[list[list[int]]] = []
+
+    def improve(pool: list[list[int]], incumbent: tuple[int, ...], seconds: float, whole: object = None) -> object:
+        calls.append([list(x) for x in pool])
+        return penalty.Solution((1, 0), 50, 101, True, "merge", optimal=True)
+
+    monkeypatch.setattr(shared.merger, "improve", improve)
+    shared.offer([0, 1], penalty.Solution((0, 1), 60, 101, True, "local"))
+    shared.offer([0, 0])
+    shared.merged_at, shared.merge_stalled = 1, True
+    assert shared.merge(20.0, windows=False)
+    assert calls == [[[0, 0]]] and shared.best is not None and shared.best.cost == 50
+    assert shared.merge(20.0, windows=False) and calls == [[[0, 0]]]  # the merge's answer is the only new one
+    assert shared.merged_at == 3

@@ -95,6 +95,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
@@ -202,6 +203,18 @@ WINDOWS_SHARE = 0.1
 #: −0.59 to +0.99 %, and one run that restarted at half time had a pool whose whole merge gave
 #: −1.16 % (its first half alone: +3.6 %).
 RESTART_SHARE = 0.5
+#: Scales of the first penalties that the trajectories' first rounds try, one relaxed problem
+#: each, from a queue they share (:meth:`_Shared.next_scale`): the start prices at 1, 2, 1/2,
+#: √2 and 1/√2 times. Each of these relaxed optima is repaired and pooled, and each trajectory
+#: then goes on from the scale of its own cheapest repaired assignment. The start prices come
+#: from a short price search, and on the validation instance N the basin of the first relaxed
+#: optimum set the result (+0.4 to +4.8 % over the record from the same code): scaled prices
+#: land in other basins, in no order of the scale (of one start, ×2 gave 2.15e11 and ×1
+#: 2.28e11; of another, ×1.41 gave 3.00e11 and ×2 2.14e11), and the first whole merge then
+#: combines them (offline, the five relaxed optima and their repairs of two price starts merged
+#: to 2.044e11 and 2.034e11, +0.8 and +0.35 %, where the first merges of traced runs were
+#: 2.03 to 2.45e11).
+START_SCALES = (1.0, 2.0, 0.5, 2.0**0.5, 2.0**-0.5)
 
 
 class _Profile:
@@ -269,6 +282,53 @@ class _Shared:
         #: A last descent round ran past its limit and was left in the background.
         self.descent_abandoned = False
         self.begin = time.perf_counter()
+        self.scales = deque(START_SCALES)
+        #: Per start scale tried: (repaired cost, relaxed optimum, repaired assignment).
+        self.starts: list[tuple[float, list[int], list[int]]] = []
+        self.starts_merged = False
+
+    def next_scale(self) -> float | None:
+        """The next scale of the first penalties to try (:data:`START_SCALES`), or ``None`` once
+        every one has been taken."""
+        with self.lock:
+            return self.scales.popleft() if self.scales else None
+
+    def record_start(self, cost: float, relaxed: list[int], repaired: list[int]) -> None:
+        """Keeps one start scale's relaxed optimum and its repair (``cost``: the repair's cost,
+        infinite when it does not fit) for :meth:`merge_starts`."""
+        with self.lock:
+            self.starts.append((cost, relaxed, repaired))
+
+    def merge_starts(self, left: float) -> bool:
+        """Once every start scale has been tried (:data:`START_SCALES`), and only once: merges
+        the best assignment with each start's relaxed optimum and repair in turn, cheapest
+        repair first, each merge's answer the next one's incumbent, within ``left`` seconds
+        (at most :data:`MERGE_SECONDS` each). Path relinking (Glover, Laguna & Martí 2000) with
+        the merge as the path: each merge spans the strategies of three assignments, which the
+        ILP solves in seconds, where one merge of the whole pool of these starts' different
+        basins does not (on N, a whole merge of 22 ran out of its 30 s; offline the pairs took
+        1.3-3.4 s each). Whether it merged (now)."""
+        with self.lock:
+            if self.starts_merged or len(self.starts) < len(START_SCALES):
+                return False
+            self.starts_merged = True
+            starts = sorted(self.starts, key=lambda r: r[0])
+        end = time.perf_counter() + left
+        for _, relaxed, repaired in starts:
+            best = self.best
+            left = end - time.perf_counter()
+            if best is None or left < 2.0 or self.stopped.is_set():
+                break
+            t0 = time.perf_counter()
+            try:
+                m = self.merger.improve([relaxed, repaired], best.assignment, min(MERGE_SECONDS, left))
+            except ModelTooLarge:
+                break
+            log.debug("%.1f s: start merge: %.1f s, %.6g%s", self.at(), time.perf_counter() - t0,
+                      m.cost if m.feasible else float("inf"), " (optimal)" if m.optimal else "")
+            if m.feasible and m.cost < best.cost:
+                self.offer(list(m.assignment), m)
+        return True
 
     def at(self) -> float:
         """Seconds since the search began (for the trace log)."""
@@ -304,8 +364,9 @@ class _Shared:
         if best is None or left < 2.0 or self.stopped.is_set():
             return True
         whole = self.merger.whole(pool + [list(best.assignment)])
-        if (whole and (len(pool) == self.merged_at or left < self.merge_seconds or self.merge_stalled)) or not (
-                whole or windows):
+        if whole and self.merge_stalled:
+            return self._relink(pool, best, left, last)
+        if (whole and (len(pool) == self.merged_at or left < self.merge_seconds)) or not (whole or windows):
             return True
         t0 = time.perf_counter()
         limit = left if whole and last else min(MERGE_SECONDS if whole else WINDOW_SECONDS, left)
@@ -316,7 +377,7 @@ class _Shared:
                 if got is None:
                     log.debug("%.1f s: last merge of %d abandoned, still running %.1f s into its %.1f s", self.at(),
                               len(pool), time.perf_counter() - t0, limit)
-                    self.merge_stalled = True
+                    self.merged_at, self.merge_stalled = len(pool), True
                     return True
                 m = got
             else:
@@ -334,6 +395,38 @@ class _Shared:
         if m.feasible and m.cost < best.cost:
             self.offer(list(m.assignment), m)
         return whole
+
+    def _relink(self, pool: list[list[int]], best: Solution, left: float, last: bool) -> bool:
+        """Once whole merges have stalled (:attr:`merge_stalled`): merges the best assignment
+        with the assignments pooled since the last merge only, within ``left`` seconds (at most
+        :data:`MERGE_SECONDS` unless ``last``); True. The whole pool spans the strategies of
+        every basin the search has visited, which made the whole merge too hard for HiGHS (on
+        N, with the start scales of :data:`START_SCALES`, whole merges of 22 and 33 ran out of
+        their 30 s, and no whole merge was made after them); the assignments of one stretch of
+        rounds, with the incumbent, span a sub-instance like the start merges'
+        (:meth:`merge_starts`)."""
+        fresh = pool[max(self.merged_at, 0):]
+        if not fresh:
+            return True
+        t0 = time.perf_counter()
+        limit = left if last else min(MERGE_SECONDS, left)
+
+        def run() -> Solution:
+            return self.merger.improve(fresh, best.assignment, limit)
+
+        try:
+            m = _bounded(run, LAST_MERGE_OVERRUN * limit + 1.0) if last else run()
+        except ModelTooLarge:
+            m = None
+        self.merged_at = len(pool)
+        if m is None:  # too large, or left running past its bound
+            return True
+        log.debug("%.1f s: relinking merge of %d new: %.1f s of %.1f, %.6g%s", self.at(), len(fresh),
+                  time.perf_counter() - t0, limit, m.cost if m.feasible else float("inf"), " (optimal)" if m.optimal else "")
+        if m.feasible and m.cost < best.cost:
+            self.offer(list(m.assignment), m)
+            self.merged_at += 1  # its own answer is nothing new to relink
+        return True
 
     def descend(self, left: float, last: bool = False) -> bool:
         """One round of the neighbourhood descent (:class:`shardwise.search.neighbourhood.Descent`)
@@ -406,6 +499,10 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
         # process's start, a one-off of most of a second, does not come back).
         build = solver.build_seconds
         w = start.result().copy()
+        base = w.copy()  # the start prices, which the first rounds scale (START_SCALES)
+        # The first rounds' relaxed optima, one per scale taken: (repaired cost, peak, scale, x).
+        tried: list[tuple[float, float, float, list[int]]] = []
+        scale: float | None = None  # a scale taken whose round found nothing, to try again
         restart_at = begin + RESTART_SHARE * (deadline - begin)
         restarted = False
         # Seconds the descent rounds (with their merges) and the penalty rounds have taken in
@@ -429,8 +526,12 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
                 log.debug("%.1f s: trajectory %d restarts from fresh prices", shared.at(), seed)
                 restarted, seed = True, seed + 1_000_003
                 w = _start_penalties(graph, min(PRICE_SHARE * shared.time_limit, PRICE_SECONDS), seed)
+                base, tried = w.copy(), []
                 prev, eta, fits, boost, last_peak, lowest_peak = None, eta0, 0, 0.0, -1.0, float("inf")
                 descent_spent = rounds_spent = 0.0
+                continue
+            if merging and shared.merge_starts(left - build - 1.0 - keep):
+                rounds_spent += time.perf_counter() - t0
                 continue
             # The merging trajectory makes descent rounds from the best assignment, each followed
             # by a merge of the pool, for up to one round's time (NEIGHBOURHOOD_SECONDS) while
@@ -442,10 +543,19 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
                 stale, own_since = time.perf_counter() - t0, t0
                 descent_spent += time.perf_counter() - t0
                 continue
+            scale = scale if scale is not None else shared.next_scale()
+            if scale is None and tried:
+                # Every scale taken: go on from this trajectory's cheapest repaired one.
+                cost, last_peak, chosen, prev = min(tried, key=lambda r: r[0])
+                w, tried = base * chosen, []
+                log.debug("%.1f s: trajectory %d goes on from the start prices x%.3g (repaired %.6g)", shared.at(),
+                          seed, chosen, cost)
             it += 1
-            x = solver.solve(w, min(seconds, int(left - build - keep)), seed + it, hint=prev)
-            log.debug("%.1f s: trajectory %d round %d (%d s slice, reserve %.1f s)%s", shared.at(), seed, it,
-                      min(seconds, int(left - build - keep)), keep, "" if x is not None else ": nothing found")
+            x = solver.solve(w if scale is None else base * scale, min(seconds, int(left - build - keep)), seed + it,
+                             hint=prev if scale is None else None)
+            log.debug("%.1f s: trajectory %d round %d (%d s slice, reserve %.1f s%s)%s", shared.at(), seed, it,
+                      min(seconds, int(left - build - keep)), keep,
+                      "" if scale is None else f", start prices x{scale:.3g}", "" if x is not None else ": nothing found")
             if solver.interrupted:  # deadline or stop request: its answer (if any) is the last
                 if x is not None:
                     shared.offer(x)
@@ -463,6 +573,20 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
                           100.0 * peak, int(np.argmax(over)) if over.size else -1, int(hot_now.sum()),
                           float(w[hot_now].mean()) if hot_now.any() else 0.0,
                           float(w[~hot_now].mean()) if (~hot_now).any() else 0.0)
+            if scale is not None:  # a first round: always repaired, pooled, and no penalty step
+                left = deadline - time.perf_counter()
+                p = solve_local(graph, min(max(0.5, 0.3 * slice_seconds), left), initial=x, lagrange_share=0.0,
+                                seed=seed + it) if left > 0.05 else None
+                if p is not None:
+                    shared.offer(list(p.assignment), p)
+                cost = p.cost if p is not None and p.feasible else float("inf")
+                tried.append((cost, peak, scale, x))
+                shared.record_start(cost, x, list(p.assignment) if p is not None else x)
+                lowest_peak, scale = min(lowest_peak, peak), None
+                if merging and it % MERGE_EVERY == 0:
+                    shared.merge(deadline - time.perf_counter() - build - 1.0 - shared.reserve(), windows=False)
+                rounds_spent += time.perf_counter() - t0
+                continue
             stalled = peak > 0 and (x == prev or 0 < last_peak * STALL < peak)
             prev, last_peak = x, peak
             left = deadline - time.perf_counter()
