@@ -388,3 +388,27 @@ def test_ctrl_c_in_the_library_returns_the_best_answer(
     assert not local.stop_requested()  # lifted: the next search runs to its limit
     again = solve(g, 0.3, "local")
     assert not again.interrupted and again.seconds >= 0.2
+
+
+def test_the_exit_stops_and_waits_for_work_left_in_the_background(tmp_path: Path) -> None:
+    # A last merge or descent round left running in the background (HiGHS on a daemon thread)
+    # is stopped and waited for at the interpreter's exit, before the C++ static destructors
+    # that aborted a K run's process once it had printed its answer: the left run sees the stop,
+    # ends and writes its file; the process exits cleanly and soon.
+    out = tmp_path / "ended.txt"
+    script = (
+        "import sys, time\n"
+        "from shardwise.search.local import OnThread, on_stop\n"
+        "def run():\n"
+        "    with on_stop(lambda: None) as stopped:\n"
+        "        stopped.wait(60)\n"
+        "        time.sleep(0.2)\n"
+        f"        open({str(out)!r}, 'w').write('stopped' if stopped.is_set() else 'ran out')\n"
+        "    return 0\n"
+        "OnThread(run, 'left-behind')\n"
+        "time.sleep(0.1)\n"
+    )
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == "stopped" and time.perf_counter() - t0 < 30

@@ -12,13 +12,14 @@ and edges with exact cost deltas and a segment-tree memory check, and iterated l
 
 from __future__ import annotations
 
+import atexit
 import logging
 import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -151,10 +152,14 @@ class OnThread(Generic[T]):
             except BaseException as e:  # noqa: BLE001 - handed to the waiting thread, which raises it
                 self._errors.append(e)
             finally:
+                with _LOCK:
+                    _RUNNING.discard(self)
                 self.done.set()
                 if on_end is not None:
                     on_end()
 
+        with _LOCK:
+            _RUNNING.add(self)
         threading.Thread(target=target, name=name, daemon=True).start()
 
     @property
@@ -167,6 +172,29 @@ class OnThread(Generic[T]):
         if self._errors:
             raise self._errors[0]
         return self._box[0]
+
+
+#: :class:`OnThread` runs that have not ended (some abandoned by their caller).
+_RUNNING: set[OnThread[Any]] = set()
+#: Seconds the interpreter's exit waits for each of them once stopped (:func:`_stop_at_exit`).
+EXIT_WAIT_SECONDS = 10.0
+
+
+@atexit.register
+def _stop_at_exit() -> None:
+    """At the interpreter's exit, stops the :class:`OnThread` runs still going (a last merge or
+    descent round the search left to end in the background) and waits for each, at most
+    :data:`EXIT_WAIT_SECONDS`: a HiGHS run still going on its daemon thread when the C++
+    static destructors run aborts the process ("terminate called without an active
+    exception", SIGABRT, after a K run had printed its answer). Python's exit handlers run
+    before those destructors."""
+    with _LOCK:
+        running = list(_RUNNING)
+    if not running:
+        return
+    request_stop()
+    for r in running:
+        r.done.wait(EXIT_WAIT_SECONDS)
 
 
 def interruptible(run: Callable[[], Solution], graph: object = None, time_limit: float | None = None) -> Solution:
