@@ -49,6 +49,14 @@ and the rounds keep back 1.5 times that for the last one: HiGHS can overrun its 
 the last :data:`WINDOWS_SHARE` of the time goes to merging windows of :data:`WINDOW_TERMS`
 around the incumbent.
 
+The trajectories' first rounds (from a queue they share) solve the relaxed problem at the
+start prices times each of :data:`START_SCALES`, without a hint; each of these relaxed optima
+is repaired and pooled, and each trajectory goes on from the scale of its own cheapest repair.
+Once all are in, the merging trajectory makes the start merges (:meth:`_Shared.merge_starts`):
+the best assignment merged with each start's relaxed optimum and repair in turn. A whole merge
+that stalls ends the whole merges; each later merge takes only what was pooled since the last
+one, with the best assignment (:meth:`_Shared._relink`).
+
 At :data:`RESTART_SHARE` of its time each trajectory starts again from fresh prices (a new
 price search with another seed), without a hint: the pool keeps the first basin's assignments,
 and the merges combine the two basins. The merging trajectory also descends from the best
