@@ -218,10 +218,11 @@ RESTART_SHARE = 0.5
 #: from a short price search, and on the validation instance N the basin of the first relaxed
 #: optimum set the result (+0.4 to +4.8 % over the record from the same code): scaled prices
 #: land in other basins, in no order of the scale (of one start, ×2 gave 2.15e11 and ×1
-#: 2.28e11; of another, ×1.41 gave 3.00e11 and ×2 2.14e11), and the first whole merge then
-#: combines them (offline, the five relaxed optima and their repairs of two price starts merged
-#: to 2.044e11 and 2.034e11, +0.8 and +0.35 %, where the first merges of traced runs were
-#: 2.03 to 2.45e11).
+#: 2.28e11; of another, ×1.41 gave 3.00e11 and ×2 2.14e11), and the start merges
+#: (:meth:`_Shared.merge_starts`) combine them. Offline, the five relaxed optima and repairs
+#: of two price starts, merged one start at a time with the incumbent, gave 2.048e11 and
+#: 2.043e11 (+1.0 and +0.75 %); the first whole merges of traced runs before were 2.03 to
+#: 2.45e11.
 START_SCALES = (1.0, 2.0, 0.5, 2.0**0.5, 2.0**-0.5)
 
 
