@@ -164,7 +164,10 @@ impl AxisRef {
                 format!("{self} and {other} are not adjacent sub-axes of one axis"),
             ));
         }
-        let (a, b) = (self.sub.unwrap_or(SubAxis { pre_size: 1, size: 1 }), other.sub.unwrap_or(SubAxis { pre_size: 1, size: 1 }));
+        let (a, b) = (
+            self.sub.unwrap_or(SubAxis { pre_size: 1, size: 1 }),
+            other.sub.unwrap_or(SubAxis { pre_size: 1, size: 1 }),
+        );
         let size = a.size.saturating_mul(b.size);
         if a.pre_size == 1 && Some(size) == mesh.axis_size(&self.name) {
             Ok(AxisRef::full(self.name))
@@ -184,10 +187,7 @@ impl AxisRef {
             (Some(a), Some(b)) => (a, b),
         };
         let (min_pre, max_pre) = (a.pre_size.min(b.pre_size), a.pre_size.max(b.pre_size));
-        let (min_next, max_next) = (
-            a.next_pre_size().min(b.next_pre_size()),
-            a.next_pre_size().max(b.next_pre_size()),
-        );
+        let (min_next, max_next) = (a.next_pre_size().min(b.next_pre_size()), a.next_pre_size().max(b.next_pre_size()));
         if min_next <= max_pre || !can_coexist(min_pre, max_pre, min_next, max_next) {
             return None;
         }

@@ -27,7 +27,10 @@ impl Csr {
             offsets.push(total as u32);
         }
         if total as usize != items.len() {
-            return Err(Error::conversion(format!("{what}: row lengths add up to {total}, but {} items were given", items.len())));
+            return Err(Error::conversion(format!(
+                "{what}: row lengths add up to {total}, but {} items were given",
+                items.len()
+            )));
         }
         Ok(Csr { offsets, items })
     }
@@ -148,7 +151,9 @@ impl Graph {
         if let Some(v) = (0..n_values).find(|&v| value_def[v] == NONE && g.value_block_owner[v] == NONE) {
             return Err(bad(format!("value {v} is neither an op result nor a block argument")));
         }
-        if let Some(v) = (0..n_values).find(|&v| g.value_block_owner[v] != NONE && g.value_block_owner[v] as usize >= n_ops) {
+        if let Some(v) =
+            (0..n_values).find(|&v| g.value_block_owner[v] != NONE && g.value_block_owner[v] as usize >= n_ops)
+        {
             return Err(bad(format!("value {v} belongs to op {} out of range", g.value_block_owner[v])));
         }
         let shape_csr = Csr::from_lengths(&g.ranks, vec![0; g.dims.len()], "shapes")?;
@@ -161,7 +166,8 @@ impl Graph {
             if k == NONE {
                 continue;
             }
-            let rule = g.rules.get(k as usize).ok_or_else(|| bad(format!("op {op} uses rule {k} of {}", g.rules.len())))?;
+            let rule =
+                g.rules.get(k as usize).ok_or_else(|| bad(format!("op {op} uses rule {k} of {}", g.rules.len())))?;
             let rank = |v: u32| g.ranks[v as usize] as usize;
             let fits = |mappings: &[crate::rule::TensorMapping], values: &[u32]| {
                 mappings.len() == values.len() && mappings.iter().zip(values).all(|(m, &v)| m.len() == rank(v))
@@ -219,7 +225,12 @@ impl Graph {
             .map(|r| 8 * (r.factor_sizes.len() + r.mappings().flatten().map(|d| d.len() + 1).sum::<usize>()))
             .sum();
         rule_bytes
-            + 4 * (self.op_name.len() + self.op_parent.len() + self.shape_offsets.len() + self.value_def.len() + self.value_block_owner.len() + self.op_rule.len())
+            + 4 * (self.op_name.len()
+                + self.op_parent.len()
+                + self.shape_offsets.len()
+                + self.value_def.len()
+                + self.value_block_owner.len()
+                + self.op_rule.len())
             + 8 * self.dims.len()
             + self.operands.bytes()
             + self.results.bytes()

@@ -100,7 +100,15 @@ impl<'a> Lexer<'a> {
         }
         let len = neg + digits;
         let v = r[..len].parse::<i64>().map_err(|_| {
-            Error::parse(self.pos, format!("expected an integer that fits in 64 bits at offset {} of {:?}, got {}", self.pos, self.src, &r[..len]))
+            Error::parse(
+                self.pos,
+                format!(
+                    "expected an integer that fits in 64 bits at offset {} of {:?}, got {}",
+                    self.pos,
+                    self.src,
+                    &r[..len]
+                ),
+            )
         })?;
         self.pos += len;
         Ok(v)

@@ -85,10 +85,7 @@ impl Mesh {
         let mut total: i64 = 1;
         for axis in &axes {
             if axis.size < 1 {
-                return Err(Error::mesh(format!(
-                    "mesh axis \"{}\" must have size >= 1, got {}",
-                    axis.name, axis.size
-                )));
+                return Err(Error::mesh(format!("mesh axis \"{}\" must have size >= 1, got {}", axis.name, axis.size)));
             }
             total = total.checked_mul(axis.size).ok_or_else(|| {
                 Error::mesh(format!("product of mesh axis sizes overflows at axis \"{}\"", axis.name))

@@ -250,7 +250,10 @@ impl OpShardingRule {
         if let Some(&f) = self.reduction_factors.iter().find(|&&f| in_results[f as usize]) {
             return Err(invalid(
                 "rule-reduction-in-result",
-                format!("reduction factor {} appears in a result mapping; expected it in operands only", factor_symbol(f)),
+                format!(
+                    "reduction factor {} appears in a result mapping; expected it in operands only",
+                    factor_symbol(f)
+                ),
             ));
         }
         Ok(())
@@ -266,20 +269,34 @@ impl OpShardingRule {
     /// pad, slice, concatenate, dynamic_slice, gather, reduce_window, fft and others map
     /// dimensions of different sizes to one factor. It holds for rules built from the einsum
     /// notation, for pointwise ops, reshapes, transposes and dots.
-    pub fn validate(&self, operand_shapes: &[Option<Vec<i64>>], result_shapes: &[Option<Vec<i64>>], exact_sizes: bool) -> Result<()> {
+    pub fn validate(
+        &self,
+        operand_shapes: &[Option<Vec<i64>>],
+        result_shapes: &[Option<Vec<i64>>],
+        exact_sizes: bool,
+    ) -> Result<()> {
         self.check_local()?;
         self.validate_types(operand_shapes, result_shapes, exact_sizes)
             .map_err(|e| e.context(format!("invalid sharding rule {}", print_rule(self))))
     }
 
-    fn validate_types(&self, operand_shapes: &[Option<Vec<i64>>], result_shapes: &[Option<Vec<i64>>], exact_sizes: bool) -> Result<()> {
+    fn validate_types(
+        &self,
+        operand_shapes: &[Option<Vec<i64>>],
+        result_shapes: &[Option<Vec<i64>>],
+        exact_sizes: bool,
+    ) -> Result<()> {
         for (kind, shapes, mappings) in
             [("operand", operand_shapes, &self.operand_mappings), ("result", result_shapes, &self.result_mappings)]
         {
             if shapes.len() != mappings.len() {
                 return Err(invalid(
                     "rule-mapping-count",
-                    format!("expected one mapping per {kind}: the op has {} {kind}s, the rule has {} mappings", shapes.len(), mappings.len()),
+                    format!(
+                        "expected one mapping per {kind}: the op has {} {kind}s, the rule has {} mappings",
+                        shapes.len(),
+                        mappings.len()
+                    ),
                 ));
             }
             if mappings.is_empty() {
@@ -301,7 +318,9 @@ impl OpShardingRule {
                     None => {
                         return Err(invalid(
                             "rule-not-static-tensor",
-                            format!("{what}: expected a statically shaped tensor, got a value that is not a ranked tensor"),
+                            format!(
+                                "{what}: expected a statically shaped tensor, got a value that is not a ranked tensor"
+                            ),
                         ))
                     }
                 };
@@ -320,8 +339,10 @@ impl OpShardingRule {
                     for (d, (&size, dim)) in shape.iter().zip(mapping).enumerate() {
                         let product = dim.iter().try_fold(1i64, |p, &f| p.checked_mul(self.factor_sizes[f as usize]));
                         if product != Some(size) {
-                            let sizes: Vec<String> =
-                                dim.iter().map(|&f| format!("{}={}", factor_symbol(f), self.factor_sizes[f as usize])).collect();
+                            let sizes: Vec<String> = dim
+                                .iter()
+                                .map(|&f| format!("{}={}", factor_symbol(f), self.factor_sizes[f as usize]))
+                                .collect();
                             return Err(invalid(
                                 "rule-dim-size",
                                 format!(
@@ -346,7 +367,8 @@ impl OpShardingRule {
 }
 
 fn check_special(name: &str, list: &[i64], num_factors: usize) -> Result<()> {
-    let symbols = || list.iter().map(|&f| if f >= 0 { factor_symbol(f) } else { f.to_string() }).collect::<Vec<_>>().join(", ");
+    let symbols =
+        || list.iter().map(|&f| if f >= 0 { factor_symbol(f) } else { f.to_string() }).collect::<Vec<_>>().join(", ");
     if let Some(&f) = list.iter().find(|&&f| f < 0 || f as usize >= num_factors) {
         return Err(invalid(
             "rule-special-out-of-range",
@@ -356,10 +378,16 @@ fn check_special(name: &str, list: &[i64], num_factors: usize) -> Result<()> {
     let mut sorted = list.to_vec();
     sorted.sort_unstable();
     if sorted.windows(2).any(|w| w[0] == w[1]) {
-        return Err(invalid("rule-special-duplicate", format!("{name} factors: expected each factor once, got {{{}}}", symbols())));
+        return Err(invalid(
+            "rule-special-duplicate",
+            format!("{name} factors: expected each factor once, got {{{}}}", symbols()),
+        ));
     }
     if !list.windows(2).all(|w| w[0] < w[1]) {
-        return Err(invalid("rule-special-unsorted", format!("{name} factors: expected them sorted by index, got {{{}}}", symbols())));
+        return Err(invalid(
+            "rule-special-unsorted",
+            format!("{name} factors: expected them sorted by index, got {{{}}}", symbols()),
+        ));
     }
     Ok(())
 }

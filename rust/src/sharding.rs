@@ -14,8 +14,8 @@ use std::collections::{HashMap, HashSet};
 
 use crate::axis::AxisRef;
 use crate::error::{Error, Result};
-use crate::name::Name;
 use crate::mesh::Mesh;
+use crate::name::Name;
 
 /// The sharding of one tensor dimension: axes major to minor, open (`?`) or closed, and an
 /// optional priority `pN` (0 is the highest).
@@ -38,9 +38,9 @@ impl DimSharding {
     pub fn shard_count(&self, mesh: &Mesh) -> Result<i64> {
         let mut n: i64 = 1;
         for a in &self.axes {
-            n = n.checked_mul(a.size(mesh)?).ok_or_else(|| {
-                Error::invariant("duplicate-axis", "product of a dimension's axis sizes overflows")
-            })?;
+            n = n
+                .checked_mul(a.size(mesh)?)
+                .ok_or_else(|| Error::invariant("duplicate-axis", "product of a dimension's axis sizes overflows"))?;
         }
         Ok(n)
     }
@@ -140,7 +140,8 @@ impl TensorSharding {
     /// Invariants that need no mesh: priorities, sub-axis sizes and exact duplicates. Cheap;
     /// run on construction and parsing.
     pub fn check_local(&self) -> Result<()> {
-        self.check_local_inner().map_err(|e| e.context(format!("invalid sharding {}", crate::text::print_sharding(self))))
+        self.check_local_inner()
+            .map_err(|e| e.context(format!("invalid sharding {}", crate::text::print_sharding(self))))
     }
 
     fn check_local_inner(&self) -> Result<()> {
@@ -168,7 +169,8 @@ impl TensorSharding {
     /// exhausted (without the minor-most axis the product of axis sizes must be smaller than
     /// the dimension size whenever the full product exceeds it).
     pub fn validate(&self, mesh: &Mesh, shape: Option<&[i64]>, user: bool) -> Result<()> {
-        self.validate_inner(mesh, shape, user).map_err(|e| e.context(format!("invalid sharding {}", crate::text::print_sharding(self))))
+        self.validate_inner(mesh, shape, user)
+            .map_err(|e| e.context(format!("invalid sharding {}", crate::text::print_sharding(self))))
     }
 
     fn validate_inner(&self, mesh: &Mesh, shape: Option<&[i64]>, user: bool) -> Result<()> {
@@ -263,7 +265,10 @@ impl TensorSharding {
     pub fn device_ranges(&self, mesh: &Mesh, shape: &[i64], device: i64) -> Result<Vec<Range>> {
         self.validate(mesh, Some(shape), false)?;
         if let Some(i) = shape.iter().position(|&s| s == DYNAMIC) {
-            return Err(invalid("dynamic-dim", format!("dim {i} of shape {shape:?} is dynamic: its ranges are unknown")));
+            return Err(invalid(
+                "dynamic-dim",
+                format!("dim {i} of shape {shape:?} is dynamic: its ranges are unknown"),
+            ));
         }
         let pos = mesh.position_of(device)?;
         if mesh.is_maximal() {

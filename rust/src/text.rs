@@ -214,7 +214,10 @@ impl Lexer<'_> {
         loop {
             match bytes.get(i) {
                 None | Some(b'\n') => {
-                    return Err(Error::parse(start, format!("unterminated string starting at offset {start} of {:?}", self.src)))
+                    return Err(Error::parse(
+                        start,
+                        format!("unterminated string starting at offset {start} of {:?}", self.src),
+                    ))
                 }
                 Some(b'"') => break,
                 Some(b'\\') => {
@@ -229,7 +232,12 @@ impl Lexer<'_> {
                                 out.push((h * 16 + l) as u8);
                                 i += 1;
                             }
-                            _ => return Err(Error::parse(i, format!("bad escape in string at offset {i} of {:?}", self.src))),
+                            _ => {
+                                return Err(Error::parse(
+                                    i,
+                                    format!("bad escape in string at offset {i} of {:?}", self.src),
+                                ))
+                            }
                         },
                     }
                     i += 2;
@@ -253,7 +261,11 @@ impl Lexer<'_> {
         let r = self.rest();
         let mut len = 0;
         for (i, c) in r.char_indices() {
-            let ok = if i == 0 { c.is_ascii_alphabetic() || c == '_' } else { c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '.') };
+            let ok = if i == 0 {
+                c.is_ascii_alphabetic() || c == '_'
+            } else {
+                c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '.')
+            };
             if !ok {
                 break;
             }

@@ -36,7 +36,10 @@ fn to_hlo_examples() {
         assert_eq!(to_hlo(&parse_sharding(s).unwrap(), &mesh).unwrap(), want, "{s}");
     }
     let ordered = m(r#"<["x"=2, "y"=2], device_ids=[0, 2, 1, 3]>"#);
-    assert_eq!(to_hlo(&parse_sharding(r#"<@m, [{"x"}, {"y"}]>"#).unwrap(), &ordered).unwrap(), "{devices=[2,2]0,2,1,3}");
+    assert_eq!(
+        to_hlo(&parse_sharding(r#"<@m, [{"x"}, {"y"}]>"#).unwrap(), &ordered).unwrap(),
+        "{devices=[2,2]0,2,1,3}"
+    );
     assert_eq!(to_hlo(&parse_sharding("<@m, []>").unwrap(), &Mesh::maximal(3).unwrap()).unwrap(), "{maximal device=3}");
 }
 
@@ -71,14 +74,23 @@ fn from_hlo_derives_a_mesh() {
 #[test]
 fn from_hlo_errors() {
     let mesh = m(r#"<["x"=2, "y"=3]>"#);
-    for (text, rank) in [("{manual}", 1), ("{{replicated}, {replicated}}", 1), ("{devices=[2,3]<=[6]}", 1), ("{unreduced}", 1)] {
+    for (text, rank) in
+        [("{manual}", 1), ("{{replicated}, {replicated}}", 1), ("{devices=[2,3]<=[6]}", 1), ("{unreduced}", 1)]
+    {
         let e = from_hlo(text, rank, None, None).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Conversion, "{text}: {e}");
     }
     // A device order the mesh cannot express: pairs across the size-3 axis.
     let e = from_hlo("{devices=[2,3]0,2,4,1,3,5}", 2, Some(&mesh), None).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Conversion, "{e}");
-    for text in ["{devices=[2]<=[3]}", "{devices=[2]0}", "{devices=[2]<=[2]T(0,0)}", "{bogus}", "{devices=[99999999,99999999]<=[8]}", "{devices=[2]<=[4294967296,4294967296]}"] {
+    for text in [
+        "{devices=[2]<=[3]}",
+        "{devices=[2]0}",
+        "{devices=[2]<=[2]T(0,0)}",
+        "{bogus}",
+        "{devices=[99999999,99999999]<=[8]}",
+        "{devices=[2]<=[4294967296,4294967296]}",
+    ] {
         assert!(matches!(from_hlo(text, 1, None, None).unwrap_err().kind, ErrorKind::Parse { .. }), "{text}");
     }
 }

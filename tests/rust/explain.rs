@@ -5,7 +5,8 @@
 use shardwise::propagation::debug::{EdgeNode, EdgeNodeKind};
 use shardwise::propagation::explain::{diagnose, ConflictReason, StepConflict, StrategyTag, VisitInfo};
 use shardwise::propagation::{
-    AggressiveFactorPropagation, BasicFactorPropagation, FactorPropagation, OpInfo, PropagationDirection, ShardingProjection,
+    AggressiveFactorPropagation, BasicFactorPropagation, FactorPropagation, OpInfo, PropagationDirection,
+    ShardingProjection,
 };
 use shardwise::Mesh;
 
@@ -17,7 +18,13 @@ const OPERAND_0: EdgeNode = EdgeNode { kind: EdgeNodeKind::Operand, index: 0 };
 const OPERAND_1: EdgeNode = EdgeNode { kind: EdgeNodeKind::Operand, index: 1 };
 const RESULT_0: EdgeNode = EdgeNode { kind: EdgeNodeKind::Result, index: 0 };
 
-fn run(p: &ShardingProjection, sizes: &[i64], dir: PropagationDirection, strategy: StrategyTag, m: &Mesh) -> Vec<StepConflict> {
+fn run(
+    p: &ShardingProjection,
+    sizes: &[i64],
+    dir: PropagationDirection,
+    strategy: StrategyTag,
+    m: &Mesh,
+) -> Vec<StepConflict> {
     let mut after = p.clone();
     let direction = move |_: usize| dir;
     let s: &dyn FactorPropagation = match strategy {
@@ -38,14 +45,20 @@ fn run(p: &ShardingProjection, sizes: &[i64], dir: PropagationDirection, strateg
 }
 
 fn find(cs: &[StepConflict], target: EdgeNode, axis: &str) -> StepConflict {
-    cs.iter().find(|c| c.target == target && c.axes[0] == ax(axis)).cloned().unwrap_or_else(|| panic!("no conflict for {axis} at {target}: {cs:?}"))
+    cs.iter()
+        .find(|c| c.target == target && c.axes[0] == ax(axis))
+        .cloned()
+        .unwrap_or_else(|| panic!("no conflict for {axis} at {target}: {cs:?}"))
 }
 
 #[test]
 fn operands_disagreeing_on_a_factor() {
     let m = mesh("\"a\"=2, \"b\"=2");
     // A dot's contracting factor 0: the lhs has "a", the rhs "b"; the result lacks it.
-    let p = ShardingProjection::new(vec![tensor([(0, open("a"))]), tensor([(0, open("b"))])], vec![tensor([(1, open(""))])]);
+    let p = ShardingProjection::new(
+        vec![tensor([(0, open("a"))]), tensor([(0, open("b"))])],
+        vec![tensor([(1, open(""))])],
+    );
     for strategy in [StrategyTag::Basic, StrategyTag::Aggressive] {
         let cs = run(&p, &[4, 4], PropagationDirection::Both, strategy, &m);
         let c = find(&cs, OPERAND_1, "a");

@@ -29,7 +29,12 @@ fn bits(up: &UpdateTensorShardings) -> (Vec<usize>, Vec<usize>) {
 }
 
 /// Runs `strategy` with all factor sizes 1, no mesh, not conservative, no op.
-fn run(strategy: &dyn FactorPropagation, p: &mut ShardingProjection, num_factors: usize, dir: &dyn Fn(usize) -> Dir) -> (Vec<usize>, Vec<usize>) {
+fn run(
+    strategy: &dyn FactorPropagation,
+    p: &mut ShardingProjection,
+    num_factors: usize,
+    dir: &dyn Fn(usize) -> Dir,
+) -> (Vec<usize>, Vec<usize>) {
     bits(&strategy.propagate_factor_shardings(p, dir, &vec![1; num_factors], None, false, OpInfo::default()).unwrap())
 }
 
@@ -159,7 +164,9 @@ fn basic_minor_most_factor_need_not_divide() {
         ([4, 1], tensor([(0, open("")), (1, open("c").minor_most())])),
     ] {
         let mut p = ShardingProjection::new(vec![operand.clone()], vec![before.clone()]);
-        let up = BasicFactorPropagation.propagate_factor_shardings(&mut p, &both, &sizes, Some(&m), false, OpInfo::default()).unwrap();
+        let up = BasicFactorPropagation
+            .propagate_factor_shardings(&mut p, &both, &sizes, Some(&m), false, OpInfo::default())
+            .unwrap();
         assert_eq!(bits(&up), (vec![], vec![0]), "sizes {sizes:?}");
         assert_eq!(p, ShardingProjection::new(vec![operand.clone()], vec![after]), "sizes {sizes:?}");
     }
@@ -222,7 +229,9 @@ fn basic_conservative_propagation_stops_at_sub_axes() {
         vec![tensor([(0, open("a b:(1)2 c")), (1, open("b:(2)4"))])],
         vec![tensor([(0, open("")), (1, open(""))])],
     );
-    let up = BasicFactorPropagation.propagate_factor_shardings(&mut p, &both, &[1, 1], None, true, OpInfo::default()).unwrap();
+    let up = BasicFactorPropagation
+        .propagate_factor_shardings(&mut p, &both, &[1, 1], None, true, OpInfo::default())
+        .unwrap();
     assert_eq!(bits(&up), (vec![], vec![0]));
     assert_eq!(p.results[0], tensor([(0, open("a")), (1, open(""))]));
 }
@@ -230,15 +239,15 @@ fn basic_conservative_propagation_stops_at_sub_axes() {
 #[test]
 fn basic_splits_an_axis_to_keep_a_non_minor_most_factor_divisible() {
     let m = mesh(r#""x"=4"#);
-    let fresh = || {
-        ShardingProjection::new(vec![tensor([(0, open("x").minor_most())])], vec![tensor([(0, open(""))])])
-    };
+    let fresh = || ShardingProjection::new(vec![tensor([(0, open("x").minor_most())])], vec![tensor([(0, open(""))])]);
     let mut p = fresh();
     BasicFactorPropagation.propagate_factor_shardings(&mut p, &both, &[2], Some(&m), false, OpInfo::default()).unwrap();
     assert_eq!(p.results[0], tensor([(0, open("x:(1)2"))]));
     // Conservatively, the sub-axis is not propagated.
     let mut p = fresh();
-    let up = BasicFactorPropagation.propagate_factor_shardings(&mut p, &both, &[2], Some(&m), true, OpInfo::default()).unwrap();
+    let up = BasicFactorPropagation
+        .propagate_factor_shardings(&mut p, &both, &[2], Some(&m), true, OpInfo::default())
+        .unwrap();
     assert!(!up.any());
 }
 
@@ -366,7 +375,8 @@ fn aggressive_propagates_along_the_allowed_factors_only() {
     let factor1_sharded = tensor([(0, open("")), (1, open("a"))]);
     let replicated = tensor([(0, open("")), (1, open(""))]);
     let check = |dir: &dyn Fn(usize) -> Dir, expected_result: &TensorFactorShardings| {
-        let mut p = ShardingProjection::new(vec![factor0_sharded.clone(), factor1_sharded.clone()], vec![replicated.clone()]);
+        let mut p =
+            ShardingProjection::new(vec![factor0_sharded.clone(), factor1_sharded.clone()], vec![replicated.clone()]);
         assert_eq!(run(&AggressiveFactorPropagation, &mut p, 2, dir), (vec![], vec![0]));
         let expected = ShardingProjection::new(
             vec![factor0_sharded.clone(), factor1_sharded.clone()],
@@ -415,7 +425,9 @@ fn aggressive_elementwise_prefers_the_more_sharded_factor() {
     // Both sources have the same size; by default factor 0 (the first source) wins "x", as an
     // elementwise op factor 1 wins, being sharded 4 ways rather than 2.
     let mut p = fresh();
-    AggressiveFactorPropagation.propagate_factor_shardings(&mut p, &both, &[4, 4], Some(&m), false, OpInfo::default()).unwrap();
+    AggressiveFactorPropagation
+        .propagate_factor_shardings(&mut p, &both, &[4, 4], Some(&m), false, OpInfo::default())
+        .unwrap();
     assert_eq!(p.results[0], tensor([(0, open("x").minor_most()), (1, open("").minor_most())]));
     let mut p = fresh();
     AggressiveFactorPropagation
@@ -432,7 +444,9 @@ fn aggressive_prefers_the_larger_source_tensor() {
         vec![tensor([(0, open("a").minor_most())]), tensor([(1, open("a").minor_most())])],
         vec![tensor([(0, open("").minor_most()), (1, open("").minor_most())])],
     );
-    AggressiveFactorPropagation.propagate_factor_shardings(&mut p, &both, &[2, 8], None, false, OpInfo::default()).unwrap();
+    AggressiveFactorPropagation
+        .propagate_factor_shardings(&mut p, &both, &[2, 8], None, false, OpInfo::default())
+        .unwrap();
     assert_eq!(p.results[0], tensor([(0, open("").minor_most()), (1, open("a").minor_most())]));
 }
 
@@ -448,7 +462,9 @@ fn propagation_through_a_projection_built_from_shardings() {
     let t2 = parse_sharding(r#"<@mesh, [{?}, {"c", "e", ?}, {?}]>"#).unwrap();
     for strategy in [&BasicFactorPropagation as &dyn FactorPropagation, &AggressiveFactorPropagation] {
         let mut p = ShardingProjection::build(&[Some(&t0), Some(&t1)], &[Some(&t2)], &rule, &m, false).unwrap();
-        let up = strategy.propagate_factor_shardings(&mut p, &both, &rule.factor_sizes, Some(&m), false, OpInfo::default()).unwrap();
+        let up = strategy
+            .propagate_factor_shardings(&mut p, &both, &rule.factor_sizes, Some(&m), false, OpInfo::default())
+            .unwrap();
         assert_eq!(bits(&up), (vec![0], vec![0]));
         let (ops, res) = p.to_tensor_shardings(&rule, &MeshRef::Named("mesh".into()), &m).unwrap();
         let texts: Vec<String> = ops.iter().chain(&res).map(print_sharding).collect();
@@ -472,7 +488,9 @@ fn blocked_factors_do_not_propagate() {
     let m = mesh(r#""a"=2, "b"=2"#);
     let s: TensorSharding = parse_sharding(r#"<@mesh, [{"a", ?}, {"b", ?}]>"#).unwrap();
     let mut p = ShardingProjection::build(&[Some(&s)], &[None], &rule, &m, false).unwrap();
-    BasicFactorPropagation.propagate_factor_shardings(&mut p, &dir, &rule.factor_sizes, Some(&m), false, OpInfo::default()).unwrap();
+    BasicFactorPropagation
+        .propagate_factor_shardings(&mut p, &dir, &rule.factor_sizes, Some(&m), false, OpInfo::default())
+        .unwrap();
     assert_eq!(p.results[0].get(0).unwrap().axes, axes("a"));
     assert_eq!(p.results[0].get(1).unwrap().axes, axes(""));
 }
@@ -481,7 +499,8 @@ fn blocked_factors_do_not_propagate() {
 fn errors_instead_of_panics() {
     let mut p = ShardingProjection::new(vec![tensor([(3, open("a"))])], vec![tensor([(3, open(""))])]);
     for strategy in [&BasicFactorPropagation as &dyn FactorPropagation, &AggressiveFactorPropagation] {
-        let e = strategy.propagate_factor_shardings(&mut p, &both, &[1, 1], None, false, OpInfo::default()).unwrap_err();
+        let e =
+            strategy.propagate_factor_shardings(&mut p, &both, &[1, 1], None, false, OpInfo::default()).unwrap_err();
         assert_eq!(e.rule(), Some("propagation-factor-out-of-range"), "{}", e.message);
     }
     // Sizing a full axis needs a mesh (elementwise ordering does).
@@ -492,7 +511,9 @@ fn errors_instead_of_panics() {
     // An axis the mesh lacks, where divisibility must be checked.
     let m = mesh(r#""b"=2"#);
     let mut q = ShardingProjection::new(vec![tensor([(0, open("a").minor_most())])], vec![tensor([(0, open(""))])]);
-    let e = BasicFactorPropagation.propagate_factor_shardings(&mut q, &both, &[4], Some(&m), false, OpInfo::default()).unwrap_err();
+    let e = BasicFactorPropagation
+        .propagate_factor_shardings(&mut q, &both, &[4], Some(&m), false, OpInfo::default())
+        .unwrap_err();
     assert_eq!(e.rule(), Some("unknown-axis"), "{}", e.message);
 }
 
@@ -542,7 +563,12 @@ fn arbitrary_inputs_never_panic() {
                 let overflow = (0..g.next(2)).map(|_| gen_axis(g)).collect();
                 t.insert(
                     f,
-                    FactorSharding { axes, closed: g.next(2) == 0, minor_most: g.next(2) == 0, overflow_axes: overflow },
+                    FactorSharding {
+                        axes,
+                        closed: g.next(2) == 0,
+                        minor_most: g.next(2) == 0,
+                        overflow_axes: overflow,
+                    },
                 );
             }
             t.replicated = (0..g.next(2)).map(|_| gen_axis(g)).collect();

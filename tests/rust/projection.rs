@@ -32,19 +32,24 @@ fn mesh_ref() -> MeshRef {
 /// Builds the projection of `operands` and `results` (sharding texts, `None` for a tensor
 /// without a sharding) and checks that projecting each tensor back gives its sharding again
 /// (a fully open one when it had none), as Shardy's test fixture does for every case.
-fn project(mesh: &Mesh, rule: &OpShardingRule, operands: &[Option<&str>], results: &[Option<&str>]) -> ShardingProjection {
+fn project(
+    mesh: &Mesh,
+    rule: &OpShardingRule,
+    operands: &[Option<&str>],
+    results: &[Option<&str>],
+) -> ShardingProjection {
     let ops: Vec<Option<TensorSharding>> = operands.iter().map(|s| s.map(sharding)).collect();
     let res: Vec<Option<TensorSharding>> = results.iter().map(|s| s.map(sharding)).collect();
     let op_refs: Vec<Option<&TensorSharding>> = ops.iter().map(Option::as_ref).collect();
     let res_refs: Vec<Option<&TensorSharding>> = res.iter().map(Option::as_ref).collect();
     let p = ShardingProjection::build(&op_refs, &res_refs, rule, mesh, false).unwrap();
     let (back_ops, back_res) = p.to_tensor_shardings(rule, &mesh_ref(), mesh).unwrap();
-    for (kind, originals, mappings, back) in [
-        ("operand", &ops, &rule.operand_mappings, &back_ops),
-        ("result", &res, &rule.result_mappings, &back_res),
-    ] {
+    for (kind, originals, mappings, back) in
+        [("operand", &ops, &rule.operand_mappings, &back_ops), ("result", &res, &rule.result_mappings, &back_res)]
+    {
         for (i, (orig, b)) in originals.iter().zip(back).enumerate() {
-            let expected = orig.clone().unwrap_or_else(|| TensorSharding::replicated(mesh_ref(), mappings[i].len(), true));
+            let expected =
+                orig.clone().unwrap_or_else(|| TensorSharding::replicated(mesh_ref(), mappings[i].len(), true));
             assert_eq!(print_sharding(b), print_sharding(&expected), "{kind} {i} does not round-trip");
             assert_eq!(*b, expected);
         }
@@ -127,12 +132,8 @@ fn build_reshape_split_dim_axis_already_split() {
     let p = project(&m, &r, &[Some(r#"<@mesh, [{"a":(1)2, "b"}, {"a":(2)8}], replicated={"c":(2)2}>"#)], &[None]);
     assert_eq!(
         p.operands[0],
-        tensor([
-            (0, closed("a:(1)2 b").minor_most()),
-            (1, closed("a:(2)2")),
-            (2, closed("a:(4)4").minor_most()),
-        ])
-        .with_replicated(axes("c:(2)2"))
+        tensor([(0, closed("a:(1)2 b").minor_most()), (1, closed("a:(2)2")), (2, closed("a:(4)4").minor_most()),])
+            .with_replicated(axes("c:(2)2"))
     );
 }
 
@@ -183,11 +184,7 @@ fn build_factor_with_smaller_size_than_dim_overflows() {
     let p = project(&m, &r, &[Some(r#"<@mesh, [{"a", ?}, {"c", ?}, {"b", "d":(2)2, "e"}]>"#)], &[None]);
     assert_eq!(
         p.operands[0],
-        tensor([
-            (0, open("a").minor_most()),
-            (1, open("c").minor_most()),
-            (2, closed("b d:(2)2 e").minor_most()),
-        ])
+        tensor([(0, open("a").minor_most()), (1, open("c").minor_most()), (2, closed("b d:(2)2 e").minor_most()),])
     );
 }
 
@@ -216,10 +213,7 @@ fn build_reshape_minor_most_factor_overflows_size_one_axes() {
 fn build_reshape_non_minor_most_factor_non_divisible() {
     let m = mesh(r#""a"=3"#);
     let p = project(&m, &rule(RESHAPE_16_TO_4X4), &[Some(r#"<@mesh, [{"a", ?}]>"#)], &[None]);
-    assert_eq!(
-        p.operands[0],
-        tensor([(0, open("").with_overflow(axes("a"))), (1, closed("").minor_most())])
-    );
+    assert_eq!(p.operands[0], tensor([(0, open("").with_overflow(axes("a"))), (1, closed("").minor_most())]));
 }
 
 #[test]
@@ -236,10 +230,7 @@ fn build_reshape_non_minor_most_factor_non_divisible_sub_axis() {
 fn build_reshape_non_minor_most_factor_non_divisible_multiple_axes() {
     let m = mesh(r#""a"=2, "b"=3"#);
     let p = project(&m, &rule(RESHAPE_16_TO_4X4), &[Some(r#"<@mesh, [{"a", "b"}]>"#)], &[None]);
-    assert_eq!(
-        p.operands[0],
-        tensor([(0, closed("a").with_overflow(axes("b"))), (1, closed("").minor_most())])
-    );
+    assert_eq!(p.operands[0], tensor([(0, closed("a").with_overflow(axes("b"))), (1, closed("").minor_most())]));
     assert_eq!(p.results[0], tensor([(0, open("").minor_most()), (1, open("").minor_most())]));
 }
 
@@ -306,10 +297,7 @@ fn expand_sharding_dot_general() {
     let mut p = project(
         &m,
         &r,
-        &[
-            Some(r#"<@mesh, [{"a", "b"}, {"c", ?}]>"#),
-            Some(r#"<@mesh, [{"e"}, {"d", ?}], replicated={"f":(2)2}>"#),
-        ],
+        &[Some(r#"<@mesh, [{"a", "b"}, {"c", ?}]>"#), Some(r#"<@mesh, [{"e"}, {"d", ?}], replicated={"f":(2)2}>"#)],
         &[Some(r#"<@mesh, [{"a", "b":(1)2, ?}, {"d", "f", ?}]>"#)],
     );
     // Factor 0: the lhs already has ["a", "b"]; the rhs lacks the factor; the result's
@@ -341,10 +329,19 @@ fn axis_list_prefix_statuses() {
     }
     let strict = [("", "a"), ("a", "a b"), ("a:(1)4", "a b"), ("a b:(1)2", "a b"), ("a b:(1)2", "a b:(1)8")];
     for (prefix, longer) in strict {
-        assert_eq!(axis_list_prefix_status(&axes(prefix), &axes(longer)), PrefixStatus::StrictPrefix, "{prefix} / {longer}");
-        assert_eq!(axis_list_prefix_status(&axes(longer), &axes(prefix)), PrefixStatus::NotAPrefix, "{longer} / {prefix}");
+        assert_eq!(
+            axis_list_prefix_status(&axes(prefix), &axes(longer)),
+            PrefixStatus::StrictPrefix,
+            "{prefix} / {longer}"
+        );
+        assert_eq!(
+            axis_list_prefix_status(&axes(longer), &axes(prefix)),
+            PrefixStatus::NotAPrefix,
+            "{longer} / {prefix}"
+        );
     }
-    let unrelated = [("a", "b"), ("a", "b:(1)2"), ("a b", "a c"), ("a b", "b a"), ("a b:(2)4", "a b"), ("a", "a:(1)4 b")];
+    let unrelated =
+        [("a", "b"), ("a", "b:(1)2"), ("a b", "a c"), ("a b", "b a"), ("a b:(2)4", "a b"), ("a", "a:(1)4 b")];
     for (x, y) in unrelated {
         assert_eq!(axis_list_prefix_status(&axes(x), &axes(y)), PrefixStatus::NotAPrefix, "{x} / {y}");
         assert_eq!(axis_list_prefix_status(&axes(y), &axes(x)), PrefixStatus::NotAPrefix, "{y} / {x}");
@@ -358,7 +355,10 @@ fn to_tensor_sharding_merges_consecutive_sub_axes() {
     let m = mesh(r#""a"=8, "b"=2, "c"=2"#);
     let r = rule(RESHAPE_4X4_TO_16);
     let t = tensor([(0, open("b a:(2)2")), (1, open("a:(4)2"))]).with_replicated(axes("c"));
-    assert_eq!(back(&t, &r.result_mappings[0], &r, &m), r#"#sdy.sharding<@mesh, [{"b", "a":(2)4, ?}], replicated={"c"}>"#);
+    assert_eq!(
+        back(&t, &r.result_mappings[0], &r, &m),
+        r#"#sdy.sharding<@mesh, [{"b", "a":(2)4, ?}], replicated={"c"}>"#
+    );
 }
 
 #[test]
@@ -375,7 +375,10 @@ fn to_tensor_sharding_non_minor_most_factor_fully_sharded() {
     let m = mesh(r#""a"=2, "b"=2, "c"=4, "d"=2"#);
     let r = rule(RESHAPE_4X4_TO_16);
     let t = tensor([(0, open("a b")), (1, open("c"))]).with_replicated(axes("d"));
-    assert_eq!(back(&t, &r.result_mappings[0], &r, &m), r#"#sdy.sharding<@mesh, [{"a", "b", "c", ?}], replicated={"d"}>"#);
+    assert_eq!(
+        back(&t, &r.result_mappings[0], &r, &m),
+        r#"#sdy.sharding<@mesh, [{"a", "b", "c", ?}], replicated={"d"}>"#
+    );
 }
 
 #[test]

@@ -28,7 +28,6 @@ fn texts(m: &str, shape: &[i64], src: &str, tgt: &str) -> Vec<String> {
     plan_of(m, shape, src, tgt).steps.iter().map(|s| s.text()).collect()
 }
 
-
 /// (mesh, shape, source, target, expected steps).
 type Case<'a> = (&'a str, &'a [i64], &'a str, &'a str, &'a [&'a str]);
 
@@ -39,51 +38,157 @@ const M3: &str = r#"["x"=2, "y"=2, "z"=2]"#;
 #[test]
 fn same_collectives_as_shardy() {
     let cases: &[Case<'_>] = &[
-        (r#"["x"=2, "y"=2]"#, &[16, 8], r#"[{"y"}, {"x"}]"#, r#"[{"y"}, {}]"#, &[r#"sdy.all_gather [{}, {"x"}] out_sharding=<@mesh, [{"y"}, {}]>"#]),
-        (M3, &[16, 8], r#"[{"x", "y", "z"}, {}]"#, r#"[{"x"}, {}]"#, &[r#"sdy.all_gather [{"y", "z"}, {}] out_sharding=<@mesh, [{"x"}, {}]>"#]),
-        (r#"["x"=2, "y"=8]"#, &[16, 8], r#"[{"y"}, {"x"}]"#, r#"[{"y":(1)4}, {"x"}]"#, &[r#"sdy.all_gather [{"y":(4)2}, {}] out_sharding=<@mesh, [{"y":(1)4}, {"x"}]>"#]),
-        (M3, &[16, 8], r#"[{}, {}]"#, r#"[{"x"}, {"y", "z"}]"#, &[r#"sdy.all_slice [{"x"}, {"y", "z"}] out_sharding=<@mesh, [{"x"}, {"y", "z"}]>"#]),
-        (M3, &[16, 8, 8], r#"[{"x"}, {"y"}, {}]"#, r#"[{}, {"y"}, {"x"}]"#, &[r#"sdy.all_to_all [{"x"}: 0->2] out_sharding=<@mesh, [{}, {"y"}, {"x"}]>"#]),
-        (M3, &[16, 8], r#"[{"x", "z"}, {"y"}]"#, r#"[{"x"}, {"y", "z"}]"#, &[r#"sdy.all_to_all [{"z"}: 0->1] out_sharding=<@mesh, [{"x"}, {"y", "z"}]>"#]),
-        (M3, &[16, 8, 8], r#"[{"y"}, {"x"}, {}]"#, r#"[{}, {}, {"x", "y"}]"#, &[
-            r#"sdy.all_to_all [{"x"}: 1->2] out_sharding=<@mesh, [{"y"}, {}, {"x"}]>"#,
-            r#"sdy.all_to_all [{"y"}: 0->2] out_sharding=<@mesh, [{}, {}, {"x", "y"}]>"#,
-        ]),
-        (r#"["x"=4, "y"=2, "z"=4]"#, &[16, 8, 8], r#"[{"x"}, {"z", "y"}, {}]"#, r#"[{"x", "z":(2)2}, {}, {"y"}]"#, &[
-            r#"sdy.all_to_all [{"y"}: 1->2] out_sharding=<@mesh, [{"x"}, {"z"}, {"y"}]>"#,
-            r#"sdy.all_to_all [{"z":(2)2}: 1->0] out_sharding=<@mesh, [{"x", "z":(2)2}, {"z":(1)2}, {"y"}]>"#,
-            r#"sdy.all_gather [{}, {"z":(1)2}, {}] out_sharding=<@mesh, [{"x", "z":(2)2}, {}, {"y"}]>"#,
-        ]),
-        (r#"["x"=2, "y"=2, "z"=2, "w"=4]"#, &[16, 8], r#"[{}, {"w":(1)2}]"#, r#"[{"w"}, {}]"#, &[
-            r#"sdy.all_slice [{}, {"w":(2)2}] out_sharding=<@mesh, [{}, {"w"}]>"#,
-            r#"sdy.all_to_all [{"w"}: 1->0] out_sharding=<@mesh, [{"w"}, {}]>"#,
-        ]),
-        (M3, &[16, 8], r#"[{}, {"x"}]"#, r#"[{"x", "y"}, {"z"}]"#, &[
-            r#"sdy.all_slice [{"y", "z"}, {}] out_sharding=<@mesh, [{"y", "z"}, {"x"}]>"#,
-            r#"sdy.collective_permute out_sharding=<@mesh, [{"x", "y"}, {"z"}]>"#,
-        ]),
-        (M3, &[16, 8], r#"[{"z"}, {"y"}]"#, r#"[{"z"}, {"x"}]"#, &[r#"sdy.collective_permute out_sharding=<@mesh, [{"z"}, {"x"}]>"#]),
-        (M3, &[16, 8], r#"[{"x", "y"}, {}]"#, r#"[{"z"}, {}]"#, &[
-            r#"sdy.collective_permute out_sharding=<@mesh, [{"z", "y"}, {}]>"#,
-            r#"sdy.all_gather [{"y"}, {}] out_sharding=<@mesh, [{"z"}, {}]>"#,
-        ]),
-        (r#"["x"=2, "y"=2]"#, &[16, 8], r#"[{"x"}, {}]"#, r#"[{}, {"y"}]"#, &[
-            r#"sdy.all_slice [{}, {"y"}] out_sharding=<@mesh, [{"x"}, {"y"}]>"#,
-            r#"sdy.all_gather [{"x"}, {}] out_sharding=<@mesh, [{}, {"y"}]>"#,
-        ]),
-        (r#"["x"=2, "y"=2]"#, &[16, 8], r#"[{"x"}, {"y"}]"#, r#"[{"y"}, {"x"}]"#, &[r#"sdy.collective_permute out_sharding=<@mesh, [{"y"}, {"x"}]>"#]),
-        (r#"["x"=4, "y"=2, "z"=4]"#, &[16, 8], r#"[{"x", "y"}, {"z"}]"#, r#"[{"y", "x"}, {"z"}]"#, &[r#"sdy.collective_permute out_sharding=<@mesh, [{"y", "x"}, {"z"}]>"#]),
-        (M3, &[16, 8], r#"[{"y", "x", "z"}, {}]"#, r#"[{"z"}, {}]"#, &[
-            r#"sdy.collective_permute out_sharding=<@mesh, [{"z", "x", "y"}, {}]>"#,
-            r#"sdy.all_gather [{"x", "y"}, {}] out_sharding=<@mesh, [{"z"}, {}]>"#,
-        ]),
-        (M3, &[16, 8], r#"[{"x"}, {"y"}]"#, r#"[{"x", "y"}, {"z"}]"#, &[
-            r#"sdy.all_slice [{"z"}, {}] out_sharding=<@mesh, [{"x", "z"}, {"y"}]>"#,
-            r#"sdy.collective_permute out_sharding=<@mesh, [{"x", "y"}, {"z"}]>"#,
-        ]),
+        (
+            r#"["x"=2, "y"=2]"#,
+            &[16, 8],
+            r#"[{"y"}, {"x"}]"#,
+            r#"[{"y"}, {}]"#,
+            &[r#"sdy.all_gather [{}, {"x"}] out_sharding=<@mesh, [{"y"}, {}]>"#],
+        ),
+        (
+            M3,
+            &[16, 8],
+            r#"[{"x", "y", "z"}, {}]"#,
+            r#"[{"x"}, {}]"#,
+            &[r#"sdy.all_gather [{"y", "z"}, {}] out_sharding=<@mesh, [{"x"}, {}]>"#],
+        ),
+        (
+            r#"["x"=2, "y"=8]"#,
+            &[16, 8],
+            r#"[{"y"}, {"x"}]"#,
+            r#"[{"y":(1)4}, {"x"}]"#,
+            &[r#"sdy.all_gather [{"y":(4)2}, {}] out_sharding=<@mesh, [{"y":(1)4}, {"x"}]>"#],
+        ),
+        (
+            M3,
+            &[16, 8],
+            r#"[{}, {}]"#,
+            r#"[{"x"}, {"y", "z"}]"#,
+            &[r#"sdy.all_slice [{"x"}, {"y", "z"}] out_sharding=<@mesh, [{"x"}, {"y", "z"}]>"#],
+        ),
+        (
+            M3,
+            &[16, 8, 8],
+            r#"[{"x"}, {"y"}, {}]"#,
+            r#"[{}, {"y"}, {"x"}]"#,
+            &[r#"sdy.all_to_all [{"x"}: 0->2] out_sharding=<@mesh, [{}, {"y"}, {"x"}]>"#],
+        ),
+        (
+            M3,
+            &[16, 8],
+            r#"[{"x", "z"}, {"y"}]"#,
+            r#"[{"x"}, {"y", "z"}]"#,
+            &[r#"sdy.all_to_all [{"z"}: 0->1] out_sharding=<@mesh, [{"x"}, {"y", "z"}]>"#],
+        ),
+        (
+            M3,
+            &[16, 8, 8],
+            r#"[{"y"}, {"x"}, {}]"#,
+            r#"[{}, {}, {"x", "y"}]"#,
+            &[
+                r#"sdy.all_to_all [{"x"}: 1->2] out_sharding=<@mesh, [{"y"}, {}, {"x"}]>"#,
+                r#"sdy.all_to_all [{"y"}: 0->2] out_sharding=<@mesh, [{}, {}, {"x", "y"}]>"#,
+            ],
+        ),
+        (
+            r#"["x"=4, "y"=2, "z"=4]"#,
+            &[16, 8, 8],
+            r#"[{"x"}, {"z", "y"}, {}]"#,
+            r#"[{"x", "z":(2)2}, {}, {"y"}]"#,
+            &[
+                r#"sdy.all_to_all [{"y"}: 1->2] out_sharding=<@mesh, [{"x"}, {"z"}, {"y"}]>"#,
+                r#"sdy.all_to_all [{"z":(2)2}: 1->0] out_sharding=<@mesh, [{"x", "z":(2)2}, {"z":(1)2}, {"y"}]>"#,
+                r#"sdy.all_gather [{}, {"z":(1)2}, {}] out_sharding=<@mesh, [{"x", "z":(2)2}, {}, {"y"}]>"#,
+            ],
+        ),
+        (
+            r#"["x"=2, "y"=2, "z"=2, "w"=4]"#,
+            &[16, 8],
+            r#"[{}, {"w":(1)2}]"#,
+            r#"[{"w"}, {}]"#,
+            &[
+                r#"sdy.all_slice [{}, {"w":(2)2}] out_sharding=<@mesh, [{}, {"w"}]>"#,
+                r#"sdy.all_to_all [{"w"}: 1->0] out_sharding=<@mesh, [{"w"}, {}]>"#,
+            ],
+        ),
+        (
+            M3,
+            &[16, 8],
+            r#"[{}, {"x"}]"#,
+            r#"[{"x", "y"}, {"z"}]"#,
+            &[
+                r#"sdy.all_slice [{"y", "z"}, {}] out_sharding=<@mesh, [{"y", "z"}, {"x"}]>"#,
+                r#"sdy.collective_permute out_sharding=<@mesh, [{"x", "y"}, {"z"}]>"#,
+            ],
+        ),
+        (
+            M3,
+            &[16, 8],
+            r#"[{"z"}, {"y"}]"#,
+            r#"[{"z"}, {"x"}]"#,
+            &[r#"sdy.collective_permute out_sharding=<@mesh, [{"z"}, {"x"}]>"#],
+        ),
+        (
+            M3,
+            &[16, 8],
+            r#"[{"x", "y"}, {}]"#,
+            r#"[{"z"}, {}]"#,
+            &[
+                r#"sdy.collective_permute out_sharding=<@mesh, [{"z", "y"}, {}]>"#,
+                r#"sdy.all_gather [{"y"}, {}] out_sharding=<@mesh, [{"z"}, {}]>"#,
+            ],
+        ),
+        (
+            r#"["x"=2, "y"=2]"#,
+            &[16, 8],
+            r#"[{"x"}, {}]"#,
+            r#"[{}, {"y"}]"#,
+            &[
+                r#"sdy.all_slice [{}, {"y"}] out_sharding=<@mesh, [{"x"}, {"y"}]>"#,
+                r#"sdy.all_gather [{"x"}, {}] out_sharding=<@mesh, [{}, {"y"}]>"#,
+            ],
+        ),
+        (
+            r#"["x"=2, "y"=2]"#,
+            &[16, 8],
+            r#"[{"x"}, {"y"}]"#,
+            r#"[{"y"}, {"x"}]"#,
+            &[r#"sdy.collective_permute out_sharding=<@mesh, [{"y"}, {"x"}]>"#],
+        ),
+        (
+            r#"["x"=4, "y"=2, "z"=4]"#,
+            &[16, 8],
+            r#"[{"x", "y"}, {"z"}]"#,
+            r#"[{"y", "x"}, {"z"}]"#,
+            &[r#"sdy.collective_permute out_sharding=<@mesh, [{"y", "x"}, {"z"}]>"#],
+        ),
+        (
+            M3,
+            &[16, 8],
+            r#"[{"y", "x", "z"}, {}]"#,
+            r#"[{"z"}, {}]"#,
+            &[
+                r#"sdy.collective_permute out_sharding=<@mesh, [{"z", "x", "y"}, {}]>"#,
+                r#"sdy.all_gather [{"x", "y"}, {}] out_sharding=<@mesh, [{"z"}, {}]>"#,
+            ],
+        ),
+        (
+            M3,
+            &[16, 8],
+            r#"[{"x"}, {"y"}]"#,
+            r#"[{"x", "y"}, {"z"}]"#,
+            &[
+                r#"sdy.all_slice [{"z"}, {}] out_sharding=<@mesh, [{"x", "z"}, {"y"}]>"#,
+                r#"sdy.collective_permute out_sharding=<@mesh, [{"x", "y"}, {"z"}]>"#,
+            ],
+        ),
     ];
     for (m, shape, src, tgt, want) in cases {
-        assert_eq!(texts(m, shape, src, tgt), want.iter().map(|s| s.to_string()).collect::<Vec<_>>(), "{src} -> {tgt} on {m}");
+        assert_eq!(
+            texts(m, shape, src, tgt),
+            want.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            "{src} -> {tgt} on {m}"
+        );
     }
 }
 

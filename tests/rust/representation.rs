@@ -1,6 +1,9 @@
 //! Representation invariants, text form and per-device view of the pure Rust core.
 
-use shardwise::text::{parse_mesh, parse_mesh_op, parse_sharding, parse_sharding_per_value, print_mesh, print_sharding, print_sharding_per_value};
+use shardwise::text::{
+    parse_mesh, parse_mesh_op, parse_sharding, parse_sharding_per_value, print_mesh, print_sharding,
+    print_sharding_per_value,
+};
 use shardwise::{AxisRef, ErrorKind, Mesh, MeshAxis, TensorSharding};
 
 fn mesh(axes: &[(&str, i64)]) -> Mesh {
@@ -61,7 +64,10 @@ fn sharding_text_round_trips() {
     }
     let pv = r#"#sdy.sharding_per_value<[<@mesh, [{"x"}]>, <@mesh, []>]>"#;
     assert_eq!(print_sharding_per_value(&parse_sharding_per_value(pv).unwrap()), pv);
-    assert_eq!(print_sharding_per_value(&parse_sharding_per_value("#sdy.sharding_per_value<[]>").unwrap()), "#sdy.sharding_per_value<[]>");
+    assert_eq!(
+        print_sharding_per_value(&parse_sharding_per_value("#sdy.sharding_per_value<[]>").unwrap()),
+        "#sdy.sharding_per_value<[]>"
+    );
     // Whitespace and comments are tolerated, output is canonical.
     let loose = "#sdy.sharding< @mesh ,[ {\"a\",\"b\",?} // c\n, {?} ]>";
     assert_eq!(print_sharding(&parse_sharding(loose).unwrap()), r#"#sdy.sharding<@mesh, [{"a", "b", ?}, {?}]>"#);

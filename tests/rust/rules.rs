@@ -2,8 +2,8 @@
 //! `verifyOpShardingRuleAttr`, the builder's semantics and JAX's einsum-like notation.
 
 use shardwise::rule::{
-    factor_symbol, parse_rule, print_rule, rule_from_einsum, EinsumOptions, EinsumSpec, FactorKind, OpShardingRule, RuleBuilder,
-    NULL_DIM,
+    factor_symbol, parse_rule, print_rule, rule_from_einsum, EinsumOptions, EinsumSpec, FactorKind, OpShardingRule,
+    RuleBuilder, NULL_DIM,
 };
 use shardwise::ErrorKind;
 
@@ -112,7 +112,9 @@ fn invariants_of_shardys_verifier() {
 fn validation_against_types() {
     let r = parse_rule(MATMUL).unwrap();
     r.validate(&shapes(&[&[8, 8], &[8, 8]]), &shapes(&[&[8, 8]]), true).unwrap();
-    let err = |o: Vec<Option<Vec<i64>>>, res: Vec<Option<Vec<i64>>>, exact: bool| r.validate(&o, &res, exact).unwrap_err().rule().unwrap();
+    let err = |o: Vec<Option<Vec<i64>>>, res: Vec<Option<Vec<i64>>>, exact: bool| {
+        r.validate(&o, &res, exact).unwrap_err().rule().unwrap()
+    };
     assert_eq!(err(shapes(&[&[8, 8]]), shapes(&[&[8, 8]]), false), "rule-mapping-count");
     assert_eq!(err(shapes(&[&[8, 8], &[8]]), shapes(&[&[8, 8]]), false), "rule-rank-mismatch");
     assert_eq!(err(shapes(&[&[8, -1], &[8, 8]]), shapes(&[&[8, 8]]), false), "rule-not-static-tensor");
@@ -132,7 +134,10 @@ fn builder_matches_shardys_semantics() {
     b.add_factor(&[0, NULL_DIM], &[0], 8, FactorKind::PassThrough, false).unwrap();
     b.add_factor(&[NULL_DIM, 1], &[1], 4, FactorKind::PassThrough, false).unwrap();
     b.add_factor(&[1, 0], &[NULL_DIM], 16, FactorKind::Reduction, false).unwrap();
-    assert_eq!(b.build().to_string(), "#sdy.op_sharding_rule<([i, k], [k, j])->([i, j]) {i=8, j=4, k=16} reduction={k}>");
+    assert_eq!(
+        b.build().to_string(),
+        "#sdy.op_sharding_rule<([i, k], [k, j])->([i, j]) {i=8, j=4, k=16} reduction={k}>"
+    );
 
     // A size-1 factor is not appended to a mapped dimension (and stays unused); the
     // all-tensor variants skip scalars; build() fills empty dimensions with size-1 factors.
@@ -148,9 +153,13 @@ fn builder_matches_shardys_semantics() {
     assert_eq!(r.check_local().unwrap_err().rule(), Some("rule-unused-factor"));
     assert_eq!(b.num_factors(), 3, "build() leaves the builder unchanged");
 
-    let e = RuleBuilder::new(&[2], &[2]).add_factor(&[0, 1], &[0], 2, FactorKind::PassThrough, false).map(|_| ()).unwrap_err();
+    let e = RuleBuilder::new(&[2], &[2])
+        .add_factor(&[0, 1], &[0], 2, FactorKind::PassThrough, false)
+        .map(|_| ())
+        .unwrap_err();
     assert_eq!(e.rule(), Some("builder-dim-count"));
-    let e = RuleBuilder::new(&[2], &[1]).add_factor_for_all(1, 2, FactorKind::PassThrough, false).map(|_| ()).unwrap_err();
+    let e =
+        RuleBuilder::new(&[2], &[1]).add_factor_for_all(1, 2, FactorKind::PassThrough, false).map(|_| ()).unwrap_err();
     assert_eq!(e.rule(), Some("builder-dim-out-of-range"));
 
     let mut b = RuleBuilder::new(&[2], &[2]);
@@ -160,16 +169,26 @@ fn builder_matches_shardys_semantics() {
         "#sdy.op_sharding_rule<([i, j])->([i, j]) {i=4, j=6} permutation={j} blocked_propagation={j}>"
     );
     let mut b = RuleBuilder::new(&[3, 0], &[3]);
-    b.add_pointwise(&[2, 3, 4], |d| if d == 2 { FactorKind::Permutation } else { FactorKind::PassThrough }, |k| k == FactorKind::Permutation)
-        .unwrap();
+    b.add_pointwise(
+        &[2, 3, 4],
+        |d| if d == 2 { FactorKind::Permutation } else { FactorKind::PassThrough },
+        |k| k == FactorKind::Permutation,
+    )
+    .unwrap();
     b.add_pointwise_if(&[5], |_| false, |_| FactorKind::PassThrough).unwrap();
     assert_eq!(
         b.build().to_string(),
         "#sdy.op_sharding_rule<([i, j, k], [])->([i, j, k]) {i=2, j=3, k=4} permutation={k} blocked_propagation={k}>"
     );
-    assert_eq!(RuleBuilder::pointwise(&[2, 0], &[2], &[3, 4]).unwrap().to_string(), "#sdy.op_sharding_rule<([i, j], [])->([i, j]) {i=3, j=4}>");
+    assert_eq!(
+        RuleBuilder::pointwise(&[2, 0], &[2], &[3, 4]).unwrap().to_string(),
+        "#sdy.op_sharding_rule<([i, j], [])->([i, j]) {i=3, j=4}>"
+    );
     assert!(RuleBuilder::pointwise(&[3], &[2], &[3, 4]).is_err());
-    assert_eq!(RuleBuilder::identity(&[2, 5], 2, 1).to_string(), "#sdy.op_sharding_rule<([i, j], [i, j])->([i, j]) {i=2, j=5}>");
+    assert_eq!(
+        RuleBuilder::identity(&[2, 5], 2, 1).to_string(),
+        "#sdy.op_sharding_rule<([i, j], [i, j])->([i, j]) {i=2, j=5}>"
+    );
 }
 
 fn opts(reduction: &[&str], sizes: &[(&str, i64)]) -> EinsumOptions {
@@ -183,17 +202,33 @@ fn opts(reduction: &[&str], sizes: &[(&str, i64)]) -> EinsumOptions {
 #[test]
 fn einsum_notation_like_jax() {
     let r = rule_from_einsum("i j, j k -> i k", opts(&["j"], &[]), &[vec![8, 16], vec![16, 4]], &[vec![8, 4]]).unwrap();
-    assert_eq!(r.to_string(), "#sdy.op_sharding_rule<([i, j], [j, k])->([i, k]) {i=8, j=16, k=4} reduction={j}, custom>");
-    let r = rule_from_einsum("... i j, ... j k -> ... i k", opts(&[], &[]), &[vec![2, 3, 4], vec![2, 4, 5]], &[vec![2, 3, 5]]).unwrap();
-    assert_eq!(r.to_string(), "#sdy.op_sharding_rule<([i, j, k], [i, k, l])->([i, j, l]) {i=2, j=3, k=4, l=5}, custom>");
-    let r = rule_from_einsum("(a b) c -> c (b a)", opts(&[], &[("a", 2), ("b", 3)]), &[vec![6, 4]], &[vec![4, 6]]).unwrap();
+    assert_eq!(
+        r.to_string(),
+        "#sdy.op_sharding_rule<([i, j], [j, k])->([i, k]) {i=8, j=16, k=4} reduction={j}, custom>"
+    );
+    let r = rule_from_einsum(
+        "... i j, ... j k -> ... i k",
+        opts(&[], &[]),
+        &[vec![2, 3, 4], vec![2, 4, 5]],
+        &[vec![2, 3, 5]],
+    )
+    .unwrap();
+    assert_eq!(
+        r.to_string(),
+        "#sdy.op_sharding_rule<([i, j, k], [i, k, l])->([i, j, l]) {i=2, j=3, k=4, l=5}, custom>"
+    );
+    let r =
+        rule_from_einsum("(a b) c -> c (b a)", opts(&[], &[("a", 2), ("b", 3)]), &[vec![6, 4]], &[vec![4, 6]]).unwrap();
     assert_eq!(r.to_string(), "#sdy.op_sharding_rule<([ij, k])->([k, ji]) {i=2, j=3, k=4}, custom>");
     let r = rule_from_einsum("i -> i", opts(&[], &[]), &[vec![8]], &[vec![4]]).unwrap();
     assert_eq!(r.factor_sizes, vec![4], "the smallest size wins");
     let spec = EinsumSpec::parse("...1 x, ...2 y -> ...1 x y", EinsumOptions::default()).unwrap();
     assert_eq!(spec.operands[0].batching.as_deref(), Some("1"));
     let r = spec.build(&[vec![2, 3, 4], vec![5, 6]], &[vec![2, 3, 4, 6]]).unwrap();
-    assert_eq!(r.to_string(), "#sdy.op_sharding_rule<([i, j, k], [l, m])->([i, j, k, m]) {i=2, j=3, k=4, l=5, m=6}, custom>");
+    assert_eq!(
+        r.to_string(),
+        "#sdy.op_sharding_rule<([i, j, k], [l, m])->([i, j, k, m]) {i=2, j=3, k=4, l=5, m=6}, custom>"
+    );
 
     let parse_pos = |s: &str| match EinsumSpec::parse(s, EinsumOptions::default()).unwrap_err().kind {
         ErrorKind::Parse { pos } => pos,
@@ -203,13 +238,18 @@ fn einsum_notation_like_jax() {
     assert_eq!(parse_pos("i -> (i)"), 7);
     assert_eq!(parse_pos("i ... -> i"), 2);
     assert_eq!(parse_pos("i -> 1i"), 5);
-    let rule = |s: &str, o: EinsumOptions, i: &[Vec<i64>], r: &[Vec<i64>]| rule_from_einsum(s, o, i, r).unwrap_err().rule().unwrap();
+    let rule = |s: &str, o: EinsumOptions, i: &[Vec<i64>], r: &[Vec<i64>]| {
+        rule_from_einsum(s, o, i, r).unwrap_err().rule().unwrap()
+    };
     assert_eq!(rule("(i j) -> i", opts(&[], &[]), &[vec![6]], &[vec![2]]), "einsum-missing-size");
     assert_eq!(rule("i -> i", opts(&[], &[("i", 2)]), &[vec![2]], &[vec![2]]), "einsum-inferable-size");
     assert_eq!(rule("i -> i", opts(&["k"], &[]), &[vec![2]], &[vec![2]]), "einsum-special-unknown");
     assert_eq!(rule("i j -> i", opts(&[], &[]), &[vec![2]], &[vec![2]]), "einsum-rank-mismatch");
     assert_eq!(rule("(i j) -> i j", opts(&[], &[]), &[vec![7]], &[vec![2, 3]]), "einsum-compound-size");
-    assert_eq!(rule("... i, ... i -> i", opts(&[], &[]), &[vec![2, 3], vec![4, 3]], &[vec![3]]), "einsum-batching-size");
+    assert_eq!(
+        rule("... i, ... i -> i", opts(&[], &[]), &[vec![2, 3], vec![4, 3]], &[vec![3]]),
+        "einsum-batching-size"
+    );
     assert_eq!(rule("i -> i", opts(&["i"], &[]), &[vec![2]], &[vec![2]]), "rule-reduction-in-result");
 }
 

@@ -78,7 +78,13 @@ fn exhaustive(g: &StrategyGraph) -> Option<i128> {
 }
 
 fn opts(rounds: u64) -> LocalOptions {
-    LocalOptions { time_limit: Duration::from_secs(20), seed: 7, initial: None, max_rounds: Some(rounds), ..LocalOptions::default() }
+    LocalOptions {
+        time_limit: Duration::from_secs(20),
+        seed: 7,
+        initial: None,
+        max_rounds: Some(rounds),
+        ..LocalOptions::default()
+    }
 }
 
 #[test]
@@ -153,7 +159,8 @@ fn random_small_graphs_match_exhaustive_search() {
 #[test]
 fn warm_start_is_kept_when_optimal_and_ignored_when_infeasible() {
     let g = example();
-    let r = solve_local(&g, &LocalOptions { initial: Some(vec![0, 0, 2, 1, 0]), max_rounds: Some(0), ..opts(0) }).unwrap();
+    let r =
+        solve_local(&g, &LocalOptions { initial: Some(vec![0, 0, 2, 1, 0]), max_rounds: Some(0), ..opts(0) }).unwrap();
     assert_eq!(r.assignment, vec![0, 0, 2, 1, 0]);
     // [0, 1, 1, 0, 0] peaks at 60 > 50: the least-usage start is used instead.
     let r = solve_local(&g, &LocalOptions { initial: Some(vec![0, 1, 1, 0, 0]), ..opts(100) }).unwrap();
@@ -283,7 +290,8 @@ fn pbqp_chains_and_trees_need_no_heuristic_step() {
 fn pbqp_avoids_forbidden_entries_when_possible() {
     // A triangle (one heuristic RN step) whose only allowed combination is (1, 2, 0).
     const F: i64 = 1_000_000_000_000_000_000;
-    let nodes: Vec<NodeSpec> = vec![(vec![0, 5], vec![0, 0], (0, 1)), (vec![0, 0, 0], vec![0; 3], (0, 1)), (vec![1, 9], vec![0; 2], (0, 1))];
+    let nodes: Vec<NodeSpec> =
+        vec![(vec![0, 5], vec![0, 0], (0, 1)), (vec![0, 0, 0], vec![0; 3], (0, 1)), (vec![1, 9], vec![0; 2], (0, 1))];
     let m01 = (0..6).map(|i| if i == 5 { 0 } else { F }).collect();
     let m12 = (0..6).map(|i| if i == 4 { 3 } else { F }).collect();
     let m02 = (0..4).map(|i| if i == 2 { 0 } else { F }).collect();
@@ -302,7 +310,8 @@ fn pbqp_avoids_forbidden_entries_when_possible() {
 fn lagrange_prices_make_the_priced_optimum_fit() {
     let nodes: Vec<NodeSpec> = (0..8).map(|i| (vec![0, 5 * (i + 1)], vec![10, 2], (0, 4))).collect();
     let g = graph(&nodes, &[], Some(40));
-    let (prices, over) = lagrange_prices(&g, std::time::Instant::now() + Duration::from_secs(20), Some(200), 3).unwrap().unwrap();
+    let (prices, over) =
+        lagrange_prices(&g, std::time::Instant::now() + Duration::from_secs(20), Some(200), 3).unwrap().unwrap();
     assert_eq!(prices.len(), 8);
     assert!(over <= 0.0, "overflow {over}");
     let pick: Vec<usize> = (0..8)
@@ -311,14 +320,19 @@ fn lagrange_prices_make_the_priced_optimum_fit() {
             // at its cost per unit freed) is optimal both ways; the prices found here are such a
             // tie, broken here towards fitting.
             let priced = |s: usize| g.node_cost(v, s) as f64 + (prices[v] * g.node_usage(v, s) as f64).round();
-            if priced(1) <= priced(0) { 1 } else { 0 }
+            if priced(1) <= priced(0) {
+                1
+            } else {
+                0
+            }
         })
         .collect();
     let (_, peak) = g.evaluate(&pick).unwrap();
     assert!(peak <= 40, "{pick:?} peaks at {peak}, prices {prices:?}");
     assert_eq!(pick, vec![1, 1, 1, 1, 1, 0, 0, 0], "prices {prices:?}");
     // Deterministic for a cycle count; no prices without a limit.
-    let again = lagrange_prices(&g, std::time::Instant::now() + Duration::from_secs(20), Some(200), 3).unwrap().unwrap();
+    let again =
+        lagrange_prices(&g, std::time::Instant::now() + Duration::from_secs(20), Some(200), 3).unwrap().unwrap();
     assert_eq!(again.0, prices);
     let free = graph(&nodes, &[], None);
     assert!(lagrange_prices(&free, std::time::Instant::now() + Duration::from_secs(1), Some(5), 0).unwrap().is_none());
@@ -481,9 +495,10 @@ fn forbidden_components_hold_every_joint_assignment_that_avoids_forbidden_entrie
             'all: loop {
                 let s = |v: usize| a[c.nodes.iter().position(|&x| x == v).unwrap()];
                 let ok = c.nodes.iter().all(|&v| g.node_cost(v, s(v)) < F)
-                    && g.edges.iter().enumerate().all(|(e, &(x, y))| {
-                        !(inside(x) && inside(y)) || x == y || g.edge_entry(e, s(x), s(y)) < F
-                    });
+                    && g.edges
+                        .iter()
+                        .enumerate()
+                        .all(|(e, &(x, y))| !(inside(x) && inside(y)) || x == y || g.edge_entry(e, s(x), s(y)) < F);
                 if ok {
                     want.push(a.clone());
                 }
@@ -520,11 +535,8 @@ fn forbidden_components_hold_every_joint_assignment_that_avoids_forbidden_entrie
 fn forbidden_components_leave_out_fixed_and_oversized_ones_and_validate() {
     const F: i64 = 1_000_000_000_000_000_000;
     // Two nodes whose only allowed pair is (1, 0): one joint assignment, nothing to choose.
-    let g = graph(
-        &[(vec![1, 2], vec![0, 0], (0, 1)), (vec![3, 4], vec![0, 0], (0, 1))],
-        &[(0, 1, vec![F, F, 5, F])],
-        None,
-    );
+    let g =
+        graph(&[(vec![1, 2], vec![0, 0], (0, 1)), (vec![3, 4], vec![0, 0], (0, 1))], &[(0, 1, vec![F, F, 5, F])], None);
     assert!(forbidden_components(&g).unwrap().is_empty());
     // A chain of 12 nodes with 2 strategies each and a forbidden corner per edge (no two
     // adjacent nodes both at strategy 1): Fibonacci(14) = 377 > 256 joint assignments, left out.

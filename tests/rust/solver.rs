@@ -8,18 +8,18 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use shardwise::graph::{Graph, GraphInput, NONE};
+use shardwise::propagation::debug::{origins_dict_text, propagation_edges_text, shardy_axis_order, AxisMap};
 use shardwise::propagation::layers::{intersection, union};
 use shardwise::propagation::transforms::{
     add_free_axes, erase_manual_axes, initialized_for_priorities, nonzero_priorities, updated_for_priority,
 };
-use shardwise::propagation::debug::{origins_dict_text, propagation_edges_text, shardy_axis_order, AxisMap};
 use shardwise::propagation::{
-    propagate, propagate_candidates, Candidate, CandidateBatch, DebugOptions, Origin, OriginKind, Pass, PassOptions, ProgramFacts, PropagationDirection as Dir,
-    PropagationEdge, ShardingDebug, SolverInput, SolverOutput, StrategyKind,
+    propagate, propagate_candidates, Candidate, CandidateBatch, DebugOptions, Origin, OriginKind, Pass, PassOptions,
+    ProgramFacts, PropagationDirection as Dir, PropagationEdge, ShardingDebug, SolverInput, SolverOutput, StrategyKind,
 };
-use shardwise::AxisRef;
 use shardwise::rule::parse_rule;
 use shardwise::text::{parse_mesh, parse_sharding, print_sharding};
+use shardwise::AxisRef;
 use shardwise::{ErrorKind, Mesh, TensorSharding};
 
 // ------------------------------------------------------------------ a small program builder
@@ -55,7 +55,13 @@ fn sharding(text: &str) -> TensorSharding {
 
 impl Builder {
     fn new() -> Builder {
-        Builder { g: empty_input(), shardings: vec![], func_results: vec![], facts: ProgramFacts::default(), debug: None }
+        Builder {
+            g: empty_input(),
+            shardings: vec![],
+            func_results: vec![],
+            facts: ProgramFacts::default(),
+            debug: None,
+        }
     }
 
     fn value(&mut self, shape: &[i64], owner: u32) -> u32 {
@@ -68,7 +74,14 @@ impl Builder {
 
     /// An op named `name` nested in `parent`, with `operands`, results of `results` shapes and
     /// an optional rule in Shardy's text.
-    fn op(&mut self, name: &str, parent: Option<u32>, operands: &[u32], results: &[&[i64]], rule: Option<&str>) -> (u32, Vec<u32>) {
+    fn op(
+        &mut self,
+        name: &str,
+        parent: Option<u32>,
+        operands: &[u32],
+        results: &[&[i64]],
+        rule: Option<&str>,
+    ) -> (u32, Vec<u32>) {
         let op = self.g.op_name.len() as u32;
         let k = match self.g.names.iter().position(|n| n == name) {
             Some(k) => k,
@@ -122,8 +135,13 @@ impl Builder {
         let graph = Graph::new(self.g).unwrap();
         let meshes: HashMap<String, Mesh> =
             meshes.iter().map(|(n, m)| (n.to_string(), parse_mesh(m).unwrap())).collect();
-        let input =
-            SolverInput { meshes, value_shardings: self.shardings, func_results: self.func_results, facts: self.facts, debug: self.debug };
+        let input = SolverInput {
+            meshes,
+            value_shardings: self.shardings,
+            func_results: self.func_results,
+            facts: self.facts,
+            debug: self.debug,
+        };
         (graph, input)
     }
 
@@ -265,9 +283,16 @@ fn data_flow_edges_carry_shardings_across_a_while() {
     let (w, res) = b.op("stablehlo.while", Some(f), &[args[0], c0[0]], &[&[32, 96], &[]], None);
     let cond_args = [b.arg(w, &[32, 96]), b.arg(w, &[])];
     let body_args = [b.arg(w, &[32, 96]), b.arg(w, &[])];
-    let (_, cmp) = b.op("stablehlo.compare", Some(w), &[cond_args[1], c1[0]], &[&[]], Some("#sdy.op_sharding_rule<([], [])->([])>"));
+    let (_, cmp) = b.op(
+        "stablehlo.compare",
+        Some(w),
+        &[cond_args[1], c1[0]],
+        &[&[]],
+        Some("#sdy.op_sharding_rule<([], [])->([])>"),
+    );
     b.op("stablehlo.return", Some(w), &[cmp[0]], &[], None);
-    let (_, inc) = b.op("stablehlo.add", Some(w), &[body_args[1], c1[0]], &[&[]], Some("#sdy.op_sharding_rule<([], [])->([])>"));
+    let (_, inc) =
+        b.op("stablehlo.add", Some(w), &[body_args[1], c1[0]], &[&[]], Some("#sdy.op_sharding_rule<([], [])->([])>"));
     let (_, sum) = b.op(
         "stablehlo.add",
         Some(w),
@@ -410,7 +435,8 @@ fn basic_then_aggressive_runs_two_rounds() {
     let mut b = Builder::new();
     let (f, args) = b.func(&[&[8, 8]]);
     b.ret(f, &[args[0]], vec![None]);
-    let options = PassOptions { pass: Pass::Aggressive, strategy: StrategyKind::BasicThenAggressive, ..PassOptions::default() };
+    let options =
+        PassOptions { pass: Pass::Aggressive, strategy: StrategyKind::BasicThenAggressive, ..PassOptions::default() };
     let (_, out) = b.run(&[MESH_AB], options);
     assert_eq!(out.stats.rounds, 2);
     assert_eq!(StrategyKind::from_name("basic-then-aggressive"), Some(StrategyKind::BasicThenAggressive));
@@ -469,7 +495,12 @@ fn errors_are_reported_not_panics() {
     let (_, x) = b.op("stablehlo.abs", Some(f), &[args[0]], &[&[-1, 8]], None);
     b.ret(f, &[x[0]], vec![None]);
     let graph = Graph::new(b.g).unwrap();
-    let input = SolverInput { value_shardings: b.shardings, func_results: b.func_results, facts: b.facts, ..Default::default() };
+    let input = SolverInput {
+        value_shardings: b.shardings,
+        func_results: b.func_results,
+        facts: b.facts,
+        ..Default::default()
+    };
     let e = propagate(&graph, input, &PassOptions::default()).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invariant { rule: "propagation-dynamic-shape" });
 
@@ -478,7 +509,8 @@ fn errors_are_reported_not_panics() {
     let (f, args) = b.func(&[&[8, 8]]);
     b.ret(f, &[args[0]], vec![None]);
     let graph = Graph::new(b.g).unwrap();
-    let input = SolverInput { value_shardings: vec![], func_results: b.func_results, facts: b.facts, ..Default::default() };
+    let input =
+        SolverInput { value_shardings: vec![], func_results: b.func_results, facts: b.facts, ..Default::default() };
     let e = propagate(&graph, input, &PassOptions::default()).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invariant { rule: "propagation-sharding-count" });
 
@@ -489,7 +521,12 @@ fn errors_are_reported_not_panics() {
     let (_, x) = b.op("stablehlo.abs", Some(f), &[args[0]], &[&[8, 8]], Some(UNARY_8X8));
     b.ret(f, &[x[0]], vec![None]);
     let graph = Graph::new(b.g).unwrap();
-    let input = SolverInput { value_shardings: b.shardings, func_results: b.func_results, facts: b.facts, ..Default::default() };
+    let input = SolverInput {
+        value_shardings: b.shardings,
+        func_results: b.func_results,
+        facts: b.facts,
+        ..Default::default()
+    };
     let e = propagate(&graph, input, &PassOptions::default()).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Mesh);
     assert!(e.message.contains("nowhere"), "{}", e.message);
@@ -502,7 +539,8 @@ fn errors_are_reported_not_panics() {
     b.ret(f, &[x[0]], vec![None]);
     let graph = Graph::new(b.g).unwrap();
     let meshes = HashMap::from([("mesh".to_string(), parse_mesh(MESH_AB.1).unwrap())]);
-    let input = SolverInput { meshes, value_shardings: b.shardings, func_results: b.func_results, facts: b.facts, debug: None };
+    let input =
+        SolverInput { meshes, value_shardings: b.shardings, func_results: b.func_results, facts: b.facts, debug: None };
     let e = propagate(&graph, input, &PassOptions::default()).unwrap_err();
     assert!(e.message.contains("\"z\""), "{}", e.message);
 
@@ -512,7 +550,12 @@ fn errors_are_reported_not_panics() {
     b.ret(f, &[args[0]], vec![None]);
     b.facts.callees.push((f, f));
     let graph = Graph::new(b.g).unwrap();
-    let input = SolverInput { value_shardings: b.shardings, func_results: b.func_results, facts: b.facts, ..Default::default() };
+    let input = SolverInput {
+        value_shardings: b.shardings,
+        func_results: b.func_results,
+        facts: b.facts,
+        ..Default::default()
+    };
     let e = propagate(&graph, input, &PassOptions::default()).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invariant { rule: "propagation-bad-callee" });
 }
@@ -604,7 +647,13 @@ fn debug_merges_sub_axes_of_one_dimension() {
     b.debug = debug_all(0);
     let (f, args) = b.func(&[&[4, 4]]);
     b.shard(args[0], r#"#sdy.sharding<@mesh, [{"c":(1)4, ?}, {"c":(4)2, ?}]>"#);
-    let (reshape, r) = b.op("stablehlo.reshape", Some(f), &[args[0]], &[&[16]], Some("#sdy.op_sharding_rule<([i, j])->([ij]) {i=4, j=4}>"));
+    let (reshape, r) = b.op(
+        "stablehlo.reshape",
+        Some(f),
+        &[args[0]],
+        &[&[16]],
+        Some("#sdy.op_sharding_rule<([i, j])->([ij]) {i=4, j=4}>"),
+    );
     b.ret(f, &[r[0]], vec![None]);
     let (_, out) = b.run(&[("mesh", r#"<["c"=8]>"#)], pass(Pass::Basic));
     assert_eq!(text(&out, r[0]).unwrap(), r#"#sdy.sharding<@mesh, [{"c", ?}]>"#);
@@ -700,13 +749,18 @@ fn candidates_equal_single_propagations_on_any_number_of_threads() {
                 input.func_results[0].1[*k] = s.clone();
             }
             let out = propagate(&graph, input, &options).unwrap();
-            let mut texts: Vec<Option<String>> = out.value_shardings.iter().map(|s| s.as_ref().map(print_sharding)).collect();
+            let mut texts: Vec<Option<String>> =
+                out.value_shardings.iter().map(|s| s.as_ref().map(print_sharding)).collect();
             texts.push(out.func_results[0].1[0].as_ref().map(print_sharding));
             texts
         })
         .collect();
-    let base_texts: Vec<Option<String>> =
-        propagate(&graph, base.clone(), &options).unwrap().value_shardings.iter().map(|s| s.as_ref().map(print_sharding)).collect();
+    let base_texts: Vec<Option<String>> = propagate(&graph, base.clone(), &options)
+        .unwrap()
+        .value_shardings
+        .iter()
+        .map(|s| s.as_ref().map(print_sharding))
+        .collect();
     for threads in [1, 3] {
         let outs = propagate_candidates(&graph, &base, &options, &candidates, threads);
         assert_eq!(outs.len(), candidates.len());
@@ -718,11 +772,13 @@ fn candidates_equal_single_propagations_on_any_number_of_threads() {
             let differ = want[..want.len() - 1].iter().zip(&base_texts).filter(|(w, b)| w != b).count();
             assert_eq!(out.num_changed(), differ, "{threads} threads: the compact form keeps the differences only");
             assert!(differ < out.num_values());
-            let read: Vec<Option<String>> = (0..out.num_values() as u32).map(|v| out.value_sharding(v).map(print_sharding)).collect();
+            let read: Vec<Option<String>> =
+                (0..out.num_values() as u32).map(|v| out.value_sharding(v).map(print_sharding)).collect();
             assert_eq!(read[..], want[..want.len() - 1], "{threads} threads");
             assert_eq!(out.value_sharding(out.num_values() as u32), None);
             let out = out.into_output();
-            let mut texts: Vec<Option<String>> = out.value_shardings.iter().map(|s| s.as_ref().map(print_sharding)).collect();
+            let mut texts: Vec<Option<String>> =
+                out.value_shardings.iter().map(|s| s.as_ref().map(print_sharding)).collect();
             texts.push(out.func_results[0].1[0].as_ref().map(print_sharding));
             assert_eq!(&texts, want, "{threads} threads");
         }
@@ -734,7 +790,8 @@ fn candidates_equal_single_propagations_on_any_number_of_threads() {
         let picked: Vec<Candidate> = order.iter().map(|&i| candidates[i].clone()).collect();
         for (out, &i) in batch.propagate(&picked, threads).into_iter().zip(&order) {
             let out = out.unwrap().into_output();
-            let mut texts: Vec<Option<String>> = out.value_shardings.iter().map(|s| s.as_ref().map(print_sharding)).collect();
+            let mut texts: Vec<Option<String>> =
+                out.value_shardings.iter().map(|s| s.as_ref().map(print_sharding)).collect();
             texts.push(out.func_results[0].1[0].as_ref().map(print_sharding));
             assert_eq!(texts, expected[i], "batch call on {threads} threads, candidate {i}");
         }
@@ -744,7 +801,8 @@ fn candidates_equal_single_propagations_on_any_number_of_threads() {
     // One candidate: no base solve, the full result.
     let one = propagate_candidates(&graph, &base, &options, &candidates[1..2], 1).pop().unwrap().unwrap();
     assert_eq!(one.num_changed(), one.num_values());
-    let read: Vec<Option<String>> = (0..one.num_values() as u32).map(|v| one.value_sharding(v).map(print_sharding)).collect();
+    let read: Vec<Option<String>> =
+        (0..one.num_values() as u32).map(|v| one.value_sharding(v).map(print_sharding)).collect();
     assert_eq!(read[..], expected[1][..expected[1].len() - 1]);
     let bad = Candidate { values: vec![(999, None)], func_results: vec![] };
     let outs = propagate_candidates(&graph, &base, &options, &[bad], 2);

@@ -14,7 +14,7 @@
 //! (one axis per piece, or one per tile dim with explicit device ids when the array is no iota).
 
 use crate::axis::AxisRef;
-use crate::convert::pieces::{decompose_iota, mesh_of_sizes, merge_adjacent, piece_axes, Pieces, StridedPiece};
+use crate::convert::pieces::{decompose_iota, merge_adjacent, mesh_of_sizes, piece_axes, Pieces, StridedPiece};
 use crate::error::{Error, Result};
 use crate::lexer::Lexer;
 use crate::mesh::Mesh;
@@ -187,7 +187,13 @@ impl Lexer<'_> {
             let dims = self.list("]", Self::int)?;
             let n = dims.iter().try_fold(1i64, |a, &d| if d >= 1 { a.checked_mul(d) } else { None });
             let Some(n) = n.filter(|&n| n <= 1 << 24) else {
-                return Err(Error::parse(self.pos, format!("HLO sharding {:?}: tile dims {dims:?} must be positive with at most 2^24 devices", self.src)));
+                return Err(Error::parse(
+                    self.pos,
+                    format!(
+                        "HLO sharding {:?}: tile dims {dims:?} must be positive with at most 2^24 devices",
+                        self.src
+                    ),
+                ));
             };
             let devices = if self.eat("<=") {
                 self.expect("[")?;
@@ -205,7 +211,10 @@ impl Lexer<'_> {
                     ids.push(self.int()?);
                 }
                 if ids.len() as i64 != n {
-                    return Err(Error::parse(self.pos, format!("HLO sharding {:?}: {} device ids for {n} tiles", self.src, ids.len())));
+                    return Err(Error::parse(
+                        self.pos,
+                        format!("HLO sharding {:?}: {} device ids for {n} tiles", self.src, ids.len()),
+                    ));
                 }
                 ids
             };
@@ -237,7 +246,10 @@ impl Lexer<'_> {
             return self.err("replicated, maximal or devices=");
         };
         if self.eat("metadata=") || self.eat("shard_as") || self.eat("shard_like") {
-            return Err(Error::conversion(format!("HLO sharding {:?}: metadata and shard_as/shard_like are not supported", self.src)));
+            return Err(Error::conversion(format!(
+                "HLO sharding {:?}: metadata and shard_as/shard_like are not supported",
+                self.src
+            )));
         }
         self.expect("}")?;
         self.done()?;
@@ -252,7 +264,10 @@ fn iota_devices(rd: &[i64], perm: &[i64], n: i64) -> Result<Vec<i64>> {
         && perm.iter().all(|&p| (0..rd.len() as i64).contains(&p) && !std::mem::replace(&mut seen[p as usize], true));
     let total = rd.iter().try_fold(1i64, |a, &d| if d >= 1 { a.checked_mul(d) } else { None });
     if !valid || total != Some(n) {
-        return Err(Error::parse(0, format!("reshape dims {rd:?} with transpose {perm:?} do not describe {n} devices")));
+        return Err(Error::parse(
+            0,
+            format!("reshape dims {rd:?} with transpose {perm:?} do not describe {n} devices"),
+        ));
     }
     let stride: Vec<i64> = (0..rd.len()).map(|i| rd[i + 1..].iter().product()).collect();
     Ok((0..n)
@@ -270,9 +285,16 @@ fn iota_devices(rd: &[i64], perm: &[i64], n: i64) -> Result<Vec<i64>> {
 
 /// Parses an HLO sharding for a tensor of `rank` onto `mesh` (or a derived mesh), returning
 /// the sharding (bound to `mesh_name`, or inlined) and its mesh.
-pub fn from_hlo(text: &str, rank: usize, mesh: Option<&Mesh>, mesh_name: Option<String>) -> Result<(TensorSharding, Mesh)> {
+pub fn from_hlo(
+    text: &str,
+    rank: usize,
+    mesh: Option<&Mesh>,
+    mesh_name: Option<String>,
+) -> Result<(TensorSharding, Mesh)> {
     if rank > MAX_RANK {
-        return Err(Error::conversion(format!("tensor rank {rank} is larger than the {MAX_RANK} dimensions shardwise supports")));
+        return Err(Error::conversion(format!(
+            "tensor rank {rank} is larger than the {MAX_RANK} dimensions shardwise supports"
+        )));
     }
     let parsed = Lexer::new(text).hlo_sharding()?;
     let bind = |m: &Mesh| match &mesh_name {
@@ -281,7 +303,8 @@ pub fn from_hlo(text: &str, rank: usize, mesh: Option<&Mesh>, mesh_name: Option<
     };
     let closed = |axes: Vec<AxisRef>| DimSharding::closed(axes);
     let finish = |t: TensorSharding, m: Mesh| -> Result<(TensorSharding, Mesh)> {
-        t.validate(&m, None, false).map_err(|e| Error::conversion(format!("HLO sharding {text:?} on this mesh: {e}")))?;
+        t.validate(&m, None, false)
+            .map_err(|e| Error::conversion(format!("HLO sharding {text:?} on this mesh: {e}")))?;
         Ok((t, m))
     };
     let (dims, devices, types) = match parsed {
@@ -304,7 +327,9 @@ pub fn from_hlo(text: &str, rank: usize, mesh: Option<&Mesh>, mesh_name: Option<
         }
         Parsed::Unreduced => {
             let Some(m) = mesh.cloned() else {
-                return Err(Error::conversion(format!("HLO sharding {text:?}: an unreduced sharding needs a target mesh")));
+                return Err(Error::conversion(format!(
+                    "HLO sharding {text:?}: an unreduced sharding needs a target mesh"
+                )));
             };
             let mut t = TensorSharding::replicated(bind(&m), rank, false);
             t.unreduced = m.axes().iter().filter(|a| a.size > 1).map(|a| AxisRef::full(a.name.clone())).collect();
@@ -313,11 +338,15 @@ pub fn from_hlo(text: &str, rank: usize, mesh: Option<&Mesh>, mesh_name: Option<
         Parsed::Tiled { dims, devices, types } => (dims, devices, types),
     };
     if types.contains(&Subgroup::Manual) {
-        return Err(Error::conversion(format!("HLO sharding {text:?} has manual subgroups, which a tensor sharding cannot express")));
+        return Err(Error::conversion(format!(
+            "HLO sharding {text:?} has manual subgroups, which a tensor sharding cannot express"
+        )));
     }
     let nd = dims.len() - types.len();
     if nd != rank {
-        return Err(Error::conversion(format!("HLO sharding {text:?} has {nd} data dims, but the tensor has rank {rank}")));
+        return Err(Error::conversion(format!(
+            "HLO sharding {text:?} has {nd} data dims, but the tensor has rank {rank}"
+        )));
     }
     let n = devices.len() as i64;
     let m = match mesh {
@@ -378,7 +407,8 @@ fn replicated_last(positions: Vec<i64>, dims: Vec<i64>, types: Vec<Subgroup>) ->
     if !(0..dims.len()).any(is_rep) {
         return (positions, dims, types);
     }
-    let order: Vec<usize> = (0..dims.len()).filter(|&k| !is_rep(k)).chain((0..dims.len()).filter(|&k| is_rep(k))).collect();
+    let order: Vec<usize> =
+        (0..dims.len()).filter(|&k| !is_rep(k)).chain((0..dims.len()).filter(|&k| is_rep(k))).collect();
     let stride: Vec<i64> = (0..dims.len()).map(|k| dims[k + 1..].iter().product()).collect();
     let mut out = Vec::with_capacity(positions.len());
     for k in 0..positions.len() as i64 {
@@ -409,6 +439,7 @@ fn derive_mesh(dims: &[i64], devices: &[i64]) -> Result<Mesh> {
         return mesh_of_sizes(&all.iter().map(|p| p.size).collect::<Vec<_>>(), None, vec![]);
     }
     let sizes: Vec<i64> = dims.iter().copied().filter(|&d| d > 1).collect();
-    mesh_of_sizes(&sizes, None, devices.to_vec())
-        .map_err(|e| Error::conversion(format!("device ids {devices:?} are no permutation of 0..{}: {e}", devices.len())))
+    mesh_of_sizes(&sizes, None, devices.to_vec()).map_err(|e| {
+        Error::conversion(format!("device ids {devices:?} are no permutation of 0..{}: {e}", devices.len()))
+    })
 }

@@ -7,7 +7,7 @@
 //! sharding uses (`pieces.rs`), in mesh order; axes of size 1 stay as entries of size 1.
 
 use crate::axis::AxisRef;
-use crate::convert::pieces::{mesh_of_sizes, merge_adjacent, Pieces};
+use crate::convert::pieces::{merge_adjacent, mesh_of_sizes, Pieces};
 use crate::error::{Error, Result};
 use crate::mesh::Mesh;
 use crate::sharding::{DimSharding, MeshRef, TensorSharding};

@@ -81,7 +81,10 @@ pub struct StridedPiece {
 /// pieces major to minor, or None when the array is no such reshape.
 pub fn decompose_iota(devices: &[i64], dims: &[i64]) -> Option<Vec<Vec<StridedPiece>>> {
     let n: i64 = dims.iter().product();
-    if n as usize != devices.len() || devices.first().copied().unwrap_or(0) != 0 || devices.iter().any(|&d| !(0..n).contains(&d)) {
+    if n as usize != devices.len()
+        || devices.first().copied().unwrap_or(0) != 0
+        || devices.iter().any(|&d| !(0..n).contains(&d))
+    {
         return None;
     }
     let mut out = Vec::with_capacity(dims.len());
@@ -160,7 +163,11 @@ pub fn piece_axes(p: StridedPiece, mesh: &Mesh) -> Result<Vec<AxisRef>> {
         }
         let size = h / l;
         let pre = a_hi / h;
-        out.push(if size == axis.size { AxisRef::full(axis.name.clone()) } else { AxisRef::sub(axis.name.clone(), pre, size) });
+        out.push(if size == axis.size {
+            AxisRef::full(axis.name.clone())
+        } else {
+            AxisRef::sub(axis.name.clone(), pre, size)
+        });
     }
     Ok(out)
 }

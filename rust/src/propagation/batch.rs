@@ -21,9 +21,9 @@ use crate::graph::Graph;
 use crate::sharding::TensorSharding;
 
 use super::layers::{solve_shared, PassOptions, SolveCaches};
-use super::step_memo::StepMemo;
 use super::program::Program;
 use super::solver::{Shared, SolverInput, SolverOutput};
+use super::step_memo::StepMemo;
 
 /// The stored shardings one candidate replaces: `(value, sharding)` and `(func op, result
 /// index, sharding)`; `None` removes the stored sharding.
@@ -38,17 +38,26 @@ impl Candidate {
         let num_values = input.value_shardings.len();
         for (v, s) in &self.values {
             let slot = input.value_shardings.get_mut(*v as usize).ok_or_else(|| {
-                crate::Error::invariant("candidate-value", format!("candidate names value {v}, the program has {num_values} values"))
+                crate::Error::invariant(
+                    "candidate-value",
+                    format!("candidate names value {v}, the program has {num_values} values"),
+                )
             })?;
             *slot = s.clone();
         }
         for (f, i, s) in &self.func_results {
             let results = input.func_results.iter_mut().find(|(op, _)| op == f).ok_or_else(|| {
-                crate::Error::invariant("candidate-func", format!("candidate names function op {f}, which is no function of the program"))
+                crate::Error::invariant(
+                    "candidate-func",
+                    format!("candidate names function op {f}, which is no function of the program"),
+                )
             })?;
             let count = results.1.len();
             let slot = results.1.get_mut(*i).ok_or_else(|| {
-                crate::Error::invariant("candidate-func", format!("candidate names result {i} of function op {f}, which has {count} results"))
+                crate::Error::invariant(
+                    "candidate-func",
+                    format!("candidate names result {i} of function op {f}, which has {count} results"),
+                )
             })?;
             *slot = s.clone();
         }
@@ -74,7 +83,8 @@ impl CandidateOutput {
     fn new(out: SolverOutput, values: Vec<Option<Shared>>, base: Option<&Arc<Vec<Option<Shared>>>>) -> CandidateOutput {
         let base = base.filter(|b| b.len() == values.len());
         let differs = |v: usize, s: &Option<Shared>| base.is_none_or(|b| *s != b[v]);
-        let changed = values.into_iter().enumerate().filter(|(v, s)| differs(*v, s)).map(|(v, s)| (v as u32, s)).collect();
+        let changed =
+            values.into_iter().enumerate().filter(|(v, s)| differs(*v, s)).map(|(v, s)| (v as u32, s)).collect();
         CandidateOutput { out, base: base.cloned(), changed }
     }
 
@@ -164,7 +174,14 @@ impl BaseSolve {
 
 /// Propagates each candidate on `workers.len()` threads (at least one), the i-th using and
 /// updating `workers[i]`; results in candidate order.
-fn run(prog: &Arc<Program<'_>>, base: &SolverInput, options: &PassOptions, solved: &BaseSolve, candidates: &[Candidate], workers: &mut [Worker]) -> Vec<Result<CandidateOutput>> {
+fn run(
+    prog: &Arc<Program<'_>>,
+    base: &SolverInput,
+    options: &PassOptions,
+    solved: &BaseSolve,
+    candidates: &[Candidate],
+    workers: &mut [Worker],
+) -> Vec<Result<CandidateOutput>> {
     let n = candidates.len();
     let slots: Vec<Mutex<Option<Result<CandidateOutput>>>> = (0..n).map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
@@ -176,7 +193,9 @@ fn run(prog: &Arc<Program<'_>>, base: &SolverInput, options: &PassOptions, solve
         let mut input = base.clone();
         let known = worker.known.clone();
         let record = known.is_some();
-        let out = candidates[i].apply(&mut input).and_then(|()| solve_shared(prog, input, options, known, record, Some(&mut worker.caches)));
+        let out = candidates[i]
+            .apply(&mut input)
+            .and_then(|()| solve_shared(prog, input, options, known, record, Some(&mut worker.caches)));
         let out = out.map(|(out, values, steps)| {
             if let (Some(known), Some(steps)) = (worker.known.as_mut(), steps) {
                 Arc::make_mut(known).absorb(steps);
@@ -208,7 +227,13 @@ fn run(prog: &Arc<Program<'_>>, base: &SolverInput, options: &PassOptions, solve
 /// one, at most one per candidate); results in candidate order, each what
 /// [`super::layers::propagate`] returns for that input (see [`CandidateOutput`]). One call of
 /// [`CandidateBatch`], for a program propagated once.
-pub fn propagate_candidates(graph: &Graph, base: &SolverInput, options: &PassOptions, candidates: &[Candidate], threads: usize) -> Vec<Result<CandidateOutput>> {
+pub fn propagate_candidates(
+    graph: &Graph,
+    base: &SolverInput,
+    options: &PassOptions,
+    candidates: &[Candidate],
+    threads: usize,
+) -> Vec<Result<CandidateOutput>> {
     let n = candidates.len();
     let prog = match Program::new(graph, &base.facts) {
         Ok(p) => Arc::new(p),

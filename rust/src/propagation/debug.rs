@@ -55,7 +55,9 @@ use crate::axis::AxisRef;
 use crate::error::Result;
 use crate::mesh::Mesh;
 use crate::propagation::explain::{Conflict, Hop, StepRecord};
-use crate::propagation::projection::{axis_list_prefix_status, PrefixStatus, ShardingProjection, TensorFactorShardings};
+use crate::propagation::projection::{
+    axis_list_prefix_status, PrefixStatus, ShardingProjection, TensorFactorShardings,
+};
 use crate::rule::{OpShardingRule, TensorMapping};
 use crate::text::{print_axis_ref, print_string};
 
@@ -88,9 +90,15 @@ impl OriginKind {
 
     /// The kind named `name` (see [`OriginKind::name`]).
     pub fn from_name(name: &str) -> Option<OriginKind> {
-        [OriginKind::Input, OriginKind::Constraint, OriginKind::Output, OriginKind::ManualInput, OriginKind::ManualOutput]
-            .into_iter()
-            .find(|k| k.name() == name)
+        [
+            OriginKind::Input,
+            OriginKind::Constraint,
+            OriginKind::Output,
+            OriginKind::ManualInput,
+            OriginKind::ManualOutput,
+        ]
+        .into_iter()
+        .find(|k| k.name() == name)
     }
 }
 
@@ -309,7 +317,14 @@ impl ShardingDebug {
     /// Records `c`, replacing the record of the same conflict at an earlier visit (whose
     /// layer did not decide the final sharding).
     pub fn add_conflict(&mut self, c: Conflict) {
-        let key = (c.op, c.conflict.target, c.conflict.factor, c.conflict.axes[0].clone(), c.conflict.reason.name(), c.conflict.source);
+        let key = (
+            c.op,
+            c.conflict.target,
+            c.conflict.factor,
+            c.conflict.axes[0].clone(),
+            c.conflict.reason.name(),
+            c.conflict.source,
+        );
         match self.conflict_index.get(&key) {
             Some(&i) => self.conflicts[i] = c,
             None => {
@@ -391,17 +406,25 @@ pub struct StepEdges {
 /// The first tensor of `tensors` whose axes for `factor` in `old` extend (or equal) `new_axes`
 /// (Shardy `findNewAxisRefMatch`).
 fn matching_source(new_axes: &[AxisRef], factor: usize, tensors: &[TensorFactorShardings]) -> Option<i64> {
-    tensors.iter().position(|t| {
-        t.get(factor).is_some_and(|s| axis_list_prefix_status(new_axes, &s.axes) != PrefixStatus::NotAPrefix)
-    })
-    .map(|i| i as i64)
+    tensors
+        .iter()
+        .position(|t| {
+            t.get(factor).is_some_and(|s| axis_list_prefix_status(new_axes, &s.axes) != PrefixStatus::NotAPrefix)
+        })
+        .map(|i| i as i64)
 }
 
 /// Compares the factor shardings of one step before (`old`) and after (`new`) and returns the
 /// axes that came to each tensor, with the edges that brought them, at step `step` (Shardy
 /// `createSourceMap`). See the module documentation. Errors only when merging two sub-axes
 /// needs the size of an axis `mesh` lacks.
-pub fn step_edges(old: &ShardingProjection, new: &ShardingProjection, rule: &OpShardingRule, mesh: &Mesh, step: i64) -> Result<StepEdges> {
+pub fn step_edges(
+    old: &ShardingProjection,
+    new: &ShardingProjection,
+    rule: &OpShardingRule,
+    mesh: &Mesh,
+    step: i64,
+) -> Result<StepEdges> {
     let mut out = StepEdges {
         operands: vec![AxisMap::default(); old.operands.len()],
         results: vec![AxisMap::default(); old.results.len()],
@@ -452,7 +475,10 @@ fn tensor_edges(
             }
             let source = matching_source(&new_f.axes, f, &old.operands)
                 .map(|index| EdgeNode { kind: EdgeNodeKind::Operand, index })
-                .or_else(|| matching_source(&new_f.axes, f, &old.results).map(|index| EdgeNode { kind: EdgeNodeKind::Result, index }));
+                .or_else(|| {
+                    matching_source(&new_f.axes, f, &old.results)
+                        .map(|index| EdgeNode { kind: EdgeNodeKind::Result, index })
+                });
             let Some(source) = source else { continue };
             let edge = PropagationEdge { source, target, step };
             let n_old = old_f.axes.len();

@@ -38,7 +38,9 @@ use crate::mesh::Mesh;
 use crate::propagation::axes::{axis_size, gcd, total_axes_size};
 use crate::propagation::debug::{EdgeNode, EdgeNodeKind};
 use crate::propagation::factor_prop::PropagationDirection;
-use crate::propagation::projection::{axis_list_prefix_status, PrefixStatus, ShardingProjection, TensorFactorShardings};
+use crate::propagation::projection::{
+    axis_list_prefix_status, PrefixStatus, ShardingProjection, TensorFactorShardings,
+};
 
 /// The factor propagation strategy of a round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -226,7 +228,8 @@ pub struct VisitInfo<'a> {
 }
 
 fn nodes(p: &ShardingProjection) -> impl Iterator<Item = (EdgeNode, &TensorFactorShardings)> {
-    let ops = p.operands.iter().enumerate().map(|(i, t)| (EdgeNode { kind: EdgeNodeKind::Operand, index: i as i64 }, t));
+    let ops =
+        p.operands.iter().enumerate().map(|(i, t)| (EdgeNode { kind: EdgeNodeKind::Operand, index: i as i64 }, t));
     let res = p.results.iter().enumerate().map(|(i, t)| (EdgeNode { kind: EdgeNodeKind::Result, index: i as i64 }, t));
     ops.chain(res)
 }
@@ -239,7 +242,8 @@ fn tensor_of(p: &ShardingProjection, n: EdgeNode) -> Option<&TensorFactorShardin
 }
 
 fn compatible(a: &[AxisRef], b: &[AxisRef]) -> bool {
-    axis_list_prefix_status(a, b) != PrefixStatus::NotAPrefix || axis_list_prefix_status(b, a) != PrefixStatus::NotAPrefix
+    axis_list_prefix_status(a, b) != PrefixStatus::NotAPrefix
+        || axis_list_prefix_status(b, a) != PrefixStatus::NotAPrefix
 }
 
 /// Compares the projections of one visit before (`before`) and after (`after`) propagation and
@@ -247,7 +251,11 @@ fn compatible(a: &[AxisRef], b: &[AxisRef]) -> bool {
 /// that the tensor did not get, with the reason (see the module documentation). Only the
 /// first source per (tensor, factor, axis) is reported. Errors only when an axis is unknown
 /// to the mesh.
-pub fn diagnose(before: &ShardingProjection, after: &ShardingProjection, info: &VisitInfo<'_>) -> Result<Vec<StepConflict>> {
+pub fn diagnose(
+    before: &ShardingProjection,
+    after: &ShardingProjection,
+    info: &VisitInfo<'_>,
+) -> Result<Vec<StepConflict>> {
     let mut out: Vec<StepConflict> = Vec::new();
     for f in 0..info.factor_sizes.len() {
         for (t_node, t_before) in nodes(before) {
@@ -266,7 +274,14 @@ pub fn diagnose(before: &ShardingProjection, after: &ShardingProjection, info: &
                     continue;
                 }
                 let (reason, with) = reason(before, after, info, f, &s.axes, i, s_node, t_node)?;
-                out.push(StepConflict { target: t_node, factor: f, axes: s.axes[i..].to_vec(), source: s_node, reason, with });
+                out.push(StepConflict {
+                    target: t_node,
+                    factor: f,
+                    axes: s.axes[i..].to_vec(),
+                    source: s_node,
+                    reason,
+                    with,
+                });
             }
         }
     }
@@ -344,7 +359,8 @@ fn tensor_conflict(
     prev_sharded_size: i64,
     info: &VisitInfo<'_>,
 ) -> Result<Option<(ConflictReason, Option<ConflictWith>)>> {
-    let with = |factor: Option<usize>, a: Option<&AxisRef>| Some(ConflictWith { tensor: u_node, factor, axis: a.cloned() });
+    let with =
+        |factor: Option<usize>, a: Option<&AxisRef>| Some(ConflictWith { tensor: u_node, factor, axis: a.cloned() });
     for (g, s) in u.iter() {
         if g == f {
             continue;

@@ -18,18 +18,20 @@
 
 #![warn(missing_docs)]
 
+use super::direction_table::DirectionTable;
 use super::explain::{LayerTag, StrategyTag};
-use super::factor_prop::{AggressiveFactorPropagation, BasicFactorPropagation, FactorPropagation, PropagationDirection};
+use super::factor_prop::{
+    AggressiveFactorPropagation, BasicFactorPropagation, FactorPropagation, PropagationDirection,
+};
 use super::program::{OpKind, Program};
 use super::solver::{unshared, AnyDirection, DirectionPolicy, Shared, Solver, SolverInput, SolverOutput};
-use super::direction_table::DirectionTable;
-use super::visit_cache::VisitCache;
 use super::step_cache::StepCache;
 use super::step_memo::StepMemo;
-use std::sync::Arc;
+use super::visit_cache::VisitCache;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::rule::FactorKind;
+use std::sync::Arc;
 
 type Dir = PropagationDirection;
 
@@ -176,8 +178,9 @@ fn heuristic(s: &Solver<'_>, step: usize, op: u32, factor: usize) -> Dir {
         2 => {
             // Shardy `onlyPassThroughFactorsBroadcastBackward`; an op without a rule (a data
             // flow edge) counts as having the identity rule.
-            let non_pass_through =
-                s.rule(op).is_some_and(|r| i64::try_from(factor).is_ok_and(|f| r.factor_kind(f) != FactorKind::PassThrough));
+            let non_pass_through = s
+                .rule(op)
+                .is_some_and(|r| i64::try_from(factor).is_ok_and(|f| r.factor_kind(f) != FactorKind::PassThrough));
             if non_pass_through {
                 Dir::None
             } else if broadcast {
@@ -224,7 +227,9 @@ impl DirectionPolicy for OpPriorityDirection<'_> {
             return outer;
         }
         let first = usize::from(last >= 1);
-        let op_level = (first..=last).filter(|&step| step != 2).fold(Dir::None, |acc, step| union(acc, heuristic(solver, step, op, 0)));
+        let op_level = (first..=last)
+            .filter(|&step| step != 2)
+            .fold(Dir::None, |acc, step| union(acc, heuristic(solver, step, op, 0)));
         for (f, d) in outer.iter_mut().enumerate() {
             let acc = if last >= 2 { union(op_level, heuristic(solver, 2, op, f)) } else { op_level };
             *d = intersection(acc, *d);
@@ -253,7 +258,9 @@ impl DirectionPolicy for OpPriorityDirection<'_> {
             return Some(0);
         }
         let first = usize::from(last >= 1);
-        let op_level = (first..=last).filter(|&step| step != 2).fold(Dir::None, |acc, step| union(acc, heuristic(solver, step, op, 0)));
+        let op_level = (first..=last)
+            .filter(|&step| step != 2)
+            .fold(Dir::None, |acc, step| union(acc, heuristic(solver, step, op, 0)));
         if op_level == Dir::Both {
             return Some(0);
         }
@@ -348,7 +355,12 @@ pub struct PassOptions {
 
 impl Default for PassOptions {
     fn default() -> PassOptions {
-        PassOptions { pass: Pass::Basic, strategy: StrategyKind::Aggressive, conservative: false, run_op_priority: true }
+        PassOptions {
+            pass: Pass::Basic,
+            strategy: StrategyKind::Aggressive,
+            conservative: false,
+            run_op_priority: true,
+        }
     }
 }
 

@@ -15,28 +15,30 @@
 pub mod axes;
 pub mod batch;
 pub mod debug;
+pub mod direction_table;
 pub mod explain;
 pub mod factor_prop;
 pub mod layers;
 pub mod program;
 pub mod projection;
 pub mod solver;
-pub mod direction_table;
 pub mod step_cache;
 pub mod step_memo;
 pub mod transforms;
 mod visit_cache;
 
+pub use batch::{propagate_candidates, Candidate, CandidateBatch, CandidateOutput};
+pub use debug::{DebugOptions, EdgeNode, EdgeNodeKind, Origin, OriginKind, PropagationEdge, ShardingDebug};
 pub use factor_prop::{
     direction_with_blocked_factors, AggressiveFactorPropagation, BasicFactorPropagation, FactorPropagation, OpInfo,
     PropagationDirection,
 };
+pub use layers::{
+    propagate, FactorLayer, Layer, OpPriorityLayer, Pass, PassOptions, SolveCaches, StrategyKind, UserPriorityLayer,
+};
+pub use program::{OpKind, Program, ProgramFacts};
 pub use projection::{
     axis_list_prefix_status, common_mesh_ref, distribute_axes_across_factors, is_strict_prefix, BitSet, FactorSharding,
     PrefixStatus, ShardingProjection, TensorFactorShardings, UpdateTensorShardings,
 };
-pub use debug::{DebugOptions, EdgeNode, EdgeNodeKind, Origin, OriginKind, PropagationEdge, ShardingDebug};
-pub use layers::{propagate, FactorLayer, Layer, OpPriorityLayer, Pass, PassOptions, SolveCaches, StrategyKind, UserPriorityLayer};
-pub use program::{OpKind, Program, ProgramFacts};
-pub use batch::{propagate_candidates, Candidate, CandidateBatch, CandidateOutput};
 pub use solver::{AnyDirection, DirectionPolicy, GroupConflict, Solver, SolverInput, SolverOutput, SolverStats};

@@ -77,7 +77,9 @@ impl OpKind {
             "func.func" => OpKind::Func,
             "func.return" => OpKind::FuncReturn,
             "func.call" => OpKind::Call,
-            "stablehlo.return" | "sdy.return" | "mhlo.return" | "scf.yield" | "cf.br" | "cf.cond_br" => OpKind::Terminator,
+            "stablehlo.return" | "sdy.return" | "mhlo.return" | "scf.yield" | "cf.br" | "cf.cond_br" => {
+                OpKind::Terminator
+            }
             "sdy.data_flow_edge" => OpKind::DataFlowEdge,
             "sdy.func_data_flow_edge" => OpKind::FuncDataFlowEdge,
             "sdy.propagation_barrier" => OpKind::PropagationBarrier,
@@ -109,39 +111,166 @@ impl OpKind {
     pub fn is_shardable_data_flow(self) -> bool {
         matches!(
             self,
-            OpKind::ManualComputation | OpKind::NamedComputation | OpKind::While | OpKind::Case | OpKind::OptimizationBarrier
+            OpKind::ManualComputation
+                | OpKind::NamedComputation
+                | OpKind::While
+                | OpKind::Case
+                | OpKind::OptimizationBarrier
         )
     }
 }
 
 /// StableHLO ops with MLIR's `Elementwise` or `BroadcastingElementwise` trait.
 const ELEMENTWISE: &[&str] = &[
-    "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "compare", "complex", "convert", "cosine",
-    "count_leading_zeros", "divide", "exponential", "exponential_minus_one", "floor", "imag", "is_finite", "log",
-    "log_plus_one", "logistic", "maximum", "minimum", "multiply", "negate", "not", "or", "popcnt", "power", "real",
-    "reduce_precision", "remainder", "round_nearest_afz", "round_nearest_even", "rsqrt", "select", "shift_left",
-    "shift_right_arithmetic", "shift_right_logical", "sign", "sine", "sqrt", "subtract", "tan", "tanh",
-    "uniform_dequantize", "uniform_quantize", "xor",
+    "abs",
+    "add",
+    "and",
+    "atan2",
+    "cbrt",
+    "ceil",
+    "clamp",
+    "compare",
+    "complex",
+    "convert",
+    "cosine",
+    "count_leading_zeros",
+    "divide",
+    "exponential",
+    "exponential_minus_one",
+    "floor",
+    "imag",
+    "is_finite",
+    "log",
+    "log_plus_one",
+    "logistic",
+    "maximum",
+    "minimum",
+    "multiply",
+    "negate",
+    "not",
+    "or",
+    "popcnt",
+    "power",
+    "real",
+    "reduce_precision",
+    "remainder",
+    "round_nearest_afz",
+    "round_nearest_even",
+    "rsqrt",
+    "select",
+    "shift_left",
+    "shift_right_arithmetic",
+    "shift_right_logical",
+    "sign",
+    "sine",
+    "sqrt",
+    "subtract",
+    "tan",
+    "tanh",
+    "uniform_dequantize",
+    "uniform_quantize",
+    "xor",
 ];
 
 /// StableHLO ops without memory effects (`Pure` or `NoMemoryEffect`).
 const PURE: &[&str] = &[
-    "abs", "add", "after_all", "and", "atan2", "batch_norm_grad", "batch_norm_inference", "batch_norm_training",
-    "bitcast_convert", "broadcast", "broadcast_in_dim", "cbrt", "ceil", "cholesky", "clamp", "compare", "complex",
-    "concatenate", "constant", "convert", "convolution", "cosine", "count_leading_zeros", "create_token", "divide",
-    "dot", "dot_general", "dynamic_broadcast_in_dim", "dynamic_conv", "dynamic_gather", "dynamic_iota", "dynamic_pad",
-    "dynamic_reshape", "dynamic_slice", "dynamic_update_slice", "einsum", "exponential", "exponential_minus_one", "fft",
-    "floor", "gather", "get_dimension_size", "get_tuple_element", "imag", "iota", "is_finite", "log", "log_plus_one",
-    "logistic", "maximum", "minimum", "multiply", "negate", "not", "optimization_barrier", "or", "pad", "partition_id",
-    "popcnt", "power", "real", "real_dynamic_slice", "reduce_precision", "remainder", "replica_id", "reshape", "return",
-    "reverse", "rng_bit_generator", "round_nearest_afz", "round_nearest_even", "rsqrt", "select", "set_dimension_size",
-    "shift_left", "shift_right_arithmetic", "shift_right_logical", "sign", "sine", "slice", "sqrt", "subtract", "tan",
-    "tanh", "torch_index_select", "transpose", "triangular_solve", "tuple", "unary_einsum", "uniform_dequantize",
-    "uniform_quantize", "xor",
+    "abs",
+    "add",
+    "after_all",
+    "and",
+    "atan2",
+    "batch_norm_grad",
+    "batch_norm_inference",
+    "batch_norm_training",
+    "bitcast_convert",
+    "broadcast",
+    "broadcast_in_dim",
+    "cbrt",
+    "ceil",
+    "cholesky",
+    "clamp",
+    "compare",
+    "complex",
+    "concatenate",
+    "constant",
+    "convert",
+    "convolution",
+    "cosine",
+    "count_leading_zeros",
+    "create_token",
+    "divide",
+    "dot",
+    "dot_general",
+    "dynamic_broadcast_in_dim",
+    "dynamic_conv",
+    "dynamic_gather",
+    "dynamic_iota",
+    "dynamic_pad",
+    "dynamic_reshape",
+    "dynamic_slice",
+    "dynamic_update_slice",
+    "einsum",
+    "exponential",
+    "exponential_minus_one",
+    "fft",
+    "floor",
+    "gather",
+    "get_dimension_size",
+    "get_tuple_element",
+    "imag",
+    "iota",
+    "is_finite",
+    "log",
+    "log_plus_one",
+    "logistic",
+    "maximum",
+    "minimum",
+    "multiply",
+    "negate",
+    "not",
+    "optimization_barrier",
+    "or",
+    "pad",
+    "partition_id",
+    "popcnt",
+    "power",
+    "real",
+    "real_dynamic_slice",
+    "reduce_precision",
+    "remainder",
+    "replica_id",
+    "reshape",
+    "return",
+    "reverse",
+    "rng_bit_generator",
+    "round_nearest_afz",
+    "round_nearest_even",
+    "rsqrt",
+    "select",
+    "set_dimension_size",
+    "shift_left",
+    "shift_right_arithmetic",
+    "shift_right_logical",
+    "sign",
+    "sine",
+    "slice",
+    "sqrt",
+    "subtract",
+    "tan",
+    "tanh",
+    "torch_index_select",
+    "transpose",
+    "triangular_solve",
+    "tuple",
+    "unary_einsum",
+    "uniform_dequantize",
+    "uniform_quantize",
+    "xor",
 ];
 
 /// StableHLO ops whose memory effects are those of the ops in their regions.
-const RECURSIVE: &[&str] = &["case", "if", "map", "reduce", "reduce_window", "scatter", "select_and_scatter", "sort", "while"];
+const RECURSIVE: &[&str] =
+    &["case", "if", "map", "reduce", "reduce_window", "scatter", "select_and_scatter", "sort", "while"];
 
 /// How an op's memory effects decide whether it may be erased once its results are unused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -324,8 +453,9 @@ impl<'g> Program<'g> {
             arg_rows.into_iter().flatten().collect(),
             "block arguments",
         )?;
-        let term_rows: Vec<Vec<u32>> =
-            (0..n_ops).map(|op| children.row(op).iter().copied().filter(|&c| kind[c as usize].is_terminator()).collect()).collect();
+        let term_rows: Vec<Vec<u32>> = (0..n_ops)
+            .map(|op| children.row(op).iter().copied().filter(|&c| kind[c as usize].is_terminator()).collect())
+            .collect();
         let terminators = Csr::from_lengths(
             &term_rows.iter().map(|r| r.len() as u32).collect::<Vec<_>>(),
             term_rows.into_iter().flatten().collect(),
@@ -368,7 +498,11 @@ impl<'g> Program<'g> {
             if kind[call as usize] != OpKind::Call || kind[func as usize] != OpKind::Func {
                 return Err(Error::invariant(
                     "propagation-bad-callee",
-                    format!("op {call} ({}) is given callee op {func} ({}); expected a func.call and a func.func", graph.name(call as usize), graph.name(func as usize)),
+                    format!(
+                        "op {call} ({}) is given callee op {func} ({}); expected a func.call and a func.func",
+                        graph.name(call as usize),
+                        graph.name(func as usize)
+                    ),
                 ));
             }
             callee.insert(call, func);
@@ -398,7 +532,10 @@ impl<'g> Program<'g> {
         for &(op, id) in &ops_with_groups {
             check_index("op", op, n_ops)?;
             let Some(&v) = graph.operands.row(op as usize).first() else {
-                return Err(Error::invariant("propagation-bad-group", format!("sharding group op {op} has no operand")));
+                return Err(Error::invariant(
+                    "propagation-bad-group",
+                    format!("sharding group op {op} has no operand"),
+                ));
             };
             let g = *group_index.entry(id).or_insert_with(|| {
                 groups.push((id, Vec::new()));
@@ -408,7 +545,10 @@ impl<'g> Program<'g> {
                 Some(&other) if other != g => {
                     return Err(Error::invariant(
                         "propagation-value-in-two-groups",
-                        format!("value {v} is in sharding groups {} and {id}; a value can be in one group only", groups[other].0),
+                        format!(
+                            "value {v} is in sharding groups {} and {id}; a value can be in one group only",
+                            groups[other].0
+                        ),
                     ))
                 }
                 Some(_) => {}
@@ -500,7 +640,10 @@ impl<'g> Program<'g> {
     /// with), built once per program.
     pub fn identity_rule(&self, v: u32, num_operands: usize) -> Arc<OpShardingRule> {
         let mut rules = self.identity_rules.lock().unwrap_or_else(|e| e.into_inner());
-        rules.entry((v, num_operands)).or_insert_with(|| Arc::new(RuleBuilder::identity(self.shape(v), num_operands, 1))).clone()
+        rules
+            .entry((v, num_operands))
+            .or_insert_with(|| Arc::new(RuleBuilder::identity(self.shape(v), num_operands, 1)))
+            .clone()
     }
 
     /// A rank-0 tensor (Shardy `isScalar`).

@@ -26,10 +26,10 @@ use std::fmt;
 use std::ops::BitOrAssign;
 
 use super::axes::{add_axis_or_merge, axis_size, gcd, greatest_common_prefix};
-use crate::name::Name;
 use crate::axis::{AxisRef, SubAxis};
 use crate::error::{Error, Result};
 use crate::mesh::Mesh;
+use crate::name::Name;
 use crate::rule::{DimMapping, OpShardingRule};
 use crate::sharding::{DimSharding, MeshRef, Reduction, TensorSharding};
 
@@ -263,8 +263,8 @@ impl TensorFactorShardings {
             let mut closed = false;
             let mut axes: Vec<AxisRef> = Vec::new();
             for &f in dim_mapping {
-                let fi = factor_index(f, factor_sizes.len())
-                    .map_err(|e| e.context(format!("projecting back dim {d}")))?;
+                let fi =
+                    factor_index(f, factor_sizes.len()).map_err(|e| e.context(format!("projecting back dim {d}")))?;
                 let s = self.get(fi).ok_or_else(|| {
                     Error::invariant(
                         "projection-missing-factor",
@@ -640,7 +640,9 @@ fn check_count(kind: &str, shardings: usize, mappings: usize) -> Result<()> {
     if shardings != mappings {
         return Err(Error::invariant(
             "projection-tensor-count",
-            format!("expected one {kind} sharding (or None) per {kind} mapping of the rule ({mappings}), got {shardings}"),
+            format!(
+                "expected one {kind} sharding (or None) per {kind} mapping of the rule ({mappings}), got {shardings}"
+            ),
         ));
     }
     Ok(())
@@ -696,13 +698,17 @@ impl ShardingProjection {
             .iter()
             .zip(&rule.operand_mappings)
             .enumerate()
-            .map(|(i, (s, m))| build_tensor(m, *s, sizes, mesh, closed_if_missing).map_err(|e| e.context(format!("operand {i}"))))
+            .map(|(i, (s, m))| {
+                build_tensor(m, *s, sizes, mesh, closed_if_missing).map_err(|e| e.context(format!("operand {i}")))
+            })
             .collect::<Result<Vec<_>>>()?;
         let results = result_shardings
             .iter()
             .zip(&rule.result_mappings)
             .enumerate()
-            .map(|(i, (s, m))| build_tensor(m, *s, sizes, mesh, closed_if_missing).map_err(|e| e.context(format!("result {i}"))))
+            .map(|(i, (s, m))| {
+                build_tensor(m, *s, sizes, mesh, closed_if_missing).map_err(|e| e.context(format!("result {i}")))
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(ShardingProjection { operands, results })
     }
@@ -717,8 +723,11 @@ impl ShardingProjection {
             .iter()
             .map(|m| build_tensor_from_axes(m, axes_per_factor))
             .collect::<Result<Vec<_>>>()?;
-        let results =
-            rule.result_mappings.iter().map(|m| build_tensor_from_axes(m, axes_per_factor)).collect::<Result<Vec<_>>>()?;
+        let results = rule
+            .result_mappings
+            .iter()
+            .map(|m| build_tensor_from_axes(m, axes_per_factor))
+            .collect::<Result<Vec<_>>>()?;
         Ok(ShardingProjection { operands, results })
     }
 
@@ -783,7 +792,12 @@ impl ShardingProjection {
 
     /// Sets the axes and overflow axes of `factor` in every tensor that has it (Shardy
     /// `ShardingProjection::updateSharding`); closedness is kept.
-    pub fn update_sharding(&mut self, factor: usize, new_axes: &[AxisRef], new_overflow_axes: &[AxisRef]) -> UpdateTensorShardings {
+    pub fn update_sharding(
+        &mut self,
+        factor: usize,
+        new_axes: &[AxisRef],
+        new_overflow_axes: &[AxisRef],
+    ) -> UpdateTensorShardings {
         let mut up = UpdateTensorShardings::new(self.operands.len(), self.results.len());
         for (i, t) in self.operands.iter_mut().enumerate() {
             up.operands.set(i, t.update_sharding_axes(factor, new_axes, new_overflow_axes));
@@ -842,14 +856,18 @@ impl ShardingProjection {
             .iter()
             .zip(&rule.operand_mappings)
             .enumerate()
-            .map(|(i, (t, m))| t.to_tensor_sharding(m, sizes, mesh_ref, mesh).map_err(|e| e.context(format!("operand {i}"))))
+            .map(|(i, (t, m))| {
+                t.to_tensor_sharding(m, sizes, mesh_ref, mesh).map_err(|e| e.context(format!("operand {i}")))
+            })
             .collect::<Result<Vec<_>>>()?;
         let results = self
             .results
             .iter()
             .zip(&rule.result_mappings)
             .enumerate()
-            .map(|(i, (t, m))| t.to_tensor_sharding(m, sizes, mesh_ref, mesh).map_err(|e| e.context(format!("result {i}"))))
+            .map(|(i, (t, m))| {
+                t.to_tensor_sharding(m, sizes, mesh_ref, mesh).map_err(|e| e.context(format!("result {i}")))
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok((operands, results))
     }

@@ -83,13 +83,24 @@ impl StepCache {
 
     /// The outcome of the step with `context` reading `reads` (operands then results), if
     /// kept; `hash` is [`StepCache::hash`] of the two.
-    pub(crate) fn get(&self, hash: u64, context: &StepContext, reads: &[Option<&TensorSharding>]) -> Option<&StepOutcome> {
-        self.entries.get(&hash)?.iter().find(|e| {
-            let (rule, strategy, conservative, elementwise, dirs) = &e.context;
-            (*rule, *strategy, *conservative, *elementwise) == (context.rule, context.strategy, context.conservative, context.elementwise)
-                && dirs[..] == *context.dirs
-                && e.reads.len() == reads.len() && e.reads.iter().zip(reads).all(|(a, b)| a.as_ref() == *b)
-        }).map(|e| &e.outcome)
+    pub(crate) fn get(
+        &self,
+        hash: u64,
+        context: &StepContext,
+        reads: &[Option<&TensorSharding>],
+    ) -> Option<&StepOutcome> {
+        self.entries
+            .get(&hash)?
+            .iter()
+            .find(|e| {
+                let (rule, strategy, conservative, elementwise, dirs) = &e.context;
+                (*rule, *strategy, *conservative, *elementwise)
+                    == (context.rule, context.strategy, context.conservative, context.elementwise)
+                    && dirs[..] == *context.dirs
+                    && e.reads.len() == reads.len()
+                    && e.reads.iter().zip(reads).all(|(a, b)| a.as_ref() == *b)
+            })
+            .map(|e| &e.outcome)
     }
 
     /// The hash [`StepCache::get`] and [`StepCache::insert`] take.
@@ -101,12 +112,19 @@ impl StepCache {
     }
 
     /// Keeps the outcome of a step computed from `context` and `reads`.
-    pub(crate) fn insert(&mut self, hash: u64, context: StepContext<'_>, reads: &[Option<&TensorSharding>], outcome: StepOutcome) {
+    pub(crate) fn insert(
+        &mut self,
+        hash: u64,
+        context: StepContext<'_>,
+        reads: &[Option<&TensorSharding>],
+        outcome: StepOutcome,
+    ) {
         if self.len >= MAX_ENTRIES {
             return;
         }
         let reads = reads.iter().map(|r| r.cloned()).collect();
-        let context = (context.rule, context.strategy, context.conservative, context.elementwise, context.dirs.to_vec());
+        let context =
+            (context.rule, context.strategy, context.conservative, context.elementwise, context.dirs.to_vec());
         self.entries.entry(hash).or_default().push(Entry { context, reads, outcome });
         self.len += 1;
     }
@@ -130,7 +148,12 @@ mod tests {
         let reads = [Some(&x), None];
         let mut cache = StepCache::new();
         let h = StepCache::hash(&ctx(3, &both), &reads);
-        cache.insert(h, ctx(3, &both), &reads, StepOutcome { updates: vec![(1, x.clone().into())], relevant: vec![true, false] });
+        cache.insert(
+            h,
+            ctx(3, &both),
+            &reads,
+            StepOutcome { updates: vec![(1, x.clone().into())], relevant: vec![true, false] },
+        );
         assert_eq!(cache.len(), 1);
         let hit = cache.get(h, &ctx(3, &both), &reads).expect("the same step is found");
         assert_eq!(hit.updates, vec![(1, x.clone().into())]);

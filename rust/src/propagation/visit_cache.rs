@@ -144,7 +144,9 @@ impl VisitCache {
             self.func_entries.resize(k + 1, FuncResultEntry::default());
         }
         self.func_entries[k] = match (strategy, changed) {
-            (Some(strategy), false) => FuncResultEntry { valid: true, stamp: self.clock, epoch: self.epoch, strategy, slot },
+            (Some(strategy), false) => {
+                FuncResultEntry { valid: true, stamp: self.clock, epoch: self.epoch, strategy, slot }
+            }
             _ => FuncResultEntry::default(),
         };
     }

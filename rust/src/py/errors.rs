@@ -7,11 +7,26 @@ use pyo3::prelude::*;
 use crate::error::{Error, ErrorKind};
 
 create_exception!(shardwise, ShardwiseError, PyValueError, "Base of every shardwise error (a ValueError).");
-create_exception!(shardwise, ShardingError, ShardwiseError, "A mesh or sharding is malformed, invalid or not convertible.");
-create_exception!(shardwise, ShardingParseError, ShardingError, "Malformed sharding or mesh text; `offset` is where parsing stopped.");
+create_exception!(
+    shardwise,
+    ShardingError,
+    ShardwiseError,
+    "A mesh or sharding is malformed, invalid or not convertible."
+);
+create_exception!(
+    shardwise,
+    ShardingParseError,
+    ShardingError,
+    "Malformed sharding or mesh text; `offset` is where parsing stopped."
+);
 create_exception!(shardwise, InvalidShardingError, ShardingError, "A sharding breaks an invariant; `rule` names it.");
 create_exception!(shardwise, MeshError, ShardingError, "A mesh is malformed, or a named mesh is missing.");
-create_exception!(shardwise, ConversionError, ShardingError, "A conversion to or from another format cannot express the value.");
+create_exception!(
+    shardwise,
+    ConversionError,
+    ShardingError,
+    "A conversion to or from another format cannot express the value."
+);
 
 /// Longest message handed to Python; longer ones keep their head and tail.
 const MAX_MESSAGE: usize = 600;

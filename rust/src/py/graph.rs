@@ -35,8 +35,20 @@ impl PyGraph {
         op_rule: Vec<u32>,
     ) -> PyResult<Self> {
         let rules = rules.into_iter().map(Into::into).collect();
-        let input =
-            GraphInput { names, op_name, op_parent, operand_counts, operands, result_counts, results, ranks, dims, value_block_owner, rules, op_rule };
+        let input = GraphInput {
+            names,
+            op_name,
+            op_parent,
+            operand_counts,
+            operands,
+            result_counts,
+            results,
+            ranks,
+            dims,
+            value_block_owner,
+            rules,
+            op_rule,
+        };
         let g = py.detach(|| Graph::new(input)).py(py)?;
         Ok(PyGraph { inner: Arc::new(g) })
     }
@@ -148,13 +160,19 @@ impl PyGraph {
 impl PyGraph {
     fn check_op(&self, op: usize) -> PyResult<()> {
         if op >= self.inner.num_ops() {
-            return Err(pyo3::exceptions::PyIndexError::new_err(format!("op {op} out of range ({} ops)", self.inner.num_ops())));
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "op {op} out of range ({} ops)",
+                self.inner.num_ops()
+            )));
         }
         Ok(())
     }
     fn check_value(&self, v: usize) -> PyResult<()> {
         if v >= self.inner.num_values() {
-            return Err(pyo3::exceptions::PyIndexError::new_err(format!("value {v} out of range ({} values)", self.inner.num_values())));
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "value {v} out of range ({} values)",
+                self.inner.num_values()
+            )));
         }
         Ok(())
     }

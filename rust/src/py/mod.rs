@@ -35,9 +35,7 @@ fn sharding_of(py: Python<'_>, t: ShardingW) -> PyResult<TensorSharding> {
 }
 
 fn meshes_of(py: Python<'_>, meshes: Option<HashMap<String, MeshW>>) -> PyResult<Option<HashMap<String, Mesh>>> {
-    meshes
-        .map(|ms| ms.into_iter().map(|(k, v)| Ok((k, mesh_of(py, &v)?))).collect::<PyResult<_>>())
-        .transpose()
+    meshes.map(|ms| ms.into_iter().map(|(k, v)| Ok((k, mesh_of(py, &v)?))).collect::<PyResult<_>>()).transpose()
 }
 
 /// Validates a parsed sharding against its mesh when the mesh is known.
@@ -105,7 +103,11 @@ fn sharding_parse(py: Python<'_>, text: &str, meshes: Option<HashMap<String, Mes
 
 #[pyfunction]
 #[pyo3(signature = (text, meshes=None))]
-fn sharding_per_value_parse(py: Python<'_>, text: &str, meshes: Option<HashMap<String, MeshW>>) -> PyResult<Vec<ShardingW>> {
+fn sharding_per_value_parse(
+    py: Python<'_>,
+    text: &str,
+    meshes: Option<HashMap<String, MeshW>>,
+) -> PyResult<Vec<ShardingW>> {
     let ts = text::parse_sharding_per_value(text).py(py)?;
     let meshes = meshes_of(py, meshes)?;
     for t in &ts {
@@ -133,7 +135,13 @@ fn sharding_check_local(py: Python<'_>, sharding: ShardingW) -> PyResult<()> {
 
 #[pyfunction]
 #[pyo3(signature = (sharding, mesh, shape=None, user=false))]
-fn sharding_validate(py: Python<'_>, sharding: ShardingW, mesh: MeshW, shape: Option<Vec<i64>>, user: bool) -> PyResult<()> {
+fn sharding_validate(
+    py: Python<'_>,
+    sharding: ShardingW,
+    mesh: MeshW,
+    shape: Option<Vec<i64>>,
+    user: bool,
+) -> PyResult<()> {
     let t = sharding_of(py, sharding)?;
     t.validate(&mesh_of(py, &mesh)?, shape.as_deref(), user).py(py)
 }
@@ -144,7 +152,13 @@ fn sharding_local_shape(py: Python<'_>, sharding: ShardingW, mesh: MeshW, shape:
 }
 
 #[pyfunction]
-fn sharding_device_ranges(py: Python<'_>, sharding: ShardingW, mesh: MeshW, shape: Vec<i64>, device: i64) -> PyResult<Vec<(i64, i64)>> {
+fn sharding_device_ranges(
+    py: Python<'_>,
+    sharding: ShardingW,
+    mesh: MeshW,
+    shape: Vec<i64>,
+    device: i64,
+) -> PyResult<Vec<(i64, i64)>> {
     sharding_of(py, sharding)?.device_ranges(&mesh_of(py, &mesh)?, &shape, device).py(py)
 }
 
@@ -162,12 +176,21 @@ fn axes_sorted(py: Python<'_>, axes: Vec<AxisW>, mesh: MeshW) -> PyResult<Vec<Ax
 /// None), `check_local`, `check` (validity of `a`, in `mesh` for `check`; `b` ignored), `size`, `next_pre_size` (int).
 #[pyfunction]
 #[pyo3(signature = (op, a, b=None, mesh=None))]
-fn axis_op<'py>(py: Python<'py>, op: &str, a: AxisW, b: Option<AxisW>, mesh: Option<MeshW>) -> PyResult<Bound<'py, PyAny>> {
+fn axis_op<'py>(
+    py: Python<'py>,
+    op: &str,
+    a: AxisW,
+    b: Option<AxisW>,
+    mesh: Option<MeshW>,
+) -> PyResult<Bound<'py, PyAny>> {
     let a = AxisRef::from(a);
     let b = b.map(AxisRef::from);
     let mesh = mesh.map(|m| mesh_of(py, &m)).transpose()?;
-    let need_b = || b.clone().ok_or_else(|| pyo3::exceptions::PyTypeError::new_err(format!("axis_op {op:?} needs a second axis")));
-    let need_mesh = || mesh.clone().ok_or_else(|| pyo3::exceptions::PyTypeError::new_err(format!("axis_op {op:?} needs a mesh")));
+    let need_b = || {
+        b.clone().ok_or_else(|| pyo3::exceptions::PyTypeError::new_err(format!("axis_op {op:?} needs a second axis")))
+    };
+    let need_mesh =
+        || mesh.clone().ok_or_else(|| pyo3::exceptions::PyTypeError::new_err(format!("axis_op {op:?} needs a mesh")));
     let out = match op {
         "contains" => a.contains(&need_b()?).into_pyobject(py)?.to_owned().into_any(),
         "strictly_contains" => a.strictly_contains(&need_b()?).into_pyobject(py)?.to_owned().into_any(),
@@ -215,7 +238,13 @@ fn to_hlo_sharding(py: Python<'_>, sharding: ShardingW, mesh: MeshW) -> PyResult
 /// `mesh_name` is None) and the mesh.
 #[pyfunction]
 #[pyo3(signature = (text, rank, mesh=None, mesh_name=None))]
-fn from_hlo_sharding(py: Python<'_>, text: &str, rank: usize, mesh: Option<MeshW>, mesh_name: Option<String>) -> PyResult<(ShardingW, MeshW)> {
+fn from_hlo_sharding(
+    py: Python<'_>,
+    text: &str,
+    rank: usize,
+    mesh: Option<MeshW>,
+    mesh_name: Option<String>,
+) -> PyResult<(ShardingW, MeshW)> {
     let mesh = mesh.map(|m| mesh_of(py, &m)).transpose()?;
     let (t, m) = py.detach(|| convert::hlo::from_hlo(text, rank, mesh.as_ref(), mesh_name)).py(py)?;
     Ok((ShardingW::from(&t), MeshW::from(&m)))
@@ -240,7 +269,8 @@ fn from_mindspore_layout(
     mesh_name: Option<String>,
 ) -> PyResult<(ShardingW, MeshW)> {
     let mesh = mesh.map(|m| mesh_of(py, &m)).transpose()?;
-    let (t, m) = convert::mindspore::from_layout(&device_matrix, &tensor_map, mesh.as_ref(), axis_names, mesh_name).py(py)?;
+    let (t, m) =
+        convert::mindspore::from_layout(&device_matrix, &tensor_map, mesh.as_ref(), axis_names, mesh_name).py(py)?;
     Ok((ShardingW::from(&t), MeshW::from(&m)))
 }
 

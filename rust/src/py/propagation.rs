@@ -27,14 +27,14 @@ use pyo3::types::PyList;
 use super::errors::IntoPyResult;
 use super::graph::PyGraph;
 use super::wire::{AxisW, MeshW, ShardingW};
-use crate::error::Error;
 use crate::axis::AxisRef;
+use crate::error::Error;
+use crate::propagation::batch::{Candidate, CandidateBatch, CandidateOutput};
 use crate::propagation::debug::{
     origins_dict_text, propagation_edges_text as edges_text, AxisMap, DebugOptions, EdgeNode, EdgeNodeKind, Origin,
     PropagationEdge,
 };
 use crate::propagation::explain::{Conflict, LayerTag};
-use crate::propagation::batch::{Candidate, CandidateBatch, CandidateOutput};
 use crate::propagation::layers::{direction_from_name, propagate, Pass, PassOptions, StrategyKind};
 use crate::propagation::program::ProgramFacts;
 use crate::propagation::solver::{SolverInput, SolverOutput};
@@ -89,10 +89,16 @@ fn axis_edges_w(m: &AxisMap<Vec<PropagationEdge>>) -> AxisEdgesW {
 fn edge_r((sk, si, tk, ti, step): EdgeW) -> PyResult<PropagationEdge> {
     let kind = |k: &str| {
         EdgeNodeKind::from_name(k).ok_or_else(|| {
-            pyo3::exceptions::PyValueError::new_err(format!("unknown edge node kind {k:?}; expected \"operand\" or \"result\""))
+            pyo3::exceptions::PyValueError::new_err(format!(
+                "unknown edge node kind {k:?}; expected \"operand\" or \"result\""
+            ))
         })
     };
-    Ok(PropagationEdge { source: EdgeNode { kind: kind(&sk)?, index: si }, target: EdgeNode { kind: kind(&tk)?, index: ti }, step })
+    Ok(PropagationEdge {
+        source: EdgeNode { kind: kind(&sk)?, index: si },
+        target: EdgeNode { kind: kind(&tk)?, index: ti },
+        step,
+    })
 }
 
 /// What a propagation pass computed (see `propagate_shardings`).
@@ -155,7 +161,9 @@ impl PyPropagationResult {
     fn shardings(&self) -> Vec<Option<ShardingW>> {
         match &self.held {
             Held::Full(out) => out.value_shardings.iter().map(wire).collect(),
-            Held::Candidate(c) => (0..c.num_values() as u32).map(|v| c.value_sharding(v).map(ShardingW::from)).collect(),
+            Held::Candidate(c) => {
+                (0..c.num_values() as u32).map(|v| c.value_sharding(v).map(ShardingW::from)).collect()
+            }
         }
     }
 
@@ -184,7 +192,10 @@ impl PyPropagationResult {
         objects: Bound<'py, PyList>,
     ) -> PyResult<Vec<u32>> {
         let (distinct, index) = self.table();
-        if values.len() != index.len() || objects.len() != distinct.len() || graph.inner.value_block_owner.len() != index.len() {
+        if values.len() != index.len()
+            || objects.len() != distinct.len()
+            || graph.inner.value_block_owner.len() != index.len()
+        {
             return Err(pyo3::exceptions::PyValueError::new_err(format!(
                 "write_result_shardings: {} values and {} objects for a result of {} values and {} distinct shardings",
                 values.len(),
@@ -242,7 +253,9 @@ impl PyPropagationResult {
             .into_iter()
             .map(|v| {
                 if v as usize >= n {
-                    return Err(pyo3::exceptions::PyIndexError::new_err(format!("value {v} is out of range: the program has {n} values")));
+                    return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                        "value {v} is out of range: the program has {n} values"
+                    )));
                 }
                 Ok(match &self.held {
                     Held::Full(out) => wire(&out.value_shardings[v as usize]),
@@ -274,7 +287,11 @@ impl PyPropagationResult {
     /// shardings conflict; when not empty, nothing was propagated.
     #[getter]
     fn group_conflicts(&self) -> Vec<(i64, Vec<u32>, ShardingW)> {
-        self.out().group_conflicts.iter().map(|c| (c.group_id, c.members.clone(), ShardingW::from(&c.sharding))).collect()
+        self.out()
+            .group_conflicts
+            .iter()
+            .map(|c| (c.group_id, c.members.clone(), ShardingW::from(&c.sharding)))
+            .collect()
     }
 
     /// Fixed-point rounds run.
@@ -307,7 +324,10 @@ impl PyPropagationResult {
     #[getter]
     fn debug_origins(&self) -> Vec<(u32, Vec<(AxisW, OriginW)>)> {
         let Some(d) = &self.out().debug else { return Vec::new() };
-        d.value_origins.iter().map(|(v, m)| (*v, m.iter().map(|(a, o)| (AxisW::from(a), origin_w(o))).collect())).collect()
+        d.value_origins
+            .iter()
+            .map(|(v, m)| (*v, m.iter().map(|(a, o)| (AxisW::from(a), origin_w(o))).collect()))
+            .collect()
     }
 
     /// ``(op, [(axis, [edge, ...]), ...])``: the propagation edges recorded on each op (with
@@ -356,7 +376,16 @@ impl PyPropagationResult {
         let Some(d) = &self.out().debug else { return Vec::new() };
         d.hops
             .iter()
-            .map(|h| (h.step, h.op, AxisW::from(&h.axis), h.factor, node_w(&h.source, h.source_value), node_w(&h.target, h.target_value)))
+            .map(|h| {
+                (
+                    h.step,
+                    h.op,
+                    AxisW::from(&h.axis),
+                    h.factor,
+                    node_w(&h.source, h.source_value),
+                    node_w(&h.target, h.target_value),
+                )
+            })
             .collect()
     }
 
@@ -442,10 +471,8 @@ fn solver_setup(
         .collect::<crate::error::Result<HashMap<_, _>>>()
         .py(py)?;
     let value_shardings = shardings_of(py, shardings)?;
-    let func_results = func_results
-        .into_iter()
-        .map(|(f, rs)| Ok((f, shardings_of(py, rs)?)))
-        .collect::<PyResult<Vec<_>>>()?;
+    let func_results =
+        func_results.into_iter().map(|(f, rs)| Ok((f, shardings_of(py, rs)?))).collect::<PyResult<Vec<_>>>()?;
     let barrier_directions = barrier_directions
         .into_iter()
         .map(|(op, d)| Ok((op, direction_from_name(&d)?)))
@@ -514,7 +541,31 @@ fn propagate_shardings(
     debug_skip_ops: Vec<u32>,
     debug_explain: bool,
 ) -> PyResult<PyPropagationResult> {
-    let (input, options) = solver_setup(py, meshes, shardings, func_results, pass_name, strategy, conservative, run_op_priority, main_func, callees, symbol_users, manual_axes, sharding_groups, barrier_directions, side_effecting_ops, offload_ops, non_tensor_values, forward_use_order_values, debug_sharding_origins, debug_propagation_edges, debug_first_step, debug_skip_ops, debug_explain)?;
+    let (input, options) = solver_setup(
+        py,
+        meshes,
+        shardings,
+        func_results,
+        pass_name,
+        strategy,
+        conservative,
+        run_op_priority,
+        main_func,
+        callees,
+        symbol_users,
+        manual_axes,
+        sharding_groups,
+        barrier_directions,
+        side_effecting_ops,
+        offload_ops,
+        non_tensor_values,
+        forward_use_order_values,
+        debug_sharding_origins,
+        debug_propagation_edges,
+        debug_first_step,
+        debug_skip_ops,
+        debug_explain,
+    )?;
     let g = graph.get().inner.clone();
     let out = py.detach(|| propagate(&g, input, &options)).py(py)?;
     Ok(PyPropagationResult { held: Held::Full(out) })
@@ -528,7 +579,10 @@ fn candidates_of(candidates: Vec<CandidateW>) -> crate::error::Result<Vec<Candid
         .into_iter()
         .map(|(values, results)| {
             Ok(Candidate {
-                values: values.into_iter().map(|(v, w)| Ok((v, w.map(ShardingW::into_sharding).transpose()?))).collect::<crate::error::Result<_>>()?,
+                values: values
+                    .into_iter()
+                    .map(|(v, w)| Ok((v, w.map(ShardingW::into_sharding).transpose()?)))
+                    .collect::<crate::error::Result<_>>()?,
                 func_results: results
                     .into_iter()
                     .map(|(f, i, w)| Ok((f, i, w.map(ShardingW::into_sharding).transpose()?)))
@@ -581,7 +635,31 @@ impl PyCandidateBatch {
         non_tensor_values: Vec<u32>,
         forward_use_order_values: Vec<u32>,
     ) -> PyResult<Self> {
-        let (input, options) = solver_setup(py, meshes, shardings, func_results, pass_name, strategy, conservative, run_op_priority, main_func, callees, symbol_users, manual_axes, sharding_groups, barrier_directions, side_effecting_ops, offload_ops, non_tensor_values, forward_use_order_values, false, false, 0, vec![], false)?;
+        let (input, options) = solver_setup(
+            py,
+            meshes,
+            shardings,
+            func_results,
+            pass_name,
+            strategy,
+            conservative,
+            run_op_priority,
+            main_func,
+            callees,
+            symbol_users,
+            manual_axes,
+            sharding_groups,
+            barrier_directions,
+            side_effecting_ops,
+            offload_ops,
+            non_tensor_values,
+            forward_use_order_values,
+            false,
+            false,
+            0,
+            vec![],
+            false,
+        )?;
         let g = graph.get().inner.clone();
         let inner = py.detach(|| CandidateBatch::new(g, input, options)).py(py)?;
         Ok(PyCandidateBatch { inner })
@@ -590,7 +668,12 @@ impl PyCandidateBatch {
     /// One result per candidate (`(value, sharding)` and `(func op, result index, sharding)`
     /// overrides), on `threads` worker threads with the GIL released.
     #[pyo3(signature = (candidates, threads=1))]
-    fn propagate(&self, py: Python<'_>, candidates: Vec<CandidateW>, threads: usize) -> PyResult<Vec<PyPropagationResult>> {
+    fn propagate(
+        &self,
+        py: Python<'_>,
+        candidates: Vec<CandidateW>,
+        threads: usize,
+    ) -> PyResult<Vec<PyPropagationResult>> {
         let candidates = candidates_of(candidates).py(py)?;
         let outs = py.detach(|| self.inner.propagate(&candidates, threads));
         outs.into_iter().map(|r| r.py(py).map(|c| PyPropagationResult { held: Held::Candidate(c) })).collect()

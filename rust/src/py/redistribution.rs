@@ -14,7 +14,8 @@ type ModelW = ((f64, f64), Vec<(String, f64, f64)>);
 /// One step: `(kind, per-dim axes, axes, src_dim, tgt_dim, reduction, out sharding, bytes,
 /// seconds, text)`; `per-dim axes` for all_gather / all_slice / reduce_scatter, `axes` for
 /// all_to_all / collective_permute / all_reduce.
-type StepW = (String, Vec<Vec<AxisW>>, Vec<AxisW>, Option<usize>, Option<usize>, Option<String>, ShardingW, f64, f64, String);
+type StepW =
+    (String, Vec<Vec<AxisW>>, Vec<AxisW>, Option<usize>, Option<usize>, Option<String>, ShardingW, f64, f64, String);
 
 /// `(steps, bytes, seconds, naive_bytes, naive_seconds)`.
 type PlanW = (Vec<StepW>, f64, f64, f64, f64);
@@ -55,7 +56,15 @@ fn lists(axes: &[Vec<AxisRef>]) -> Vec<Vec<AxisW>> {
 
 /// Plans the redistribution of a tensor from `src` to `tgt` (see `redistribution::plan`).
 #[pyfunction]
-fn redistribution_plan(py: Python<'_>, mesh: MeshW, shape: Vec<i64>, dtype_bytes: i64, src: ShardingW, tgt: ShardingW, model: ModelW) -> PyResult<PlanW> {
+fn redistribution_plan(
+    py: Python<'_>,
+    mesh: MeshW,
+    shape: Vec<i64>,
+    dtype_bytes: i64,
+    src: ShardingW,
+    tgt: ShardingW,
+    model: ModelW,
+) -> PyResult<PlanW> {
     let mesh = mesh.to_mesh().py(py)?;
     let (src, tgt) = (src.into_sharding().py(py)?, tgt.into_sharding().py(py)?);
     let model = model_of(py, model)?;
@@ -65,13 +74,32 @@ fn redistribution_plan(py: Python<'_>, mesh: MeshW, shape: Vec<i64>, dtype_bytes
         .iter()
         .map(|s| {
             let (per_dim, axes, sd, td, red) = match &s.op {
-                Collective::AllGather { axes } | Collective::AllSlice { axes } => (lists(axes), vec![], None, None, None),
-                Collective::ReduceScatter { axes, reduction } => (lists(axes), vec![], None, None, Some(reduction.name().to_string())),
-                Collective::AllToAll { src_dim, tgt_dim, axes } => (vec![], list(axes), Some(*src_dim), Some(*tgt_dim), None),
+                Collective::AllGather { axes } | Collective::AllSlice { axes } => {
+                    (lists(axes), vec![], None, None, None)
+                }
+                Collective::ReduceScatter { axes, reduction } => {
+                    (lists(axes), vec![], None, None, Some(reduction.name().to_string()))
+                }
+                Collective::AllToAll { src_dim, tgt_dim, axes } => {
+                    (vec![], list(axes), Some(*src_dim), Some(*tgt_dim), None)
+                }
                 Collective::CollectivePermute { axes } => (vec![], list(axes), None, None, None),
-                Collective::AllReduce { axes, reduction } => (vec![], list(axes), None, None, Some(reduction.name().to_string())),
+                Collective::AllReduce { axes, reduction } => {
+                    (vec![], list(axes), None, None, Some(reduction.name().to_string()))
+                }
             };
-            (s.op.kind().name().to_string(), per_dim, axes, sd, td, red, ShardingW::from(&s.out), s.bytes, s.seconds, s.text())
+            (
+                s.op.kind().name().to_string(),
+                per_dim,
+                axes,
+                sd,
+                td,
+                red,
+                ShardingW::from(&s.out),
+                s.bytes,
+                s.seconds,
+                s.text(),
+            )
         })
         .collect();
     Ok((steps, p.bytes, p.seconds, p.naive_bytes, p.naive_seconds))
@@ -80,10 +108,19 @@ fn redistribution_plan(py: Python<'_>, mesh: MeshW, shape: Vec<i64>, dtype_bytes
 /// `(bytes, seconds)` of collective `kind` over `axes` of `mesh` on a local buffer of
 /// `local_bytes` per device (see `redistribution::cost`).
 #[pyfunction]
-fn collective_cost(py: Python<'_>, kind: &str, mesh: MeshW, axes: Vec<AxisW>, local_bytes: f64, model: ModelW) -> PyResult<(f64, f64)> {
+fn collective_cost(
+    py: Python<'_>,
+    kind: &str,
+    mesh: MeshW,
+    axes: Vec<AxisW>,
+    local_bytes: f64,
+    model: ModelW,
+) -> PyResult<(f64, f64)> {
     let kind = kind_of(kind)?;
     if !(local_bytes.is_finite() && local_bytes >= 0.0) {
-        return Err(super::errors::ShardwiseError::new_err(format!("local_bytes must be a finite number >= 0, got {local_bytes}")));
+        return Err(super::errors::ShardwiseError::new_err(format!(
+            "local_bytes must be a finite number >= 0, got {local_bytes}"
+        )));
     }
     let mesh = mesh.to_mesh().py(py)?;
     let resolved = model_of(py, model)?.resolve(&mesh).py(py)?;

@@ -104,7 +104,13 @@ fn ranks(py: Python<'_>, kind: &str, ranks: &[i64]) -> PyResult<Vec<usize>> {
         .enumerate()
         .map(|(i, &r)| {
             usize::try_from(r).ok().filter(|&r| r <= MAX_RANK).ok_or_else(|| {
-                to_py(py, Error::invariant("builder-dim-out-of-range", format!("{kind} {i}: expected a rank in [0, {MAX_RANK}], got {r}")))
+                to_py(
+                    py,
+                    Error::invariant(
+                        "builder-dim-out-of-range",
+                        format!("{kind} {i}: expected a rank in [0, {MAX_RANK}], got {r}"),
+                    ),
+                )
             })
         })
         .collect()
@@ -146,17 +152,14 @@ fn rule_validate(
 /// `"operands"` and `"results"` map dimension `operand_dims[0]` of every tensor of rank >= 1
 /// of all values, operands or results.
 #[pyfunction]
-fn rule_build(
-    py: Python<'_>,
-    operand_ranks: Vec<i64>,
-    result_ranks: Vec<i64>,
-    steps: Vec<StepW>,
-) -> PyResult<RuleW> {
+fn rule_build(py: Python<'_>, operand_ranks: Vec<i64>, result_ranks: Vec<i64>, steps: Vec<StepW>) -> PyResult<RuleW> {
     let mut b = RuleBuilder::new(&ranks(py, "operand", &operand_ranks)?, &ranks(py, "result", &result_ranks)?);
     for (i, (mode, a, r, size, kind, blocked)) in steps.iter().enumerate() {
         let kind = kind_of(kind)?;
         let first = || {
-            a.first().copied().ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("builder step {i} ({mode}): expected a dimension")))
+            a.first().copied().ok_or_else(|| {
+                pyo3::exceptions::PyValueError::new_err(format!("builder step {i} ({mode}): expected a dimension"))
+            })
         };
         let done = match mode.as_str() {
             "dims" => b.add_factor(a, r, *size, kind, *blocked).map(|_| ()),
@@ -177,7 +180,9 @@ fn rule_build(
 /// Shardy's pointwise rule: factor `d` of size `shape[d]` is dimension `d` of every value.
 #[pyfunction]
 fn rule_pointwise(py: Python<'_>, operand_ranks: Vec<i64>, result_ranks: Vec<i64>, shape: Vec<i64>) -> PyResult<RuleW> {
-    let r = RuleBuilder::pointwise(&ranks(py, "operand", &operand_ranks)?, &ranks(py, "result", &result_ranks)?, &shape).py(py)?;
+    let r =
+        RuleBuilder::pointwise(&ranks(py, "operand", &operand_ranks)?, &ranks(py, "result", &result_ranks)?, &shape)
+            .py(py)?;
     Ok(RuleW::from(&r))
 }
 
@@ -209,7 +214,8 @@ fn einsum_check(
     blocked: Vec<String>,
     factor_sizes: Vec<(String, i64)>,
 ) -> PyResult<()> {
-    rule::EinsumSpec::parse(spec, einsum_options(reduction, need_replication, permutation, blocked, factor_sizes)).py(py)?;
+    rule::EinsumSpec::parse(spec, einsum_options(reduction, need_replication, permutation, blocked, factor_sizes))
+        .py(py)?;
     Ok(())
 }
 

@@ -8,7 +8,10 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 
 use super::errors::IntoPyResult;
-use crate::search::{deadline_after, forbidden_components, lagrange_prices, lower_bound, request_stop, solve_local, LocalOptions, StrategyGraph};
+use crate::search::{
+    deadline_after, forbidden_components, lagrange_prices, lower_bound, request_stop, solve_local, LocalOptions,
+    StrategyGraph,
+};
 
 /// A strategy graph as one Python tuple: `(offsets, cost, usage, intervals, edges,
 /// edge_offsets, edge_cost, usage_limit)`, arrays as in `StrategyGraph`, the int64 ones as
@@ -56,7 +59,10 @@ type LocalW = (Vec<usize>, i128, i128, bool, u64, u64);
 /// Little-endian int64 values from a bytes buffer (numpy's `astype("<i8").tobytes()`).
 fn int64s(name: &str, b: &[u8]) -> PyResult<Vec<i64>> {
     if b.len() % 8 != 0 {
-        return Err(PyValueError::new_err(format!("{name}: expected little-endian int64 bytes (a multiple of 8), got {} bytes", b.len())));
+        return Err(PyValueError::new_err(format!(
+            "{name}: expected little-endian int64 bytes (a multiple of 8), got {} bytes",
+            b.len()
+        )));
     }
     Ok(b.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("chunk of 8"))).collect())
 }
@@ -75,7 +81,9 @@ fn search_local(
 ) -> PyResult<LocalW> {
     let time_limit = seconds(time_limit)?;
     if !(0.0..=1.0).contains(&lagrange_share) {
-        return Err(PyValueError::new_err(format!("lagrange_share: expected a share of the time limit in [0, 1], got {lagrange_share}")));
+        return Err(PyValueError::new_err(format!(
+            "lagrange_share: expected a share of the time limit in [0, 1], got {lagrange_share}"
+        )));
     }
     let g = graph.graph()?;
     let options = LocalOptions { time_limit, seed, initial, max_rounds, lagrange_share };
@@ -130,7 +138,13 @@ fn search_bound(
     let g = graph.graph()?;
     let deadline = deadline_after(Instant::now(), limit);
     let b = py.detach(|| lower_bound(&g, deadline, max_rounds, target)).py(py)?;
-    Ok(PyLowerBound { bound: b.bound, unpriced: b.unpriced, forests: b.forests, rounds: b.rounds, assignment: b.assignment })
+    Ok(PyLowerBound {
+        bound: b.bound,
+        unpriced: b.unpriced,
+        forests: b.forests,
+        rounds: b.rounds,
+        assignment: b.assignment,
+    })
 }
 
 /// A forbidden component of a strategy graph (`crate::search::Component`): nodes joined by
@@ -151,10 +165,7 @@ pub struct PyForbiddenComponent {
 fn search_components(py: Python<'_>, graph: GraphW) -> PyResult<Vec<PyForbiddenComponent>> {
     let g = graph.graph()?;
     let comps = py.detach(|| forbidden_components(&g)).py(py)?;
-    Ok(comps
-        .into_iter()
-        .map(|c| PyForbiddenComponent { count: c.count(), nodes: c.nodes, joints: c.joints })
-        .collect())
+    Ok(comps.into_iter().map(|c| PyForbiddenComponent { count: c.count(), nodes: c.nodes, joints: c.joints }).collect())
 }
 
 /// With `true`, makes every running local search and price search of the process stop at its

@@ -187,7 +187,8 @@ impl<'py> Walker<'py> {
             for v in dict.values().iter() {
                 // A text that cannot be read here (not a str, not UTF-8) is listed: the caller
                 // looks again.
-                let maybe = v.cast::<pyo3::types::PyString>().map_or(true, |t| t.to_cow().map_or(true, |t| t.contains('@')));
+                let maybe =
+                    v.cast::<pyo3::types::PyString>().map_or(true, |t| t.to_cow().map_or(true, |t| t.contains('@')));
                 if maybe {
                     self.out.symbol_ops.push(i);
                     break;
@@ -199,7 +200,8 @@ impl<'py> Walker<'py> {
             return Ok(());
         }
         let ops_from = self.out.graph.operands.len() - n_operands;
-        let mut types: Vec<u32> = self.out.graph.operands[ops_from..].iter().map(|&v| self.value_type[v as usize]).collect();
+        let mut types: Vec<u32> =
+            self.out.graph.operands[ops_from..].iter().map(|&v| self.value_type[v as usize]).collect();
         types.extend_from_slice(&self.value_type[first_result as usize..]);
         // Order-insensitive, as dict equality is.
         let mut h: u64 = dict.len() as u64;

@@ -83,15 +83,12 @@ impl ShardingW {
             (None, Some(m)) => MeshRef::Inline(m.to_mesh()?),
             (None, None) => return Err(Error::mesh("a sharding needs a mesh name or an inlined mesh")),
         };
-        let reduction = Reduction::from_name(&self.5)
-            .ok_or_else(|| Error::invariant("unknown-reduction", format!("reduction must be sum, max or min, got {:?}", self.5)))?;
+        let reduction = Reduction::from_name(&self.5).ok_or_else(|| {
+            Error::invariant("unknown-reduction", format!("reduction must be sum, max or min, got {:?}", self.5))
+        })?;
         Ok(TensorSharding {
             mesh,
-            dims: self
-                .2
-                .into_iter()
-                .map(|d| DimSharding { axes: axes_r(d.0), closed: d.1, priority: d.2 })
-                .collect(),
+            dims: self.2.into_iter().map(|d| DimSharding { axes: axes_r(d.0), closed: d.1, priority: d.2 }).collect(),
             replicated: axes_r(self.3),
             unreduced: axes_r(self.4),
             reduction,

@@ -63,10 +63,16 @@ impl Link {
     /// Errors unless bandwidth is finite and > 0 and latency finite and >= 0.
     pub fn new(bandwidth: f64, latency: f64) -> Result<Link> {
         if !(bandwidth.is_finite() && bandwidth > 0.0) {
-            return Err(Error::invariant("cost-model", format!("bandwidth must be a finite number of bytes/s > 0, got {bandwidth}")));
+            return Err(Error::invariant(
+                "cost-model",
+                format!("bandwidth must be a finite number of bytes/s > 0, got {bandwidth}"),
+            ));
         }
         if !(latency.is_finite() && latency >= 0.0) {
-            return Err(Error::invariant("cost-model", format!("latency must be a finite number of seconds >= 0, got {latency}")));
+            return Err(Error::invariant(
+                "cost-model",
+                format!("latency must be a finite number of seconds >= 0, got {latency}"),
+            ));
         }
         Ok(Link { bandwidth, latency })
     }

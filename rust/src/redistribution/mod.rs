@@ -167,12 +167,25 @@ fn layout(atoms: &Atoms, mesh: &Mesh, t: &TensorSharding) -> Layout {
 /// Errors: `ErrorKind::Mesh` for a mismatched mesh or cost-model axis; `ErrorKind::Invariant`
 /// with rules `rank-mismatch` and the other sharding invariants, `dynamic-dim`, `dtype-bytes`,
 /// `unreduced-target` and `reduction-mismatch`.
-pub fn plan(mesh: &Mesh, shape: &[i64], dtype_bytes: i64, src: &TensorSharding, tgt: &TensorSharding, model: &CostModel) -> Result<Plan> {
+pub fn plan(
+    mesh: &Mesh,
+    shape: &[i64],
+    dtype_bytes: i64,
+    src: &TensorSharding,
+    tgt: &TensorSharding,
+    model: &CostModel,
+) -> Result<Plan> {
     if dtype_bytes < 1 {
-        return Err(Error::invariant("dtype-bytes", format!("element size must be at least 1 byte, got {dtype_bytes}")));
+        return Err(Error::invariant(
+            "dtype-bytes",
+            format!("element size must be at least 1 byte, got {dtype_bytes}"),
+        ));
     }
     if let Some(i) = shape.iter().position(|&s| s == DYNAMIC) {
-        return Err(Error::invariant("dynamic-dim", format!("dim {i} of shape {shape:?} is dynamic; redistribution needs static sizes")));
+        return Err(Error::invariant(
+            "dynamic-dim",
+            format!("dim {i} of shape {shape:?} is dynamic; redistribution needs static sizes"),
+        ));
     }
     check_mesh("source", src, mesh)?;
     check_mesh("target", tgt, mesh)?;
@@ -191,7 +204,11 @@ pub fn plan(mesh: &Mesh, shape: &[i64], dtype_bytes: i64, src: &TensorSharding, 
     if !tgt.unreduced.is_empty() && tgt.reduction != src.reduction {
         return Err(Error::invariant(
             "reduction-mismatch",
-            format!("the source reduces its unreduced axes with {}, the target with {}", src.reduction.name(), tgt.reduction.name()),
+            format!(
+                "the source reduces its unreduced axes with {}, the target with {}",
+                src.reduction.name(),
+                tgt.reduction.name()
+            ),
         ));
     }
     if mesh.axes().is_empty() {
@@ -210,7 +227,8 @@ pub fn plan(mesh: &Mesh, shape: &[i64], dtype_bytes: i64, src: &TensorSharding, 
         }
     };
     let ctx = Ctx { atoms: &atoms, shape, dtype_bytes, cost: &cost };
-    let naive = planner::naive(&ctx, &src_l, &tgt_l).ok_or_else(|| internal("the naive plan does not reach the target"))?;
+    let naive =
+        planner::naive(&ctx, &src_l, &tgt_l).ok_or_else(|| internal("the naive plan does not reach the target"))?;
     let naive = planner::merge_adjacent(&ctx, &src_l, naive);
     let limit = naive.total().bytes * (1.0 + 1e-12) + 1e-9;
     // Preference on equal cost: permute, greedy (the shapes of Shardy's plans), then naive.
@@ -232,7 +250,13 @@ pub fn plan(mesh: &Mesh, shape: &[i64], dtype_bytes: i64, src: &TensorSharding, 
     }
     let best = best.unwrap_or_else(|| naive.clone());
     let (t, n) = (best.total(), naive.total());
-    Ok(Plan { steps: convert(mesh, &atoms, src, tgt, &src_l, &best), bytes: t.bytes, seconds: t.seconds, naive_bytes: n.bytes, naive_seconds: n.seconds })
+    Ok(Plan {
+        steps: convert(mesh, &atoms, src, tgt, &src_l, &best),
+        bytes: t.bytes,
+        seconds: t.seconds,
+        naive_bytes: n.bytes,
+        naive_seconds: n.seconds,
+    })
 }
 
 fn internal(msg: &str) -> Error {
@@ -264,7 +288,14 @@ fn split_atoms(mesh: &Mesh, src: &TensorSharding, tgt: &TensorSharding) -> (Atom
 }
 
 /// Turns atom moves back into collectives over axis references, with the sharding after each.
-fn convert(mesh: &Mesh, atoms: &Atoms, src: &TensorSharding, tgt: &TensorSharding, start: &Layout, plan: &AtomPlan) -> Vec<Step> {
+fn convert(
+    mesh: &Mesh,
+    atoms: &Atoms,
+    src: &TensorSharding,
+    tgt: &TensorSharding,
+    start: &Layout,
+    plan: &AtomPlan,
+) -> Vec<Step> {
     let refs = |ids: &[usize]| atoms.refs(mesh, ids);
     let per_dim = |p: &[Vec<usize>]| p.iter().map(|ids| refs(ids)).collect::<Vec<_>>();
     let sorted = |ids: &[usize]| {
@@ -278,7 +309,9 @@ fn convert(mesh: &Mesh, atoms: &Atoms, src: &TensorSharding, tgt: &TensorShardin
         let op = match m {
             Move::Gather(p) => Collective::AllGather { axes: per_dim(p) },
             Move::Slice(p) => Collective::AllSlice { axes: per_dim(p) },
-            Move::AllToAll { src, tgt, atoms } => Collective::AllToAll { src_dim: *src, tgt_dim: *tgt, axes: refs(atoms) },
+            Move::AllToAll { src, tgt, atoms } => {
+                Collective::AllToAll { src_dim: *src, tgt_dim: *tgt, axes: refs(atoms) }
+            }
             Move::Permute(to) => Collective::CollectivePermute { axes: sorted(&moves::moved_atoms(prev, to)) },
             Move::AllReduce(ids) => Collective::AllReduce { axes: sorted(ids), reduction: src.reduction },
             Move::ReduceScatter(p) => Collective::ReduceScatter { axes: per_dim(p), reduction: src.reduction },

@@ -117,7 +117,12 @@ impl Ctx<'_> {
             }
             Move::AllToAll { src, tgt, atoms } => {
                 let (s, t) = (*src, *tgt);
-                if s == t || s >= cur.dims.len() || t >= cur.dims.len() || !cur.dims[s].ends_with(atoms) || atoms.is_empty() {
+                if s == t
+                    || s >= cur.dims.len()
+                    || t >= cur.dims.len()
+                    || !cur.dims[s].ends_with(atoms)
+                    || atoms.is_empty()
+                {
                     return None;
                 }
                 let n = self.count(atoms);

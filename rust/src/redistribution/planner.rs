@@ -27,7 +27,10 @@ pub struct AtomPlan {
 
 impl AtomPlan {
     pub fn total(&self) -> StepCost {
-        self.steps.iter().fold(StepCost::default(), |a, (_, _, c)| StepCost { bytes: a.bytes + c.bytes, seconds: a.seconds + c.seconds })
+        self.steps.iter().fold(StepCost::default(), |a, (_, _, c)| StepCost {
+            bytes: a.bytes + c.bytes,
+            seconds: a.seconds + c.seconds,
+        })
     }
 
     /// The layout after the last step (or `start`).
@@ -84,7 +87,8 @@ fn slice_ready(ctx: &Ctx<'_>, start: &Layout, tgt: &Layout, plan: &mut AtomPlan)
             let run = leading(n, |a| !cur.uses(a));
             let mut trial = cur.clone();
             trial.dims[d].extend_from_slice(&run);
-            let single: Vec<Vec<usize>> = (0..cur.dims.len()).map(|i| if i == d { run.clone() } else { vec![] }).collect();
+            let single: Vec<Vec<usize>> =
+                (0..cur.dims.len()).map(|i| if i == d { run.clone() } else { vec![] }).collect();
             if !run.is_empty() && ctx.apply(&cur, &Move::Slice(single)).is_some() {
                 *slot = run;
             }
@@ -104,7 +108,8 @@ fn reduce(ctx: &Ctx<'_>, start: &Layout, tgt: &Layout, plan: &mut AtomPlan) {
     for (d, slot) in per_dim.iter_mut().enumerate() {
         if let Some(n) = need(&cur, tgt, d) {
             let run = leading(n, |a| pending.contains(&a));
-            let single: Vec<Vec<usize>> = (0..cur.dims.len()).map(|i| if i == d { run.clone() } else { vec![] }).collect();
+            let single: Vec<Vec<usize>> =
+                (0..cur.dims.len()).map(|i| if i == d { run.clone() } else { vec![] }).collect();
             if !run.is_empty() && ctx.apply(&cur, &Move::ReduceScatter(single)).is_some() {
                 *slot = run;
             }
@@ -142,7 +147,9 @@ fn all_to_all(ctx: &Ctx<'_>, start: &Layout, tgt: &Layout, plan: &mut AtomPlan) 
             let mut trial = plan.clone();
             let mut atoms = suffix.clone();
             atoms.extend_from_slice(&ext);
-            if push(ctx, start, &mut trial, Move::Slice(slice)) && push(ctx, start, &mut trial, Move::AllToAll { src: s, tgt: t, atoms }) {
+            if push(ctx, start, &mut trial, Move::Slice(slice))
+                && push(ctx, start, &mut trial, Move::AllToAll { src: s, tgt: t, atoms })
+            {
                 *plan = trial;
                 return true;
             }
@@ -162,7 +169,8 @@ fn gather(ctx: &Ctx<'_>, start: &Layout, tgt: &Layout, plan: &mut AtomPlan) -> b
     let rank = cur.dims.len();
     let needed_elsewhere = |a: usize, d: usize| tgt.dims.iter().enumerate().any(|(t, v)| t != d && v.contains(&a));
     let blocked: Vec<usize> = (0..rank).filter(|&d| need(&cur, tgt, d).is_none()).collect();
-    let mut chosen: Vec<usize> = blocked.iter().copied().filter(|&d| cur.dims[d].last().is_some_and(|&a| !needed_elsewhere(a, d))).collect();
+    let mut chosen: Vec<usize> =
+        blocked.iter().copied().filter(|&d| cur.dims[d].last().is_some_and(|&a| !needed_elsewhere(a, d))).collect();
     if chosen.is_empty() {
         chosen.extend(blocked.first());
     }
@@ -201,7 +209,10 @@ pub fn greedy(ctx: &Ctx<'_>, src: &Layout, tgt: &Layout, opening: &AtomPlan) -> 
         if plan.end(src) == tgt {
             return Some(plan);
         }
-        if slice_ready(ctx, src, tgt, &mut plan) || all_to_all(ctx, src, tgt, &mut plan) || gather(ctx, src, tgt, &mut plan) {
+        if slice_ready(ctx, src, tgt, &mut plan)
+            || all_to_all(ctx, src, tgt, &mut plan)
+            || gather(ctx, src, tgt, &mut plan)
+        {
             continue;
         }
         return None;
@@ -253,9 +264,8 @@ pub fn permute(ctx: &Ctx<'_>, src: &Layout, tgt: &Layout, opening: &AtomPlan) ->
             g.sort_unstable(); // mesh order, as Shardy orders the axes it gathers
             inter.dims[d].extend_from_slice(g);
         }
-        let counts_match = (0..rank).all(|d| {
-            ctx.atoms.count(&cur.dims[d]) * ctx.atoms.count(&sliced[d]) == ctx.atoms.count(&inter.dims[d])
-        });
+        let counts_match = (0..rank)
+            .all(|d| ctx.atoms.count(&cur.dims[d]) * ctx.atoms.count(&sliced[d]) == ctx.atoms.count(&inter.dims[d]));
         if !counts_match {
             continue;
         }

@@ -113,7 +113,14 @@ impl RuleBuilder {
 
     /// Adds a factor of `size` and `kind` mapped to dimension `operand_dims[i]` of operand `i`
     /// and `result_dims[j]` of result `j` ([`NULL_DIM`] skips a tensor). Shardy `addFactor`.
-    pub fn add_factor(&mut self, operand_dims: &[i64], result_dims: &[i64], size: i64, kind: FactorKind, blocked: bool) -> Result<&mut Self> {
+    pub fn add_factor(
+        &mut self,
+        operand_dims: &[i64],
+        result_dims: &[i64],
+        size: i64,
+        kind: FactorKind,
+        blocked: bool,
+    ) -> Result<&mut Self> {
         check_dims("operand", operand_dims, &self.operands)?;
         check_dims("result", result_dims, &self.results)?;
         let f = self.reserve(size, kind, blocked);
@@ -124,7 +131,13 @@ impl RuleBuilder {
 
     /// Adds a factor mapped to dimension `dim` of every operand of rank >= 1. Shardy
     /// `addFactorSameForAllOperands`.
-    pub fn add_factor_for_all_operands(&mut self, dim: i64, size: i64, kind: FactorKind, blocked: bool) -> Result<&mut Self> {
+    pub fn add_factor_for_all_operands(
+        &mut self,
+        dim: i64,
+        size: i64,
+        kind: FactorKind,
+        blocked: bool,
+    ) -> Result<&mut Self> {
         check_dim_all("operand", dim, &self.operands)?;
         let f = self.reserve(size, kind, blocked);
         map_dim_all(&mut self.operands, dim, f);
@@ -133,7 +146,13 @@ impl RuleBuilder {
 
     /// Adds a factor mapped to dimension `dim` of every result of rank >= 1. Shardy
     /// `addFactorSameForAllResults`.
-    pub fn add_factor_for_all_results(&mut self, dim: i64, size: i64, kind: FactorKind, blocked: bool) -> Result<&mut Self> {
+    pub fn add_factor_for_all_results(
+        &mut self,
+        dim: i64,
+        size: i64,
+        kind: FactorKind,
+        blocked: bool,
+    ) -> Result<&mut Self> {
         check_dim_all("result", dim, &self.results)?;
         let f = self.reserve(size, kind, blocked);
         map_dim_all(&mut self.results, dim, f);
@@ -252,7 +271,10 @@ impl RuleBuilder {
             if let Some((t, &r)) = ranks.iter().enumerate().find(|(_, &r)| r > shape.len()) {
                 return Err(dim_error(
                     "builder-dim-out-of-range",
-                    format!("pointwise rule of shape {shape:?}: expected {kind} {t} to have rank <= {}, got {r}", shape.len()),
+                    format!(
+                        "pointwise rule of shape {shape:?}: expected {kind} {t} to have rank <= {}, got {r}",
+                        shape.len()
+                    ),
                 ));
             }
         }

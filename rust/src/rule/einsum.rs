@@ -214,7 +214,10 @@ impl EinsumSpec {
         let o = &self.options;
         for (f, _) in &o.factor_sizes {
             if !names.iter().any(|(n, _)| n == f) {
-                return Err(invalid("einsum-unused-size", format!("a size is given for factor {f:?}, which the rule does not use")));
+                return Err(invalid(
+                    "einsum-unused-size",
+                    format!("a size is given for factor {f:?}, which the rule does not use"),
+                ));
             }
         }
         for (n, inferable) in &names {
@@ -245,7 +248,10 @@ impl EinsumSpec {
                     return Err(invalid("einsum-special-duplicate", format!("{kind} names factor {f:?} twice")));
                 }
                 if !names.iter().any(|(n, _)| n == f) {
-                    return Err(invalid("einsum-special-unknown", format!("{kind} names factor {f:?}, which the rule does not use")));
+                    return Err(invalid(
+                        "einsum-special-unknown",
+                        format!("{kind} names factor {f:?}, which the rule does not use"),
+                    ));
                 }
                 if kind != "blocked_propagation_factors" {
                     if let Some(other) = kind_of.insert(f, kind) {
@@ -263,7 +269,9 @@ impl EinsumSpec {
     /// Binds the rule to an op with these operand and result shapes (JAX
     /// `sdy_sharding_rule_to_mlir`) and validates the result.
     pub fn build(&self, operand_shapes: &[Vec<i64>], result_shapes: &[Vec<i64>]) -> Result<OpShardingRule> {
-        for (kind, values, shapes) in [("operand", &self.operands, operand_shapes), ("result", &self.results, result_shapes)] {
+        for (kind, values, shapes) in
+            [("operand", &self.operands, operand_shapes), ("result", &self.results, result_shapes)]
+        {
             if values.len() != shapes.len() {
                 return Err(invalid(
                     "einsum-value-count",
@@ -316,7 +324,10 @@ impl EinsumSpec {
                     Some(&r) if r != here => {
                         return Err(invalid(
                             "einsum-ellipsis-rank",
-                            format!("'...{}' stands for {r} leading dimensions elsewhere but for {here} in {what}", if g == "0" { "" } else { g }),
+                            format!(
+                                "'...{}' stands for {r} leading dimensions elsewhere but for {here} in {what}",
+                                if g == "0" { "" } else { g }
+                            ),
                         ))
                     }
                     _ => {}
@@ -326,7 +337,10 @@ impl EinsumSpec {
             if rule_rank + brank != op_rank {
                 return Err(invalid(
                     "einsum-rank-mismatch",
-                    format!("{what} has rank {op_rank} (shape {shape:?}), the rule gives it rank {}", rule_rank + brank),
+                    format!(
+                        "{what} has rank {op_rank} (shape {shape:?}), the rule gives it rank {}",
+                        rule_rank + brank
+                    ),
                 ));
             }
             if let Some(g) = &v.batching {
@@ -403,6 +417,11 @@ impl EinsumSpec {
 
 /// Parses `rule` with `options` and binds it to the shapes: [`EinsumSpec::parse`] then
 /// [`EinsumSpec::build`].
-pub fn rule_from_einsum(rule: &str, options: EinsumOptions, operand_shapes: &[Vec<i64>], result_shapes: &[Vec<i64>]) -> Result<OpShardingRule> {
+pub fn rule_from_einsum(
+    rule: &str,
+    options: EinsumOptions,
+    operand_shapes: &[Vec<i64>],
+    result_shapes: &[Vec<i64>],
+) -> Result<OpShardingRule> {
     EinsumSpec::parse(rule, options)?.build(operand_shapes, result_shapes)
 }

@@ -100,7 +100,10 @@ impl Lexer<'_> {
                 let digits = bytes[i + 2..].iter().take_while(|b| b.is_ascii_digit()).count();
                 let num = &word[i + 2..i + 2 + digits];
                 if digits == 0 {
-                    return Err(Error::parse(at, format!("expected a number after 'z_' at offset {at} of {:?}, got {word:?}", self.src)));
+                    return Err(Error::parse(
+                        at,
+                        format!("expected a number after 'z_' at offset {at} of {:?}, got {word:?}", self.src),
+                    ));
                 }
                 if num.starts_with('0') {
                     return Err(Error::parse(
@@ -108,11 +111,10 @@ impl Lexer<'_> {
                         format!("expected a factor number without leading zeros after 'z_' at offset {at} of {:?}, got 'z_{num}'", self.src),
                     ));
                 }
-                let n: i64 = num
-                    .parse()
-                    .ok()
-                    .filter(|n: &i64| n.checked_add(START_AT_Z).is_some())
-                    .ok_or_else(|| Error::parse(at, format!("factor number z_{num} at offset {at} of {:?} is too large", self.src)))?;
+                let n: i64 =
+                    num.parse().ok().filter(|n: &i64| n.checked_add(START_AT_Z).is_some()).ok_or_else(|| {
+                        Error::parse(at, format!("factor number z_{num} at offset {at} of {:?} is too large", self.src))
+                    })?;
                 out.push(n + START_AT_Z);
                 i += 2 + digits;
             } else {
@@ -120,7 +122,10 @@ impl Lexer<'_> {
                 if !(b'i'..=b'z').contains(&c) {
                     return Err(Error::parse(
                         at,
-                        format!("expected a factor symbol 'i'..'z' or 'z_<n>' at offset {at} of {:?}, got '{}'", self.src, c as char),
+                        format!(
+                            "expected a factor symbol 'i'..'z' or 'z_<n>' at offset {at} of {:?}, got '{}'",
+                            self.src, c as char
+                        ),
                     ));
                 }
                 out.push(i64::from(c - b'i'));
@@ -137,7 +142,10 @@ impl Lexer<'_> {
         };
         let syms = self.symbols(start, word)?;
         if syms.len() != 1 {
-            return Err(Error::parse(start, format!("expected a single factor symbol at offset {start} of {:?}, got {word:?}", self.src)));
+            return Err(Error::parse(
+                start,
+                format!("expected a single factor symbol at offset {start} of {:?}, got {word:?}", self.src),
+            ));
         }
         Ok(syms[0])
     }

@@ -72,9 +72,7 @@ struct Forest {
 /// join two of its trees (union-find in edge order), the rest go to the next pass.
 fn forests(g: &StrategyGraph) -> Vec<Forest> {
     let n = g.num_nodes();
-    let mut left: Vec<usize> = (0..g.edges.len())
-        .filter(|&e| g.edges[e].0 != g.edges[e].1)
-        .collect();
+    let mut left: Vec<usize> = (0..g.edges.len()).filter(|&e| g.edges[e].0 != g.edges[e].1).collect();
     let mut out = Vec::new();
     let mut uf: Vec<usize> = vec![0; n];
     fn find(uf: &mut [usize], mut x: usize) -> usize {
@@ -99,11 +97,7 @@ fn forests(g: &StrategyGraph) -> Vec<Forest> {
                 adj[b].push((a, e));
             }
         }
-        let mut f = Forest {
-            order: Vec::new(),
-            parent: Vec::new(),
-            off: vec![0],
-        };
+        let mut f = Forest { order: Vec::new(), parent: Vec::new(), off: vec![0] };
         let mut pos = vec![usize::MAX; n];
         for r in 0..n {
             if pos[r] != usize::MAX || adj[r].is_empty() {
@@ -139,11 +133,7 @@ fn forests(g: &StrategyGraph) -> Vec<Forest> {
 /// returns the value and each position's strategy in an optimal assignment.
 fn solve_forest(g: &StrategyGraph, f: &Forest, unary: &mut [f64], choice: &mut [usize]) -> f64 {
     let entry = |e: usize, first: bool, sc: usize, sp: usize| -> f64 {
-        (if first {
-            g.edge_entry(e, sc, sp)
-        } else {
-            g.edge_entry(e, sp, sc)
-        }) as f64
+        (if first { g.edge_entry(e, sc, sp) } else { g.edge_entry(e, sp, sc) }) as f64
     };
     for i in (0..f.order.len()).rev() {
         let (p, e, first) = f.parent[i];
@@ -165,11 +155,7 @@ fn solve_forest(g: &StrategyGraph, f: &Forest, unary: &mut [f64], choice: &mut [
         let slots = &unary[f.off[i]..f.off[i + 1]];
         let (mut best, mut arg) = (f64::INFINITY, 0);
         for (s, &x) in slots.iter().enumerate() {
-            let y = if p == usize::MAX {
-                x
-            } else {
-                x + entry(e, first, s, choice[p])
-            };
+            let y = if p == usize::MAX { x } else { x + entry(e, first, s, choice[p]) };
             if y < best {
                 best = y;
                 arg = s;
@@ -208,42 +194,24 @@ pub fn lower_bound(
         }
     }
     // Compressed time points (as in `local::State`): the distinct interval starts.
-    let mut times: Vec<i64> = g
-        .intervals
-        .iter()
-        .filter(|(a, b)| a < b)
-        .map(|&(a, _)| a)
-        .collect();
+    let mut times: Vec<i64> = g.intervals.iter().filter(|(a, b)| a < b).map(|&(a, _)| a).collect();
     times.sort_unstable();
     times.dedup();
     let range: Vec<(usize, usize)> = g
         .intervals
         .iter()
-        .map(|&(a, b)| {
-            (
-                times.partition_point(|&t| t < a),
-                times.partition_point(|&t| t < b),
-            )
-        })
+        .map(|&(a, b)| (times.partition_point(|&t| t < a), times.partition_point(|&t| t < b)))
         .collect();
     let npoints = times.len();
     let limit = g.usage_limit.map(|l| l as f64);
     // Memory prices in units of cost per share of the limit (`λ_t = μ_t / M`), so that their
     // subgradients (overflow shares) and the corrections' (0/1 indicators) have like scales.
     let mut mu = vec![0.0f64; npoints];
-    let mut delta: Vec<Vec<f64>> = fs
-        .iter()
-        .map(|f| vec![0.0; *f.off.last().expect("off")])
-        .collect();
+    let mut delta: Vec<Vec<f64>> = fs.iter().map(|f| vec![0.0; *f.off.last().expect("off")]).collect();
     let mut work: Vec<Vec<f64>> = delta.clone();
     let mut choice: Vec<Vec<usize>> = fs.iter().map(|f| vec![0; f.order.len()]).collect();
-    let mut out = LowerBound {
-        bound: i128::MIN,
-        unpriced: i128::MIN,
-        forests: fs.len(),
-        rounds: 0,
-        assignment: vec![0; n],
-    };
+    let mut out =
+        LowerBound { bound: i128::MIN, unpriced: i128::MIN, forests: fs.len(), rounds: 0, assignment: vec![0; n] };
     let mut best = f64::NEG_INFINITY;
     let target = target.map(|t| t as f64);
     // Step factor and rounds since the bound last improved.
@@ -280,11 +248,7 @@ pub fn lower_bound(
         let scale = limit.map_or(0.0, |l| 1.0 / l.max(1.0));
         let mut magnitude = 0.0f64;
         for (v, &(lo, hi)) in range.iter().enumerate() {
-            let price = if lo < hi {
-                (pre[hi] - pre[lo]) * scale
-            } else {
-                0.0
-            };
+            let price = if lo < hi { (pre[hi] - pre[lo]) * scale } else { 0.0 };
             for s in 0..g.k(v) {
                 let i = g.offsets[v] + s;
                 theta[i] = g.cost[i] as f64 + own[i] + g.usage[i] as f64 * price;
@@ -295,11 +259,7 @@ pub fn lower_bound(
         for v in 0..n {
             if memb[v].is_empty() {
                 let sl = &theta[g.offsets[v]..g.offsets[v + 1]];
-                let (s, &x) = sl
-                    .iter()
-                    .enumerate()
-                    .min_by(|a, b| a.1.total_cmp(b.1))
-                    .expect("a strategy");
+                let (s, &x) = sl.iter().enumerate().min_by(|a, b| a.1.total_cmp(b.1)).expect("a strategy");
                 value += x;
                 magnitude += x.abs();
                 mean_use[v] = g.node_usage(v, s) as f64;
@@ -325,11 +285,7 @@ pub fn lower_bound(
         }
         for v in (0..n).filter(|&v| !memb[v].is_empty()) {
             let r = g.offsets[v]..g.offsets[v + 1];
-            value -= theta[r.clone()]
-                .iter()
-                .zip(&split[r])
-                .map(|(t, x)| (t - x).abs())
-                .fold(0.0, f64::max);
+            value -= theta[r.clone()].iter().zip(&split[r]).map(|(t, x)| (t - x).abs()).fold(0.0, f64::max);
         }
         let sum_mu: f64 = mu.iter().sum();
         value -= sum_mu;

@@ -115,27 +115,15 @@ fn enumerate(
     inc: &[Vec<usize>],
 ) -> Option<Component> {
     let cap = (MAX_JOINTS + 1) as u64;
-    let mut count: Vec<Vec<u64>> = order
-        .iter()
-        .map(|&u| {
-            (0..g.k(u))
-                .map(|s| u64::from(g.node_cost(u, s) < FORBIDDEN))
-                .collect()
-        })
-        .collect();
+    let mut count: Vec<Vec<u64>> =
+        order.iter().map(|&u| (0..g.k(u)).map(|s| u64::from(g.node_cost(u, s) < FORBIDDEN)).collect()).collect();
     for i in (1..order.len()).rev() {
         let (pi, e, p_first) = parent[i];
         let (pu, c) = (order[pi], order[i]);
         let ways: Vec<u64> = (0..g.k(pu))
             .map(|sp| {
                 (0..g.k(c))
-                    .filter(|&sc| {
-                        if p_first {
-                            allowed(g, e, sp, sc)
-                        } else {
-                            allowed(g, e, sc, sp)
-                        }
-                    })
+                    .filter(|&sc| if p_first { allowed(g, e, sp, sc) } else { allowed(g, e, sc, sp) })
                     .fold(0u64, |acc, sc| acc.saturating_add(count[i][sc]).min(cap))
             })
             .collect();
@@ -143,14 +131,11 @@ fn enumerate(
             *x = x.saturating_mul(w).min(cap);
         }
     }
-    let total = count[0]
-        .iter()
-        .fold(0u64, |a, &x| a.saturating_add(x).min(cap));
+    let total = count[0].iter().fold(0u64, |a, &x| a.saturating_add(x).min(cap));
     if total < 2 || total > MAX_JOINTS as u64 {
         return None;
     }
-    let pos: std::collections::HashMap<usize, usize> =
-        order.iter().enumerate().map(|(i, &u)| (u, i)).collect();
+    let pos: std::collections::HashMap<usize, usize> = order.iter().enumerate().map(|(i, &u)| (u, i)).collect();
     // Partial assignments over order[..i], column-wise (`cols[i][p]`: strategy of order[i] in
     // partial p); each one extends to at least one completion, so there are never more than
     // `total` of them. Columns are copied only where the partials branch or die.
@@ -163,13 +148,7 @@ fn enumerate(
         for p in 0..np {
             let sp = cols[pi][p];
             for sc in 0..g.k(c) {
-                if count[i][sc] == 0
-                    || !(if p_first {
-                        allowed(g, e, sp, sc)
-                    } else {
-                        allowed(g, e, sc, sp)
-                    })
-                {
+                if count[i][sc] == 0 || !(if p_first { allowed(g, e, sp, sc) } else { allowed(g, e, sc, sp) }) {
                     continue;
                 }
                 // Hard edges closing a cycle with an earlier node.
@@ -199,20 +178,11 @@ fn enumerate(
     if np < 2 {
         return None;
     }
-    let joints: Vec<usize> = (0..np)
-        .flat_map(|p| cols.iter().map(move |col| col[p]))
-        .collect();
+    let joints: Vec<usize> = (0..np).flat_map(|p| cols.iter().map(move |col| col[p])).collect();
     let mut ids: Vec<usize> = order.iter().flat_map(|&u| inc[u].iter().copied()).collect();
     ids.sort_unstable();
     ids.dedup();
     let at = |v: usize| pos.get(&v).copied().unwrap_or(OUTSIDE);
-    let edges = ids
-        .into_iter()
-        .map(|e| (e, at(g.edges[e].0), at(g.edges[e].1)))
-        .collect();
-    Some(Component {
-        nodes: order.to_vec(),
-        joints,
-        edges,
-    })
+    let edges = ids.into_iter().map(|e| (e, at(g.edges[e].0), at(g.edges[e].1))).collect();
+    Some(Component { nodes: order.to_vec(), joints, edges })
 }

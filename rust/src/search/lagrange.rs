@@ -408,7 +408,13 @@ impl<'g> Priced<'g> {
             }
         }
         // Far over: raise prices faster; nearly fitting: hold the step; fitting: lower it.
-        self.eta *= if over > 0.05 { 1.5 } else if over > 0.0 { 1.0 } else { 0.7 };
+        self.eta *= if over > 0.05 {
+            1.5
+        } else if over > 0.0 {
+            1.0
+        } else {
+            0.7
+        };
         let changed = set_prices(&mut self.st, &self.lambda, &mut self.prices);
         if !changed.is_empty() {
             self.st.descend(Some(&changed), deadline);

@@ -59,7 +59,13 @@ pub struct LocalOptions {
 
 impl Default for LocalOptions {
     fn default() -> Self {
-        LocalOptions { time_limit: Duration::from_secs(10), seed: 0, initial: None, max_rounds: None, lagrange_share: 0.8 }
+        LocalOptions {
+            time_limit: Duration::from_secs(10),
+            seed: 0,
+            initial: None,
+            max_rounds: None,
+            lagrange_share: 0.8,
+        }
     }
 }
 
@@ -651,8 +657,11 @@ impl<'g> State<'g> {
             let (lo, hi) = self.range[start];
             let p = if lo < hi { lo + rng.below(hi - lo) } else { lo };
             let end = self.by_start.partition_point(|&v| self.range[v].0 <= p);
-            let mut live: Vec<usize> =
-                self.by_start[end.saturating_sub(256)..end].iter().copied().filter(|&v| self.range[v].1 > p && v != start).collect();
+            let mut live: Vec<usize> = self.by_start[end.saturating_sub(256)..end]
+                .iter()
+                .copied()
+                .filter(|&v| self.range[v].1 > p && v != start)
+                .collect();
             while ball.len() < size && !live.is_empty() {
                 let i = rng.below(live.len());
                 ball.push(live.swap_remove(i));
@@ -746,7 +755,14 @@ pub fn solve_local(g: &StrategyGraph, options: &LocalOptions) -> Result<LocalRes
     let mut st = State::new(g, initial, least_usage);
     if st.peak() > st.limit {
         let (cost, peak) = g.evaluate(&st.assign)?;
-        return Ok(LocalResult { assignment: st.assign, cost, peak_usage: peak, feasible: false, rounds: 0, improvements: 0 });
+        return Ok(LocalResult {
+            assignment: st.assign,
+            cost,
+            peak_usage: peak,
+            feasible: false,
+            rounds: 0,
+            improvements: 0,
+        });
     }
     st.descend(None, deadline);
     let comps = components::find(g);

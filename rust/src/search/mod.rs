@@ -121,7 +121,11 @@ impl StrategyGraph {
             let want = self.k(a) * self.k(b);
             let got = self.edge_offsets[e + 1].checked_sub(self.edge_offsets[e]).unwrap_or(usize::MAX);
             if got != want {
-                return Err(bad(format!("edge {e} ({a}, {b}): expected {want} costs ({} x {}), got {got}", self.k(a), self.k(b))));
+                return Err(bad(format!(
+                    "edge {e} ({a}, {b}): expected {want} costs ({} x {}), got {got}",
+                    self.k(a),
+                    self.k(b)
+                )));
             }
         }
         if self.edge_offsets[self.edges.len()] != self.edge_cost.len() {

@@ -45,7 +45,11 @@ struct Source {
 /// For each factor with axes to propagate, the largest tensor whose axes for it are a prefix
 /// of (or equal to) those axes; ties keep the first such tensor (Shardy's
 /// `getFactorToSourceTensor`). A tensor's size is the product of the sizes of its factors.
-fn factor_sources(projection: &ShardingProjection, factor_sizes: &[i64], axes_per_factor: &[Vec<AxisRef>]) -> Vec<Source> {
+fn factor_sources(
+    projection: &ShardingProjection,
+    factor_sizes: &[i64],
+    axes_per_factor: &[Vec<AxisRef>],
+) -> Vec<Source> {
     let mut sources = vec![Source { index: -1, size: -1 }; factor_sizes.len()];
     for (t, tensor) in projection.tensors().enumerate() {
         let size = tensor.iter().fold(1i64, |acc, (f, _)| acc.saturating_mul(factor_sizes[f]));
@@ -117,9 +121,8 @@ impl FactorPropagation for AggressiveFactorPropagation {
         let mut updated = UpdateTensorShardings::new(projection.num_operands(), projection.num_results());
 
         // 1. The compatible major axes of each factor, ignoring conflicts.
-        let axes_per_factor: Vec<Vec<AxisRef>> = (0..factor_sizes.len())
-            .map(|f| compatible_major_axes(projection, f, direction_along_factor(f)))
-            .collect();
+        let axes_per_factor: Vec<Vec<AxisRef>> =
+            (0..factor_sizes.len()).map(|f| compatible_major_axes(projection, f, direction_along_factor(f))).collect();
         if axes_per_factor.iter().all(Vec::is_empty) {
             return Ok(updated);
         }
@@ -139,7 +142,14 @@ impl FactorPropagation for AggressiveFactorPropagation {
         for t in 0..projection.results.len() {
             let mut changed = false;
             for &f in &order {
-                let axes = propagated_factor_axes(f, &projection.results[t], &axes_per_factor, mesh, conservative, factor_sizes)?;
+                let axes = propagated_factor_axes(
+                    f,
+                    &projection.results[t],
+                    &axes_per_factor,
+                    mesh,
+                    conservative,
+                    factor_sizes,
+                )?;
                 if !axes.is_empty() {
                     changed |= projection.results[t].expand_sharding_axes(f, &axes);
                 }
@@ -149,7 +159,14 @@ impl FactorPropagation for AggressiveFactorPropagation {
         for t in 0..projection.operands.len() {
             let mut changed = false;
             for &f in &order {
-                let mut axes = propagated_factor_axes(f, &projection.operands[t], &axes_per_factor, mesh, conservative, factor_sizes)?;
+                let mut axes = propagated_factor_axes(
+                    f,
+                    &projection.operands[t],
+                    &axes_per_factor,
+                    mesh,
+                    conservative,
+                    factor_sizes,
+                )?;
                 if axes.is_empty() {
                     continue;
                 }

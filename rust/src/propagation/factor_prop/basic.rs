@@ -32,7 +32,8 @@ impl FactorPropagation for BasicFactorPropagation {
         check_factor_sizes(projection, factor_sizes)?;
         let mut updated = UpdateTensorShardings::new(projection.num_operands(), projection.num_results());
         for (f, &size) in factor_sizes.iter().enumerate() {
-            let axes = compatible_major_sharding_axes(projection, f, direction_along_factor(f), size, mesh, conservative)?;
+            let axes =
+                compatible_major_sharding_axes(projection, f, direction_along_factor(f), size, mesh, conservative)?;
             updated |= &projection.expand_sharding(f, &axes);
         }
         Ok(updated)
@@ -95,7 +96,11 @@ fn merge_compatible_major_axes(result: &mut Vec<AxisRef>, new_axes: &[AxisRef], 
 /// With [`PropagationDirection::Forward`] only operands may extend the list (results only cut
 /// it where they conflict); with [`PropagationDirection::Backward`] only results; with
 /// [`PropagationDirection::None`] the list is empty.
-pub fn compatible_major_axes(projection: &ShardingProjection, factor: usize, direction: PropagationDirection) -> Vec<AxisRef> {
+pub fn compatible_major_axes(
+    projection: &ShardingProjection,
+    factor: usize,
+    direction: PropagationDirection,
+) -> Vec<AxisRef> {
     let (first, second) = match direction {
         PropagationDirection::None => return Vec::new(),
         PropagationDirection::Both | PropagationDirection::Forward => (&projection.operands, &projection.results),
@@ -123,9 +128,14 @@ pub fn compatible_major_axes(projection: &ShardingProjection, factor: usize, dir
 /// any factor of `tensor` other than `factor` (Shardy
 /// `BasicFactorPropagation::compatiblePrefixNoConflictsAcrossFactors`). Returns `false` when
 /// no prefix is left. Only `axis.sub` changes.
-pub fn compatible_prefix_no_conflicts_across_factors(axis: &mut AxisRef, tensor: &TensorFactorShardings, factor: usize) -> bool {
+pub fn compatible_prefix_no_conflicts_across_factors(
+    axis: &mut AxisRef,
+    tensor: &TensorFactorShardings,
+    factor: usize,
+) -> bool {
     tensor.iter().filter(|&(f, _)| f != factor).all(|(_, s)| {
-        prefix_without_overlap_list_in_place(axis, &s.overflow_axes) && prefix_without_overlap_list_in_place(axis, &s.axes)
+        prefix_without_overlap_list_in_place(axis, &s.overflow_axes)
+            && prefix_without_overlap_list_in_place(axis, &s.axes)
     })
 }
 
@@ -148,7 +158,8 @@ pub fn compatible_prefix_no_conflicts_within_factor(
     factor_size: i64,
     mesh: Option<&Mesh>,
 ) -> Result<bool> {
-    if !prefix_without_overlap_list_in_place(axis, replicated) || !prefix_without_overlap_list_in_place(axis, unreduced) {
+    if !prefix_without_overlap_list_in_place(axis, replicated) || !prefix_without_overlap_list_in_place(axis, unreduced)
+    {
         return Ok(false);
     }
     if sharding.axes.iter().any(|a| a.contains(axis)) {
@@ -231,7 +242,15 @@ fn compatible_prefix(
         // A tensor without the factor only conflicts through its other factors; its
         // (implicitly or explicitly) replicated and unreduced axes do not matter.
         if let Some(s) = t.get(factor) {
-            if !compatible_prefix_no_conflicts_within_factor(axis, &t.replicated, &t.unreduced, s, prev_sharded_size, factor_size, mesh)? {
+            if !compatible_prefix_no_conflicts_within_factor(
+                axis,
+                &t.replicated,
+                &t.unreduced,
+                s,
+                prev_sharded_size,
+                factor_size,
+                mesh,
+            )? {
                 return Ok(false);
             }
         }

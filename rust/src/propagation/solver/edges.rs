@@ -91,9 +91,11 @@ impl<'g> Solver<'g> {
         let owner = self.prog.block_owner(v)?;
         match self.prog.kind[owner as usize] {
             OpKind::Func => Some(v),
-            OpKind::While | OpKind::Case | OpKind::OptimizationBarrier | OpKind::ManualComputation | OpKind::NamedComputation => {
-                self.edge_owner_from_target(v)
-            }
+            OpKind::While
+            | OpKind::Case
+            | OpKind::OptimizationBarrier
+            | OpKind::ManualComputation
+            | OpKind::NamedComputation => self.edge_owner_from_target(v),
             OpKind::AsyncStart => self.prog.operands(owner).get(self.prog.value_pos[v as usize] as usize).copied(),
             _ => None,
         }
@@ -220,9 +222,13 @@ impl<'g> Solver<'g> {
                 s.extend(operand_of(self.prog.body_terminator(op)));
                 s
             }
-            OpKind::Case if is_result => {
-                self.prog.terminators.row(op as usize).iter().filter_map(|&t| self.prog.operands(t).get(k).copied()).collect()
-            }
+            OpKind::Case if is_result => self
+                .prog
+                .terminators
+                .row(op as usize)
+                .iter()
+                .filter_map(|&t| self.prog.operands(t).get(k).copied())
+                .collect(),
             OpKind::OptimizationBarrier if is_result => self.prog.operands(op).get(k).copied().into_iter().collect(),
             OpKind::ManualComputation | OpKind::NamedComputation => {
                 if is_result {

@@ -309,7 +309,12 @@ impl<'g> Solver<'g> {
 
     /// [`Solver::with_program`], starting from what solves of the same program with the same
     /// meshes left (see [`SolveCaches`]). Errors as [`Solver::new`].
-    pub fn with_caches(prog: Arc<Program<'g>>, input: SolverInput, conservative: bool, caches: SolveCaches) -> Result<Solver<'g>> {
+    pub fn with_caches(
+        prog: Arc<Program<'g>>,
+        input: SolverInput,
+        conservative: bool,
+        caches: SolveCaches,
+    ) -> Result<Solver<'g>> {
         let graph: &'g Graph = prog.graph;
         let n_values = graph.num_values();
         let n_ops = graph.num_ops();
@@ -338,14 +343,20 @@ impl<'g> Solver<'g> {
         let mut func_order = Vec::new();
         for (op, shardings) in input.func_results {
             if op as usize >= n_ops || prog.kind[op as usize] != OpKind::Func {
-                return Err(Error::invariant("propagation-bad-func", format!("function results given for op {op}, which is no func.func")));
+                return Err(Error::invariant(
+                    "propagation-bad-func",
+                    format!("function results given for op {op}, which is no func.func"),
+                ));
             }
             func_order.push(op);
             func_results.insert(op, shardings.into_iter().map(|s| s.map(Arc::new)).collect());
         }
         if let Some(main) = prog.main_func {
             if prog.kind[main as usize] != OpKind::Func {
-                return Err(Error::invariant("propagation-bad-func", format!("main function op {main} is no func.func")));
+                return Err(Error::invariant(
+                    "propagation-bad-func",
+                    format!("main function op {main} is no func.func"),
+                ));
             }
             if let Some(ret) = prog.terminator(main, 0) {
                 let n = prog.operands(ret).len();
@@ -439,7 +450,11 @@ impl<'g> Solver<'g> {
     /// What this solve and those before it found (see [`SolveCaches`]); the solver keeps
     /// nothing.
     pub fn take_caches(&mut self) -> SolveCaches {
-        SolveCaches { steps: self.step_cache.take(), directions: self.dir_table.take(), visits: std::mem::take(&mut self.cache) }
+        SolveCaches {
+            steps: self.step_cache.take(),
+            directions: self.dir_table.take(),
+            visits: std::mem::take(&mut self.cache),
+        }
     }
 
     /// The program the solver works on.
@@ -489,13 +504,8 @@ impl<'g> Solver<'g> {
         });
         let mut erased = self.erased;
         erased.sort_unstable();
-        let func_results = self
-            .func_order
-            .iter()
-            .map(|f| {
-                (*f, unshared(self.func_results.remove(f).unwrap_or_default()))
-            })
-            .collect();
+        let func_results =
+            self.func_order.iter().map(|f| (*f, unshared(self.func_results.remove(f).unwrap_or_default()))).collect();
         let out = SolverOutput {
             value_shardings: Vec::new(),
             func_results,

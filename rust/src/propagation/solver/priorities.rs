@@ -30,7 +30,9 @@ impl<'g> Solver<'g> {
             let kind = prog.kind[op as usize];
             let (first, second): (&[u32], &[u32]) = match kind {
                 OpKind::Func => (prog.block_args.row(op as usize), &[]),
-                OpKind::ManualComputation | OpKind::NamedComputation => (prog.block_args.row(op as usize), prog.results(op)),
+                OpKind::ManualComputation | OpKind::NamedComputation => {
+                    (prog.block_args.row(op as usize), prog.results(op))
+                }
                 _ => (prog.results(op), &[]),
             };
             for &v in first.iter().chain(second) {
@@ -54,7 +56,8 @@ impl<'g> Solver<'g> {
                 let count = self.func_results.get(&op).map_or(0, Vec::len);
                 for k in 0..count {
                     let Some(s) = self.func_results[&op][k].clone() else { continue };
-                    let new = self.initialize_priority(PriorityTarget::FuncResult(op, k as u32), &s, &mut per_priority)?;
+                    let new =
+                        self.initialize_priority(PriorityTarget::FuncResult(op, k as u32), &s, &mut per_priority)?;
                     if new != *s {
                         if let Some(slot) = self.func_results.get_mut(&op) {
                             slot[k] = Some(Arc::new(new));
@@ -98,7 +101,9 @@ impl<'g> Solver<'g> {
                     }
                 }
                 PriorityTarget::FuncResult(f, k) => {
-                    let Some(slot) = self.func_results.get_mut(&f).and_then(|r| r.get_mut(k as usize)) else { continue };
+                    let Some(slot) = self.func_results.get_mut(&f).and_then(|r| r.get_mut(k as usize)) else {
+                        continue;
+                    };
                     let Some(cur) = slot.clone() else { continue };
                     let new = updated_for_priority(&cur, original, priority);
                     if new != *cur {

@@ -2,7 +2,7 @@
 //! `debug-propagation-edge-sharding`, `transforms/propagation/debugging/source_sharding.cc`):
 //! origins of the user shardings, and the edges and conflicts of each step.
 
-use super::{Tensor, Solver};
+use super::{Solver, Tensor};
 use crate::error::Result;
 use crate::mesh::Mesh;
 use crate::propagation::debug::{step_edges, DebugOptions, EdgeNode, EdgeNodeKind, Origin, OriginKind, ShardingDebug};
@@ -83,7 +83,8 @@ impl<'g> Solver<'g> {
                     d.save_origins(arg, s.dims.iter().flat_map(|dim| &dim.axes), origin);
                 }
             }
-            let Some(ret) = self.prog.terminator(func, 0).filter(|&t| self.prog.kind[t as usize] == OpKind::FuncReturn) else {
+            let Some(ret) = self.prog.terminator(func, 0).filter(|&t| self.prog.kind[t as usize] == OpKind::FuncReturn)
+            else {
                 continue;
             };
             for (k, &v) in self.prog.operands(ret).iter().enumerate() {
@@ -138,7 +139,9 @@ impl<'g> Solver<'g> {
         if d.options.explain {
             d.steps.push(StepRecord { step, op: action, layer: self.layer });
         }
-        for (tensors, maps, news) in [(operands, &edges.operands, &after.operands), (results, &edges.results, &after.results)] {
+        for (tensors, maps, news) in
+            [(operands, &edges.operands, &after.operands), (results, &edges.results, &after.results)]
+        {
             for (i, map) in maps.iter().enumerate() {
                 let slot = tensors.get(i).and_then(|&t| self.origin_slot(t));
                 for (axis, edge) in map.iter() {
@@ -149,7 +152,9 @@ impl<'g> Solver<'g> {
                         }
                         .and_then(|&t| self.origin_slot(t));
                         let factor = news.get(i).and_then(|t| {
-                            t.iter().find(|(_, s)| s.axes.iter().any(|a| a.contains(axis) || axis.contains(a))).map(|(f, _)| f)
+                            t.iter()
+                                .find(|(_, s)| s.axes.iter().any(|a| a.contains(axis) || axis.contains(a)))
+                                .map(|(f, _)| f)
                         });
                         d.hops.push(Hop {
                             step,

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::{Shared, Tensor, changed, Dir, Solver};
+use super::{changed, Dir, Shared, Solver, Tensor};
 use crate::error::Result;
 use crate::graph::NONE;
 use crate::mesh::Mesh;
@@ -45,7 +45,15 @@ impl<'g> Solver<'g> {
 
     /// A remembered step of `action` with the same inputs as this one (see
     /// [`crate::propagation::step_memo`]).
-    pub(super) fn find_step<'m>(&self, memo: &'m StepMemo, action: u32, id: u8, operands: &[Tensor], results: &[Tensor], dirs: &[Dir]) -> Option<&'m Step> {
+    pub(super) fn find_step<'m>(
+        &self,
+        memo: &'m StepMemo,
+        action: u32,
+        id: u8,
+        operands: &[Tensor],
+        results: &[Tensor],
+        dirs: &[Dir],
+    ) -> Option<&'m Step> {
         memo.steps(action, results).iter().find(|step| {
             let n = step.num_operands as usize;
             if step.strategy != id
@@ -169,14 +177,17 @@ impl<'g> Solver<'g> {
         // Steps through an op with its own rule, outside debugging, are looked up by content
         // (see `step_cache`).
         let rule_index = self.prog.graph.op_rule.get(action as usize).copied().filter(|&k| {
-            k != NONE && std::ptr::eq(&self.prog.graph.rules[k as usize], rule) && self.prog.kind[action as usize] != OpKind::PropagationBarrier
+            k != NONE
+                && std::ptr::eq(&self.prog.graph.rules[k as usize], rule)
+                && self.prog.kind[action as usize] != OpKind::PropagationBarrier
         });
         let context = match (rule_index, strategy.cache_id(), self.debug.is_none()) {
             (Some(rule), Some(strategy), true) => Some(StepContext { rule, strategy, conservative, elementwise, dirs }),
             _ => None,
         };
         let (debug_state, updates, relevant) = 'step: {
-            let held: Vec<Option<Cow<'_, TensorSharding>>> = operands.iter().chain(results).map(|&t| self.tensor_cow(t)).collect();
+            let held: Vec<Option<Cow<'_, TensorSharding>>> =
+                operands.iter().chain(results).map(|&t| self.tensor_cow(t)).collect();
             let all: Vec<Option<&TensorSharding>> = held.iter().map(|s| s.as_deref()).collect();
             let (op_refs, res_refs) = all.split_at(operands.len());
             let Some((mesh_ref, mesh)) = self.common_mesh(&all)? else { return Ok(false) };
@@ -187,7 +198,8 @@ impl<'g> Solver<'g> {
             let hash = context.map(|c| StepCache::hash(&c, &all));
             if let (Some(c), Some(h)) = (&context, hash) {
                 if let Some(hit) = self.step_cache.borrow().get(h, c, &all) {
-                    let updates: Vec<(Tensor, Shared)> = hit.updates.iter().map(|(p, s)| (tensor_at(*p as usize), s.clone())).collect();
+                    let updates: Vec<(Tensor, Shared)> =
+                        hit.updates.iter().map(|(p, s)| (tensor_at(*p as usize), s.clone())).collect();
                     let relevant = if recording { hit.relevant.clone() } else { Vec::new() };
                     break 'step (None, updates, relevant);
                 }
@@ -218,13 +230,23 @@ impl<'g> Solver<'g> {
             // The changed shardings, by position among the operands then the results.
             let mut changes: Vec<(u32, Shared)> = Vec::new();
             for i in updated.operands.ones() {
-                let new = projection.operands[i].to_tensor_sharding(&rule.operand_mappings[i], &rule.factor_sizes, &mesh_ref, &mesh)?;
+                let new = projection.operands[i].to_tensor_sharding(
+                    &rule.operand_mappings[i],
+                    &rule.factor_sizes,
+                    &mesh_ref,
+                    &mesh,
+                )?;
                 if changed(op_refs[i], &new) {
                     changes.push((i as u32, Arc::new(new)));
                 }
             }
             for i in updated.results.ones() {
-                let new = projection.results[i].to_tensor_sharding(&rule.result_mappings[i], &rule.factor_sizes, &mesh_ref, &mesh)?;
+                let new = projection.results[i].to_tensor_sharding(
+                    &rule.result_mappings[i],
+                    &rule.factor_sizes,
+                    &mesh_ref,
+                    &mesh,
+                )?;
                 if changed(res_refs[i], &new) {
                     changes.push(((operands.len() + i) as u32, Arc::new(new)));
                 }
@@ -232,7 +254,12 @@ impl<'g> Solver<'g> {
             let updates: Vec<(Tensor, Shared)> = match (context, hash) {
                 (Some(c), Some(h)) => {
                     let updates = changes.iter().map(|(p, s)| (tensor_at(*p as usize), s.clone())).collect();
-                    self.step_cache.borrow_mut().insert(h, c, &all, StepOutcome { updates: changes, relevant: relevant.clone() });
+                    self.step_cache.borrow_mut().insert(
+                        h,
+                        c,
+                        &all,
+                        StepOutcome { updates: changes, relevant: relevant.clone() },
+                    );
                     updates
                 }
                 _ => changes.into_iter().map(|(p, s)| (tensor_at(p as usize), s)).collect(),
@@ -247,7 +274,11 @@ impl<'g> Solver<'g> {
                 strategy: id,
                 num_operands: operands.len() as u32,
                 tensors: operands.iter().chain(results).copied().collect(),
-                dirs: dirs.iter().enumerate().map(|(f, &d)| relevant.get(f).copied().unwrap_or(false).then_some(d)).collect(),
+                dirs: dirs
+                    .iter()
+                    .enumerate()
+                    .map(|(f, &d)| relevant.get(f).copied().unwrap_or(false).then_some(d))
+                    .collect(),
                 reads,
                 updates: updates.clone(),
             };

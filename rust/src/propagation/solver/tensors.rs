@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use super::{Shared, Tensor, Solver};
+use super::{Shared, Solver, Tensor};
 use crate::propagation::step_memo::Stored;
 use crate::propagation::transforms::erase_manual_axes;
 use crate::sharding::TensorSharding;
@@ -29,7 +29,9 @@ impl<'g> Solver<'g> {
                     None => Some(Cow::Borrowed(raw)),
                 }
             }
-            Tensor::EdgeTarget(e) if self.edge_manual(e).is_none() => self.raw[self.edge_result(e) as usize].as_deref().map(Cow::Borrowed),
+            Tensor::EdgeTarget(e) if self.edge_manual(e).is_none() => {
+                self.raw[self.edge_result(e) as usize].as_deref().map(Cow::Borrowed)
+            }
             _ => self.tensor_get(t).map(Cow::Owned),
         }
     }
@@ -100,7 +102,9 @@ impl<'g> Solver<'g> {
         match t {
             Tensor::Value(v) => self.shardable(v).is_some_and(|slot| self.raw[slot as usize].is_some()),
             Tensor::EdgeTarget(e) => self.raw[self.edge_result(e) as usize].is_some(),
-            Tensor::FuncResult(f, k) => self.func_results.get(&f).and_then(|r| r.get(k as usize)).is_some_and(Option::is_some),
+            Tensor::FuncResult(f, k) => {
+                self.func_results.get(&f).and_then(|r| r.get(k as usize)).is_some_and(Option::is_some)
+            }
         }
     }
 }

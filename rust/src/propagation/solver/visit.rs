@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{Tensor, DirectionPolicy, Dir, Solver};
+use super::{Dir, DirectionPolicy, Solver, Tensor};
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::propagation::factor_prop::FactorPropagation;
@@ -31,8 +31,15 @@ impl<'g> Solver<'g> {
     }
 
     /// The directions `policy` gives `op`, kept by signature (see [`crate::propagation::direction_table`]).
-    pub(super) fn directions_by_signature(&self, policy: &dyn DirectionPolicy, op: u32, num_factors: usize) -> Arc<[Dir]> {
-        let Some(signature) = policy.signature(self, op) else { return policy.directions(self, op, num_factors).into() };
+    pub(super) fn directions_by_signature(
+        &self,
+        policy: &dyn DirectionPolicy,
+        op: u32,
+        num_factors: usize,
+    ) -> Arc<[Dir]> {
+        let Some(signature) = policy.signature(self, op) else {
+            return policy.directions(self, op, num_factors).into();
+        };
         if let Some(dirs) = self.dir_table.borrow().get(op, signature, num_factors) {
             debug_assert_eq!(*dirs, *policy.directions(self, op, num_factors), "signature {signature} of op {op}");
             return dirs;
@@ -43,7 +50,12 @@ impl<'g> Solver<'g> {
     }
 
     /// Shardy's `PropagateRegisteredOp`: through an op with a sharding rule.
-    pub(super) fn visit_registered(&mut self, op: u32, strategy: &dyn FactorPropagation, policy: &dyn DirectionPolicy) -> Result<bool> {
+    pub(super) fn visit_registered(
+        &mut self,
+        op: u32,
+        strategy: &dyn FactorPropagation,
+        policy: &dyn DirectionPolicy,
+    ) -> Result<bool> {
         let graph: &'g Graph = self.prog.graph;
         let Some(rule) = graph.rule(op as usize) else { return Ok(false) };
         self.rule_used[op as usize] = true;
@@ -64,7 +76,12 @@ impl<'g> Solver<'g> {
     }
 
     /// Shardy's `PropagateDataFlowEdgeOp`: between the sources and the targets of an edge.
-    pub(super) fn visit_edge(&mut self, edge: u32, strategy: &dyn FactorPropagation, policy: &dyn DirectionPolicy) -> Result<bool> {
+    pub(super) fn visit_edge(
+        &mut self,
+        edge: u32,
+        strategy: &dyn FactorPropagation,
+        policy: &dyn DirectionPolicy,
+    ) -> Result<bool> {
         let (Some(&owner), Some(&result)) = (self.prog.operands(edge).first(), self.prog.results(edge).first()) else {
             return Ok(false);
         };
@@ -84,7 +101,12 @@ impl<'g> Solver<'g> {
     /// Shardy's `PropagateFuncDataFlowEdgeOp`: between a function argument and the operands
     /// of its calls, or a call result and the callee's return value. A function argument of a
     /// function nobody calls counts as done.
-    pub(super) fn visit_func_edge(&mut self, edge: u32, strategy: &dyn FactorPropagation, policy: &dyn DirectionPolicy) -> Result<bool> {
+    pub(super) fn visit_func_edge(
+        &mut self,
+        edge: u32,
+        strategy: &dyn FactorPropagation,
+        policy: &dyn DirectionPolicy,
+    ) -> Result<bool> {
         let (Some(&input), Some(&result)) = (self.prog.operands(edge).first(), self.prog.results(edge).first()) else {
             return Ok(false);
         };
@@ -130,12 +152,26 @@ impl<'g> Solver<'g> {
         let dir = self.prog.barrier_direction.get(&op).copied().unwrap_or(Dir::None);
         let rule = self.prog.identity_rule(result, 1);
         let dirs = vec![dir; rule.num_factors()];
-        self.propagate_tensors(op, &[Tensor::Value(input)], &[Tensor::Value(result)], &rule, &dirs, strategy, false, true)
+        self.propagate_tensors(
+            op,
+            &[Tensor::Value(input)],
+            &[Tensor::Value(result)],
+            &rule,
+            &dirs,
+            strategy,
+            false,
+            true,
+        )
     }
 
     /// Visits `op`, or skips the visit when the memo knows it would change nothing (see
     /// [`crate::propagation::visit_cache`]).
-    pub(super) fn visit(&mut self, op: u32, strategy: &dyn FactorPropagation, policy: &dyn DirectionPolicy) -> Result<()> {
+    pub(super) fn visit(
+        &mut self,
+        op: u32,
+        strategy: &dyn FactorPropagation,
+        policy: &dyn DirectionPolicy,
+    ) -> Result<()> {
         self.stats.visits += 1;
         let id = strategy.cache_id();
         if self.same_as_remembered(op, id, policy) {
@@ -175,7 +211,12 @@ impl<'g> Solver<'g> {
         true
     }
 
-    pub(super) fn visit_op(&mut self, op: u32, strategy: &dyn FactorPropagation, policy: &dyn DirectionPolicy) -> Result<()> {
+    pub(super) fn visit_op(
+        &mut self,
+        op: u32,
+        strategy: &dyn FactorPropagation,
+        policy: &dyn DirectionPolicy,
+    ) -> Result<()> {
         let done = match self.prog.kind[op as usize] {
             OpKind::DataFlowEdge => self.visit_edge(op, strategy, policy)?,
             OpKind::FuncDataFlowEdge => self.visit_func_edge(op, strategy, policy)?,

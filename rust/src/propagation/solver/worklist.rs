@@ -123,7 +123,11 @@ impl<'g> Solver<'g> {
                 continue;
             }
             if kind == OpKind::Call {
-                let arg = self.prog.callee.get(&user).and_then(|&f| self.prog.block_args.row(f as usize).get(k as usize).copied());
+                let arg = self
+                    .prog
+                    .callee
+                    .get(&user)
+                    .and_then(|&f| self.prog.block_args.row(f as usize).get(k as usize).copied());
                 if let Some(arg) = arg {
                     stack.push((arg, 0));
                 }
@@ -156,14 +160,18 @@ impl<'g> Solver<'g> {
 
     /// Whether `op` would be erased when popped (MLIR `isOpTriviallyDead`).
     pub(super) fn is_trivially_dead(&self, op: u32) -> bool {
-        if self.prog.kind[op as usize].is_terminator() || self.prog.results(op).iter().any(|&r| self.live_uses[r as usize] > 0) {
+        if self.prog.kind[op as usize].is_terminator()
+            || self.prog.results(op).iter().any(|&r| self.live_uses[r as usize] > 0)
+        {
             return false;
         }
         let mut stack = vec![op];
         while let Some(o) = stack.pop() {
             match self.prog.effects[o as usize] {
                 Effects::None => {}
-                Effects::Recursive => stack.extend(self.prog.children.row(o as usize).iter().filter(|&&c| self.is_alive(c))),
+                Effects::Recursive => {
+                    stack.extend(self.prog.children.row(o as usize).iter().filter(|&&c| self.is_alive(c)))
+                }
                 Effects::Some => return false,
             }
         }
