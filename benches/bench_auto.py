@@ -15,11 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "python"))
 
-from auto_programs import mlp, transformer_block  # noqa: E402
-
-from shardwise.search.auto import build_problem, resolve_mesh  # noqa: E402
-from shardwise.search.cost_model import DeviceModel  # noqa: E402
-from shardwise.search.solve import solve  # noqa: E402
+from auto_programs import mlp, transformer_block
+from shardwise.search.auto import build_problem, resolve_mesh
+from shardwise.search.cost_model import DeviceModel
+from shardwise.search.solve import solve
 
 
 def main() -> None:
@@ -28,7 +27,9 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=10.0)
     args = ap.parse_args()
     widths = () if os.environ.get("SHARDWISE_BENCH_SMOKE", "") not in ("", "0") else (64, 128, 256)
-    programs = [("mlp", mlp())] + [(f"transformer d={d}", transformer_block(batch=4, seq=8, d=d, heads=4, ffn=4 * d)) for d in widths]
+    programs = [("mlp", mlp())] + [
+        (f"transformer d={d}", transformer_block(batch=4, seq=8, d=d, heads=4, ffn=4 * d)) for d in widths
+    ]
     print(f"{'program':<20} {'nodes':>6} {'strategies':>10} {'edge entries':>12} {'build s':>8} {'solve s':>8} optimal")
     for name, module in programs:
         t = time.perf_counter()
@@ -37,7 +38,9 @@ def main() -> None:
         built = time.perf_counter() - t
         g = problem.graph
         sol = solve(g, args.time_limit, args.method)
-        print(f"{name:<20} {g.num_nodes:>6} {g.cost.size:>10} {g.edge_cost.size:>12} {built:>8.2f} {sol.seconds:>8.2f} {sol.optimal}")
+        print(
+            f"{name:<20} {g.num_nodes:>6} {g.cost.size:>10} {g.edge_cost.size:>12} {built:>8.2f} {sol.seconds:>8.2f} {sol.optimal}"
+        )
 
 
 if __name__ == "__main__":

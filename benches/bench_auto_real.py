@@ -38,9 +38,7 @@ def _us(ps: float) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "models",
         nargs="*",
@@ -58,14 +56,10 @@ def main() -> None:
         module = sw.load_mlir(model.text)
         for mesh in MESHES:
             problem = prepare(module, mesh)
-            budget = int(
-                evaluate(problem.graph, [0] * problem.graph.num_nodes).peak_usage
-                * SHARE
-            )
+            budget = int(evaluate(problem.graph, [0] * problem.graph.num_nodes).peak_usage * SHARE)
             problem.graph = dataclasses.replace(problem.graph, usage_limit=budget)
             hand = {
-                p: complete_plan(problem, spec, time_limit=1.5)
-                for p, spec in hand_plans(model, problem.mesh).items()
+                p: complete_plan(problem, spec, time_limit=1.5) for p, spec in hand_plans(model, problem.mesh).items()
             }
             fits = {p: s.cost for p, s in hand.items() if s.feasible}
             best = min(fits, key=fits.__getitem__) if fits else None

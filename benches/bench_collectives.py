@@ -24,11 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from shardwise.files import write_atomic
 
 MIB = 1 << 20
-SIZES = {"64KiB": MIB // 16} if os.environ.get("SHARDWISE_BENCH_SMOKE", "") not in ("", "0") else {"1MiB": MIB, "64MiB": 64 * MIB}
+SIZES = (
+    {"64KiB": MIB // 16}
+    if os.environ.get("SHARDWISE_BENCH_SMOKE", "") not in ("", "0")
+    else {"1MiB": MIB, "64MiB": 64 * MIB}
+)
 KINDS = ("all_gather", "all_reduce", "reduce_scatter", "all_to_all", "collective_permute")
 RANKS = 8
 REPEATS = {"64KiB": 2, "1MiB": 20, "64MiB": 3}
@@ -97,7 +100,15 @@ def _job(out: str, backend: str) -> None:
                     comm.barrier()
                     best = min(best, world.allreduce(time.perf_counter() - t, op=MPI.MAX))
                 del x
-                rows.append({"backend": name, "kind": kind, "size": size_name, "seconds": best, "bytes": model_bytes(kind, nbytes, n)})
+                rows.append(
+                    {
+                        "backend": name,
+                        "kind": kind,
+                        "size": size_name,
+                        "seconds": best,
+                        "bytes": model_bytes(kind, nbytes, n),
+                    }
+                )
     if world.Get_rank() == 0:
         Path(out).write_text(json.dumps(rows))
 
@@ -111,7 +122,7 @@ if __name__ == "__main__":
 # ---------------------------------------------------------------------------------------------
 # pytest-benchmark side
 
-import pytest  # noqa: E402
+import pytest
 
 #: (backend, kind, size) -> {"seconds", "bytes"}; printed and written by test_zz_report
 ROWS: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -123,7 +134,6 @@ OUT = Path(os.environ.get("SHARDWISE_BENCH_OUT", Path(__file__).resolve().parent
 @pytest.mark.parametrize("kind", KINDS)
 def test_simulator_collective(benchmark: Any, kind: str, size: str) -> None:
     import array_api_compat.numpy as xp
-
     from shardwise.execute.simulator import run_ranks
 
     nbytes = SIZES[size]
@@ -149,9 +159,15 @@ def test_job_collectives(benchmark: Any, backend: str, tmp_path: Path) -> None:
 
         if gpu_count() < 2:
             pytest.skip("NCCL benchmarks need CuPy and at least 2 GPUs (one rank per GPU)")
-    ranks = RANKS if backend == "mpi" else min(RANKS, __import__("shardwise.execute.nccl", fromlist=["gpu_count"]).gpu_count())
+    ranks = (
+        RANKS
+        if backend == "mpi"
+        else min(RANKS, __import__("shardwise.execute.nccl", fromlist=["gpu_count"]).gpu_count())
+    )
     out = tmp_path / "rows.json"
-    benchmark.pedantic(run_job, args=(ranks, [__file__, str(out), backend]), kwargs={"timeout": 600}, rounds=1, iterations=1)
+    benchmark.pedantic(
+        run_job, args=(ranks, [__file__, str(out), backend]), kwargs={"timeout": 600}, rounds=1, iterations=1
+    )
     for row in json.loads(out.read_text()):
         ROWS[(row["backend"], row["kind"], row["size"])] = {"seconds": row["seconds"], "bytes": row["bytes"]}
     benchmark.extra_info["rows"] = json.loads(out.read_text())
@@ -187,7 +203,9 @@ def test_demo_end_to_end_mpi(benchmark: Any, tmp_path: Path) -> None:
     from shardwise.execute.launch import launch
 
     outdir = _demo_partition(tmp_path)
-    res = benchmark.pedantic(launch, args=(outdir, 8), kwargs={"repeat": 4, "check": True, "timeout": 600}, rounds=1, iterations=1)
+    res = benchmark.pedantic(
+        launch, args=(outdir, 8), kwargs={"repeat": 4, "check": True, "timeout": 600}, rounds=1, iterations=1
+    )
     assert res.passed
     E2E["mpi (8 ranks), run between barriers"] = max(res.seconds)
     E2E["mpi (8 ranks), whole job incl. start-up and check"] = res.wall_seconds
@@ -198,7 +216,10 @@ def test_zz_report() -> None:
     """Prints the table of every measured row and writes it (Markdown and JSON) atomically."""
     if not ROWS and not E2E:
         pytest.skip("no benchmark ran")
-    lines = ["| backend | collective | tensor | time (ms) | bytes sent per rank | GB/s per rank |", "|---|---|---:|---:|---:|---:|"]
+    lines = [
+        "| backend | collective | tensor | time (ms) | bytes sent per rank | GB/s per rank |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for (backend, kind, size), r in sorted(ROWS.items(), key=lambda kv: (kv[0][2], kv[0][1], kv[0][0])):
         rate = r["bytes"] / r["seconds"] / 1e9 if r["seconds"] > 0 else float("nan")
         lines.append(f"| {backend} | {kind} | {size} | {r['seconds'] * 1e3:.3f} | {r['bytes']} | {rate:.2f} |")
@@ -207,5 +228,17 @@ def test_zz_report() -> None:
     text = "\n".join(lines) + "\n"
     print("\n" + text)
     OUT.mkdir(parents=True, exist_ok=True)
-    for name, data in (("collectives.md", text), ("collectives.json", json.dumps({"collectives": [{"backend": b, "kind": k, "size": s, **r} for (b, k, s), r in ROWS.items()], "end_to_end": E2E}, indent=1))):
+    for name, data in (
+        ("collectives.md", text),
+        (
+            "collectives.json",
+            json.dumps(
+                {
+                    "collectives": [{"backend": b, "kind": k, "size": s, **r} for (b, k, s), r in ROWS.items()],
+                    "end_to_end": E2E,
+                },
+                indent=1,
+            ),
+        ),
+    ):
         write_atomic(OUT / name, data)

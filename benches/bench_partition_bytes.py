@@ -34,14 +34,28 @@ import pytest
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
-from corpus import conformance_dir  # noqa: E402
-
-from bench_report import OUT, SMOKE  # noqa: E402
-
-from shardwise.files import write_atomic  # noqa: E402
+from bench_report import OUT, SMOKE
+from corpus import conformance_dir
+from shardwise.files import write_atomic
 
 ROWS: list[dict[str, Any]] = []
-_DTYPE_BYTES = {"f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16, "f32": 4, "s32": 4, "u32": 4, "f16": 2, "bf16": 2, "s16": 2, "u16": 2, "s8": 1, "u8": 1, "pred": 1}
+_DTYPE_BYTES = {
+    "f64": 8,
+    "s64": 8,
+    "u64": 8,
+    "c64": 8,
+    "c128": 16,
+    "f32": 4,
+    "s32": 4,
+    "u32": 4,
+    "f16": 2,
+    "bf16": 2,
+    "s16": 2,
+    "u16": 2,
+    "s8": 1,
+    "u8": 1,
+    "pred": 1,
+}
 _SHAPE = re.compile(r"\b(pred|[fsuc]\d+|bf16)\[([\d,]*)\]")
 _COLLECTIVE = re.compile(r"\b(all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)(-start)?\(")
 
@@ -128,6 +142,7 @@ def local_bytes(rank_module: Any) -> tuple[float, int]:
     """Bytes one rank's program sends over all its collectives (the partitioner's and those the
     program already had, e.g. in shard_map bodies), counted statically like ``xla_bytes``."""
     from shardwise.spmd.redistribute import dtype_bytes
+
     total, count = 0.0, 0
     for op in rank_module.walk():
         kind = _LOCAL_KINDS.get(op.name)
@@ -146,7 +161,11 @@ def local_bytes(rank_module: Any) -> tuple[float, int]:
         n = int(m.group(2)) if m else 1
         if n <= 1:
             continue
-        total += {"all-gather": (n - 1) * s_out / n, "all-reduce": 2 * (n - 1) / n * s_out, "reduce-scatter": (n - 1) * s_out}.get(kind, (n - 1) / n * s_out)
+        total += {
+            "all-gather": (n - 1) * s_out / n,
+            "all-reduce": 2 * (n - 1) / n * s_out,
+            "reduce-scatter": (n - 1) * s_out,
+        }.get(kind, (n - 1) / n * s_out)
     return total, count
 
 
@@ -258,7 +277,9 @@ def pytest_report_table() -> str:
         done = [r for r in rows if "ours_bytes" in r]
         le = sum(1 for r in done if r["ours_bytes"] <= r["xla_bytes"] + 1e-9)
         if rows:
-            lines.append(f"{what}: shardwise moves at most XLA's bytes on {le} of {len(done)} compared ({len(rows) - len(done)} not compared).")
+            lines.append(
+                f"{what}: shardwise moves at most XLA's bytes on {le} of {len(done)} compared ({len(rows) - len(done)} not compared)."
+            )
     return "\n".join(lines) + "\n"
 
 

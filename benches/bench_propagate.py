@@ -34,12 +34,10 @@ import pytest
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
-from programs import transformer_step  # noqa: E402
-
-import shardwise  # noqa: E402
-from shardwise.importers.mlir import load_mlir  # noqa: E402
-
-from bench_report import RESULTS  # noqa: E402
+import shardwise
+from bench_report import RESULTS
+from programs import transformer_step
+from shardwise.importers.mlir import load_mlir
 
 LAYERS = [int(x) for x in os.environ.get("SHARDWISE_BENCH_LAYERS", "20,160,635").split(",") if x.strip()]
 PIPELINE = "builtin.module(sdy-propagation-pipeline)"

@@ -24,13 +24,11 @@ import pytest
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
-from programs import transformer_step  # noqa: E402
-from test_propagate_many import _candidates  # noqa: E402
-
-import shardwise  # noqa: E402
-from shardwise.importers.mlir import load_mlir  # noqa: E402
-
-from bench_report import CANDIDATES, SMOKE  # noqa: E402
+import shardwise
+from bench_report import CANDIDATES, SMOKE
+from programs import transformer_step
+from shardwise.importers.mlir import load_mlir
+from test_propagate_many import _candidates
 
 #: Layers of the transformer step and candidate sets per call (smaller in a smoke run).
 LAYERS, CANDIDATE_SETS = (2, 20) if SMOKE else (7, 200)
@@ -48,7 +46,9 @@ def _module() -> Any:
 def test_candidates_per_second(benchmark: Any, threads: int) -> None:
     m = _module()
     cands = _candidates(m, CANDIDATE_SETS, seed=7)
-    results = benchmark.pedantic(shardwise.propagate_many, args=(m, cands), kwargs={"threads": threads}, rounds=3, iterations=1)
+    results = benchmark.pedantic(
+        shardwise.propagate_many, args=(m, cands), kwargs={"threads": threads}, rounds=3, iterations=1
+    )
     assert results.batched
     _record("propagate_many", threads, m, cands, benchmark.stats.stats.min)
 

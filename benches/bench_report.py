@@ -42,7 +42,7 @@ def table() -> str:
         e = RESULTS[layers]
         ours, theirs, load = _us_per_op(e, "shardwise_s"), _us_per_op(e, "shardy_s"), _us_per_op(e, "load_s")
         ratio = f"{theirs / ours:.2f}×" if ours and theirs else "–"
-        fmt = lambda x: "–" if x is None else f"{x:.1f}"  # noqa: E731
+        fmt = lambda x: "–" if x is None else f"{x:.1f}"
         frozen = e.get("frozen_bytes_per_op")
         ident = {True: "yes", False: "NO"}.get(e.get("identical"), "–")  # type: ignore[call-overload]
         lines.append(
@@ -68,7 +68,10 @@ def table() -> str:
         passes = RESULTS[layers].get("passes")
         if passes:
             lines.append("")
-            lines.append(f"Slowest passes at {RESULTS[layers].get('ops')} ops (s): " + ", ".join(f"{k} {v:.3f}" for k, v in passes.items()))
+            lines.append(
+                f"Slowest passes at {RESULTS[layers].get('ops')} ops (s): "
+                + ", ".join(f"{k} {v:.3f}" for k, v in passes.items())
+            )
     if CANDIDATES:
         lines.append("")
         lines.append("| call | threads | ops | candidates | annotations | candidates/s | annotations/s |")
@@ -102,9 +105,18 @@ def plot(path: Path) -> None:
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
     ends = [e for e in rows if all(k in e for k in _END_TO_END)]
-    for keys, label in ((_END_TO_END[:3], "shardwise end to end (read, propagate, write)"), (_END_TO_END[3:], "Shardy end to end (parse, propagate, print)")):
+    for keys, label in (
+        (_END_TO_END[:3], "shardwise end to end (read, propagate, write)"),
+        (_END_TO_END[3:], "Shardy end to end (parse, propagate, print)"),
+    ):
         if ends:
-            ax.plot([e["ops"] for e in ends], [sum(_us_per_op(e, k) or 0.0 for k in keys) for e in ends], marker="s", linestyle="--", label=label)
+            ax.plot(
+                [e["ops"] for e in ends],
+                [sum(_us_per_op(e, k) or 0.0 for k in keys) for e in ends],
+                marker="s",
+                linestyle="--",
+                label=label,
+            )
     ax.set_xscale("log")
     ax.set_xlabel("ops in the program")
     ax.set_ylabel("µs per op")
@@ -125,7 +137,14 @@ def write() -> Path | None:
         return None
     OUT.mkdir(parents=True, exist_ok=True)
     write_atomic(OUT / "propagation.md", table())
-    write_atomic(OUT / "propagation.json", json.dumps({"programs": RESULTS, "candidates": {f"{c} {t}": e for (c, t), e in CANDIDATES.items()}}, indent=1, default=str))
+    write_atomic(
+        OUT / "propagation.json",
+        json.dumps(
+            {"programs": RESULTS, "candidates": {f"{c} {t}": e for (c, t), e in CANDIDATES.items()}},
+            indent=1,
+            default=str,
+        ),
+    )
     if any(e.get("ops") for e in RESULTS.values()):
         plot(OUT / "propagation.png")
     return OUT

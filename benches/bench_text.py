@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
-from corpus import corpus_files, extract  # noqa: E402
-
-from shardwise import TensorSharding, _native  # noqa: E402
+from corpus import corpus_files, extract
+from shardwise import TensorSharding, _native
 
 _COMMENT = re.compile(r"//[^\n]*")
 

@@ -67,9 +67,7 @@ def _row(cat: str, outs: list[faults.Outcome], seconds: float) -> list[str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "--cases",
         type=int,
@@ -105,10 +103,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     if SMOKE:
         args.cases, args.signals = 40, 0
-        args.output = (
-            Path(os.environ.get("SHARDWISE_BENCH_OUT", tempfile.gettempdir()))
-            / "faults.md"
-        )
+        args.output = Path(os.environ.get("SHARDWISE_BENCH_OUT", tempfile.gettempdir())) / "faults.md"
     console = Console(width=None if sys.stdout.isatty() else 140)
     started = time.strftime("%Y-%m-%d %H:%M")
     results: dict[str, tuple[list[faults.Outcome], float]] = {}
@@ -118,18 +113,12 @@ def main() -> None:
             t = time.perf_counter()
             done = [0]
 
-            def tick(
-                o: faults.Outcome, cat: str = cat, n: int = n, done: list[int] = done
-            ) -> None:
+            def tick(o: faults.Outcome, cat: str = cat, n: int = n, done: list[int] = done) -> None:
                 done[0] += 1
                 if o.status != "ok" or done[0] % 200 == 0:
                     console.print(
                         f"  {cat} {done[0]}/{n}"
-                        + (
-                            f": {faults.describe(o, args.seed)[:300]}"
-                            if o.status != "ok"
-                            else ""
-                        ),
+                        + (f": {faults.describe(o, args.seed)[:300]}" if o.status != "ok" else ""),
                         highlight=False,
                         markup=False,
                     )
@@ -198,8 +187,7 @@ def main() -> None:
             for sig in ("SIGINT", "SIGTERM"):
                 ts = [t for t in trials if t.command == cmd and t.signal == sig]
                 codes = ", ".join(
-                    f"{c}: {sum(t.returncode == c for t in ts)}"
-                    for c in sorted({t.returncode for t in ts}, key=str)
+                    f"{c}: {sum(t.returncode == c for t in ts)}" for c in sorted({t.returncode for t in ts}, key=str)
                 )
                 row = [
                     cmd,
@@ -260,17 +248,11 @@ def main() -> None:
         for o in found:
             issue = faults.known_issue(o)
             tag = f" (known: {issue})" if issue else ""
-            lines.append(
-                f"- {faults.describe(o, args.seed)[:600]}{tag}".replace("|", "\\|")
-            )
+            lines.append(f"- {faults.describe(o, args.seed)[:600]}{tag}".replace("|", "\\|"))
         lines.append("")
     bad_trials = [t for t in trials if t.problems]
     if bad_trials:
-        lines += (
-            ["Signal trials with problems:", ""]
-            + [f"- {t}"[:600] for t in bad_trials]
-            + [""]
-        )
+        lines += ["Signal trials with problems:", ""] + [f"- {t}"[:600] for t in bad_trials] + [""]
     if not found and not bad_trials:
         lines += ["No problem found.", ""]
     write_atomic(args.output, "\n".join(lines))

@@ -12,12 +12,12 @@ redistribution (``partition``, ``load_partition``, ``shardwise.spmd``); and the 
 that check the split program against the original (``check_partition``,
 ``shardwise.execute``: interpreter, in-process simulator, MPI, NCCL).
 """
+
 from shardwise._native import __version__
 from shardwise.api import propagate
-from shardwise.propagation.batch import CandidateBatch, CandidateResults, propagate_many
-from shardwise.explanation import Explanation, explain
 from shardwise.errors import (
     ConversionError,
+    InfeasibleBudget,
     InvalidRuleError,
     InvalidShardingError,
     LaunchError,
@@ -26,19 +26,17 @@ from shardwise.errors import (
     PipelineError,
     ProgramError,
     RankAborted,
-    InfeasibleBudget,
     SearchError,
     ShardingError,
     ShardingParseError,
     ShardwiseError,
     UnknownValueError,
 )
+from shardwise.explanation import Explanation, explain
 from shardwise.importers import from_jax, load_mlir
 from shardwise.ir import Block, Builder, Func, Module, Op, Region, TensorType, Value
 from shardwise.mesh import Mesh, MeshAxis
-from shardwise.spmd.load import load_partition
-from shardwise.spmd.partition import Partition
-from shardwise.spmd.partition.check import check_partition
+from shardwise.propagation.batch import CandidateBatch, CandidateResults, propagate_many
 from shardwise.rules import (
     BlockInfo,
     FactorKind,
@@ -55,72 +53,75 @@ from shardwise.rules import (
     unregister_rule,
 )
 from shardwise.rules.from_ir import populate_rules
-from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 from shardwise.search.auto import auto_shard
-from shardwise.search.op_strategy import OpStrategy, configure
 from shardwise.search.cost_model import DeviceModel
+from shardwise.search.op_strategy import OpStrategy, configure
 from shardwise.search.report import Report
+from shardwise.sharding import AxisRef, DimSharding, TensorSharding
+from shardwise.spmd.load import load_partition
+from shardwise.spmd.partition import Partition
+from shardwise.spmd.partition.check import check_partition
 from shardwise.workflow import partition  # search (optional), partition, per-rank weights
 
 __all__ = [
-    "LaunchError",
-    "LaunchTimeout",
-    "PipelineError",
-    "RankAborted",
-    "InfeasibleBudget",
-    "SearchError",
-    "UnknownValueError",
-    "auto_shard",
-    "configure",
-    "OpStrategy",
-    "DeviceModel",
-    "Report",
     "AxisRef",
     "Block",
-    "Explanation",
-    "explain",
     "BlockInfo",
-    "FactorKind",
-    "InvalidRuleError",
-    "OpInfo",
-    "OpInfoError",
-    "OpShardingRule",
-    "RuleBuilder",
-    "UnknownOpWarning",
-    "ValueInfo",
-    "populate_rules",
-    "propagate",
-    "propagate_many",
-    "CandidateResults",
-    "CandidateBatch",
-    "partition",
-    "Partition",
-    "load_partition",
-    "check_partition",
-    "register_op_rule",
-    "register_rule",
-    "rule_for",
-    "unregister_op_rule",
-    "unregister_rule",
     "Builder",
+    "CandidateBatch",
+    "CandidateResults",
     "ConversionError",
+    "DeviceModel",
     "DimSharding",
+    "Explanation",
+    "FactorKind",
     "Func",
+    "InfeasibleBudget",
+    "InvalidRuleError",
     "InvalidShardingError",
+    "LaunchError",
+    "LaunchTimeout",
     "Mesh",
     "MeshAxis",
     "MeshError",
     "Module",
     "Op",
+    "OpInfo",
+    "OpInfoError",
+    "OpShardingRule",
+    "OpStrategy",
+    "Partition",
+    "PipelineError",
     "ProgramError",
+    "RankAborted",
     "Region",
+    "Report",
+    "RuleBuilder",
+    "SearchError",
     "ShardingError",
     "ShardingParseError",
     "ShardwiseError",
     "TensorSharding",
     "TensorType",
+    "UnknownOpWarning",
+    "UnknownValueError",
     "Value",
+    "ValueInfo",
     "__version__",
+    "auto_shard",
+    "check_partition",
+    "configure",
+    "explain",
     "from_jax",
     "load_mlir",
+    "load_partition",
+    "partition",
+    "populate_rules",
+    "propagate",
+    "propagate_many",
+    "register_op_rule",
+    "register_rule",
+    "rule_for",
+    "unregister_op_rule",
+    "unregister_rule",
 ]

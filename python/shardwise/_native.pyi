@@ -2,16 +2,20 @@
 
 Values cross the FFI as plain tuples; see ``rust/src/py/wire.rs``."""
 
-from typing import Any, final
+from typing import Any, TypeAlias, final
 
 __version__: str
 __all__ = [
+    "CandidateBatch",
     "ConversionError",
+    "ForbiddenComponent",
     "FrozenGraph",
-    "ProgramWalk",
-    "walk_program",
+    "InvalidRuleError",
     "InvalidShardingError",
+    "LowerBound",
     "MeshError",
+    "ProgramWalk",
+    "PropagationResult",
     "ShardingError",
     "ShardingParseError",
     "ShardwiseError",
@@ -20,28 +24,21 @@ __all__ = [
     "axis_op",
     "axis_parse",
     "axis_print",
+    "collective_cost",
+    "einsum_check",
+    "factor_symbol",
     "from_hlo_sharding",
     "from_mindspore_layout",
     "mesh_new",
     "mesh_op_parse",
     "mesh_op_print",
-    "mlir_quote",
-    "mlir_unquote",
     "mesh_parse",
     "mesh_print",
-    "sharding_check_local",
-    "sharding_device_ranges",
-    "sharding_local_shape",
-    "sharding_parse",
-    "sharding_per_value_parse",
-    "sharding_per_value_print",
-    "sharding_print",
-    "sharding_validate",
-    "to_hlo_sharding",
-    "to_mindspore_layout",
-    "InvalidRuleError",
-    "einsum_check",
-    "factor_symbol",
+    "mlir_quote",
+    "mlir_unquote",
+    "propagate_shardings",
+    "propagation_edges_text",
+    "redistribution_plan",
     "rule_build",
     "rule_check",
     "rule_from_einsum",
@@ -49,26 +46,29 @@ __all__ = [
     "rule_pointwise",
     "rule_print",
     "rule_validate",
-    "PropagationResult",
-    "propagate_shardings",
-    "CandidateBatch",
-    "sharding_origins_text",
-    "propagation_edges_text",
-    "redistribution_plan",
+    "search_bound",
+    "search_components",
     "search_local",
     "search_prices",
     "search_stop",
-    "search_bound",
-    "search_components",
-    "ForbiddenComponent",
-    "LowerBound",
-    "collective_cost",
+    "sharding_check_local",
+    "sharding_device_ranges",
+    "sharding_local_shape",
+    "sharding_origins_text",
+    "sharding_parse",
+    "sharding_per_value_parse",
+    "sharding_per_value_print",
+    "sharding_print",
+    "sharding_validate",
+    "to_hlo_sharding",
+    "to_mindspore_layout",
+    "walk_program",
 ]
 
-_AxisW = tuple[str, tuple[int, int] | None]
-_MeshW = tuple[list[tuple[str, int]], list[int]]
-_DimW = tuple[list[_AxisW], bool, int | None]
-_ShardingW = tuple[str | None, _MeshW | None, list[_DimW], list[_AxisW], list[_AxisW], str]
+_AxisW: TypeAlias = tuple[str, tuple[int, int] | None]
+_MeshW: TypeAlias = tuple[list[tuple[str, int]], list[int]]
+_DimW: TypeAlias = tuple[list[_AxisW], bool, int | None]
+_ShardingW: TypeAlias = tuple[str | None, _MeshW | None, list[_DimW], list[_AxisW], list[_AxisW], str]
 
 class ShardwiseError(ValueError): ...
 class ShardingError(ShardwiseError): ...
@@ -96,7 +96,9 @@ class ProgramWalk:
     @property
     def num_values(self) -> int: ...
 
-def walk_program(top_ops: list[Any], singletons: set[str], tensor_type: type) -> tuple[ProgramWalk, list[Any], list[Any], tuple[int, int] | None]: ...
+def walk_program(
+    top_ops: list[Any], singletons: set[str], tensor_type: type
+) -> tuple[ProgramWalk, list[Any], list[Any], tuple[int, int] | None]: ...
 
 @final
 class FrozenGraph:
@@ -149,15 +151,21 @@ def sharding_per_value_parse(text: str, meshes: dict[str, _MeshW] | None = None)
 def sharding_print(sharding: _ShardingW) -> str: ...
 def sharding_per_value_print(shardings: list[_ShardingW]) -> str: ...
 def sharding_check_local(sharding: _ShardingW) -> None: ...
-def sharding_validate(sharding: _ShardingW, mesh: _MeshW, shape: list[int] | None = None, user: bool = False) -> None: ...
+def sharding_validate(
+    sharding: _ShardingW, mesh: _MeshW, shape: list[int] | None = None, user: bool = False
+) -> None: ...
 def sharding_local_shape(sharding: _ShardingW, mesh: _MeshW, shape: list[int]) -> list[int]: ...
-def sharding_device_ranges(sharding: _ShardingW, mesh: _MeshW, shape: list[int], device: int) -> list[tuple[int, int]]: ...
+def sharding_device_ranges(
+    sharding: _ShardingW, mesh: _MeshW, shape: list[int], device: int
+) -> list[tuple[int, int]]: ...
 def axes_sorted(axes: list[_AxisW], mesh: _MeshW) -> list[_AxisW]: ...
 def axis_op(op: str, a: _AxisW, b: _AxisW | None = None, mesh: _MeshW | None = None) -> Any: ...
 def axis_print(a: _AxisW) -> str: ...
 def axis_parse(text: str) -> _AxisW: ...
 def to_hlo_sharding(sharding: _ShardingW, mesh: _MeshW) -> str: ...
-def from_hlo_sharding(text: str, rank: int, mesh: _MeshW | None = None, mesh_name: str | None = None) -> tuple[_ShardingW, _MeshW]: ...
+def from_hlo_sharding(
+    text: str, rank: int, mesh: _MeshW | None = None, mesh_name: str | None = None
+) -> tuple[_ShardingW, _MeshW]: ...
 def to_mindspore_layout(sharding: _ShardingW, mesh: _MeshW) -> tuple[list[int], list[list[int]]]: ...
 def from_mindspore_layout(
     device_matrix: list[int],
@@ -169,8 +177,10 @@ def from_mindspore_layout(
 
 # ---- operation sharding rules (rust/src/py/rule.rs)
 
-_RuleW = tuple[list[int], list[list[list[int]]], list[list[list[int]]], list[int], list[int], list[int], list[int], bool]
-_StepW = tuple[str, list[int], list[int], int, str, bool]
+_RuleW: TypeAlias = tuple[
+    list[int], list[list[list[int]]], list[list[list[int]]], list[int], list[int], list[int], list[int], bool
+]
+_StepW: TypeAlias = tuple[str, list[int], list[int], int, str, bool]
 
 class InvalidRuleError(InvalidShardingError): ...
 
@@ -204,10 +214,19 @@ def factor_symbol(index: int) -> str: ...
 
 # Propagation (rust/src/py/propagation.rs)
 
-_LayerW = tuple[int | None, int | None, str]
-_NodeW = tuple[str, int, int | None]
-_ConflictW = tuple[
-    int, int | None, int, _LayerW, int, _NodeW, _NodeW, list[_AxisW], str, tuple[_NodeW, int | None, _AxisW | None] | None
+_LayerW: TypeAlias = tuple[int | None, int | None, str]
+_NodeW: TypeAlias = tuple[str, int, int | None]
+_ConflictW: TypeAlias = tuple[
+    int,
+    int | None,
+    int,
+    _LayerW,
+    int,
+    _NodeW,
+    _NodeW,
+    list[_AxisW],
+    str,
+    tuple[_NodeW, int | None, _AxisW | None] | None,
 ]
 
 @final
@@ -239,7 +258,9 @@ class PropagationResult:
     @property
     def debug_edges(self) -> list[tuple[int, list[tuple[_AxisW, list[tuple[str, int, str, int, int]]]]]]: ...
     @property
-    def debug_func_result_edges(self) -> list[tuple[int, list[list[tuple[_AxisW, list[tuple[str, int, str, int, int]]]]]]]: ...
+    def debug_func_result_edges(
+        self,
+    ) -> list[tuple[int, list[list[tuple[_AxisW, list[tuple[str, int, str, int, int]]]]]]]: ...
     @property
     def debug_origin_names(self) -> list[tuple[int, str]]: ...
     @property
@@ -279,6 +300,7 @@ def propagate_shardings(
     debug_skip_ops: list[int] = ...,
     debug_explain: bool = False,
 ) -> PropagationResult: ...
+
 @final
 class CandidateBatch:
     def __new__(
@@ -312,17 +334,23 @@ class CandidateBatch:
 def sharding_origins_text(entries: list[tuple[_AxisW, str]]) -> str: ...
 def propagation_edges_text(entries: list[tuple[_AxisW, list[tuple[str, int, str, int, int]]]]) -> str | None: ...
 
-_CostModelW = tuple[tuple[float, float], list[tuple[str, float, float]]]
-_ReshardStepW = tuple[str, list[list[_AxisW]], list[_AxisW], int | None, int | None, str | None, _ShardingW, float, float, str]
+_CostModelW: TypeAlias = tuple[tuple[float, float], list[tuple[str, float, float]]]
+_ReshardStepW: TypeAlias = tuple[
+    str, list[list[_AxisW]], list[_AxisW], int | None, int | None, str | None, _ShardingW, float, float, str
+]
 
 def redistribution_plan(
     mesh: _MeshW, shape: list[int], dtype_bytes: int, src: _ShardingW, tgt: _ShardingW, model: _CostModelW
 ) -> tuple[list[_ReshardStepW], float, float, float, float]: ...
-def collective_cost(kind: str, mesh: _MeshW, axes: list[_AxisW], local_bytes: float, model: _CostModelW) -> tuple[float, float]: ...
+def collective_cost(
+    kind: str, mesh: _MeshW, axes: list[_AxisW], local_bytes: float, model: _CostModelW
+) -> tuple[float, float]: ...
 
 # search (rust/src/py/search.rs): a strategy graph as (offsets, cost, usage, intervals, edges,
 # edge_offsets, edge_cost, usage_limit), the int64 arrays as little-endian bytes
-_GraphW = tuple[list[int], bytes, bytes, list[tuple[int, int]], list[tuple[int, int]], list[int], bytes, int | None]
+_GraphW: TypeAlias = tuple[
+    list[int], bytes, bytes, list[tuple[int, int]], list[tuple[int, int]], list[int], bytes, int | None
+]
 
 def search_local(
     graph: _GraphW,

@@ -59,7 +59,9 @@ def pipeline_text(pipeline: str = "full", *, conservative: bool = False) -> str:
                     f"such as 'builtin.module(sdy-propagation-pipeline)'"
                 )
         if conservative:
-            raise ValueError(f"conservative=True needs a pipeline name {sorted(PIPELINES)}; add conservative-propagation=true to {pipeline!r}")
+            raise ValueError(
+                f"conservative=True needs a pipeline name {sorted(PIPELINES)}; add conservative-propagation=true to {pipeline!r}"
+            )
         return pipeline
     if not conservative:
         return PIPELINES[pipeline]

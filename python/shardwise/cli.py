@@ -8,8 +8,8 @@ import argparse
 import os
 import sys
 import warnings
-from pathlib import Path
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from rich.console import Console
@@ -19,10 +19,9 @@ from rich.text import Text
 from shardwise import __version__
 from shardwise.api import PIPELINES as PIPELINE_NAMES
 from shardwise.errors import PipelineError, ShardingError, ShardwiseError
-from shardwise.rules.exceptions import UnknownOpWarning
 from shardwise.mesh import Mesh
+from shardwise.rules.exceptions import UnknownOpWarning
 from shardwise.sharding import TensorSharding
-
 
 _DESCRIPTION = """\
 Decides how every tensor of a StableHLO + sdy program is split across a device mesh, as
@@ -110,7 +109,10 @@ def show(console: Console, ts: TensorSharding, shape: Sequence[int] | None, *, u
         if mesh.size <= MAX_PICTURE_DEVICES:
             console.print(ts.visualize(shape))
         else:
-            console.print(f"(no device picture: the mesh has {mesh.size} devices, pictures are drawn up to {MAX_PICTURE_DEVICES})", highlight=False)
+            console.print(
+                f"(no device picture: the mesh has {mesh.size} devices, pictures are drawn up to {MAX_PICTURE_DEVICES})",
+                highlight=False,
+            )
     console.print(formats_table(ts, shape))
 
 
@@ -146,7 +148,9 @@ def demo(console: Console) -> None:
         ts = TensorSharding.parse(text, meshes)
         assert str(ts) == text  # byte-identical round trip
         ts.validate(_DEMO_SHAPE)
-        table.add_row(Text(str(ts)), meaning, str(ts.local_shape(_DEMO_SHAPE)), _try(lambda: ts.to_hlo_sharding(strict=False)))
+        table.add_row(
+            Text(str(ts)), meaning, str(ts.local_shape(_DEMO_SHAPE)), _try(lambda: ts.to_hlo_sharding(strict=False))
+        )
     console.print(table)
 
     ts = TensorSharding.parse(_DEMO_SHARDINGS[0][0], meshes)
@@ -162,7 +166,11 @@ def demo(console: Console) -> None:
             TensorSharding.parse(text, meshes).validate(shape, user=True)
             bad.add_row(Text(text), Text("accepted?!", style="red"), "")
         except ShardingError as e:
-            bad.add_row(Text(text + (f" on shape {shape}" if shape else "")), Text(str(e)), str(getattr(e, "rule", None) or type(e).__name__))
+            bad.add_row(
+                Text(text + (f" on shape {shape}" if shape else "")),
+                Text(str(e)),
+                str(getattr(e, "rule", None) or type(e).__name__),
+            )
     console.print(bad)
 
 
@@ -214,7 +222,14 @@ def propagate_file(
     text = pipeline_text(pipeline, conservative=conservative)  # a bad --pipeline fails before the file is read
     err = Console(stderr=True)
     times: dict[str, float] = {}
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal) as progress:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as progress:
         task = progress.add_task("import", total=3)
         t = time.perf_counter()
         module = load_mlir(Path(path))
@@ -275,7 +290,11 @@ def demo_program(console: Console) -> None:
         types = ", ".join(str(v.type) for v in op.operands) + " -> " + ", ".join(str(v.type) for v in op.results)
         table.add_row(op.name, Text(types), Text("-" if rule is None else str(rule)[len("#sdy.op_sharding_rule") :]))
     console.print(table)
-    console.print(Text("arguments: " + ", ".join(str(a.sharding) if a.sharding else "unsharded" for a in module.func("main").args)))
+    console.print(
+        Text(
+            "arguments: " + ", ".join(str(a.sharding) if a.sharding else "unsharded" for a in module.func("main").args)
+        )
+    )
 
 
 def demo_propagation(console: Console) -> None:
@@ -307,11 +326,16 @@ def demo_propagation(console: Console) -> None:
         table.add_row(f"%arg{i}", str(a.type), Text(str(a.sharding or "-")), Text(str(b.sharding)))
     key_ops = [op for op in f_out.body.ops if op.name in ("stablehlo.dot_general", "stablehlo.reduce")][:8]
     for op in key_ops:
-        table.add_row(op.name.split(".")[1], str(op.result.type), "-", Text(str(op.result.sharding or "(replicated, open)")))
+        table.add_row(
+            op.name.split(".")[1], str(op.result.type), "-", Text(str(op.result.sharding or "(replicated, open)"))
+        )
     for i, s in enumerate(f_out.result_shardings):
         table.add_row(f"result {i}", str(f_out.result_types[i]), "-", Text(str(s or "-")))
     console.print(table)
-    console.print(f"propagation ({n_ops} ops, Shardy's sdy-propagation-pipeline reproduced) took {seconds * 1000:.1f} ms", highlight=False)
+    console.print(
+        f"propagation ({n_ops} ops, Shardy's sdy-propagation-pipeline reproduced) took {seconds * 1000:.1f} ms",
+        highlight=False,
+    )
     # A weight gradient whose sharding came from far away: the axis travelled back from the
     # weight argument through the whole backward pass.
     from shardwise.explanation import explain
@@ -390,14 +414,30 @@ def partition_file(
     for c in part.collectives:
         table.add_row(Text(c.text), f"{list(c.shape)} {c.dtype}", f"{c.bytes:.0f}", str(c.times), Text(c.source))
     console.print(table)
-    saved = f", weights/rank0..{part.mesh.size - 1}.npz ({', '.join(f'arg{i}' for i in part.weights)})" if part.weights else ""
-    console.print(f"wrote {outdir}: partitioned.mlir, rank0..{part.mesh.size - 1}.mlir, meta.json{saved}; {part.bytes_per_device:.0f} bytes per device", highlight=False)
+    saved = (
+        f", weights/rank0..{part.mesh.size - 1}.npz ({', '.join(f'arg{i}' for i in part.weights)})"
+        if part.weights
+        else ""
+    )
+    console.print(
+        f"wrote {outdir}: partitioned.mlir, rank0..{part.mesh.size - 1}.mlir, meta.json{saved}; {part.bytes_per_device:.0f} bytes per device",
+        highlight=False,
+    )
 
 
 def check_table(title: str, outputs: Sequence[Any]) -> Table:
     """The per-result table of a partition check (``OutputCheck`` rows)."""
     table = Table(title=title, header_style="bold")
-    for col in ("result", "shape", "dtype", "max abs err", "max rel err", "tolerance", "vs float64: split / unsplit", "status"):
+    for col in (
+        "result",
+        "shape",
+        "dtype",
+        "max abs err",
+        "max rel err",
+        "tolerance",
+        "vs float64: split / unsplit",
+        "status",
+    ):
         table.add_column(col)
     for o in outputs:
         tolerance = "exact" if o.rtol == 0 else f"{o.rtol:g}"
@@ -405,7 +445,16 @@ def check_table(title: str, outputs: Sequence[Any]) -> Table:
         if o.bound is not None:
             tolerance = f"{o.bound:.3g} (vs float64)"
             exact = f"{o.exact_err:.3g} / {o.own_err:.3g}"
-        table.add_row(str(o.index), str(list(o.shape)), o.dtype, f"{o.max_abs:.3g}", f"{o.max_rel:.3g}", tolerance, exact, Text("pass", "green") if o.passed else Text("FAIL", "bold red"))
+        table.add_row(
+            str(o.index),
+            str(list(o.shape)),
+            o.dtype,
+            f"{o.max_abs:.3g}",
+            f"{o.max_rel:.3g}",
+            tolerance,
+            exact,
+            Text("pass", "green") if o.passed else Text("FAIL", "bold red"),
+        )
     if any(o.bound is not None for o in outputs):
         from shardwise.spmd.partition.check import EPS_FLOOR, ERROR_FACTOR
 
@@ -413,7 +462,9 @@ def check_table(title: str, outputs: Sequence[Any]) -> Table:
     return table
 
 
-def launch_outdir(console: Console, outdir: str, n: int, *, backend: str, check: bool, seed: int, timeout: float | None) -> bool:
+def launch_outdir(
+    console: Console, outdir: str, n: int, *, backend: str, check: bool, seed: int, timeout: float | None
+) -> bool:
     """``shardwise launch -n N OUTDIR``: runs the partition on ``n`` MPI ranks
     (``shardwise.execute.launch.launch``), prints the check table (with ``check``) and each
     rank's run time; returns whether the check passed (``True`` without one)."""
@@ -421,7 +472,9 @@ def launch_outdir(console: Console, outdir: str, n: int, *, backend: str, check:
 
     res = launch(outdir, n, backend=backend, check=check, seed=seed, timeout=timeout)
     if res.checks is not None:
-        console.print(check_table(f"{outdir}: {n} {backend.upper()} ranks vs the unpartitioned program (seed {seed})", res.checks))
+        console.print(
+            check_table(f"{outdir}: {n} {backend.upper()} ranks vs the unpartitioned program (seed {seed})", res.checks)
+        )
     sent = max((res.bytes_sent(r) for r in range(n)), default=0)
     console.print(
         f"{n} ranks ({backend}): run time max {max(res.seconds, default=0.0) * 1000:.1f} ms (between barriers), job {res.wall_seconds:.2f} s; "
@@ -444,7 +497,10 @@ def run_only(console: Console, outdir: str, seed: int, device: str = "cpu") -> N
     console.print(_collectives_table(res.collectives[0] if res.collectives else []))
     n = len(res.peak_bytes)
     sent = max((res.bytes_sent(r) for r in range(n)), default=0)
-    console.print(f"{n} simulated ranks ran; bytes sent per device: max {sent}; peak live bytes per device: max {max(res.peak_bytes, default=0)}", highlight=False)
+    console.print(
+        f"{n} simulated ranks ran; bytes sent per device: max {sent}; peak live bytes per device: max {max(res.peak_bytes, default=0)}",
+        highlight=False,
+    )
 
 
 def _collectives_table(records: Sequence[Any]) -> Table:
@@ -464,16 +520,31 @@ def run_check(console: Console, outdir: str, seed: int, device: str = "cpu") -> 
 
     res = check_outdir(outdir, seed=seed, device=device)
     where = "" if device == "cpu" else f" on {device}"
-    console.print(check_table(f"{outdir}: simulated ranks{where} vs the unpartitioned program (seed {seed})", res.outputs))
+    console.print(
+        check_table(f"{outdir}: simulated ranks{where} vs the unpartitioned program (seed {seed})", res.outputs)
+    )
     console.print(_collectives_table(res.collectives))
-    console.print(f"bytes sent per device: max {max(res.bytes_sent, default=0)}; peak live bytes per device: max {max(res.peak_bytes, default=0)}", highlight=False)
+    console.print(
+        f"bytes sent per device: max {max(res.bytes_sent, default=0)}; peak live bytes per device: max {max(res.peak_bytes, default=0)}",
+        highlight=False,
+    )
     console.print(Text("PASS", "bold green") if res.passed else Text("FAIL", "bold red"))
     return bool(res.passed)
 
 
 def auto_file(
-    console: Console, path: str, output: str, mesh: str | None, *, memory_budget: str | None, method: str, time_limit: float, as_json: bool = False,
-    configure: Sequence[str] = (), overlap: float = 0.0, bound_time: float = 0.0,
+    console: Console,
+    path: str,
+    output: str,
+    mesh: str | None,
+    *,
+    memory_budget: str | None,
+    method: str,
+    time_limit: float,
+    as_json: bool = False,
+    configure: Sequence[str] = (),
+    overlap: float = 0.0,
+    bound_time: float = 0.0,
 ) -> int:
     """``shardwise auto IN -o OUT``: ``auto_shard`` with a progress bar (building strategies and
     edges, solving), the written module (atomically) and the report (a table, or with
@@ -499,16 +570,34 @@ def auto_file(
 
         for spec in configure:
             configure_spec(module, spec)
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal) as progress:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as progress:
         task = progress.add_task("building strategies", total=1)
 
         def step(stage: str, done: int, total: int) -> None:
-            label = {"strategies": "building strategies", "edges": "pricing reshards", "solving": f"solving ({method}, <= {time_limit:g} s)"}[stage]
+            label = {
+                "strategies": "building strategies",
+                "edges": "pricing reshards",
+                "solving": f"solving ({method}, <= {time_limit:g} s)",
+            }[stage]
             progress.update(task, description=label, completed=done, total=max(total, 1))
 
         out, report = auto_shard(
-            module, parse_mesh_arg(mesh) if mesh else None, memory_budget=memory_budget, method=method, time_limit=time_limit, progress=step,
-            allow_infeasible=True, device=device, bound_time=bound_time,
+            module,
+            parse_mesh_arg(mesh) if mesh else None,
+            memory_budget=memory_budget,
+            method=method,
+            time_limit=time_limit,
+            progress=step,
+            allow_infeasible=True,
+            device=device,
+            bound_time=bound_time,
         )
     out.save(output)
     if as_json:
@@ -564,7 +653,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ex.add_argument("name", nargs="?", help="an example's name (without it: list them)")
     ex.add_argument("-o", "--output", help="where to write it (default: standard output)")
     p = sub.add_parser("show", help="parse, validate and picture one sharding")
-    p.add_argument("sharding", help='e.g. \'#sdy.sharding<@mesh, [{"x"}, {}]>\'')
+    p.add_argument("sharding", help="e.g. '#sdy.sharding<@mesh, [{\"x\"}, {}]>'")
     p.add_argument("--mesh", required=True, help='x=2,y=4 or \'#sdy.mesh<["x"=2, "y"=4]>\'')
     p.add_argument("--shape", help="tensor shape, e.g. 8,16")
     p.add_argument("--user", action="store_true", help="also apply the rules for users' own annotations")
@@ -585,57 +674,135 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="VALUE",
         help="explain why VALUE got its sharding (a name of the written module: %%12, %%arg0, result0, @f:%%3); repeatable",
     )
-    pp.add_argument("--json", action="store_true", help="print the explanations as JSON (Explanation.to_dict) on stdout")
+    pp.add_argument(
+        "--json", action="store_true", help="print the explanations as JSON (Explanation.to_dict) on stdout"
+    )
     r = sub.add_parser("rules", help="annotate every op of an MLIR module with its sharding rule")
     r.add_argument("input", help="StableHLO + sdy MLIR file")
     r.add_argument("-o", "--output", required=True, help="where to write the annotated module")
     r.add_argument("--conservative", action="store_true", help="Shardy's conservative-propagation rule variants")
     pa = sub.add_parser("partition", help="partition a sharded MLIR module into per-rank programs (SPMD)")
     pa.add_argument("input", help="StableHLO + sdy MLIR file (propagated first when it has undecided shardings)")
-    pa.add_argument("-o", "--output", required=True, help="output directory (written atomically): new, empty, or a previous partition")
-    pa.add_argument("--force", action="store_true", help="replace OUTPUT even when it is a file or a directory of other files")
-    pa.add_argument("--mesh", help="x=2,y=4; must agree with the module's mesh (required when it has none); with --auto it replaces the module's only mesh")
-    pa.add_argument("--auto", action="store_true", help="choose the shardings by cost first (as 'shardwise auto'), then partition")
-    pa.add_argument("--method", choices=["ilp", "local", "penalty", "limited", "bfs", "auto"], help="search method (implies --auto; default ilp)")
+    pa.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="output directory (written atomically): new, empty, or a previous partition",
+    )
+    pa.add_argument(
+        "--force", action="store_true", help="replace OUTPUT even when it is a file or a directory of other files"
+    )
+    pa.add_argument(
+        "--mesh",
+        help="x=2,y=4; must agree with the module's mesh (required when it has none); with --auto it replaces the module's only mesh",
+    )
+    pa.add_argument(
+        "--auto", action="store_true", help="choose the shardings by cost first (as 'shardwise auto'), then partition"
+    )
+    pa.add_argument(
+        "--method",
+        choices=["ilp", "local", "penalty", "limited", "bfs", "auto"],
+        help="search method (implies --auto; default ilp)",
+    )
     pa.add_argument("--memory-budget", help="with --auto: bytes per device, e.g. 16GiB, 44KB (default: no limit)")
     pa.add_argument("--time-limit", type=float, help="with --auto: solver seconds (default 10)")
-    pa.add_argument("--allow-infeasible", action="store_true", help="with --auto: partition the plan even when it exceeds the memory budget")
-    pa.add_argument("--weights", help="an .npz of global argument values (keys arg0, arg1, ... or argument names): saved as each rank's shards under OUTPUT/weights/")
+    pa.add_argument(
+        "--allow-infeasible",
+        action="store_true",
+        help="with --auto: partition the plan even when it exceeds the memory budget",
+    )
+    pa.add_argument(
+        "--weights",
+        help="an .npz of global argument values (keys arg0, arg1, ... or argument names): saved as each rank's shards under OUTPUT/weights/",
+    )
     ru = sub.add_parser("run", help="run a partition directory in the in-process SPMD simulator")
     ru.add_argument("outdir", help="a directory written by 'shardwise partition'")
-    ru.add_argument("--check", action="store_true", help="compare every result with the unpartitioned program (without it: run and report collectives and memory)")
+    ru.add_argument(
+        "--check",
+        action="store_true",
+        help="compare every result with the unpartitioned program (without it: run and report collectives and memory)",
+    )
     ru.add_argument("--seed", type=int, default=0, help="seed of the random global inputs (default 0)")
-    ru.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cpu: numpy arrays; cuda: CuPy arrays, every simulated rank on the current GPU (default: cpu)")
+    ru.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="cpu: numpy arrays; cuda: CuPy arrays, every simulated rank on the current GPU (default: cpu)",
+    )
     la = sub.add_parser("launch", help="run a partition directory on MPI ranks (mpiexec; pip install 'shardwise[mpi]')")
     la.add_argument("outdir", help="a directory written by 'shardwise partition'")
     la.add_argument("-n", type=int, required=True, help="number of ranks: the partition's device count")
-    la.add_argument("--backend", choices=("mpi", "nccl"), default="mpi", help="mpi: numpy on CPU ranks; nccl: CuPy + NCCL, one GPU per rank (default: mpi)")
+    la.add_argument(
+        "--backend",
+        choices=("mpi", "nccl"),
+        default="mpi",
+        help="mpi: numpy on CPU ranks; nccl: CuPy + NCCL, one GPU per rank (default: mpi)",
+    )
     la.add_argument("--check", action="store_true", help="rank 0 compares every result with the unpartitioned program")
     la.add_argument("--seed", type=int, default=0, help="seed of the random global inputs (default 0)")
     la.add_argument("--timeout", type=float, default=600.0, help="seconds before the whole job is killed (default 600)")
-    io = sub.add_parser("iopddl", help="solve an IOPDDL contest instance (ASPLOS 2025) and print its strategies and cost")
+    io = sub.add_parser(
+        "iopddl", help="solve an IOPDDL contest instance (ASPLOS 2025) and print its strategies and cost"
+    )
     io.add_argument("input", help="instance .json or .json.gz")
     io.add_argument("--time-limit", type=float, required=True, help="seconds (wall clock, the whole run)")
-    io.add_argument("--method", choices=["auto", "contracted", "ilp", "limited", "local", "penalty"], default="auto", help="solver (default auto)")
+    io.add_argument(
+        "--method",
+        choices=["auto", "contracted", "ilp", "limited", "local", "penalty"],
+        default="auto",
+        help="solver (default auto)",
+    )
     io.add_argument("--seed", type=int, default=0, help="local-search seed (default 0)")
-    io.add_argument("--threads", type=int, default=1, help="solver threads (default 1): local-search runs with seeds seed..; with --method auto on a large graph with a usage limit, two penalty trajectories on two threads and local search on the rest")
-    io.add_argument("--bound", type=float, default=0.0, metavar="SECONDS",
-                    help="after the answer, spend SECONDS more (outside --time-limit) on a lower bound of the optimum and print it last (default 0: none)")
-    au = sub.add_parser("auto", help="choose every value's sharding by cost (ILP, local search or BFS) within a memory budget")
+    io.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="solver threads (default 1): local-search runs with seeds seed..; with --method auto on a large graph with a usage limit, two penalty trajectories on two threads and local search on the rest",
+    )
+    io.add_argument(
+        "--bound",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="after the answer, spend SECONDS more (outside --time-limit) on a lower bound of the optimum and print it last (default 0: none)",
+    )
+    au = sub.add_parser(
+        "auto", help="choose every value's sharding by cost (ILP, local search or BFS) within a memory budget"
+    )
     au.add_argument("input", help="StableHLO MLIR file (values already sharded are kept)")
     au.add_argument("-o", "--output", required=True, help="where to write the sharded module (atomically)")
     au.add_argument("--mesh", help="x=2,y=4: replaces the module's only mesh or adds @mesh (required when it has none)")
     au.add_argument("--memory-budget", help="bytes per device, e.g. 16GiB, 512MB (default: no limit)")
-    au.add_argument("--method", choices=["ilp", "local", "penalty", "limited", "bfs", "auto"], default="ilp", help="search (default ilp)")
+    au.add_argument(
+        "--method",
+        choices=["ilp", "local", "penalty", "limited", "bfs", "auto"],
+        default="ilp",
+        help="search (default ilp)",
+    )
     au.add_argument("--time-limit", type=float, default=10.0, help="solver seconds (default 10)")
-    au.add_argument("--overlap", type=float, default=0.0, metavar="SHARE",
-                    help="share (0 to 1) of a matmul's compute that the collectives next to it hide behind, as a collective matmul does (default 0: none)")
-    au.add_argument("--bound", type=float, default=0.0, metavar="SECONDS",
-                    help="after the search, spend SECONDS more on a lower bound of the objective over every plan within the budget (default 0: none)")
+    au.add_argument(
+        "--overlap",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="share (0 to 1) of a matmul's compute that the collectives next to it hide behind, as a collective matmul does (default 0: none)",
+    )
+    au.add_argument(
+        "--bound",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="after the search, spend SECONDS more on a lower bound of the objective over every plan within the budget (default 0: none)",
+    )
     au.add_argument("--json", action="store_true", help="print the report as JSON (Report.to_dict) on stdout")
-    au.add_argument("--configure", action="append", default=[], metavar="SPEC",
-                    help="NAME[#INDEX]=STRATEGY (repeatable): fix the strategy of the INDEX-th op NAME (from 0, program order; #INDEX optional "
-                         "when the name is unique), MindSpore's ((2, 1), (1, 4)) or Shardy's [{\"data\"}, {}], [{}, {\"model\"}]")
+    au.add_argument(
+        "--configure",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="NAME[#INDEX]=STRATEGY (repeatable): fix the strategy of the INDEX-th op NAME (from 0, program order; #INDEX optional "
+        'when the name is unique), MindSpore\'s ((2, 1), (1, 4)) or Shardy\'s [{"data"}, {}], [{}, {"model"}]',
+    )
     args = parser.parse_args(argv)
     console = Console()
     restore = _exit_on_sigterm()
@@ -660,7 +827,10 @@ def _exit_on_sigterm() -> Callable[[], None]:
     import signal
     import threading
 
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
         return lambda: None
 
     def stop(signum: int, frame: object) -> None:
@@ -674,7 +844,14 @@ def _exit_on_sigterm() -> Callable[[], None]:
     return restore
 
 
-def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
     print(f"shardwise: warning: {message}", file=sys.stderr)
 
 
@@ -690,7 +867,13 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         elif args.command == "propagate":
             try:
                 propagate_file(
-                    console, args.input, args.output, pipeline=args.pipeline, conservative=args.conservative, explain=args.explain, as_json=args.json
+                    console,
+                    args.input,
+                    args.output,
+                    pipeline=args.pipeline,
+                    conservative=args.conservative,
+                    explain=args.explain,
+                    as_json=args.json,
                 )
             except PipelineError as e:
                 if str(e).startswith("unknown pipeline"):
@@ -717,13 +900,32 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                 return 0
             return 0 if run_check(console, args.outdir, args.seed, args.device) else 1
         elif args.command == "launch":
-            return 0 if launch_outdir(console, args.outdir, args.n, backend=args.backend, check=args.check, seed=args.seed, timeout=args.timeout) else 1
+            return (
+                0
+                if launch_outdir(
+                    console,
+                    args.outdir,
+                    args.n,
+                    backend=args.backend,
+                    check=args.check,
+                    seed=args.seed,
+                    timeout=args.timeout,
+                )
+                else 1
+            )
         elif args.command == "iopddl":
             from shardwise.search.iopddl import command_start, solve_instance
 
             # --time-limit counts from the process's start (interpreter start and imports included).
-            lines, sol = solve_instance(args.input, args.time_limit, args.method, seed=args.seed, threads=args.threads, started=command_start(),
-                                        bound_time=args.bound)
+            lines, sol = solve_instance(
+                args.input,
+                args.time_limit,
+                args.method,
+                seed=args.seed,
+                threads=args.threads,
+                started=command_start(),
+                bound_time=args.bound,
+            )
             for line in lines:
                 print(line, flush=True)
             if sol.interrupted:
@@ -732,8 +934,17 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             return 1 if "cost: inf" in lines[1:2] else 0  # no answer within the usage limit
         elif args.command == "auto":
             return auto_file(
-                console, args.input, args.output, args.mesh, memory_budget=args.memory_budget, method=args.method, time_limit=args.time_limit, as_json=args.json,
-                configure=args.configure, overlap=args.overlap, bound_time=args.bound,
+                console,
+                args.input,
+                args.output,
+                args.mesh,
+                memory_budget=args.memory_budget,
+                method=args.method,
+                time_limit=args.time_limit,
+                as_json=args.json,
+                configure=args.configure,
+                overlap=args.overlap,
+                bound_time=args.bound,
             )
         elif args.command == "rules":
             rules(console, args.input, args.output, conservative=args.conservative)

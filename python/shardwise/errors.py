@@ -95,6 +95,7 @@ class InfeasibleBudget(SearchError):
         self.module = module
         self.report = report
 
+
 __all__ = [
     "ConversionError",
     "InfeasibleBudget",
@@ -108,8 +109,8 @@ __all__ = [
     "ProgramError",
     "RankAborted",
     "SearchError",
-    "UnknownValueError",
     "ShardingError",
     "ShardingParseError",
     "ShardwiseError",
+    "UnknownValueError",
 ]

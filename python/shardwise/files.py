@@ -104,7 +104,9 @@ def replace_dir(out: Path, fill: object, *, is_ours: object, force: bool = False
     _replace(out, out.parent, fill)
 
 
-def check_replaceable(out: str | os.PathLike[str], is_ours: object, *, force: bool = False, what: str = "output") -> Path:
+def check_replaceable(
+    out: str | os.PathLike[str], is_ours: object, *, force: bool = False, what: str = "output"
+) -> Path:
     """The absolute path ``replace_dir`` would write (a symbolic link resolved), after the
     checks of its docstring; ``ShardwiseError`` naming ``out`` when it may not be replaced.
     Call it before long work, so a bad ``-o`` fails at once."""
@@ -114,13 +116,19 @@ def check_replaceable(out: str | os.PathLike[str], is_ours: object, *, force: bo
         out = Path(os.path.realpath(out))
     cwd = Path.cwd().resolve()
     if out.resolve() == cwd or out.resolve() in cwd.parents:
-        raise ShardwiseError(f"refusing to replace {out}: it is the current directory or one of its parents; name a new directory")
+        raise ShardwiseError(
+            f"refusing to replace {out}: it is the current directory or one of its parents; name a new directory"
+        )
     if out.exists() or out.is_symlink():
         if not out.is_dir():
             if not force:
-                raise ShardwiseError(f"{out} exists and is not a directory; name a new directory for the {what} (or pass --force)")
+                raise ShardwiseError(
+                    f"{out} exists and is not a directory; name a new directory for the {what} (or pass --force)"
+                )
         elif any(out.iterdir()) and not is_ours(out) and not force:
-            raise ShardwiseError(f"{out} is a non-empty directory that is not a previous {what}; name a new directory (or pass --force to replace it)")
+            raise ShardwiseError(
+                f"{out} is a non-empty directory that is not a previous {what}; name a new directory (or pass --force to replace it)"
+            )
     if not out.parent.is_dir():
         raise ShardwiseError(f"cannot write {out}: its parent directory {out.parent} does not exist")
     return out

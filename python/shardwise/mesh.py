@@ -17,7 +17,9 @@ def text_error(text: str, e: UnicodeEncodeError, what: str) -> ShardingParseErro
     UTF-8 (a lone surrogate, as from a non-UTF-8 command-line argument), which the Rust core
     cannot read: PyO3's ``UnicodeEncodeError`` escaped the parsers before."""
     shown = text if len(text) <= 80 else text[:77] + "..."
-    err = ShardingParseError(f"expected {what}, got a character that is not valid Unicode ({text[e.start]!r}) at offset {e.start} of {shown!r}")
+    err = ShardingParseError(
+        f"expected {what}, got a character that is not valid Unicode ({text[e.start]!r}) at offset {e.start} of {shown!r}"
+    )
     setattr(err, "offset", e.start)  # noqa: B010 - the attribute the Rust core sets
     return err
 
@@ -27,7 +29,9 @@ def check_name(name: str, what: str) -> None:
     try:
         name.encode()
     except UnicodeEncodeError as e:
-        raise MeshError(f"{what} {name[:80]!r} is not valid Unicode (character {name[e.start]!r} at offset {e.start})") from None
+        raise MeshError(
+            f"{what} {name[:80]!r} is not valid Unicode (character {name[e.start]!r} at offset {e.start})"
+        ) from None
 
 
 class MeshAxis:
@@ -144,7 +148,9 @@ class Mesh:
         if isinstance(spec, Mapping):
             return cls(dict(spec))
         if not isinstance(spec, str):
-            raise MeshError(f"a mesh must be a Mesh, a mapping axis -> size or text like x=2,y=4, got {type(spec).__name__}")
+            raise MeshError(
+                f"a mesh must be a Mesh, a mapping axis -> size or text like x=2,y=4, got {type(spec).__name__}"
+            )
         text = spec.strip()
         if text.startswith(("#sdy.mesh", "<", "mesh<")):
             return cls.parse(text)
@@ -153,7 +159,9 @@ class Mesh:
             name, eq, size = part.partition("=")
             if not eq or not name.strip() or not size.strip().lstrip("-").isdigit():
                 shown = spec if len(spec) <= 80 else spec[:77] + "..."
-                raise MeshError(f"a mesh must look like x=2,y=4 (name=size pairs), got {shown!r} (bad part {part[:40]!r})")
+                raise MeshError(
+                    f"a mesh must look like x=2,y=4 (name=size pairs), got {shown!r} (bad part {part[:40]!r})"
+                )
             axes.append((name.strip(), int(size)))
         return cls(axes)
 
@@ -249,7 +257,7 @@ class Mesh:
 
     def body(self) -> str:
         """The text after ``sdy.mesh @name = ``: ``<["x"=2]>``."""
-        return str(self)[len("#sdy.mesh"):]
+        return str(self)[len("#sdy.mesh") :]
 
     def op_text(self, name: str) -> str:
         """The module-level definition ``sdy.mesh @name = <["x"=2]>`` (quoted name if needed)."""

@@ -9,7 +9,7 @@ live in ``shardwise.convert``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 from shardwise import _native
 from shardwise.errors import InvalidShardingError, MeshError
@@ -18,15 +18,20 @@ from shardwise.mesh import Mesh, check_name, text_error
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-__all__ = ["AxisRef", "DimSharding", "TensorSharding", "Meshes"]
+__all__ = ["AxisRef", "DimSharding", "Meshes", "TensorSharding"]
 
-AxisWire = tuple[str, Union[tuple[int, int], None]]
-DimWire = tuple[list[AxisWire], bool, Union[int, None]]
+AxisWire = tuple[str, tuple[int, int] | None]
+DimWire = tuple[list[AxisWire], bool, int | None]
 ShardingWire = tuple[
-    Union[str, None], Union[tuple[list[tuple[str, int]], list[int]], None], list[DimWire], list[AxisWire], list[AxisWire], str
+    str | None,
+    tuple[list[tuple[str, int]], list[int]] | None,
+    list[DimWire],
+    list[AxisWire],
+    list[AxisWire],
+    str,
 ]
 #: Where a sharding's named mesh is looked up: a mapping name -> Mesh, or one Mesh for any name.
-Meshes = Union[Mapping[str, Mesh], Mesh, None]
+Meshes = Mapping[str, Mesh] | Mesh | None
 
 
 class _Frozen:
@@ -136,7 +141,10 @@ class AxisRef(_Frozen):
 
     def __eq__(self, other: object) -> bool:
         return self is other or (
-            isinstance(other, AxisRef) and self.name == other.name and self.pre_size == other.pre_size and self.size == other.size
+            isinstance(other, AxisRef)
+            and self.name == other.name
+            and self.pre_size == other.pre_size
+            and self.size == other.size
         )
 
     def __hash__(self) -> int:
@@ -194,7 +202,10 @@ class DimSharding(_Frozen):
 
     def __eq__(self, other: object) -> bool:
         return self is other or (
-            isinstance(other, DimSharding) and self.closed == other.closed and self.priority == other.priority and self.axes == other.axes
+            isinstance(other, DimSharding)
+            and self.closed == other.closed
+            and self.priority == other.priority
+            and self.axes == other.axes
         )
 
     def __hash__(self) -> int:
@@ -213,7 +224,7 @@ class DimSharding(_Frozen):
         return f"DimSharding({', '.join(args)})"
 
 
-DimLike = Union[DimSharding, Sequence[Union[AxisRef, str]], AxisRef, str, None]
+DimLike = DimSharding | Sequence[AxisRef | str] | AxisRef | str | None
 
 
 def _dim(d: DimLike) -> DimSharding:
@@ -380,7 +391,7 @@ class TensorSharding(_Frozen):
 
     def body(self) -> str:
         """The stripped form ``<@mesh, [...]>`` used by ``sdy.sharding_constraint`` and lists."""
-        return str(self)[len("#sdy.sharding"):]
+        return str(self)[len("#sdy.sharding") :]
 
     def __repr__(self) -> str:
         return f"TensorSharding.parse({str(self)!r})"
@@ -400,7 +411,9 @@ class TensorSharding(_Frozen):
     # ------------------------------------------------------------------ structure
 
     @classmethod
-    def replicated_on(cls, mesh: Mesh, rank: int, *, open: bool = False, mesh_name: str = _DEFAULT_NAME) -> TensorSharding:
+    def replicated_on(
+        cls, mesh: Mesh, rank: int, *, open: bool = False, mesh_name: str = _DEFAULT_NAME
+    ) -> TensorSharding:
         """All dims ``{}`` (closed) or ``{?}`` (open) on ``mesh``."""
         return cls(mesh, [DimSharding((), closed=not open) for _ in range(rank)], mesh_name=mesh_name)
 
@@ -516,7 +529,9 @@ class TensorSharding(_Frozen):
 
         return jax_spec.from_partition_spec(spec, mesh, rank, mesh_name=mesh_name)
 
-    def to_mindspore_layout(self, meshes: Meshes = None, *, strict: bool = True) -> tuple[tuple[int, ...], tuple[Any, ...]]:
+    def to_mindspore_layout(
+        self, meshes: Meshes = None, *, strict: bool = True
+    ) -> tuple[tuple[int, ...], tuple[Any, ...]]:
         """MindSpore ``(device_matrix, tensor_map)``; see ``shardwise.convert.mindspore``."""
         from shardwise.convert import mindspore
 
@@ -524,7 +539,12 @@ class TensorSharding(_Frozen):
 
     @classmethod
     def from_mindspore_layout(
-        cls, device_matrix: Sequence[int], tensor_map: Sequence[Any], mesh: Mesh | None = None, *, mesh_name: str | None = _DEFAULT_NAME
+        cls,
+        device_matrix: Sequence[int],
+        tensor_map: Sequence[Any],
+        mesh: Mesh | None = None,
+        *,
+        mesh_name: str | None = _DEFAULT_NAME,
     ) -> TensorSharding:
         from shardwise.convert import mindspore
 
@@ -581,7 +601,9 @@ def _shape(shape: Sequence[int]) -> list[int]:
     for i, d in enumerate(dims):
         if isinstance(d, int) and not -(2**63) <= d < 2**63:
             shown = str(dims) if len(dims) <= 16 else str(dims[:16])[:-1] + ", ...]"
-            err = InvalidShardingError(f"dim {i} of shape {shown[:200]} has size {str(d)[:40]}, which does not fit in 64 bits")
+            err = InvalidShardingError(
+                f"dim {i} of shape {shown[:200]} has size {str(d)[:40]}, which does not fit in 64 bits"
+            )
             setattr(err, "rule", "invalid-shape")  # noqa: B010 - the attribute the Rust core sets
             raise err
     return dims

@@ -29,7 +29,9 @@ def device_grid(ts: TensorSharding, shape: Sequence[int], mesh: Mesh) -> Printab
     if len(shape) not in (1, 2):
         raise ShardingError(f"device_grid draws rank-1 and rank-2 tensors, got shape {tuple(shape)}")
     if mesh.size > MAX_PICTURE_DEVICES:
-        raise ShardingError(f"device_grid draws meshes of at most {MAX_PICTURE_DEVICES} devices, got {mesh.size} ({mesh})")
+        raise ShardingError(
+            f"device_grid draws meshes of at most {MAX_PICTURE_DEVICES} devices, got {mesh.size} ({mesh})"
+        )
     shape2 = (1, *shape) if len(shape) == 1 else tuple(shape)
     holders: dict[tuple[tuple[int, int], tuple[int, int]], list[int]] = {}
     for dev in mesh.devices:

@@ -109,12 +109,8 @@ def partition(
             if v is not None
         ]
         if given or allow_infeasible:
-            names = ", ".join(
-                given + (["allow_infeasible"] if allow_infeasible else [])
-            )
-            raise SearchError(
-                f"{names} only apply to a search: pass search=True or a method (--auto)"
-            )
+            names = ", ".join(given + (["allow_infeasible"] if allow_infeasible else []))
+            raise SearchError(f"{names} only apply to a search: pass search=True or a method (--auto)")
         return spmd_partition(
             module,
             outdir,
@@ -132,9 +128,7 @@ def partition(
         memory_budget=memory_budget,
         method=how,
         time_limit=limit,
-        device=device
-        if device is not None or cost_model is None
-        else DeviceModel(cost_model=cost_model),
+        device=device if device is not None or cost_model is None else DeviceModel(cost_model=cost_model),
         allow_infeasible=True,
     )
     if report.method.endswith(INTERRUPTED_SUFFIX):
@@ -146,9 +140,7 @@ def partition(
             report,
         )
     # The searched module carries the mesh (auto_shard resolved ``mesh``) and every sharding.
-    part = spmd_partition(
-        searched, None, propagate=propagate, cost_model=cost_model, weights=arrays
-    )
+    part = spmd_partition(searched, None, propagate=propagate, cost_model=cost_model, weights=arrays)
     part.search_report = report
     part.meta["search"] = search_summary(report)
     if outdir is not None:
@@ -173,6 +165,4 @@ def read_weights_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as e:
         raise ShardwiseError(f"{what} ({' '.join(str(e).split())[:200]})") from None
     # np.load of a .npy file: one bare array
-    raise ShardwiseError(
-        f"{what} (a single .npy array, expected an .npz archive: np.savez(path, arg0=..., arg1=...))"
-    )
+    raise ShardwiseError(f"{what} (a single .npy array, expected an .npz archive: np.savez(path, arg0=..., arg1=...))")

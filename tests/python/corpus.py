@@ -30,7 +30,14 @@ def corpus_params(paths: list[Path]) -> list[object]:
     """``paths`` as pytest parameters with readable ids, or one skipped parameter that says why
     when the corpus is absent."""
     if not paths:
-        return [pytest.param(None, marks=pytest.mark.skip(reason="../shared/conformance is absent (set SHARDWISE_CONFORMANCE to point at it)"))]
+        return [
+            pytest.param(
+                None,
+                marks=pytest.mark.skip(
+                    reason="../shared/conformance is absent (set SHARDWISE_CONFORMANCE to point at it)"
+                ),
+            )
+        ]
     return [pytest.param(p, id=f"{p.parent.name}/{p.name}") for p in paths]
 
 

@@ -87,9 +87,7 @@ KNOWN_ISSUES: dict[str, tuple[str, str]] = {
 def known_issue(o: Outcome) -> str | None:
     """The name of the known issue ``o`` is an instance of, or ``None``."""
     for name, (pattern, _) in KNOWN_ISSUES.items():
-        if re.search(
-            pattern, f"{o.status}: {o.detail} [input: {' '.join(map(str, o.input))}]"
-        ):
+        if re.search(pattern, f"{o.status}: {o.detail} [input: {' '.join(map(str, o.input))}]"):
             return name
     return None
 
@@ -227,9 +225,7 @@ def mut_flip(rng: random.Random, text: str) -> str | bytes:
         if not data:
             break
         i = rng.randrange(len(data))
-        data[i] = rng.choice(
-            b'{}[]()<>"%@#:,=?-x0123456789 \n\x00' + bytes([rng.randrange(256)])
-        )
+        data[i] = rng.choice(b'{}[]()<>"%@#:,=?-x0123456789 \n\x00' + bytes([rng.randrange(256)]))
     return bytes(data)
 
 
@@ -265,13 +261,7 @@ def mut_swap_tokens(rng: random.Random, text: str) -> str:
         return text
     a, b = sorted(rng.sample(range(len(toks)), 2))
     ta, tb = toks[a], toks[b]
-    return (
-        text[: ta.start()]
-        + tb.group(0)
-        + text[ta.end() : tb.start()]
-        + ta.group(0)
-        + text[tb.end() :]
-    )
+    return text[: ta.start()] + tb.group(0) + text[ta.end() : tb.start()] + ta.group(0) + text[tb.end() :]
 
 
 def mut_number(rng: random.Random, text: str) -> str:
@@ -294,15 +284,7 @@ def _nested(rng: random.Random, depth: int) -> str:
     if kind == "tuple":
         return "{a = " + "tuple<" * depth + "f32" + ">" * depth + "}"
     if kind == "dense":
-        return (
-            "{a = dense<"
-            + "[" * depth
-            + "1.0"
-            + "]" * depth
-            + "> : tensor<"
-            + "1x" * depth
-            + "f32>}"
-        )
+        return "{a = dense<" + "[" * depth + "1.0" + "]" * depth + "> : tensor<" + "1x" * depth + "f32>}"
     return "loc(" + "fused[" * depth + '"a"' + "]" * depth + ")"
 
 
@@ -353,15 +335,9 @@ def mut_sharding(rng: random.Random, text: str) -> str:
     body = m.group(0)
     choice = rng.randrange(6)
     if choice == 0:
-        new = body.replace(
-            "@mesh", rng.choice(("@nomesh", "@empty_mesh", '@"mesh"', "@mesh2", "@")), 1
-        )
+        new = body.replace("@mesh", rng.choice(("@nomesh", "@empty_mesh", '@"mesh"', "@mesh2", "@")), 1)
     elif choice == 1:
-        new = (
-            body.replace("[", "[{}, ", 1)
-            if rng.random() < 0.5
-            else re.sub(r"\{[^{}]*\}(, )?", "", body, count=1)
-        )
+        new = body.replace("[", "[{}, ", 1) if rng.random() < 0.5 else re.sub(r"\{[^{}]*\}(, )?", "", body, count=1)
     elif choice == 2:
         new = body.replace(
             "}",
@@ -415,9 +391,7 @@ def mut_tensor(rng: random.Random, text: str) -> str:
     elem = (
         m.group(2)
         if rng.random() < 0.7
-        else rng.choice(
-            ("i1", "bf16", "f8E4M3FN", "complex<f32>", "i4", "ui64", "f128", "index")
-        )
+        else rng.choice(("i1", "bf16", "f8E4M3FN", "complex<f32>", "i4", "ui64", "f128", "index"))
     )
     return _splice(
         text,
@@ -450,9 +424,7 @@ def mut_op_name(rng: random.Random, text: str) -> str:
 def mut_bytes(rng: random.Random, text: str) -> bytes:
     data = text.encode()
     i = rng.randrange(len(data) + 1)
-    insert = rng.choice(
-        (b"\xff\xfe", b"\xc3", b"\xed\xa0\x80", b"\x00", b"\xef\xbb\xbf")
-    )
+    insert = rng.choice((b"\xff\xfe", b"\xc3", b"\xed\xa0\x80", b"\x00", b"\xef\xbb\xbf"))
     if rng.random() < 0.3:
         return b"\xef\xbb\xbf" + data  # a byte-order mark
     return data[:i] + insert + data[i:]
@@ -488,13 +460,7 @@ def mut_reshard(rng: random.Random, text: str) -> str:
         dims.append(
             "{"
             + ", ".join(f'"{a}"' for a in refs)
-            + (
-                ", ?"
-                if refs and rng.random() < 0.2
-                else "?"
-                if not refs and rng.random() < 0.2
-                else ""
-            )
+            + (", ?" if refs and rng.random() < 0.2 else "?" if not refs and rng.random() < 0.2 else "")
             + "}"
         )
     return _splice(text, m.start(), m.end(), "<@mesh, [" + ", ".join(dims) + "]>")
@@ -506,27 +472,18 @@ def mut_mesh_size(rng: random.Random, text: str) -> str:
     if not sizes:
         return text
     m = rng.choice(sizes)
-    return _splice(
-        text, m.start(), m.end(), f"{m.group(1)}={rng.choice((1, 3, 4, 5, 8))}"
-    )
+    return _splice(text, m.start(), m.end(), f"{m.group(1)}={rng.choice((1, 3, 4, 5, 8))}")
 
 
 def mut_dim_everywhere(rng: random.Random, text: str) -> str:
     """One dimension size changed in every tensor type that has it (often still valid)."""
-    dims = sorted(
-        {d for m in _TENSOR.finditer(text) for d in m.group(1).split("x") if d}
-    )
+    dims = sorted({d for m in _TENSOR.finditer(text) for d in m.group(1).split("x") if d})
     if not dims:
         return text
     old, new = rng.choice(dims), str(rng.choice((1, 3, 5, 6, 7, 12)))
     return _TENSOR.sub(
         lambda m: (
-            "tensor<"
-            + "".join(
-                (new if d == old else d) + "x" for d in m.group(1).split("x") if d
-            )
-            + m.group(2)
-            + ">"
+            "tensor<" + "".join((new if d == old else d) + "x" for d in m.group(1).split("x") if d) + m.group(2) + ">"
         ),
         text,
     )
@@ -586,9 +543,7 @@ def mutate_mlir(rng: random.Random, text: str) -> tuple[list[str], bytes]:
     for _ in range(rng.choice((1, 1, 1, 2, 3))):
         name = rng.choice(SEMANTIC_MUTATORS[:4] if semantic else list(MLIR_MUTATORS))
         names.append(name)
-        data = MLIR_MUTATORS[name](
-            rng, data if isinstance(data, str) else data.decode("utf-8", "replace")
-        )
+        data = MLIR_MUTATORS[name](rng, data if isinstance(data, str) else data.decode("utf-8", "replace"))
     return names, data.encode() if isinstance(data, str) else data
 
 
@@ -598,30 +553,18 @@ def mutate_mlir(rng: random.Random, text: str) -> tuple[list[str], bytes]:
 _NAMES = ("x", "y", "z", "", "x\u00e9", "\\00", "a b", '\\"', "data", "_", "1")
 
 
-def gen_mesh_text(
-    rng: random.Random, *, sdy: bool | None = None, wild: bool = True
-) -> str:
+def gen_mesh_text(rng: random.Random, *, sdy: bool | None = None, wild: bool = True) -> str:
     """A mesh as the command line (``x=2,y=4``) or Shardy (``#sdy.mesh<[...]>``) writes it:
     often wrong when ``wild``, else distinct plain names and small sizes."""
     if not wild:
         names = rng.sample(("x", "y", "z"), rng.choice((1, 2, 2, 3)))
         sizes = [rng.choice((1, 2, 2, 4)) for _ in names]
         if sdy if sdy is not None else rng.random() < 0.5:
-            return (
-                "#sdy.mesh<["
-                + ", ".join(f'"{a}"={s}' for a, s in zip(names, sizes))
-                + "]>"
-            )
+            return "#sdy.mesh<[" + ", ".join(f'"{a}"={s}' for a, s in zip(names, sizes)) + "]>"
         return ",".join(f"{a}={s}" for a, s in zip(names, sizes))
     n = rng.choice((0, 1, 1, 2, 2, 3, 20))
-    names = [
-        rng.choice(_NAMES[:3]) if rng.random() < 0.85 else rng.choice(_NAMES)
-        for _ in range(n)
-    ]
-    sizes = [
-        rng.choice((1, 2, 2, 4, 3)) if rng.random() < 0.85 else rng.choice(HUGE_INTS)
-        for _ in range(n)
-    ]
+    names = [rng.choice(_NAMES[:3]) if rng.random() < 0.85 else rng.choice(_NAMES) for _ in range(n)]
+    sizes = [rng.choice((1, 2, 2, 4, 3)) if rng.random() < 0.85 else rng.choice(HUGE_INTS) for _ in range(n)]
     if sdy if sdy is not None else rng.random() < 0.5:
         axes = ", ".join(f'"{a}"={s}' for a, s in zip(names, sizes))
         ids = ""
@@ -656,11 +599,7 @@ def gen_mesh_text(
 
 
 def _axis_ref_text(rng: random.Random, axes: Sequence[str], wild: bool = True) -> str:
-    name = (
-        rng.choice(axes)
-        if axes and (not wild or rng.random() < 0.85)
-        else rng.choice(_NAMES)
-    )
+    name = rng.choice(axes) if axes and (not wild or rng.random() < 0.85) else rng.choice(_NAMES)
     if rng.random() < 0.2:
         if wild:
             pre, size = (
@@ -676,25 +615,17 @@ def _axis_ref_text(rng: random.Random, axes: Sequence[str], wild: bool = True) -
 def gen_dims_text(rng: random.Random, axes: Sequence[str], wild: bool = True) -> str:
     dims = []
     for _ in range(rng.choice((0, 1, 2, 2, 2, 3, 4, 40) if wild else (1, 2, 2, 3))):
-        refs = [
-            _axis_ref_text(rng, axes, wild) for _ in range(rng.choice((0, 0, 1, 1, 2)))
-        ]
+        refs = [_axis_ref_text(rng, axes, wild) for _ in range(rng.choice((0, 0, 1, 1, 2)))]
         if not wild:
             refs = list(dict.fromkeys(refs))
         if rng.random() < 0.2:
             refs.append("?")
-        prio = (
-            f"p{rng.choice((0, 1, 2, -1, 2**70) if wild else (0, 1, 2))}"
-            if rng.random() < 0.15
-            else ""
-        )
+        prio = f"p{rng.choice((0, 1, 2, -1, 2**70) if wild else (0, 1, 2))}" if rng.random() < 0.15 else ""
         dims.append("{" + ", ".join(refs) + "}" + prio)
     return "[" + ", ".join(dims) + "]"
 
 
-def gen_sharding_text(
-    rng: random.Random, axes: Sequence[str], wild: bool = True
-) -> str:
+def gen_sharding_text(rng: random.Random, axes: Sequence[str], wild: bool = True) -> str:
     """A ``#sdy.sharding<...>`` (or stripped ``<...>``): often wrong when ``wild``, else
     made of the mesh's ``axes`` (still breaking rules now and then)."""
     mesh = (
@@ -745,9 +676,7 @@ def _syntax_noise(rng: random.Random, text: str, p: float) -> str:
         return mut_truncate(rng, text)
     if choice == 1:
         i = rng.randrange(len(text))
-        return (
-            text[:i] + rng.choice('{}[]()<>"@#:,=?p \x00\udcff\u00e9') + text[i + 1 :]
-        )
+        return text[:i] + rng.choice('{}[]()<>"@#:,=?p \x00\udcff\u00e9') + text[i + 1 :]
     if choice == 2:
         return text * rng.choice((2, 3))
     return text.replace(",", ",,", 1)
@@ -766,14 +695,7 @@ def gen_instance(rng: random.Random) -> dict[str, Any]:
         a = rng.randint(0, 50)
         intervals.append([a, a + rng.randint(0, 50)])
     edges = sorted(
-        {
-            (a, b)
-            for a, b in (
-                (rng.randrange(n), rng.randrange(n))
-                for _ in range(rng.randint(0, 2 * n))
-            )
-            if a < b
-        }
+        {(a, b) for a, b in ((rng.randrange(n), rng.randrange(n)) for _ in range(rng.randint(0, 2 * n))) if a < b}
     )
     return {
         "problem": {
@@ -785,10 +707,7 @@ def gen_instance(rng: random.Random) -> dict[str, Any]:
             },
             "edges": {
                 "nodes": [list(e) for e in edges],
-                "costs": [
-                    [rng.randint(0, 100) for _ in range(ks[a] * ks[b])]
-                    for a, b in edges
-                ],
+                "costs": [[rng.randint(0, 100) for _ in range(ks[a] * ks[b])] for a, b in edges],
             },
             "usage_limit": rng.choice((None, rng.randint(0, 200), 10**6)),
         }
@@ -864,21 +783,13 @@ def mutate_json(rng: random.Random, data: Any) -> tuple[list[str], Any]:
                 del lst[rng.randrange(len(lst)) :]
             else:
                 lst.extend(json.loads(json.dumps(lst[:1] or [0])) * rng.choice((1, 3)))
-        elif (
-            choice == 3
-            and isinstance(parent[key], int)
-            and not isinstance(parent[key], bool)
-        ):
+        elif choice == 3 and isinstance(parent[key], int) and not isinstance(parent[key], bool):
             names.append("number")
-            parent[key] = rng.choice(
-                (*HUGE_INTS, -parent[key] - 1, parent[key] + 1, float(parent[key]))
-            )
+            parent[key] = rng.choice((*HUGE_INTS, -parent[key] - 1, parent[key] + 1, float(parent[key])))
         else:
             names.append("extra-key")
             if isinstance(parent, dict):
-                parent[rng.choice(("extra", "costs", "nodes", ""))] = _weird_value(
-                    rng, None
-                )
+                parent[rng.choice(("extra", "costs", "nodes", ""))] = _weird_value(rng, None)
             else:
                 parent.append(_weird_value(rng, None))
     return names, data
@@ -983,14 +894,10 @@ def tamper_outdir(rng: random.Random, d: Path, outside: Path) -> list[str]:
     if choice <= 3:
         meta = json.loads(_regular(meta_path).read_text())
         if choice == 0:
-            meta["num_ranks"] = rng.choice(
-                (0, -1, 1, 3, 2**16, 2**16 + 1, 10**30, "2", 2.0, True, None, [2])
-            )
+            meta["num_ranks"] = rng.choice((0, -1, 1, 3, 2**16, 2**16 + 1, 10**30, "2", 2.0, True, None, [2]))
             names = ["meta-num-ranks"]
         elif choice == 1:
-            meta["func"] = rng.choice(
-                ("other", 123, None, "", "main\x00", ["main"], "rank0")
-            )
+            meta["func"] = rng.choice(("other", 123, None, "", "main\x00", ["main"], "rank0"))
             names = ["meta-func"]
         else:
             names, meta = mutate_json(rng, meta)
@@ -1046,9 +953,7 @@ def tamper_outdir(rng: random.Random, d: Path, outside: Path) -> list[str]:
             victim.symlink_to("/dev/zero")
         else:
             victim.symlink_to(d)  # a directory
-        return [
-            f"symlink-{('outside', 'loop', 'dangling', 'device', 'directory')[how]}"
-        ]
+        return [f"symlink-{('outside', 'loop', 'dangling', 'device', 'directory')[how]}"]
     if choice == 10:
         victim = d / rng.choice([*ranks, "partitioned.mlir", "meta.json"])
         victim.unlink()
@@ -1060,17 +965,11 @@ def tamper_outdir(rng: random.Random, d: Path, outside: Path) -> list[str]:
     if choice == 11:
         (d / os.fsdecode(b"rank\xff.mlir")).write_bytes(b"\xff\xfe")
         target = d / rng.choice(ranks)
-        target.write_bytes(
-            _regular(target).read_bytes().replace(b"main", b"m\xffin", 1)
-        )
+        target.write_bytes(_regular(target).read_bytes().replace(b"main", b"m\xffin", 1))
         return ["non-utf8"]
     if choice == 12:
         data = _regular(meta_path).read_text()
-        meta_path.write_text(
-            data.replace('"x"', '"q"').replace(
-                "2", rng.choice(("3", "0", "99999999999999999999"))
-            )
-        )
+        meta_path.write_text(data.replace('"x"', '"q"').replace("2", rng.choice(("3", "0", "99999999999999999999"))))
         return ["meta-mesh"]
     meta = json.loads(_regular(meta_path).read_text())
     for entry in meta.get("arguments", []) + meta.get("results", []):
@@ -1120,11 +1019,7 @@ def snapshot(d: Path) -> dict[str, Any]:
 def leftovers(d: Path, before: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
     """Names in ``d`` that look like a temporary file or directory of an atomic write
     (``.NAME.XXXX``, ``*.tmp``) and were not there ``before``."""
-    return sorted(
-        n
-        for n in os.listdir(d)
-        if (n.startswith(".") or n.endswith(".tmp")) and n not in before
-    )
+    return sorted(n for n in os.listdir(d) if (n.startswith(".") or n.endswith(".tmp")) and n not in before)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1143,18 +1038,14 @@ class Problem(Exception):
 def _where(e: BaseException) -> str:
     """``file:line`` of the innermost frame in shardwise (or the innermost frame)."""
     frames = traceback.extract_tb(e.__traceback__)
-    inner = [
-        f for f in frames if "shardwise" in f.filename and "faults.py" not in f.filename
-    ] or frames
+    inner = [f for f in frames if "shardwise" in f.filename and "faults.py" not in f.filename] or frames
     if not inner:
         return "?"
     f = inner[-1]
     return f"{Path(f.filename).name}:{f.lineno} ({f.name})"
 
 
-def api(
-    what: str, fn: Callable[..., Any], *args: Any, io_ok: bool = False, **kwargs: Any
-) -> tuple[bool, Any]:
+def api(what: str, fn: Callable[..., Any], *args: Any, io_ok: bool = False, **kwargs: Any) -> tuple[bool, Any]:
     """``(True, value)``, or ``(False, error)`` for a shardwise error (and ``OSError`` when
     ``io_ok``); anything else raised, or an error message over ``MAX_ERROR_CHARS``, is a
     ``Problem``."""
@@ -1174,13 +1065,9 @@ def api(
     except OSError as e:
         if io_ok:
             return False, e
-        raise Problem(
-            "traceback", f"{what}: {type(e).__name__}: {str(e)[:200]} at {_where(e)}"
-        ) from None
+        raise Problem("traceback", f"{what}: {type(e).__name__}: {str(e)[:200]} at {_where(e)}") from None
     except BaseException as e:  # noqa: BLE001 - PanicException, RecursionError, MemoryError, ...
-        raise Problem(
-            "traceback", f"{what}: {type(e).__name__}: {str(e)[:200]!r} at {_where(e)}"
-        ) from None
+        raise Problem("traceback", f"{what}: {type(e).__name__}: {str(e)[:200]!r} at {_where(e)}") from None
 
 
 @dataclass
@@ -1227,11 +1114,7 @@ def check_stderr(res: CliResult, ok_codes: Sequence[int], what: str) -> None:
         # Blank lines aside: rich's transient progress display of ``propagate`` and ``auto``
         # leaves one before the error (a known issue of cli.py, tested on its own in
         # test_faults.py), which would hide every other finding of these commands.
-        lines = [
-            ln
-            for ln in res.err.splitlines()
-            if ln.strip() and not ln.startswith("shardwise: warning: ")
-        ]
+        lines = [ln for ln in res.err.splitlines() if ln.strip() and not ln.startswith("shardwise: warning: ")]
         if len(lines) != 1 or not lines[0].startswith("shardwise: error: "):
             raise Problem(
                 "stderr",
@@ -1249,9 +1132,7 @@ def _mlir_loads(path: Path, what: str) -> None:
 
     ok, e = api(f"re-reading {what}", load_mlir, path)
     if not ok:
-        raise Problem(
-            "data-loss", f"{what} was written but does not read back: {str(e)[:200]}"
-        )
+        raise Problem("data-loss", f"{what} was written but does not read back: {str(e)[:200]}")
 
 
 class _Info(dict):  # type: ignore[type-arg]
@@ -1298,9 +1179,7 @@ class Worker:
             self._base[name] = d / "p"
         return self._base[name]
 
-    def run(
-        self, i: int, d: Path, announce: Callable[[Any], None] | None = None
-    ) -> dict[str, Any]:
+    def run(self, i: int, d: Path, announce: Callable[[Any], None] | None = None) -> dict[str, Any]:
         """Case ``i`` in directory ``d``; ``announce`` gets its input as soon as it is made
         (so that a crash or a hang can be reported with it)."""
         rng = random.Random(f"{self.seed}/{self.category}/{i}")
@@ -1317,9 +1196,7 @@ class Worker:
 
     def case_selftest(self, rng: random.Random, d: Path, info: dict[str, Any]) -> None:
         i = int(d.name.removeprefix("case"))
-        info["input"] = [
-            ["segfault", "hang", "stderr", "traceback", "ok", "data-loss"][i % 6]
-        ]
+        info["input"] = [["segfault", "hang", "stderr", "traceback", "ok", "data-loss"][i % 6]]
         if i % 6 == 0:
             os.kill(os.getpid(), signal.SIGSEGV)
         elif i % 6 == 1:
@@ -1338,9 +1215,7 @@ class Worker:
             (d / ".out.mlir.x1y2.tmp").write_text("")
             left = leftovers(d)
             if left:
-                raise Problem(
-                    "data-loss", f"temporary files left beside the output: {left}"
-                )
+                raise Problem("data-loss", f"temporary files left beside the output: {left}")
 
     # -- sharding ----------------------------------------------------------------------------
 
@@ -1367,9 +1242,7 @@ class Worker:
                 mesh,
             )
             if ok_ts:
-                again = api(
-                    "re-parsing a printed sharding", TensorSharding.parse, str(ts), mesh
-                )
+                again = api("re-parsing a printed sharding", TensorSharding.parse, str(ts), mesh)
                 if not again[0] or again[1] != ts:
                     raise Problem(
                         "wrong",
@@ -1377,9 +1250,7 @@ class Worker:
                     )
                 shape: tuple[int, ...] | None = None
                 if shape_text is not None:
-                    ok_shape, parsed = api(
-                        "parse_shape_arg", parse_shape_arg, shape_text
-                    )
+                    ok_shape, parsed = api("parse_shape_arg", parse_shape_arg, shape_text)
                     shape = parsed if ok_shape else None
                 accepted = api("validate", ts.validate, shape, meshes=mesh)[0]
                 if shape is not None:
@@ -1399,12 +1270,7 @@ class Worker:
                     "to_mindspore_strategy",
                 ):
                     ok_conv, value = api(conv, getattr(ts, conv), mesh)
-                    if (
-                        ok_conv
-                        and conv == "to_hlo_sharding"
-                        and ts.rank < 8
-                        and mesh.size <= 64
-                    ):
+                    if ok_conv and conv == "to_hlo_sharding" and ts.rank < 8 and mesh.size <= 64:
                         back = api(
                             "from_hlo_sharding",
                             TensorSharding.from_hlo_sharding,
@@ -1432,9 +1298,7 @@ class Worker:
         from shardwise.mesh import Mesh
         from shardwise.sharding import TensorSharding
 
-        mesh = (
-            mesh if mesh is not None and 0 < mesh.size <= 64 else Mesh({"x": 2, "y": 2})
-        )
+        mesh = mesh if mesh is not None and 0 < mesh.size <= 64 else Mesh({"x": 2, "y": 2})
         rank = rng.choice((0, 1, 2, 3, -1, 7))
         hlo = rng.choice(
             (
@@ -1448,9 +1312,7 @@ class Worker:
                 "{devices=[4,1]<=[4]}",
             )
         )
-        hlo = _syntax_noise(
-            rng, mut_number(rng, hlo) if rng.random() < 0.4 else hlo, 0.3
-        )
+        hlo = _syntax_noise(rng, mut_number(rng, hlo) if rng.random() < 0.4 else hlo, 0.3)
         api(
             "from_hlo_sharding",
             TensorSharding.from_hlo_sharding,
@@ -1460,9 +1322,7 @@ class Worker:
         )
         names = [*mesh.axis_names, "q", ""]
         spec = tuple(
-            rng.choice(
-                (None, rng.choice(names), tuple(rng.sample(names, min(2, len(names)))))
-            )
+            rng.choice((None, rng.choice(names), tuple(rng.sample(names, min(2, len(names))))))
             for _ in range(rng.choice((0, 1, 2, 3)))
         )
         api(
@@ -1475,10 +1335,7 @@ class Worker:
         api(
             "from_hidet",
             TensorSharding.from_hidet,
-            [
-                set(rng.sample(range(-1, 4), rng.randrange(3)))
-                for _ in range(rng.choice((0, 1, 2)))
-            ],
+            [set(rng.sample(range(-1, 4), rng.randrange(3))) for _ in range(rng.choice((0, 1, 2)))],
             mesh,
         )
         kinds = (
@@ -1491,17 +1348,12 @@ class Worker:
         api(
             "from_dtensor_placements",
             TensorSharding.from_dtensor_placements,
-            [
-                rng.choice(kinds)
-                for _ in range(rng.choice((len(mesh), len(mesh), 1, 3)))
-            ],
+            [rng.choice(kinds) for _ in range(rng.choice((len(mesh), len(mesh), 1, 3)))],
             mesh,
             abs(rank),
         )
         dm = tuple(rng.choice((1, 2, 4, 0, -2)) for _ in range(rng.choice((1, 2, 3))))
-        tm = tuple(
-            rng.choice((-1, 0, 1, 2, 5, (0, 1), ())) for _ in range(rng.choice((1, 2)))
-        )
+        tm = tuple(rng.choice((-1, 0, 1, 2, 5, (0, 1), ())) for _ in range(rng.choice((1, 2))))
         api(
             "from_mindspore_layout",
             TensorSharding.from_mindspore_layout,
@@ -1531,17 +1383,10 @@ class Worker:
             ok, out = api("propagate", sw.propagate, module)
             if ok:
                 ok_text, text = api("Module.to_mlir", out.to_mlir)
-                if (
-                    ok_text
-                    and not api("load_mlir (re-reading to_mlir)", sw.load_mlir, text)[0]
-                ):
-                    raise Problem(
-                        "wrong", "the propagated module's text does not read back"
-                    )
+                if ok_text and not api("load_mlir (re-reading to_mlir)", sw.load_mlir, text)[0]:
+                    raise Problem("wrong", "the propagated module's text does not read back")
         info["accepted"] = ok
-        command = rng.choice(
-            ("propagate", "propagate", "partition", "partition", "rules", "auto")
-        )
+        command = rng.choice(("propagate", "propagate", "partition", "partition", "rules", "auto"))
         before = set(os.listdir(d))
         if command == "partition":
             target = d / "p"
@@ -1556,9 +1401,7 @@ class Worker:
             if res.rc == 0:
                 from shardwise.spmd.load import load_meta
 
-                ok_meta, meta = api(
-                    "load_meta of a written partition", load_meta, target
-                )
+                ok_meta, meta = api("load_meta of a written partition", load_meta, target)
                 if not ok_meta:
                     raise Problem(
                         "data-loss",
@@ -1606,11 +1449,7 @@ class Worker:
                     "data-loss",
                     f"{command} exited 2 but changed the existing output file",
                 )
-            if (
-                res.rc in (0, 1)
-                and command != "auto"
-                or (command == "auto" and res.rc == 0)
-            ):
+            if res.rc in (0, 1) and command != "auto" or (command == "auto" and res.rc == 0):
                 if out.read_bytes() == SENTINEL:
                     raise Problem(
                         "data-loss",
@@ -1619,9 +1458,7 @@ class Worker:
                 _mlir_loads(out, f"the output of {command}")
         left = leftovers(d, before)
         if left:
-            raise Problem(
-                "data-loss", f"temporary files left beside the output: {left}"
-            )
+            raise Problem("data-loss", f"temporary files left beside the output: {left}")
 
     # -- iopddl -------------------------------------------------------------------------------
 
@@ -1636,15 +1473,10 @@ class Worker:
         if ok:
             offsets = [int(x) for x in graph.offsets]
             ks = [b - a for a, b in itertools.pairwise(offsets)]
-            assignment = [
-                rng.randrange(k) if rng.random() < 0.95 else rng.choice((-1, k, 2**70))
-                for k in ks
-            ]
+            assignment = [rng.randrange(k) if rng.random() < 0.95 else rng.choice((-1, k, 2**70)) for k in ks]
             api("score", score, graph, assignment)
         info["accepted"] = ok
-        method = rng.choice(
-            ("auto", "auto", "ilp", "local", "local", "limited", "penalty")
-        )
+        method = rng.choice(("auto", "auto", "ilp", "local", "local", "limited", "penalty"))
         limit = rng.choice(("0.2", "0.5", "0", "-1", "nan", "inf", "1e400"))
         res = cli(
             ["iopddl", str(path), "--time-limit", limit, "--method", method],
@@ -1722,9 +1554,7 @@ class Worker:
             ok_codes=(0, 1, 2),
         )
         if snapshot(target) != snap:
-            raise Problem(
-                "data-loss", "shardwise run changed the partition directory it read"
-            )
+            raise Problem("data-loss", "shardwise run changed the partition directory it read")
         if rng.random() < 0.3:
             src = d.parent / f"base-{name}.mlir"
             before = set(os.listdir(d))
@@ -1739,10 +1569,7 @@ class Worker:
                 extra = (
                     {p.name for p in target.iterdir()}
                     - {"meta.json", "partitioned.mlir"}
-                    - {
-                        f"rank{r}.mlir"
-                        for r in range(meta["num_ranks"] if ok_meta else 0)
-                    }
+                    - {f"rank{r}.mlir" for r in range(meta["num_ranks"] if ok_meta else 0)}
                 )
                 if not ok_meta or extra:
                     raise Problem(
@@ -1751,9 +1578,7 @@ class Worker:
                     )
             left = leftovers(d, before)
             if left:
-                raise Problem(
-                    "data-loss", f"temporary files left beside the output: {left}"
-                )
+                raise Problem("data-loss", f"temporary files left beside the output: {left}")
 
 
 def extra_seed_programs(limit_bytes: int = 4000) -> dict[str, str]:
@@ -1903,9 +1728,7 @@ def run_cases(
             )
         except BaseException:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(
-                    proc.pid, signal.SIGKILL
-                )  # a worker never outlives the driver
+                os.killpg(proc.pid, signal.SIGKILL)  # a worker never outlives the driver
             proc.wait()
             raise
         if status == "hang":
@@ -1919,11 +1742,7 @@ def run_cases(
             break  # finished
         tail = errlog.read_text(errors="replace")[-600:]
         failed = current if current is not None else i
-        how = (
-            f"killed by signal {-proc.returncode}"
-            if proc.returncode < 0
-            else f"exit status {proc.returncode}"
-        )
+        how = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit status {proc.returncode}"
         if status == "hang":
             detail = f"no answer within {case_timeout:g} s"
         else:
@@ -1959,9 +1778,7 @@ def _read_worker(
     buf = b""
     current: int | None = None
     current_input: list[Any] = []
-    deadline = (
-        time.monotonic() + case_timeout + startup_grace
-    )  # the first case also imports jax
+    deadline = time.monotonic() + case_timeout + startup_grace  # the first case also imports jax
     fd = proc.stdout.fileno()
     status: str | None = None
     while True:
@@ -1983,11 +1800,7 @@ def _read_worker(
             elif kind == "start":
                 current = int(rest)
                 current_input = []
-                deadline = (
-                    time.monotonic()
-                    + case_timeout
-                    + (startup_grace if current == i else 0)
-                )
+                deadline = time.monotonic() + case_timeout + (startup_grace if current == i else 0)
             elif kind == "done":
                 info = json.loads(rest)
                 o = Outcome(
@@ -2010,9 +1823,7 @@ def summarize(outcomes: Sequence[Outcome]) -> dict[str, dict[str, int]]:
     """Per category: ``tried``, ``accepted`` and the count of each problem kind."""
     table: dict[str, dict[str, int]] = {}
     for o in outcomes:
-        row = table.setdefault(
-            o.category, {"tried": 0, "accepted": 0, **dict.fromkeys(PROBLEMS, 0)}
-        )
+        row = table.setdefault(o.category, {"tried": 0, "accepted": 0, **dict.fromkeys(PROBLEMS, 0)})
         row["tried"] += 1
         row["accepted"] += o.accepted
         if o.status != "ok":
@@ -2122,17 +1933,12 @@ def prepare_signal_inputs(d: Path) -> dict[str, Path]:
                     "name": "chain",
                     "nodes": {
                         "intervals": [[i, i + 3] for i in range(n)],
-                        "costs": [
-                            [(i * 7 + k * 3) % 11 for k in range(4)] for i in range(n)
-                        ],
+                        "costs": [[(i * 7 + k * 3) % 11 for k in range(4)] for i in range(n)],
                         "usages": [[1 + k for k in range(4)] for _ in range(n)],
                     },
                     "edges": {
                         "nodes": [[i, i + 1] for i in range(n - 1)],
-                        "costs": [
-                            [(i + a * 5 + b) % 13 for a in range(4) for b in range(4)]
-                            for i in range(n - 1)
-                        ],
+                        "costs": [[(i + a * 5 + b) % 13 for a in range(4) for b in range(4)] for i in range(n - 1)],
                     },
                     "usage_limit": 3 * n,
                 }
@@ -2180,9 +1986,7 @@ def signal_trial(
     elif command == "partition":
         import shardwise as sw
 
-        sw.partition(
-            sw.load_mlir(inputs["in"]), out_part
-        )  # a previous partition, to be replaced
+        sw.partition(sw.load_mlir(inputs["in"]), out_part)  # a previous partition, to be replaced
         argv = ["partition", str(inputs["in"]), "-o", str(out_part)]
     elif command == "iopddl":
         argv = [
@@ -2207,11 +2011,7 @@ def signal_trial(
         cwd=work,
     )
     try:
-        while (
-            proc.poll() is None
-            and not sigterm_caught(proc.pid)
-            and time.monotonic() - t0 < timeout
-        ):
+        while proc.poll() is None and not sigterm_caught(proc.pid) and time.monotonic() - t0 < timeout:
             time.sleep(0.005)
         time.sleep(delay)
         if proc.poll() is None:
@@ -2226,25 +2026,16 @@ def signal_trial(
     rc = trial.returncode = proc.returncode
     p = trial.problems
     done = _work_done(command, trial.stdout, out_file, out_part)
-    if (
-        "Traceback (most recent call last)" in trial.stderr
-        or "Fatal Python error" in trial.stderr
-    ):
+    if "Traceback (most recent call last)" in trial.stderr or "Fatal Python error" in trial.stderr:
         p.append("traceback on stderr")
     if rc == 2:
-        lines = [
-            ln
-            for ln in trial.stderr.splitlines()
-            if ln.strip() and not ln.startswith("shardwise: warning: ")
-        ]
+        lines = [ln for ln in trial.stderr.splitlines() if ln.strip() and not ln.startswith("shardwise: warning: ")]
         if len(lines) != 1 or not lines[0].startswith("shardwise: error: "):
             p.append("exit 2 without exactly one error line")
     elif rc == 130:
         if sig != signal.SIGINT:
             p.append("exit 130 for SIGTERM")
-        elif not trial.stderr.strip().splitlines()[
-            -1:
-        ] or not trial.stderr.strip().splitlines()[-1].startswith(
+        elif not trial.stderr.strip().splitlines()[-1:] or not trial.stderr.strip().splitlines()[-1].startswith(
             "shardwise: interrupted"
         ):
             p.append("exit 130 without 'shardwise: interrupted'")
@@ -2258,9 +2049,7 @@ def signal_trial(
             p.append(f"exit {rc} but the work is not complete")
     elif rc == -sig:
         if not done:
-            p.append(
-                f"killed by {sig.name} before its work was done (the signal was not handled)"
-            )
+            p.append(f"killed by {sig.name} before its work was done (the signal was not handled)")
     else:
         p.append(f"exit status {rc}")
     if command == "propagate" and out_file.read_bytes() != SENTINEL and not done:
@@ -2289,13 +2078,9 @@ def _work_done(command: str, stdout: str, out_file: Path, out_part: Path) -> boo
         return "propagated" in stdout and out_file.read_bytes().startswith(b"module")
     if command == "partition":
         ranks = sorted(out_part.glob("rank*.mlir")) if out_part.is_dir() else []
-        return (
-            "wrote" in stdout and (out_part / "meta.json").is_file() and len(ranks) == 4
-        )
+        return "wrote" in stdout and (out_part / "meta.json").is_file() and len(ranks) == 4
     if command == "iopddl":
-        return stdout.rstrip().splitlines()[-1:] != [] and stdout.rstrip().splitlines()[
-            -1
-        ].startswith("cost: ")
+        return stdout.rstrip().splitlines()[-1:] != [] and stdout.rstrip().splitlines()[-1].startswith("cost: ")
     return "ranks (mpi)" in stdout
 
 

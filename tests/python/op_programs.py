@@ -21,7 +21,9 @@ def _programs() -> dict[str, tuple[Callable[..., Any], _Args]]:
     nwc = ("NWC", "WIO", "NWC")
 
     def conv(stride: int = 1, padding: str = "SAME", dilation: int = 1, groups: int = 1) -> Callable[[Any, Any], Any]:
-        return lambda x, w: jax.lax.conv_general_dilated(x, w, (stride,), padding, rhs_dilation=(dilation,), dimension_numbers=nwc, feature_group_count=groups)
+        return lambda x, w: jax.lax.conv_general_dilated(
+            x, w, (stride,), padding, rhs_dilation=(dilation,), dimension_numbers=nwc, feature_group_count=groups
+        )
 
     act: _Args = [((16, 64), ("x", "y"), None)]
     seq: _Args = [((8, 64, 16), ("x", "y", None), None), ((3, 16, 16), (), None)]
@@ -33,8 +35,14 @@ def _programs() -> dict[str, tuple[Callable[..., Any], _Args]]:
         "flip": (lambda x: jnp.flip(x, axis=1) * 2, act),
         "conv_same": (conv(), seq),
         "conv_dilated": (conv(dilation=2), seq),
-        "conv_strided": (conv(stride=2, padding="VALID"), [((8, 64, 16), ("x", "y", None), None), ((2, 16, 16), (), None)]),
-        "conv_depthwise": (conv(groups=16), [((8, 64, 16), ("x", None, "y"), None), ((3, 1, 16), (None, None, "y"), None)]),
+        "conv_strided": (
+            conv(stride=2, padding="VALID"),
+            [((8, 64, 16), ("x", "y", None), None), ((2, 16, 16), (), None)],
+        ),
+        "conv_depthwise": (
+            conv(groups=16),
+            [((8, 64, 16), ("x", None, "y"), None), ((3, 1, 16), (None, None, "y"), None)],
+        ),
         "max_window_same": (lambda x: jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 3), (1, 1), "SAME"), act),
         "max_pool_2": (lambda x: jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 2), (1, 2), "VALID"), act),
         "cumsum": (lambda x: jnp.cumsum(x, axis=1), act),
@@ -44,7 +52,10 @@ def _programs() -> dict[str, tuple[Callable[..., Any], _Args]]:
         "embedding_rows": (lambda t, e: e[t], [((8, 32), ("x", None), "int32"), ((1024, 64), ("y", None), None)]),
         "embedding_features": (lambda t, e: e[t], [((8, 32), ("x", None), "int32"), ((1024, 64), (None, "y"), None)]),
         "tied_lm_head": (lambda h, e: h @ e.T, [((8, 64), ("x", None), None), ((1024, 64), ("y", None), None)]),
-        "scatter_add": (lambda x, i, u: x.at[i].add(u), [((64, 16), ("y", None), None), ((8,), (), "int32"), ((8, 16), (), None)]),
+        "scatter_add": (
+            lambda x, i, u: x.at[i].add(u),
+            [((64, 16), ("y", None), None), ((8,), (), "int32"), ((8, 16), (), None)],
+        ),
     }
 
 
@@ -61,4 +72,8 @@ def op_program(name: str) -> str:
 
     f, args = _programs()[name]
     mesh = mesh_2x4()
-    return str(jax.jit(f).lower(*[sharded_arg(mesh, shape, P(*spec), getattr(jnp, dt) if dt else None) for shape, spec, dt in args]).as_text())
+    return str(
+        jax.jit(f)
+        .lower(*[sharded_arg(mesh, shape, P(*spec), getattr(jnp, dt) if dt else None) for shape, spec, dt in args])
+        .as_text()
+    )

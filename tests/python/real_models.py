@@ -148,6 +148,7 @@ def _trace(spec: _Spec) -> _Traced:
     """Abstract state (``jax.eval_shape``) and the training step of ``spec``."""
     import jax
     import jax.numpy as jnp
+
     optax = _optax()
 
     struct: Any = jax.ShapeDtypeStruct
@@ -164,7 +165,16 @@ def _trace(spec: _Spec) -> _Traced:
         updates, opt_state = opt.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), new_extra, opt_state, loss
 
-    return _Traced(sds, params, extra, opt_state, pspecs, _param_specs(extra, spec.extra_rules), _state_specs(opt_state, params, pspecs), step)
+    return _Traced(
+        sds,
+        params,
+        extra,
+        opt_state,
+        pspecs,
+        _param_specs(extra, spec.extra_rules),
+        _state_specs(opt_state, params, pspecs),
+        step,
+    )
 
 
 def _lower(spec: _Spec) -> str:
@@ -213,6 +223,7 @@ M, D = "model", "data"
 def _mlp() -> _Spec:
     """MLP classifier: Dense+relu twice, integer-label softmax cross-entropy; adam."""
     import flax.linen as nn
+
     optax = _optax()
 
     class MLP(nn.Module):
@@ -231,6 +242,7 @@ def _mlp() -> _Spec:
 def _cnn_bn() -> _Spec:
     """CNN with BatchNorm (batch statistics, mutable batch_stats), max/avg pooling; sgd+momentum."""
     import flax.linen as nn
+
     optax = _optax()
 
     class CNN(nn.Module):
@@ -290,6 +302,7 @@ def _gpt(layers: int = 2) -> _Spec:
     """GPT-style decoder LM: token+position embeddings, ``layers`` causal blocks (2), tied LM
     head, next-token loss; chain(clip_by_global_norm, adamw)."""
     import flax.linen as nn
+
     optax = _optax()
 
     vocab, d, seq = 64, 32, 8
@@ -313,6 +326,7 @@ def _gpt(layers: int = 2) -> _Spec:
 
     rules = [("tok/embedding", (M, None)), ("^pos$", (None, M)), *_BLOCK_RULES]
     inputs = [((8, seq), "int32", (D, None))]
+
     def opt() -> Any:
         return optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(3e-4, weight_decay=0.1))
 
@@ -325,6 +339,7 @@ def _moe() -> _Spec:
     import flax.linen as nn
     import jax
     import jax.numpy as jnp
+
     optax = _optax()
 
     experts, d, hidden = 4, 32, 64
@@ -357,6 +372,7 @@ def _moe() -> _Spec:
 def _scan_mlp() -> _Spec:
     """nn.scan over 4 identical residual LayerNorm+MLP blocks (stacked params); rmsprop."""
     import flax.linen as nn
+
     optax = _optax()
 
     class Block(nn.Module):
@@ -381,6 +397,7 @@ def _scan_mlp() -> _Spec:
 def _lstm() -> _Spec:
     """LSTM (nn.RNN over nn.LSTMCell) sequence regression on the last step; adagrad."""
     import flax.linen as nn
+
     optax = _optax()
 
     class LSTM(nn.Module):
@@ -401,6 +418,7 @@ def _vae() -> _Spec:
     import flax.linen as nn
     import jax
     import jax.numpy as jnp
+
     optax = _optax()
 
     latent = 8
@@ -436,6 +454,7 @@ def _bert() -> _Spec:
     mean pool, Dense head; adafactor (factored for dims >= 16)."""
     import flax.linen as nn
     import jax.numpy as jnp
+
     optax = _optax()
 
     vocab, d = 64, 32
@@ -454,6 +473,7 @@ def _bert() -> _Spec:
     m = BERT()
     rules = [("tok/embedding", (None, M)), ("pos/embedding", (None, M)), *_BLOCK_RULES]
     inputs = [((8, 8), "int32", (D, None)), ((8,), "int32", (D,))]
+
     def opt() -> Any:
         return optax.adafactor(1e-3, min_dim_size_to_factor=16)
 
@@ -464,6 +484,7 @@ def _resnet_gn() -> _Spec:
     """ResNet-style net: conv stem, 2 residual blocks with GroupNorm and skip connections, global
     average pool, Dense head; adamw."""
     import flax.linen as nn
+
     optax = _optax()
 
     class Block(nn.Module):
@@ -494,6 +515,7 @@ def _bow() -> _Spec:
     import flax.linen as nn
     import jax
     import jax.numpy as jnp
+
     optax = _optax()
 
     vocab, d = 128, 32
@@ -527,6 +549,7 @@ def _tcn() -> _Spec:
     (feature_group_count), pointwise conv, regression; sgd with Nesterov momentum."""
     import flax.linen as nn
     import jax.numpy as jnp
+
     optax = _optax()
 
     class TCN(nn.Module):
@@ -631,7 +654,11 @@ def _plain_model(name: str, spec: _Spec) -> PlainModel:
 
     t = _trace(spec)
     args: list[ArgInfo] = []
-    for kind, tree, specs in (("param", t.params, t.pspecs), ("extra", t.extra, t.especs), ("state", t.opt_state, t.sspecs)):
+    for kind, tree, specs in (
+        ("param", t.params, t.pspecs),
+        ("extra", t.extra, t.especs),
+        ("state", t.opt_state, t.sspecs),
+    ):
         flat = jax.tree_util.tree_flatten_with_path(tree)[0]
         for (path, leaf), sh in zip(flat, jax.tree_util.tree_leaves(specs), strict=True):
             args.append(ArgInfo(kind, "/".join(_path(path)), tuple(leaf.shape), _spec_of(sh)))
@@ -641,5 +668,9 @@ def _plain_model(name: str, spec: _Spec) -> PlainModel:
     # (tf.aliasing_output, which auto_shard reads as loop-carried pairs).
     # keep_unused: every argument stays in main (default jit drops unused ones, which would
     # shift the positions ``args`` describes).
-    text = str(jax.jit(t.step, donate_argnums=(0, 1, 2), keep_unused=True).lower(t.params, t.extra, t.opt_state, *t.sds).as_text())
+    text = str(
+        jax.jit(t.step, donate_argnums=(0, 1, 2), keep_unused=True)
+        .lower(t.params, t.extra, t.opt_state, *t.sds)
+        .as_text()
+    )
     return PlainModel(name, spec.optimizer, text, tuple(args))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 
 import pytest
-
 from auto_programs import mlp, transformer_block
 from shardwise import Builder, Mesh, auto_shard, check_partition, partition
 from shardwise.errors import InfeasibleBudget, ProgramError, SearchError
@@ -37,7 +36,7 @@ def _check(module: Module) -> float:
 def test_mlp_is_data_parallel_plus_megatron_and_moves_the_predicted_bytes() -> None:
     # Replicated w1 and w2 take 64 KiB each: a 44 KB budget forces both to be split 4 ways.
     out, rep = auto_shard(mlp(), MESH, memory_budget=44_000, method="ilp", time_limit=5, device=FLAT)
-    x, w1, w2 = _arg_dims(out)
+    _x, w1, w2 = _arg_dims(out)
     assert w1 == [[], ["model"]]  # column parallel: output features
     assert w2 == [["model"], []]  # row parallel: input features
     dot1 = next(op for op in out.func().body.ops if op.name == "stablehlo.dot_general")
@@ -75,7 +74,9 @@ def test_no_budget_no_sharding_of_weights_needed_and_replicated_budget_zero_is_i
     out, rep = auto_shard(mlp(), MESH, method="ilp", time_limit=2, device=FLAT)
     assert rep.feasible and rep.comm_bytes == 0  # batch parallel alone costs no communication
     _check(out)
-    _, rep0 = auto_shard(mlp(), MESH, memory_budget=0, method="local", time_limit=0.5, device=FLAT, allow_infeasible=True)
+    _, rep0 = auto_shard(
+        mlp(), MESH, memory_budget=0, method="local", time_limit=0.5, device=FLAT, allow_infeasible=True
+    )
     assert not rep0.feasible
 
 
@@ -189,7 +190,7 @@ def test_errors_name_the_bad_value() -> None:
 def test_report_dict_and_table() -> None:
     from rich.console import Console
 
-    out, rep = auto_shard(mlp(), MESH, memory_budget="44KB", method="ilp", time_limit=3, device=FLAT)
+    _out, rep = auto_shard(mlp(), MESH, memory_budget="44KB", method="ilp", time_limit=3, device=FLAT)
     d = rep.to_dict()
     assert d["comm_bytes"] == rep.comm_bytes and len(d["nodes"]) == 6 and d["seconds"] == rep.seconds
     assert rep.compute_seconds == pytest.approx(sum(n.flops for n in rep.nodes) / FLAT.flop_rate)
@@ -204,7 +205,9 @@ def test_report_shows_a_lower_bound_of_the_objective() -> None:
 
     _, opt = auto_shard(mlp(), MESH, memory_budget=44_000, method="ilp", time_limit=5, device=FLAT, bound_time=1)
     assert opt.optimal and opt.lower_bound_ps == opt.objective_ps and opt.gap == 0.0
-    _, loc = auto_shard(mlp(), MESH, memory_budget=44_000, method="local", time_limit=1, device=FLAT, bound_time=2, baselines={})
+    _, loc = auto_shard(
+        mlp(), MESH, memory_budget=44_000, method="local", time_limit=1, device=FLAT, bound_time=2, baselines={}
+    )
     # The Lagrangian bound is below every plan within the budget, the ILP's optimum included.
     assert loc.lower_bound_ps is not None and 0 < loc.lower_bound_ps <= opt.objective_ps <= loc.objective_ps
     assert loc.gap == pytest.approx((loc.objective_ps - loc.lower_bound_ps) / loc.objective_ps)
@@ -226,8 +229,23 @@ def test_cli_auto_writes_the_module_and_reports(tmp_path: object, capsys: pytest
     d = Path(str(tmp_path))
     src, dst = d / "mlp.mlir", d / "out.mlir"
     mlp().save(str(src))  # no mesh: --mesh adds it
-    rc = main(["auto", str(src), "-o", str(dst), "--mesh", "data=2,model=4", "--memory-budget", "60KiB", "--time-limit", "2", "--json",
-               "--bound", "1"])
+    rc = main(
+        [
+            "auto",
+            str(src),
+            "-o",
+            str(dst),
+            "--mesh",
+            "data=2,model=4",
+            "--memory-budget",
+            "60KiB",
+            "--time-limit",
+            "2",
+            "--json",
+            "--bound",
+            "1",
+        ]
+    )
     assert rc == 0
     report = json.loads(capsys.readouterr().out)
     assert report["feasible"] and report["peak_memory"] <= 60 * 1024 and len(report["nodes"]) == 6
@@ -250,7 +268,6 @@ def test_search_sees_through_calls_and_finds_megatron_for_a_jax_mlp() -> None:
     # (issue 26) it finds Megatron: w1 by columns, w2 by rows, the batch on data.
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
-
     import shardwise as sw
     from shardwise.search.auto import auto_shard
 

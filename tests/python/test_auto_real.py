@@ -55,20 +55,15 @@ SHARE = 0.4
 
 @pytest.mark.parametrize("mesh", MESHES)
 @pytest.mark.parametrize("name", MODELS)
-def test_auto_shard_beats_the_textbook_plans_and_partitions_as_predicted(
-    name: str, mesh: str
-) -> None:
+def test_auto_shard_beats_the_textbook_plans_and_partitions_as_predicted(name: str, mesh: str) -> None:
     model = plain_model(name)
     module = sw.load_mlir(model.text)
     problem = prepare(module, mesh)
-    replicated = evaluate(
-        problem.graph, [0] * problem.graph.num_nodes
-    )  # strategy 0: replicated
+    replicated = evaluate(problem.graph, [0] * problem.graph.num_nodes)  # strategy 0: replicated
     budget = int(replicated.peak_usage * SHARE)
     problem.graph = dataclasses.replace(problem.graph, usage_limit=budget)
     hand = {
-        plan: complete_plan(problem, spec, time_limit=1.5)
-        for plan, spec in hand_plans(model, problem.mesh).items()
+        plan: complete_plan(problem, spec, time_limit=1.5) for plan, spec in hand_plans(model, problem.mesh).items()
     }
     fitting = {plan: s.cost for plan, s in hand.items() if s.feasible}
     assert fitting, {plan: s.peak_usage for plan, s in hand.items()}
@@ -81,9 +76,7 @@ def test_auto_shard_beats_the_textbook_plans_and_partitions_as_predicted(
     # ILP stopped at 6 s 15 % above Megatron on 2x4): there the plans are passed as baselines (as a user passes
     # their own), and the answer is at least as good as its completion of each of them.
     given = hand_plans(model, problem.mesh) if name in LARGE else None
-    out, report = sw.auto_shard(
-        module, mesh, memory_budget=budget, method="auto", time_limit=6, baselines=given
-    )
+    out, report = sw.auto_shard(module, mesh, memory_budget=budget, method="auto", time_limit=6, baselines=given)
     assert report.feasible and report.peak_memory <= budget < replicated.peak_usage
     if given is not None:
         # Its own completions of the plans (a quarter of its time among seven) are what it
@@ -98,8 +91,7 @@ def test_auto_shard_beats_the_textbook_plans_and_partitions_as_predicted(
     )
     if given is None:
         assert report.baselines and all(
-            k.startswith(("replicated_state", "data_parallel(", "fsdp("))
-            for k in report.baselines
+            k.startswith(("replicated_state", "data_parallel(", "fsdp(")) for k in report.baselines
         )
     # The step's state is carried: every donated argument's result has its sharding.
     func = out.func()
@@ -108,9 +100,7 @@ def test_auto_shard_beats_the_textbook_plans_and_partitions_as_predicted(
         for i, a in enumerate(func.arg_attrs)
         if "tf.aliasing_output" in a
     ]
-    assert carried and all(
-        str(func.result_shardings[k]) == str(func.args[i].sharding) for i, k in carried
-    )
+    assert carried and all(str(func.result_shardings[k]) == str(func.args[i].sharding) for i, k in carried)
 
     part = sw.partition(out)
     check = sw.check_partition(out, part.global_module, part.ranks, seed=3)
@@ -121,17 +111,13 @@ def test_auto_shard_beats_the_textbook_plans_and_partitions_as_predicted(
     assert part.bytes_per_device == pytest.approx(report.comm_bytes, rel=0.1, abs=1024)
 
 
-def test_a_gpt_step_under_a_tight_budget_shards_weights_and_optimizer_state_and_the_batch() -> (
-    None
-):
+def test_a_gpt_step_under_a_tight_budget_shards_weights_and_optimizer_state_and_the_batch() -> None:
     model = plain_model("gpt")
     module = sw.load_mlir(model.text)
     problem = prepare(module, "data=2,model=4")
     # A quarter above the least any plan can peak at: little room for replicated weights.
     budget = int(peak_lower_bound(problem.graph) * 1.25)
-    out, report = sw.auto_shard(
-        module, "data=2,model=4", memory_budget=budget, method="auto", time_limit=5
-    )
+    out, report = sw.auto_shard(module, "data=2,model=4", memory_budget=budget, method="auto", time_limit=5)
     assert report.feasible
     args = out.func().args
 
@@ -149,16 +135,10 @@ def test_a_gpt_step_under_a_tight_budget_shards_weights_and_optimizer_state_and_
     # 32 floats may stay whole).
     for kind in ("param", "state"):
         total = sum(size(a.shape) for a in model.args if a.kind == kind)
-        kept = sum(
-            size(a.shape)
-            for i, a in enumerate(model.args)
-            if a.kind == kind and split(i)
-        )
+        kept = sum(size(a.shape) for i, a in enumerate(model.args) if a.kind == kind and split(i))
         assert kept >= total * 0.6, (kind, kept, total)
     # The batch is split on data: most matmuls split their first factor (batch x sequence)
     # on it (the (8, 8) int32 tokens themselves may stay whole: 256 bytes).
-    dots = [
-        n.strategy for n in report.nodes if n.label.startswith("stablehlo.dot_general")
-    ]
+    dots = [n.strategy for n in report.nodes if n.label.startswith("stablehlo.dot_general")]
     on_data = [st for st in dots if st.startswith("i:") and "data" in st.split(",")[0]]
     assert len(on_data) >= len(dots) // 2, dots

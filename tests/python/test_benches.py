@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from corpus import conformance_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,13 +31,17 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def _run(args: list[str], tmp_path: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run([sys.executable, *args], cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=timeout)
+    res = subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=timeout
+    )
     assert res.returncode == 0, f"{' '.join(args)} exited {res.returncode}:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
     return res
 
 
 PYTEST_BENCHES = sorted(p.name for p in BENCHES.glob("bench_*.py") if "def test_" in p.read_text())
-SCRIPT_BENCHES = sorted(p.name for p in BENCHES.glob("bench_*.py") if "def test_" not in p.read_text() and "__main__" in p.read_text())
+SCRIPT_BENCHES = sorted(
+    p.name for p in BENCHES.glob("bench_*.py") if "def test_" not in p.read_text() and "__main__" in p.read_text()
+)
 
 
 def test_every_benchmark_is_covered() -> None:
@@ -52,7 +55,20 @@ def test_every_benchmark_is_covered() -> None:
 def test_pytest_benchmark_runs(name: str, tmp_path: Path) -> None:
     if name in ("bench_partition_bytes.py", "bench_text.py") and conformance_dir() is None:
         pytest.skip("../shared/conformance is absent")
-    res = _run(["-m", "pytest", str(BENCHES / name), "-q", "-p", "no:cacheprovider", "--benchmark-disable-gc", "-W", "ignore::DeprecationWarning"], tmp_path)
+    res = _run(
+        [
+            "-m",
+            "pytest",
+            str(BENCHES / name),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--benchmark-disable-gc",
+            "-W",
+            "ignore::DeprecationWarning",
+        ],
+        tmp_path,
+    )
     assert " passed" in res.stdout, res.stdout[-2000:]
 
 
@@ -71,7 +87,10 @@ def test_auto_real_benchmark_runs(tmp_path: Path) -> None:
 def test_auto_large_benchmark_runs(tmp_path: Path) -> None:
     pytest.importorskip("flax")
     out = tmp_path / "auto_large.md"
-    _run([str(BENCHES / "bench_auto_large.py"), "--layers", "1", "--time-limit", "1", "--check", "-o", str(out)], tmp_path)
+    _run(
+        [str(BENCHES / "bench_auto_large.py"), "--layers", "1", "--time-limit", "1", "--check", "-o", str(out)],
+        tmp_path,
+    )
     row = out.read_text().splitlines()[-1]
     assert row.startswith("| 1 |") and row.endswith("| pass |"), row
 
@@ -81,8 +100,24 @@ def test_iopddl_benchmark_runs(tmp_path: Path) -> None:
     if not (data / "best_known.csv").is_file():
         pytest.skip("../shared/iopddl is absent")
     out = tmp_path / "iopddl.md"
-    _run([str(BENCHES / "bench_iopddl.py"), "--only", "B", "--time-scale", "0.05", "--repeat", "2",
-          "--log", str(tmp_path / "logs"), "-o", str(out), "--bound-time", "0.5"], tmp_path)
+    _run(
+        [
+            str(BENCHES / "bench_iopddl.py"),
+            "--only",
+            "B",
+            "--time-scale",
+            "0.05",
+            "--repeat",
+            "2",
+            "--log",
+            str(tmp_path / "logs"),
+            "-o",
+            str(out),
+            "--bound-time",
+            "0.5",
+        ],
+        tmp_path,
+    )
     assert out.read_text().count("| B |") == 2
     for row in out.read_text().splitlines()[2:]:
         cells = [c.strip() for c in row.split("|")[1:-1]]

@@ -11,7 +11,6 @@ import random
 import time
 
 import pytest
-
 import shardwise as sw
 from shardwise.mesh import Mesh
 from shardwise.sharding import AxisRef, TensorSharding

@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 import pytest
-
 from shardwise.cli import main
 
 

@@ -84,18 +84,12 @@ def test_matmul_rows_by_2_and_columns_by_4() -> None:
     # Figure "tensor_layout": strategy ((2, 1), (1, 4)): X split in 2 by rows, W in 4 by columns, no
     # communication.
     m = matmul()
-    assert configure(_dots(m)[0], ((2, 1), (1, 4))) == OpStrategy(
-        splits=((2, 1), (1, 4))
-    )
+    assert configure(_dots(m)[0], ((2, 1), (1, 4))) == OpStrategy(splits=((2, 1), (1, 4)))
     for method in ("bfs", "ilp"):
         out, rep = auto_shard(m, None, method=method, time_limit=2, device=FLAT)
         assert _arg_dims(out) == [[["data"], []], [[], ["model"]]]
         dot = rep.nodes[2]
-        assert (
-            dot.configured
-            and dot.mindspore == "((2, 1), (1, 4))"
-            and dot.strategy == "i:data,j:model"
-        )
+        assert dot.configured and dot.mindspore == "((2, 1), (1, 4))" and dot.strategy == "i:data,j:model"
         assert [n.mindspore for n in rep.nodes[:2]] == ["((2, 1),)", "((1, 4),)"]
         assert rep.comm_bytes == 0 and not dot.collectives
         _no_attr(out)
@@ -115,26 +109,18 @@ def test_matmul_contraction_by_4_ends_with_an_all_reduce_over_model() -> None:
     assert dot.mindspore == "((2, 4), (4, 1))" and dot.strategy == "i:data,k:model"
     assert dot.collectives == ("all_reduce",)
     kinds = _partition_kinds(out)
-    assert any(k == "sdy.all_reduce" and '{"model"}' in text for k, text in kinds), (
-        kinds
-    )
+    assert any(k == "sdy.all_reduce" and '{"model"}' in text for k, text in kinds), kinds
     _no_attr(out)
 
 
 def test_shardy_form_and_text_forms_round_trip() -> None:
     s = OpStrategy.of([[["data"], ["model"]], [["model"], []]])
     assert str(s) == '[{"data"}, {"model"}], [{"model"}, {}]'
-    assert (
-        OpStrategy.parse(str(s))
-        == s
-        == OpStrategy.parse('[[{"data"}, {"model"}], [{"model"}, {}]]')
-    )
+    assert OpStrategy.parse(str(s)) == s == OpStrategy.parse('[[{"data"}, {"model"}], [{"model"}, {}]]')
     # MindSpore's printed forms of a bias operand and of a single operand.
     assert OpStrategy.parse("((2, 4), (4))") == OpStrategy(splits=((2, 4), (4,)))
     assert OpStrategy.parse("((2, 4))") == OpStrategy(splits=((2, 4),))
-    assert OpStrategy.parse(str(OpStrategy.of(((2, 4), (4,))))) == OpStrategy.of(
-        ((2, 4), (4,))
-    )
+    assert OpStrategy.parse(str(OpStrategy.of(((2, 4), (4,))))) == OpStrategy.of(((2, 4), (4,)))
     m = matmul()
     configure(_dots(m)[0], s)
     _, rep = auto_shard(m, None, method="bfs", device=FLAT)
@@ -154,10 +140,7 @@ def test_ffn_configured_first_matmul_shards_both_weights_within_a_budget() -> No
     by = {n.label: n for n in rep.nodes}
     _, w1, _, w2, _ = _arg_dims(out)
     assert w1 == [[], ["model"]] and w2 == [["model"], []]
-    assert (
-        by["%arg1"].memory < replicated_weight
-        and by["%arg3"].memory < replicated_weight
-    )
+    assert by["%arg1"].memory < replicated_weight and by["%arg3"].memory < replicated_weight
     dots = [n for n in rep.nodes if n.label.startswith("stablehlo.dot_general")]
     assert dots[0].mindspore == "((2, 1), (1, 4))" and dots[0].configured
     assert dots[1].mindspore == "((2, 4), (4, 1))" and not dots[1].configured
@@ -179,18 +162,11 @@ def test_bfs_is_feasible_where_the_old_walk_was_not() -> None:
     conf = {i: 0 for i, nd in enumerate(problem.nodes) if nd.configured}
     sol = solve_bfs(problem.graph, conf)
     assert sol.feasible and sol.peak_usage <= 20_000
-    weights = [
-        i for i, nd in enumerate(problem.nodes) if nd.label in ("%arg1", "%arg3")
-    ]
-    assert all(
-        not problem.nodes[i].strategies[sol.assignment[i]].is_replicated
-        for i in weights
-    )
+    weights = [i for i, nd in enumerate(problem.nodes) if nd.label in ("%arg1", "%arg3")]
+    assert all(not problem.nodes[i].strategies[sol.assignment[i]].is_replicated for i in weights)
     old = list(sol.assignment)
     for i in weights:  # what the old walk chose for them
-        old[i] = next(
-            k for k, s in enumerate(problem.nodes[i].strategies) if s.is_replicated
-        )
+        old[i] = next(k for k, s in enumerate(problem.nodes[i].strategies) if s.is_replicated)
     assert not evaluate(problem.graph, old).feasible
 
 
@@ -227,9 +203,7 @@ def test_bad_strategies_are_one_line_errors_naming_the_op() -> None:
         ([[["model"], []], [["data"], []]], "valid: [{}, {}], [{}, {}]; "),
     ]:
         configure(dot, strat)  # valid forms, no valid strategy
-        with pytest.raises(
-            SearchError, match=r"configured strategy .* of stablehlo.dot_general"
-        ) as e:
+        with pytest.raises(SearchError, match=r"configured strategy .* of stablehlo.dot_general") as e:
             auto_shard(m, None, method="bfs", device=FLAT)
         assert what in str(e.value) and "\n" not in str(e.value)
     with pytest.raises(SearchError, match="function"):
@@ -273,14 +247,10 @@ def test_report_table_has_the_mindspore_column() -> None:
     console.print(rep.table())
     text = console.export_text()
     assert "MindSpore" in text and "((2, 1), (1, 4))" in text
-    assert (
-        Report(**rep.__dict__).to_dict()["nodes"][2]["mindspore"] == "((2, 1), (1, 4))"
-    )
+    assert Report(**rep.__dict__).to_dict()["nodes"][2]["mindspore"] == "((2, 1), (1, 4))"
 
 
-def test_configure_spec_and_cli(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_configure_spec_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from shardwise.cli import main
 
     m = ffn()
@@ -314,9 +284,7 @@ def test_configure_spec_and_cli(
     )
     assert rc == 0
     report = json.loads(capsys.readouterr().out)
-    dots = [
-        n for n in report["nodes"] if n["label"].startswith("stablehlo.dot_general")
-    ]
+    dots = [n for n in report["nodes"] if n["label"].startswith("stablehlo.dot_general")]
     assert dots[0]["configured"] and dots[0]["mindspore"] == "((2, 1), (1, 4))"
     assert report["feasible"] and report["peak_memory"] <= 20000
     out = load_mlir(dst)

@@ -23,13 +23,12 @@ if _COUNT_FLAG not in os.environ.get("XLA_FLAGS", ""):
 jax = pytest.importorskip("jax")
 pytest.importorskip("hypothesis")
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from jax._src.interpreters import mlir as jmlir  # noqa: E402
-from jax.sharding import AbstractMesh, AxisType, NamedSharding  # noqa: E402
-from jax.sharding import PartitionSpec as P  # noqa: E402
-
-from shardwise import (  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jax._src.interpreters import mlir as jmlir
+from jax.sharding import AbstractMesh, AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+from shardwise import (
     AxisRef,
     ConversionError,
     DimSharding,
@@ -55,7 +54,11 @@ Layout = tuple[tuple[Entry, ...], tuple[str, ...], int]
 def hyp(max_examples: int) -> Any:
     """Deterministic hypothesis settings (same examples every run, no example database)."""
     return settings(
-        derandomize=True, max_examples=max_examples, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+        derandomize=True,
+        max_examples=max_examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
     )
 
 
@@ -126,7 +129,7 @@ def check_layout(axes: Axes, layout: Layout, device_ids: Sequence[int] | None = 
         if again != ts:
             bad.append(f"{ts} -> {back} -> {again}")
         named = TensorSharding.from_partition_spec(spec, mesh, rank)
-        if named.mesh_name != "mesh" or str(named) != "#sdy.sharding<@mesh" + str(ts)[str(ts).index(", ["):]:
+        if named.mesh_name != "mesh" or str(named) != "#sdy.sharding<@mesh" + str(ts)[str(ts).index(", [") :]:
             bad.append(f"{spec} with the default mesh name gives {named}")
     return bad
 
@@ -229,11 +232,16 @@ def test_examples() -> None:
         assert str(TensorSharding.from_partition_spec(spec, mesh, rank, mesh_name=None)) == text
     # the default binds the mesh by name
     assert str(TensorSharding.from_partition_spec(P("x"), mesh, 2)) == '#sdy.sharding<@mesh, [{"x"}, {}]>'
-    assert str(TensorSharding.from_partition_spec(P("x"), mesh, 2, mesh_name="grid")) == '#sdy.sharding<@grid, [{"x"}, {}]>'
+    assert (
+        str(TensorSharding.from_partition_spec(P("x"), mesh, 2, mesh_name="grid"))
+        == '#sdy.sharding<@grid, [{"x"}, {}]>'
+    )
     # rank defaults to the spec's length
     assert TensorSharding.from_partition_spec(P("x", None, "y"), mesh).rank == 3
     # a plain sequence of entries is a spec too
-    assert TensorSharding.from_partition_spec(["x", ("y", "z"), None], mesh) == TensorSharding(mesh, [["x"], ["y", "z"], None])
+    assert TensorSharding.from_partition_spec(["x", ("y", "z"), None], mesh) == TensorSharding(
+        mesh, [["x"], ["y", "z"], None]
+    )
     assert TensorSharding.from_partition_spec((), mesh, 1) == TensorSharding(mesh, [None])
     # one-element tuples are single names
     assert TensorSharding.from_partition_spec([("x",)], mesh) == TensorSharding.from_partition_spec(["x"], mesh)

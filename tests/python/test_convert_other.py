@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from shardwise import AxisRef, ConversionError, DimSharding, Mesh, TensorSharding
 
 MESH = Mesh({"x": 2, "y": 4})
@@ -19,7 +18,10 @@ def test_mindspore_matmul_example() -> None:
     # W0 on devices 0 and 4, W1 on 1 and 5, ...
     assert [w.device_ranges((4, 8), d)[1] for d in range(8)] == [(0, 2), (2, 4), (4, 6), (6, 8)] * 2
     assert TensorSharding.from_mindspore_strategy((2, 1), 8).to_mindspore_strategy() == (2, 1)
-    assert str(TensorSharding.from_mindspore_strategy((2, 4), 8, mesh_name=None)) == '#sdy.sharding<mesh<["d1"=2, "d0"=4]>, [{"d1"}, {"d0"}]>'
+    assert (
+        str(TensorSharding.from_mindspore_strategy((2, 4), 8, mesh_name=None))
+        == '#sdy.sharding<mesh<["d1"=2, "d0"=4]>, [{"d1"}, {"d0"}]>'
+    )
     rep = TensorSharding.from_mindspore_strategy((1, 2), 8, mesh_name=None)
     assert str(rep) == '#sdy.sharding<mesh<["d2"=4, "d1"=1, "d0"=2]>, [{}, {"d0"}]>'
 
@@ -69,7 +71,9 @@ def test_dtensor() -> None:
     u = TensorSharding.from_dtensor_placements((("replicate",), ("partial", "max")), MESH, 2)
     assert str(u) == '#sdy.sharding<@mesh, [{}, {}], unreduced=max{"y"}>'
     assert u.to_dtensor_placements() == (("replicate",), ("partial", "max"))
-    assert TensorSharding.from_dtensor_placements((("shard", -1), ("replicate",)), MESH, 2) == TensorSharding(MESH, [None, ["x"]])
+    assert TensorSharding.from_dtensor_placements((("shard", -1), ("replicate",)), MESH, 2) == TensorSharding(
+        MESH, [None, ["x"]]
+    )
 
     class Shard:  # duck-typed like torch.distributed.tensor.Shard
         def __init__(self, dim: int) -> None:
@@ -78,7 +82,9 @@ def test_dtensor() -> None:
         def is_shard(self) -> bool:
             return True
 
-    assert TensorSharding.from_dtensor_placements([Shard(1), ("replicate",)], MESH, 2) == TensorSharding(MESH, [None, ["x"]])
+    assert TensorSharding.from_dtensor_placements([Shard(1), ("replicate",)], MESH, 2) == TensorSharding(
+        MESH, [None, ["x"]]
+    )
     with pytest.raises(ConversionError, match="mesh order"):
         TensorSharding(MESH, [["y", "x"]]).to_dtensor_placements()
     with pytest.raises(ConversionError, match="expected 2 placements"):

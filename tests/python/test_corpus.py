@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from corpus import _balanced, corpus_files, corpus_params, extract, require_corpus
-
 from shardwise import Mesh, TensorSharding
 
 FILES = corpus_files()

@@ -26,7 +26,9 @@ from shardwise.spmd.load import check_outdir, simulate_outdir
 
 pytest.importorskip("jax")
 
-needs_gpu = pytest.mark.skipif(not cuda_available(), reason="needs CuPy (pip install 'shardwise[cuda]') and a CUDA GPU; none here")
+needs_gpu = pytest.mark.skipif(
+    not cuda_available(), reason="needs CuPy (pip install 'shardwise[cuda]') and a CUDA GPU; none here"
+)
 
 #: CuPy has no bfloat16 or float8 dtypes.
 _NO_CUPY = ("bf16", "f8E")
@@ -92,7 +94,9 @@ def test_partition_checks_on_cupy_as_on_numpy(name: str) -> None:
     gpu = sw.check_partition(module, part.global_module, part.ranks, seed=2, device="cuda")
     assert gpu.passed, gpu.outputs
     # The same collectives move the same bytes, whatever holds the arrays.
-    assert [(c.kind, c.group, c.bytes_sent) for c in gpu.collectives] == [(c.kind, c.group, c.bytes_sent) for c in cpu.collectives]
+    assert [(c.kind, c.group, c.bytes_sent) for c in gpu.collectives] == [
+        (c.kind, c.group, c.bytes_sent) for c in cpu.collectives
+    ]
     assert gpu.bytes_sent == cpu.bytes_sent
 
 

@@ -44,7 +44,9 @@ def test_bf16_outside_numpy_is_a_clear_error() -> None:
     from shardwise.errors import ProgramError
     from shardwise.execute import run
 
-    m = load_mlir("func.func @main(%arg0: tensor<2xf32>) -> tensor<2xbf16> {\n  %0 = stablehlo.convert %arg0 : (tensor<2xf32>) -> tensor<2xbf16>\n  return %0 : tensor<2xbf16>\n}")
+    m = load_mlir(
+        "func.func @main(%arg0: tensor<2xf32>) -> tensor<2xbf16> {\n  %0 = stablehlo.convert %arg0 : (tensor<2xf32>) -> tensor<2xbf16>\n  return %0 : tensor<2xbf16>\n}"
+    )
     with pytest.raises(ProgramError, match="bf16 is not an array-API dtype"):
         run(m, [xs.asarray(np.ones(2, np.float32))], xp=xs)
 
@@ -55,7 +57,6 @@ def test_strict_float_sort_uses_the_total_order_comparator() -> None:
     xs = pytest.importorskip("array_api_strict")
     import jax
     import jax.numpy as jnp
-
     from shardwise import load_mlir
     from shardwise.execute import run
 

@@ -7,9 +7,16 @@ import math
 
 import numpy as np
 import pytest
-
 from shardwise.errors import ProgramError
-from shardwise.execute.attrs import parse_array, parse_bool, parse_conv_dims, parse_dense, parse_enum, parse_int, parse_struct
+from shardwise.execute.attrs import (
+    parse_array,
+    parse_bool,
+    parse_conv_dims,
+    parse_dense,
+    parse_enum,
+    parse_int,
+    parse_struct,
+)
 
 
 def test_integers_booleans_arrays_and_enums() -> None:
@@ -50,9 +57,15 @@ def test_dense_bf16_bit_pattern() -> None:
 
 
 def test_structured_dimension_numbers() -> None:
-    g = parse_struct("#stablehlo.gather<offset_dims = [1], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>", "gather")
+    g = parse_struct(
+        "#stablehlo.gather<offset_dims = [1], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>",
+        "gather",
+    )
     assert g == {"offset_dims": [1], "collapsed_slice_dims": [0], "start_index_map": [0], "index_vector_dim": 1}
-    d = parse_struct("#stablehlo.dot<lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [1]>", "dot")
+    d = parse_struct(
+        "#stablehlo.dot<lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [1]>",
+        "dot",
+    )
     assert d["lhs_contracting_dimensions"] == [2] and d["rhs_batching_dimensions"] == [0]
     c = parse_conv_dims("#stablehlo.conv<[b, 0, 1, f]x[0, 1, i, o]->[b, f, 0, 1]>")
     assert (c.lhs_batch, c.lhs_feature, c.lhs_spatial) == (0, 3, [1, 2])
@@ -77,8 +90,6 @@ def test_structured_dimension_numbers() -> None:
 def test_malformed_attributes_raise_program_error(fn: object, text: str) -> None:
     with pytest.raises(ProgramError, match="expected|cannot|holds|unsupported|trailing"):
         fn(text)  # type: ignore[operator]
-
-
 
 
 @pytest.mark.jax
@@ -142,5 +153,8 @@ def test_op_without_implementation_is_named() -> None:
   return %0 : tensor<4x4xf32>
 }"""
     )
-    with pytest.raises(ProgramError, match=r"stablehlo\.batch_norm_inference at loc\(.*\): the interpreter has no implementation of stablehlo\.batch_norm_inference"):
+    with pytest.raises(
+        ProgramError,
+        match=r"stablehlo\.batch_norm_inference at loc\(.*\): the interpreter has no implementation of stablehlo\.batch_norm_inference",
+    ):
         run(m, [np.eye(4, dtype=np.float32), np.ones(4, dtype=np.float32)])

@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from shardwise.errors import ProgramError
 
 pytestmark = pytest.mark.jax
@@ -49,7 +48,9 @@ def _pairs_groups(n: int) -> list[list[int]]:
 
 
 @pytest.mark.parametrize("n", [2, 4, 8])
-@pytest.mark.parametrize("kind,np_fn", [("add", np.sum), ("maximum", np.max), ("minimum", np.min), ("multiply", np.prod)])
+@pytest.mark.parametrize(
+    "kind,np_fn", [("add", np.sum), ("maximum", np.max), ("minimum", np.min), ("multiply", np.prod)]
+)
 def test_all_reduce_in_pair_groups(n: int, kind: str, np_fn: Any) -> None:
     from shardwise.execute.simulator import simulate
 
@@ -171,8 +172,13 @@ def test_a_failing_rank_aborts_the_others_and_is_named() -> None:
     from shardwise import load_mlir
     from shardwise.execute.simulator import simulate
 
-    good = _program(2, 2, f"""    %0 = "stablehlo.all_reduce"(%arg0) <{{replica_groups = {_groups([[0, 1, 2, 3]])}}}> {_reduction("add")} : (tensor<2x2xf32>) -> tensor<2x2xf32>
-    return %0 : tensor<2x2xf32>""", "tensor<2x2xf32>")
+    good = _program(
+        2,
+        2,
+        f"""    %0 = "stablehlo.all_reduce"(%arg0) <{{replica_groups = {_groups([[0, 1, 2, 3]])}}}> {_reduction("add")} : (tensor<2x2xf32>) -> tensor<2x2xf32>
+    return %0 : tensor<2x2xf32>""",
+        "tensor<2x2xf32>",
+    )
     bad = load_mlir(
         """func.func @main(%arg0: tensor<2x2xf32>) -> tensor<2x2xf32> {
   %0 = stablehlo.custom_call @no_such_target(%arg0) : (tensor<2x2xf32>) -> tensor<2x2xf32>
@@ -188,8 +194,13 @@ def test_mismatched_group_and_missing_communicator_raise() -> None:
     from shardwise.execute import run
     from shardwise.execute.simulator import simulate
 
-    prog = _program(2, 2, f"""    %0 = "stablehlo.all_reduce"(%arg0) <{{replica_groups = {_groups([[0, 1]])}}}> {_reduction("add")} : (tensor<2x2xf32>) -> tensor<2x2xf32>
-    return %0 : tensor<2x2xf32>""", "tensor<2x2xf32>")
+    prog = _program(
+        2,
+        2,
+        f"""    %0 = "stablehlo.all_reduce"(%arg0) <{{replica_groups = {_groups([[0, 1]])}}}> {_reduction("add")} : (tensor<2x2xf32>) -> tensor<2x2xf32>
+    return %0 : tensor<2x2xf32>""",
+        "tensor<2x2xf32>",
+    )
     with pytest.raises(ProgramError, match="needs a communicator"):
         run(prog, [np.ones((2, 2), np.float32)])
     with pytest.raises(ProgramError, match="rank 2.*no replica group"):
@@ -202,7 +213,9 @@ def _manual_body(module: Any) -> Any:
 
     (mc,) = [op for op in module.walk() if op.name == "sdy.manual_computation"]
     region = mc.regions[0]
-    f = Func("main", [a.type for a in region.entry.args], [v.type for v in region.entry.ops[-1].operands], declaration=True)
+    f = Func(
+        "main", [a.type for a in region.entry.args], [v.type for v in region.entry.ops[-1].operands], declaration=True
+    )
     f.regions[0] = region
     region.parent = f
     return f
@@ -212,7 +225,6 @@ def test_shard_map_collectives_match_xla_per_device() -> None:
     import jax
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
-
     from shardwise import load_mlir
     from shardwise.execute.simulator import simulate
 
@@ -249,5 +261,13 @@ def test_shard_map_collectives_match_xla_per_device() -> None:
                 want = np.float32(x.sum() * (shard.device.id % 4))
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
                 continue
-            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=f"result {i} on device {shard.device.id}")
-    assert {r.kind for r in res.collectives[0]} == {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute"}
+            np.testing.assert_allclose(
+                got, want, rtol=1e-6, atol=1e-6, err_msg=f"result {i} on device {shard.device.id}"
+            )
+    assert {r.kind for r in res.collectives[0]} == {
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "all_to_all",
+        "collective_permute",
+    }

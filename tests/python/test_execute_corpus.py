@@ -34,7 +34,9 @@ def test_dev_program_matches_xla(path: Path) -> None:
     wide = None
     for i, (got, want) in enumerate(zip(ours, ref)):
         got, want = np.asarray(got), np.asarray(want)
-        assert got.shape == want.shape and got.dtype == want.dtype, f"result {i}: {got.dtype}{got.shape} vs XLA {want.dtype}{want.shape}"
+        assert got.shape == want.shape and got.dtype == want.dtype, (
+            f"result {i}: {got.dtype}{got.shape} vs XLA {want.dtype}{want.shape}"
+        )
         if want.dtype.kind in "biu":
             np.testing.assert_array_equal(got, want, err_msg=f"result {i}")
             continue
@@ -47,4 +49,6 @@ def test_dev_program_matches_xla(path: Path) -> None:
         wide = wide if wide is not None else xla_run_f64(text, inputs, shapes)
         exact = np.asarray(wide[i])
         xla_err, our_err = rel_error(want, exact), rel_error(got, exact)
-        assert our_err <= max(1e-5, 3 * xla_err), f"result {i}: error vs XLA {err:.2e}; vs exact: ours {our_err:.2e}, XLA {xla_err:.2e}"
+        assert our_err <= max(1e-5, 3 * xla_err), (
+            f"result {i}: error vs XLA {err:.2e}; vs exact: ours {our_err:.2e}, XLA {xla_err:.2e}"
+        )

@@ -14,7 +14,6 @@ result type."""
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,9 +49,7 @@ def i32(lo: int, hi: int, *shape: int) -> np.ndarray:
 
 
 def c64(*shape: int) -> np.ndarray:
-    return (_rng.standard_normal(shape) + 1j * _rng.standard_normal(shape)).astype(
-        np.complex64
-    )
+    return (_rng.standard_normal(shape) + 1j * _rng.standard_normal(shape)).astype(np.complex64)
 
 
 def bf16(*shape: int) -> np.ndarray:
@@ -100,9 +97,7 @@ class Case:
 CASES: dict[str, Case] = {}
 
 
-def case(
-    name: str, fn: Callable[..., Any], *args: Any, compare: str = "values"
-) -> None:
+def case(name: str, fn: Callable[..., Any], *args: Any, compare: str = "values") -> None:
     assert name not in CASES, name
     CASES[name] = Case(fn, args, compare)
 
@@ -517,9 +512,7 @@ case(
 case("special.digamma", lambda x: jax.scipy.special.digamma(x), P)
 case("special.polygamma", lambda x: jax.scipy.special.polygamma(1, x), P)
 case("special.zeta", lambda x: jax.scipy.special.zeta(x + 1.5, x), P)
-_EDGES = np.array(
-    [0.0, -0.0, -1.0, -2.5, 1e-8, 0.5, 3.0, np.inf, -np.inf, np.nan], dtype=np.float32
-)
+_EDGES = np.array([0.0, -0.0, -1.0, -2.5, 1e-8, 0.5, 3.0, np.inf, -np.inf, np.nan], dtype=np.float32)
 case("special.digamma_edges", lax.digamma, _EDGES)
 case(
     "special.zeta_edges",
@@ -546,9 +539,7 @@ case(
 )
 case("lax.nextafter_bf16", lax.nextafter, bf16(3, 4), bf16(3, 4))
 case("special.i0e_i1e", lambda x: (lax.bessel_i0e(x), lax.bessel_i1e(x)), X * 3)
-case(
-    "special.i0_i1", lambda x: (jax.scipy.special.i0(x), jax.scipy.special.i1(x)), X * 3
-)
+case("special.i0_i1", lambda x: (jax.scipy.special.i0(x), jax.scipy.special.i1(x)), X * 3)
 case(
     "special.gammainc",
     lambda x: (
@@ -624,9 +615,7 @@ case(
 )
 case(
     "lax.reduce_window_sum",
-    lambda x: lax.reduce_window(
-        x, 0.0, lax.add, (2, 3), (1, 1), ((1, 0), (0, 1)), window_dilation=(1, 2)
-    ),
+    lambda x: lax.reduce_window(x, 0.0, lax.add, (2, 3), (1, 1), ((1, 0), (0, 1)), window_dilation=(1, 2)),
     X,
 )
 case(
@@ -643,33 +632,25 @@ case(
 )
 case(
     "lax.conv_dilated",
-    lambda x, w: lax.conv_general_dilated(
-        x, w, (2, 1), ((1, 1), (0, 2)), lhs_dilation=(2, 1), rhs_dilation=(1, 2)
-    ),
+    lambda x, w: lax.conv_general_dilated(x, w, (2, 1), ((1, 1), (0, 2)), lhs_dilation=(2, 1), rhs_dilation=(1, 2)),
     f32(1, 2, 5, 5),
     f32(3, 2, 2, 2),
 )
 case(
     "lax.conv_nhwc",
-    lambda x, w: lax.conv_general_dilated(
-        x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
-    ),
+    lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")),
     f32(1, 4, 4, 2),
     f32(3, 3, 2, 3),
 )
 case(
     "lax.conv_transpose",
-    lambda x, w: lax.conv_transpose(
-        x, w, (2, 2), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW")
-    ),
+    lambda x, w: lax.conv_transpose(x, w, (2, 2), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW")),
     f32(1, 2, 3, 3),
     f32(2, 2, 3, 3),
 )
 case(
     "lax.while",
-    lambda x: lax.while_loop(
-        lambda c: c[0] < 5, lambda c: (c[0] + 1, c[1] * 1.1), (0, x)
-    )[1],
+    lambda x: lax.while_loop(lambda c: c[0] < 5, lambda c: (c[0] + 1, c[1] * 1.1), (0, x))[1],
     X,
 )
 case(
@@ -680,9 +661,7 @@ case(
 case("lax.scan", lambda x: lax.scan(lambda c, r: (c + r, c * r), jnp.zeros(4), x), X)
 case(
     "lax.scan_reverse_unroll",
-    lambda x: lax.scan(
-        lambda c, r: (c * 0.5 + r, jnp.tanh(c)), x[0], x, reverse=True, unroll=2
-    ),
+    lambda x: lax.scan(lambda c, r: (c * 0.5 + r, jnp.tanh(c)), x[0], x, reverse=True, unroll=2),
     X,
 )
 case(
@@ -711,9 +690,7 @@ case(
     np.arange(4, dtype=np.uint32),
     compare="shape",
 )
-case(
-    "lax.integer_pow", lambda x: (lax.integer_pow(x, 3), lax.integer_pow(x, -2)), X + 3
-)
+case("lax.integer_pow", lambda x: (lax.integer_pow(x, 3), lax.integer_pow(x, -2)), X + 3)
 case("lax.nextafter", lambda x, y: lax.nextafter(x, y), X, Y)
 case("lax.rem_div", lambda a, b: (lax.rem(a, b), lax.div(a, b)), I, J)
 case(
@@ -723,18 +700,14 @@ case(
 )
 case(
     "lax.reduce_multi",
-    lambda x, i: lax.reduce(
-        (x, i), (-jnp.inf, 0), lambda a, b: (jnp.maximum(a[0], b[0]), a[1] + b[1]), (1,)
-    ),
+    lambda x, i: lax.reduce((x, i), (-jnp.inf, 0), lambda a, b: (jnp.maximum(a[0], b[0]), a[1] + b[1]), (1,)),
     X,
     I,
 )
 case("lax.optimization_barrier", lambda x: lax.optimization_barrier((x, x * 2)), X)
 case("lax.clamp_int", lambda i: lax.clamp(-3, i, 7), I)
 case("lax.select_n", lambda i, x, y: lax.select_n(i % 3, x, y, x * y), I, X, Y)
-case(
-    "lax.batch_matmul", lambda a, b: lax.batch_matmul(a, b), f32(2, 3, 4), f32(2, 4, 5)
-)
+case("lax.batch_matmul", lambda a, b: lax.batch_matmul(a, b), f32(2, 3, 4), f32(2, 4, 5))
 case(
     "lax.dot_preferred",
     lambda a, b: lax.dot(a, b.T, preferred_element_type=jnp.float32),
@@ -824,9 +797,7 @@ case(
     lambda k: jax.random.uniform(k, (5,), minval=-1.0, maxval=2.0),
     key(1),
 )
-case(
-    "random.categorical", lambda k, x: jax.random.categorical(k, x, axis=-1), key(2), X
-)
+case("random.categorical", lambda k, x: jax.random.categorical(k, x, axis=-1), key(2), X)
 case(
     "random.bernoulli_randint",
     lambda k: (jax.random.bernoulli(k, 0.3, (4,)), jax.random.randint(k, (4,), 0, 10)),
@@ -997,26 +968,19 @@ def op_names(module: Any) -> set[str]:
     for f in module.funcs:
         for op in f.walk_nested():
             if op.name == "stablehlo.custom_call":
-                names.add(
-                    "custom_call:"
-                    + unquote(op.attributes.get("call_target_name", '""'))
-                )
+                names.add("custom_call:" + unquote(op.attributes.get("call_target_name", '""')))
             else:
                 names.add(op.name)
     return names
 
 
-_OP_IN_TEXT = re.compile(
-    r"^\s*(?:%[^=]+=\s*)?\"?([a-z_]+\.[a-z_0-9.]+)\b", re.MULTILINE
-)
+_OP_IN_TEXT = re.compile(r"^\s*(?:%[^=]+=\s*)?\"?([a-z_]+\.[a-z_0-9.]+)\b", re.MULTILINE)
 
 
 def op_names_of_text(text: str) -> set[str]:
     """``op_names`` read from the printed module (for modules the importer cannot load)."""
     names = {n for n in _OP_IN_TEXT.findall(text) if n not in ("func.func", "sdy.mesh")}
-    targets = set(re.findall(r"custom_call @([\w.]+)", text)) | set(
-        re.findall(r'call_target_name = "([^"]+)"', text)
-    )
+    targets = set(re.findall(r"custom_call @([\w.]+)", text)) | set(re.findall(r'call_target_name = "([^"]+)"', text))
     names.discard("stablehlo.custom_call")
     if re.search(r"^\s*return\b", text, re.MULTILINE):
         names.add("func.return")
@@ -1026,9 +990,7 @@ def op_names_of_text(text: str) -> set[str]:
 
 
 def custom_targets(module: Any) -> set[str]:
-    return {
-        n.split(":", 1)[1] for n in op_names(module) if n.startswith("custom_call:")
-    }
+    return {n.split(":", 1)[1] for n in op_names(module) if n.startswith("custom_call:")}
 
 
 def supported(name: str) -> bool:
@@ -1073,9 +1035,7 @@ def test_case_matches_jax(name: str) -> None:
     assert len(got) == len(want)
     exact: list[np.ndarray] | None = None
     for i, (g, w) in enumerate(zip(got, want)):
-        assert g.shape == w.shape and g.dtype == w.dtype, (
-            f"result {i}: {g.dtype}{g.shape} vs JAX {w.dtype}{w.shape}"
-        )
+        assert g.shape == w.shape and g.dtype == w.dtype, f"result {i}: {g.dtype}{g.shape} vs JAX {w.dtype}{w.shape}"
         if c.compare == "shape":
             continue
         if w.dtype.kind in "biu":
@@ -1089,14 +1049,10 @@ def test_case_matches_jax(name: str) -> None:
         e = exact[i]
         jax_err, our_err = rel_error(w, e), rel_error(g, e)
         bound = max(1e-5, 3 * jax_err, _ulp(w.dtype))
-        assert our_err <= bound, (
-            f"result {i}: error vs JAX {err:.2e}; vs exact: ours {our_err:.2e}, JAX {jax_err:.2e}"
-        )
+        assert our_err <= bound, f"result {i}: error vs JAX {err:.2e}; vs exact: ours {our_err:.2e}, JAX {jax_err:.2e}"
 
 
-def _exact(
-    text: str, module: Any, inputs: list[np.ndarray], shapes: list[tuple[int, ...]]
-) -> list[np.ndarray]:
+def _exact(text: str, module: Any, inputs: list[np.ndarray], shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
     """The float64 answer: XLA running the widened program, or our own float64 run where XLA
     cannot compile the widened text."""
     from shardwise.execute import run
@@ -1114,15 +1070,11 @@ def test_every_lowered_op_is_supported() -> None:
         for op in op_names(module) if module is not None else op_names_of_text(text):
             seen.setdefault(op, name)
     missing = {
-        op: where
-        for op, where in seen.items()
-        if not supported(op) and op.split(":", 1)[-1] not in LAPACK_TARGETS
+        op: where for op, where in seen.items() if not supported(op) and op.split(":", 1)[-1] not in LAPACK_TARGETS
     }
     assert not missing, f"ops the interpreter lacks (op: first case): {missing}"
     # The allow-list is minimal: each of its targets is emitted by some case.
-    assert LAPACK_TARGETS <= {
-        op.split(":", 1)[1] for op in seen if op.startswith("custom_call:")
-    }
+    assert LAPACK_TARGETS <= {op.split(":", 1)[1] for op in seen if op.startswith("custom_call:")}
 
 
 def _xla_vs_ours(text: str, args: list[np.ndarray], rtol: float = 1e-5) -> None:
@@ -1142,18 +1094,14 @@ def _xla_vs_ours(text: str, args: list[np.ndarray], rtol: float = 1e-5) -> None:
 
 @pytest.mark.parametrize("lower", ["true", "false"])
 @pytest.mark.parametrize("ty", ["f32", "complex<f32>"])
-def test_stablehlo_cholesky_matches_xla(
-    lower: str, ty: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_stablehlo_cholesky_matches_xla(lower: str, ty: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """stablehlo.cholesky: JAX lowers Cholesky to LAPACK on CPU, so the op is written by hand."""
     import shardwise.execute.ops  # noqa: F401
     from shardwise.execute.interpreter import OPS
     from shardwise.execute.ops_linalg import cholesky
 
     assert OPS["stablehlo.cholesky"] is cholesky
-    a = _rng.standard_normal((2, 4, 4)) + (
-        1j * _rng.standard_normal((2, 4, 4)) if ty != "f32" else 0
-    )
+    a = _rng.standard_normal((2, 4, 4)) + (1j * _rng.standard_normal((2, 4, 4)) if ty != "f32" else 0)
     a = a @ np.conj(np.swapaxes(a, -1, -2)) + 4 * np.eye(4)
     a = a.astype(np.float32 if ty == "f32" else np.complex64)
     t = f"tensor<2x4x4x{ty}>"
@@ -1162,17 +1110,13 @@ def test_stablehlo_cholesky_matches_xla(
   return %0 : {t}
 }}"""
     _xla_vs_ours(text, [a])
-    _xla_vs_ours(
-        text, [-a.real.astype(np.float32) if ty == "f32" else -a]
-    )  # not positive definite: NaN
+    _xla_vs_ours(text, [-a.real.astype(np.float32) if ty == "f32" else -a])  # not positive definite: NaN
 
 
 @pytest.mark.parametrize("left", ["true", "false"])
 @pytest.mark.parametrize("lower", ["true", "false"])
 @pytest.mark.parametrize("transpose", ["NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"])
-def test_stablehlo_triangular_solve_matches_xla(
-    left: str, lower: str, transpose: str
-) -> None:
+def test_stablehlo_triangular_solve_matches_xla(left: str, lower: str, transpose: str) -> None:
     a = (_rng.standard_normal((2, 4, 4)) + 3 * np.eye(4)).astype(np.float32)
     shape = (2, 4, 3) if left == "true" else (2, 3, 4)
     b = _rng.standard_normal(shape).astype(np.float32)
@@ -1198,9 +1142,7 @@ WIDE_FAMILIES = (
 )
 
 
-@pytest.mark.parametrize(
-    "name", sorted(n for n in CASES if n.startswith(WIDE_FAMILIES))
-)
+@pytest.mark.parametrize("name", sorted(n for n in CASES if n.startswith(WIDE_FAMILIES)))
 def test_case_runs_wide(name: str) -> None:
     """``run(..., wide=True)`` (every float in float64) runs the ops added for coverage: its
     results are within float32 (narrow floats: their own) rounding of JAX's."""
@@ -1216,6 +1158,4 @@ def test_case_runs_wide(name: str) -> None:
         if w.dtype.kind in "biu":
             np.testing.assert_array_equal(g.astype(w.dtype), w, err_msg=f"result {i}")
         else:
-            assert rel_error(g, w) <= max(1e-4, 4 * _ulp(w.dtype)), (
-                f"result {i}: {rel_error(g, w):.2e}"
-            )
+            assert rel_error(g, w) <= max(1e-4, 4 * _ulp(w.dtype)), f"result {i}: {rel_error(g, w):.2e}"

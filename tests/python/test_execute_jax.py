@@ -47,11 +47,27 @@ I = i32(-20, 20, 4, 6)
 J = i32(-5, 6, 4, 6)
 
 UNARY = {
-    "exp": jnp.exp, "log": lambda x: jnp.log(jnp.abs(x) + 0.1), "tanh": jnp.tanh, "sin": jnp.sin, "cos": jnp.cos,
-    "tan": jnp.tan, "sqrt": lambda x: jnp.sqrt(jnp.abs(x)), "rsqrt": lambda x: lax.rsqrt(jnp.abs(x) + 0.1),
-    "expm1": jnp.expm1, "log1p": lambda x: jnp.log1p(jnp.abs(x)), "logistic": jax.nn.sigmoid, "abs": jnp.abs,
-    "neg": jnp.negative, "sign": jnp.sign, "floor": jnp.floor, "ceil": jnp.ceil, "round_even": jnp.round,
-    "round_afz": lax.round, "cbrt": jnp.cbrt, "isfinite": jnp.isfinite, "erf_inv": lambda x: lax.erf_inv(jnp.tanh(x)),
+    "exp": jnp.exp,
+    "log": lambda x: jnp.log(jnp.abs(x) + 0.1),
+    "tanh": jnp.tanh,
+    "sin": jnp.sin,
+    "cos": jnp.cos,
+    "tan": jnp.tan,
+    "sqrt": lambda x: jnp.sqrt(jnp.abs(x)),
+    "rsqrt": lambda x: lax.rsqrt(jnp.abs(x) + 0.1),
+    "expm1": jnp.expm1,
+    "log1p": lambda x: jnp.log1p(jnp.abs(x)),
+    "logistic": jax.nn.sigmoid,
+    "abs": jnp.abs,
+    "neg": jnp.negative,
+    "sign": jnp.sign,
+    "floor": jnp.floor,
+    "ceil": jnp.ceil,
+    "round_even": jnp.round,
+    "round_afz": lax.round,
+    "cbrt": jnp.cbrt,
+    "isfinite": jnp.isfinite,
+    "erf_inv": lambda x: lax.erf_inv(jnp.tanh(x)),
 }
 
 
@@ -61,9 +77,17 @@ def test_unary(name: str) -> None:
 
 
 BINARY = {
-    "add": jnp.add, "sub": jnp.subtract, "mul": jnp.multiply, "div": jnp.divide, "max": jnp.maximum,
-    "min": jnp.minimum, "pow": lambda a, b: jnp.power(jnp.abs(a) + 0.5, b), "atan2": jnp.arctan2,
-    "fmod": lax.rem, "select": lambda a, b: jnp.where(a > b, a, b), "clamp": lambda a, b: jnp.clip(a, -0.5, b),
+    "add": jnp.add,
+    "sub": jnp.subtract,
+    "mul": jnp.multiply,
+    "div": jnp.divide,
+    "max": jnp.maximum,
+    "min": jnp.minimum,
+    "pow": lambda a, b: jnp.power(jnp.abs(a) + 0.5, b),
+    "atan2": jnp.arctan2,
+    "fmod": lax.rem,
+    "select": lambda a, b: jnp.where(a > b, a, b),
+    "clamp": lambda a, b: jnp.clip(a, -0.5, b),
     "compare": lambda a, b: (a < b, a >= b, a == b, a != b),
 }
 
@@ -74,11 +98,19 @@ def test_binary_float(name: str) -> None:
 
 
 INT_BINARY = {
-    "div_trunc": lax.div, "rem": lax.rem, "floordiv": jnp.floor_divide, "and": jnp.bitwise_and,
-    "or": jnp.bitwise_or, "xor": jnp.bitwise_xor, "shl": lambda a, b: lax.shift_left(a, jnp.abs(b)),
-    "shr_a": lambda a, b: lax.shift_right_arithmetic(a, jnp.abs(b)), "shr_l": lambda a, b: lax.shift_right_logical(a, jnp.abs(b)),
-    "pow": lambda a, b: lax.integer_pow(a, 3) + jnp.power(a, jnp.abs(b) % 4), "not": lambda a, b: ~a,
-    "popcnt": lambda a, b: lax.population_count(a), "clz": lambda a, b: lax.clz(a),
+    "div_trunc": lax.div,
+    "rem": lax.rem,
+    "floordiv": jnp.floor_divide,
+    "and": jnp.bitwise_and,
+    "or": jnp.bitwise_or,
+    "xor": jnp.bitwise_xor,
+    "shl": lambda a, b: lax.shift_left(a, jnp.abs(b)),
+    "shr_a": lambda a, b: lax.shift_right_arithmetic(a, jnp.abs(b)),
+    "shr_l": lambda a, b: lax.shift_right_logical(a, jnp.abs(b)),
+    "pow": lambda a, b: lax.integer_pow(a, 3) + jnp.power(a, jnp.abs(b) % 4),
+    "not": lambda a, b: ~a,
+    "popcnt": lambda a, b: lax.population_count(a),
+    "clz": lambda a, b: lax.clz(a),
 }
 
 
@@ -102,12 +134,26 @@ def test_shift_by_bit_width_or_more() -> None:
 
 def test_convert_saturates_and_maps_nan_to_zero() -> None:
     x = np.array([1.7, -1.7, 3e9, -3e9, np.nan, np.inf, -np.inf, 0.0], dtype=np.float32)
-    check(lambda x: (x.astype(jnp.int32), x.astype(jnp.uint8), x.astype(jnp.bool_), x.astype(jnp.bfloat16).astype(jnp.float32)), x)
+    check(
+        lambda x: (
+            x.astype(jnp.int32),
+            x.astype(jnp.uint8),
+            x.astype(jnp.bool_),
+            x.astype(jnp.bfloat16).astype(jnp.float32),
+        ),
+        x,
+    )
 
 
 def test_bitcast_convert_and_reduce_precision() -> None:
     check(lambda x: (lax.bitcast_convert_type(x, jnp.int32), lax.bitcast_convert_type(x, jnp.uint16)), X)
-    check(lambda x: (lax.reduce_precision(x * 1e3, exponent_bits=5, mantissa_bits=10), lax.reduce_precision(x, exponent_bits=8, mantissa_bits=7)), X)
+    check(
+        lambda x: (
+            lax.reduce_precision(x * 1e3, exponent_bits=5, mantissa_bits=10),
+            lax.reduce_precision(x, exponent_bits=8, mantissa_bits=7),
+        ),
+        X,
+    )
 
 
 def test_total_order_compare_in_sort_with_nan_and_signed_zero() -> None:
@@ -154,7 +200,19 @@ def test_reduce_window_and_cumulative() -> None:
     x = f32(2, 8, 8, 3)
     check(lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID"), x)
     check(lambda x: lax.reduce_window(x, 0.0, lax.add, (1, 3, 3, 1), (1, 1, 2, 1), "SAME"), x)
-    check(lambda x: lax.reduce_window(x, 0.0, lax.add, (1, 2, 2, 1), (1, 1, 1, 1), "VALID", base_dilation=(1, 2, 1, 1), window_dilation=(1, 1, 2, 1)), x)
+    check(
+        lambda x: lax.reduce_window(
+            x,
+            0.0,
+            lax.add,
+            (1, 2, 2, 1),
+            (1, 1, 1, 1),
+            "VALID",
+            base_dilation=(1, 2, 1, 1),
+            window_dilation=(1, 1, 2, 1),
+        ),
+        x,
+    )
     check(lambda x: (jnp.cumsum(x, axis=1), jnp.cumprod(x[0, 0], axis=0), lax.cummax(x, axis=2)), x)
 
 
@@ -171,7 +229,11 @@ def test_max_pool_gradient_uses_select_and_scatter() -> None:
 def test_dynamic_slice_and_update_clamp_start_indices() -> None:
     x = f32(6, 5)
     for i in (0, 3, 5, -2, 100):
-        check(lambda x, i: (lax.dynamic_slice(x, (i, 1), (3, 2)), lax.dynamic_update_slice(x, jnp.ones((2, 3)), (i, i))), x, np.int32(i))
+        check(
+            lambda x, i: (lax.dynamic_slice(x, (i, 1), (3, 2)), lax.dynamic_update_slice(x, jnp.ones((2, 3)), (i, i))),
+            x,
+            np.int32(i),
+        )
 
 
 def test_gather_take_and_fancy_indexing() -> None:
@@ -192,7 +254,12 @@ def test_scatter_with_duplicate_indices_and_bodies() -> None:
     check(lambda x, i, u: x.at[i].add(u), x, idx, u)
     check(lambda x, i, u: x.at[i].max(u), x, idx, u)
     check(lambda x, i, u: x.at[i].mul(u), x, idx, u)
-    check(lambda x, i, u: x.at[i, 2].set(u[:, 0], unique_indices=False), x, np.array([0, 2, 4, 5, 3, 1], dtype=np.int32), u)
+    check(
+        lambda x, i, u: x.at[i, 2].set(u[:, 0], unique_indices=False),
+        x,
+        np.array([0, 2, 4, 5, 3, 1], dtype=np.int32),
+        u,
+    )
     check(lambda x, i, u: x.at[i].add(u, mode="drop"), x, np.array([1, 9, -1, 2, 6, 0], dtype=np.int32), u)
 
 
@@ -201,7 +268,11 @@ def test_sort_stable_multi_operand_and_descending() -> None:
     vals = f32(5, 9)
     check(lambda k, v: lax.sort((k, v), dimension=1, num_keys=1, is_stable=True), keys, vals)
     check(lambda k, v: lax.sort((k, v), dimension=0, num_keys=2), keys, vals)
-    check(lambda k, v: (jnp.argsort(k, axis=1, stable=True), jnp.argsort(-k, axis=1, descending=True, stable=True)), keys, vals)
+    check(
+        lambda k, v: (jnp.argsort(k, axis=1, stable=True), jnp.argsort(-k, axis=1, descending=True, stable=True)),
+        keys,
+        vals,
+    )
     check(lambda v: lax.top_k(v, 3), vals)
 
 
@@ -223,9 +294,36 @@ def test_cond_and_switch() -> None:
 def test_convolution_grouped_strided_dilated() -> None:
     x, w = f32(2, 9, 9, 4), f32(3, 3, 2, 6)
     dn = ("NHWC", "HWIO", "NHWC")
-    check(lambda x, w: lax.conv_general_dilated(x, w, (2, 1), [(1, 2), (0, 1)], rhs_dilation=(1, 2), dimension_numbers=dn, feature_group_count=2), x, w)
-    check(lambda x, w: lax.conv_general_dilated(x, w[:, :, :, :4], (1, 1), [(1, 1), (-1, 2)], lhs_dilation=(2, 1), dimension_numbers=dn, feature_group_count=2), x, w)
-    check(jax.grad(lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "VALID", dimension_numbers=dn, feature_group_count=2).sum(), argnums=1), x, w)
+    check(
+        lambda x, w: lax.conv_general_dilated(
+            x, w, (2, 1), [(1, 2), (0, 1)], rhs_dilation=(1, 2), dimension_numbers=dn, feature_group_count=2
+        ),
+        x,
+        w,
+    )
+    check(
+        lambda x, w: lax.conv_general_dilated(
+            x,
+            w[:, :, :, :4],
+            (1, 1),
+            [(1, 1), (-1, 2)],
+            lhs_dilation=(2, 1),
+            dimension_numbers=dn,
+            feature_group_count=2,
+        ),
+        x,
+        w,
+    )
+    check(
+        jax.grad(
+            lambda x, w: lax.conv_general_dilated(
+                x, w, (1, 1), "VALID", dimension_numbers=dn, feature_group_count=2
+            ).sum(),
+            argnums=1,
+        ),
+        x,
+        w,
+    )
 
 
 def test_threefry_random_and_rng_bit_generator_determinism() -> None:
@@ -261,17 +359,26 @@ def test_bf16_arithmetic_rounds_each_op_to_bf16() -> None:
     from shardwise.execute import run
 
     x = f32(8, 16)
-    fn = lambda x: (x.astype(jnp.bfloat16) * 3).astype(jnp.float32)  # noqa: E731
+    fn = lambda x: (x.astype(jnp.bfloat16) * 3).astype(jnp.float32)
     check(fn, x, rtol=2.0**-8)
     got = run(load_mlir(jax.jit(fn).lower(x).as_text()), [x])[0]
     np.testing.assert_array_equal(got, got.astype(jnp.bfloat16).astype(np.float32))
 
 
 CHLO = {
-    "erf": jax.scipy.special.erf, "erfc": jax.scipy.special.erfc, "lgamma": lambda x: lax.lgamma(jnp.abs(x) + 0.1),
-    "sinh": jnp.sinh, "cosh": jnp.cosh, "asin": lambda x: jnp.arcsin(jnp.tanh(x)), "acos": lambda x: jnp.arccos(jnp.tanh(x)),
-    "atan": jnp.arctan, "asinh": jnp.arcsinh, "acosh": lambda x: jnp.arccosh(jnp.abs(x) + 1), "atanh": lambda x: jnp.arctanh(jnp.tanh(x) * 0.9),
-    "gelu_exact": lambda x: jax.nn.gelu(x, approximate=False), "isinf": lambda x: (jnp.isinf(x / 0.0), jnp.isposinf(x / 0.0), jnp.isneginf(x / 0.0)),
+    "erf": jax.scipy.special.erf,
+    "erfc": jax.scipy.special.erfc,
+    "lgamma": lambda x: lax.lgamma(jnp.abs(x) + 0.1),
+    "sinh": jnp.sinh,
+    "cosh": jnp.cosh,
+    "asin": lambda x: jnp.arcsin(jnp.tanh(x)),
+    "acos": lambda x: jnp.arccos(jnp.tanh(x)),
+    "atan": jnp.arctan,
+    "asinh": jnp.arcsinh,
+    "acosh": lambda x: jnp.arccosh(jnp.abs(x) + 1),
+    "atanh": lambda x: jnp.arctanh(jnp.tanh(x) * 0.9),
+    "gelu_exact": lambda x: jax.nn.gelu(x, approximate=False),
+    "isinf": lambda x: (jnp.isinf(x / 0.0), jnp.isposinf(x / 0.0), jnp.isneginf(x / 0.0)),
 }
 
 
@@ -281,7 +388,15 @@ def test_chlo_unary(name: str) -> None:
 
 
 def test_complex_numbers() -> None:
-    check(lambda x, y: (jnp.real(jnp.exp(lax.complex(x, y))), jnp.imag(lax.complex(x, y) * lax.complex(y, x)), jnp.abs(lax.complex(x, y))), X, Y)
+    check(
+        lambda x, y: (
+            jnp.real(jnp.exp(lax.complex(x, y))),
+            jnp.imag(lax.complex(x, y) * lax.complex(y, x)),
+            jnp.abs(lax.complex(x, y)),
+        ),
+        X,
+        Y,
+    )
 
 
 def test_composite_runs_its_decomposition() -> None:

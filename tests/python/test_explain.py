@@ -9,7 +9,6 @@ from importlib.resources import files
 from pathlib import Path
 
 import pytest
-
 import shardwise as sw
 from shardwise.cli import main
 from shardwise.explanation import Explanation, UnknownValueError, explain
@@ -23,28 +22,37 @@ pytest.importorskip("jax")  # the MLIR importer and printer are jaxlib's
 MESH = 'sdy.mesh @mesh = <["x"=2, "y"=4]>\n'
 
 # arg0's "x" (on the dot's i factor) meets arg2's "y" at the add; "y" reaches the add first.
-CHAIN = MESH + """func.func @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, %arg1: tensor<16x32xf32>, %arg2: tensor<8x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y", ?}, {}]>}) -> tensor<8x32xf32> {
+CHAIN = (
+    MESH
+    + """func.func @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, %arg1: tensor<16x32xf32>, %arg2: tensor<8x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y", ?}, {}]>}) -> tensor<8x32xf32> {
   %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
   %1 = stablehlo.add %0, %arg2 : tensor<8x32xf32>
   %2 = stablehlo.tanh %1 : tensor<8x32xf32>
   return %2 : tensor<8x32xf32>
 }
 """
+)
 
 # The two operands of a dot disagree on its contracting factor.
-DOT = MESH + """func.func @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}, %arg1: tensor<16x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y"}, {}]>}) -> tensor<8x32xf32> {
+DOT = (
+    MESH
+    + """func.func @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}, %arg1: tensor<16x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y"}, {}]>}) -> tensor<8x32xf32> {
   %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
   return %0 : tensor<8x32xf32>
 }
 """
+)
 
 # p0 against p1 on one dimension; arg2's dimensions are closed.
-PRIORITIES = MESH + """func.func @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}p0, {}]>}, %arg1: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y"}p1, {}]>}, %arg2: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>}) -> tensor<8x16xf32> {
+PRIORITIES = (
+    MESH
+    + """func.func @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}p0, {}]>}, %arg1: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y"}p1, {}]>}, %arg2: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>}) -> tensor<8x16xf32> {
   %0 = stablehlo.add %arg0, %arg1 : tensor<8x16xf32>
   %1 = stablehlo.multiply %0, %arg2 : tensor<8x16xf32>
   return %1 : tensor<8x16xf32>
 }
 """
+)
 
 
 def _ops_joining(module: Module, a: Value, b: Value) -> set[str]:
@@ -91,7 +99,12 @@ def test_origin_chain_and_conflict_on_a_small_program() -> None:
     # %0 wanted arg0's "x" along the dot's i factor, but already had "y" from the add.
     e0 = explain(m, "%0")
     [d] = e0.dropped
-    assert (d.op, d.axes, d.source_value, d.reason) == ("stablehlo.dot_general", ('"x"',), "%arg0", "incompatible-sharding")
+    assert (d.op, d.axes, d.source_value, d.reason) == (
+        "stablehlo.dot_general",
+        ('"x"',),
+        "%arg0",
+        "incompatible-sharding",
+    )
     assert d.with_axis == '"y"' and d.factor_name == "i" and d.description == REASONS["incompatible-sharding"]
     # the input is left unchanged
     assert m.func("main").body.ops[0].results[0].sharding is None
@@ -193,7 +206,9 @@ def test_jax_program_generated_now() -> None:
         return jnp.mean(jnp.tanh(x @ w1) @ w2)
 
     args = (jnp.zeros((16, 32)), jnp.zeros((32, 8)), jnp.zeros((4, 16)))
-    m = sw.from_jax(jax.grad(loss, argnums=(0, 1)), *args, mesh=mesh, in_specs=[P(None, "y"), P("y", None), P("x", None)])
+    m = sw.from_jax(
+        jax.grad(loss, argnums=(0, 1)), *args, mesh=mesh, in_specs=[P(None, "y"), P("y", None), P("x", None)]
+    )
     out = sw.propagate(m)
     e = explain(m, "result0")  # the gradient of w1
     assert e.axes, e.sharding

@@ -63,22 +63,17 @@ def test_fuzz_corpus(category: str, tmp_path: Path) -> None:
     only shardwise errors, one error line, outputs untouched or complete, nothing left."""
     work = tmp_path / "work"
     outcomes = run_cases(category, SEED, CASES[category], work, case_timeout=30)
-    assert sorted(o.i for o in outcomes) == list(range(CASES[category])), (
-        "every case reports once"
-    )
+    assert sorted(o.i for o in outcomes) == list(range(CASES[category])), "every case reports once"
     bad = [o for o in problems(outcomes) if known_issue(o) is None]
-    assert not bad, (
-        f"{len(bad)} of {len(outcomes)} {category} cases broke a rule:\n"
-        + "\n".join(describe(o, SEED)[:900] for o in bad[:10])
+    assert not bad, f"{len(bad)} of {len(outcomes)} {category} cases broke a rule:\n" + "\n".join(
+        describe(o, SEED)[:900] for o in bad[:10]
     )
     accepted = sum(o.accepted for o in outcomes)
     assert accepted >= MIN_ACCEPTED[category] * len(outcomes), (
         f"only {accepted} of {len(outcomes)} inputs got past the first check"
     )
     # Cases that passed are cleaned up by the worker; nothing else is left in its directory.
-    assert (
-        sorted(p.name for p in work.iterdir() if not p.name.startswith("base-")) == []
-    )
+    assert sorted(p.name for p in work.iterdir() if not p.name.startswith("base-")) == []
 
 
 def test_the_driver_reports_crashes_hangs_and_each_problem(tmp_path: Path) -> None:
@@ -87,7 +82,12 @@ def test_the_driver_reports_crashes_hangs_and_each_problem(tmp_path: Path) -> No
     outcomes = run_cases(
         # A worker's start (imports) is outside the case timeout; the timeout leaves a loaded
         # machine room for the other cases (2 s and a 1 s grace failed under CI load).
-        "selftest", 0, 12, tmp_path / "work", case_timeout=6, startup_grace=60
+        "selftest",
+        0,
+        12,
+        tmp_path / "work",
+        case_timeout=6,
+        startup_grace=60,
     )
     got = [(o.i, o.status) for o in sorted(outcomes, key=lambda o: o.i)]
     kinds = ["crash", "hang", "stderr", "traceback", "ok", "data-loss"]
@@ -117,25 +117,17 @@ def test_api_refusals_are_shardwise_errors(tmp_path: Path) -> None:
         "surrogate sharding": lambda: sw.TensorSharding.parse(
             '#sdy.sharding<@mesh, [{"\udcff"}]>', mesh
         ),  # UnicodeEncodeError
-        "surrogate mesh": lambda: sw.Mesh.parse(
-            '#sdy.mesh<["\udcff"=2]>'
-        ),  # UnicodeEncodeError
+        "surrogate mesh": lambda: sw.Mesh.parse('#sdy.mesh<["\udcff"=2]>'),  # UnicodeEncodeError
         "surrogate axis name": lambda: sw.Mesh.from_spec("\udcff=2"),  # TypeError
-        "surrogate MLIR": lambda: sw.load_mlir(
-            _MAIN + "\udcff"
-        ),  # TypeError from nanobind
+        "surrogate MLIR": lambda: sw.load_mlir(_MAIN + "\udcff"),  # TypeError from nanobind
         "surrogate HLO": lambda: sw.TensorSharding.from_hlo_sharding(
             "{devices=[2,1]\udcff}", 2, mesh
         ),  # UnicodeEncodeError
         "huge shape": lambda: ts.validate((10**23, 8)),  # OverflowError
         "huge local shape": lambda: ts.local_shape((10**23, 8)),  # OverflowError
         "huge device": lambda: ts.device_ranges((8, 8), 10**30),  # OverflowError
-        "huge device_num": lambda: sw.TensorSharding.from_mindspore_strategy(
-            [2], 2**70
-        ),  # OverflowError
-        "huge device matrix": lambda: sw.TensorSharding.from_mindspore_layout(
-            (2**70,), (0,)
-        ),  # OverflowError
+        "huge device_num": lambda: sw.TensorSharding.from_mindspore_strategy([2], 2**70),  # OverflowError
+        "huge device matrix": lambda: sw.TensorSharding.from_mindspore_layout((2**70,), (0,)),  # OverflowError
         "broken gzip": lambda: read_instance(bad_gzip),  # zlib.error
         "fewer edge costs than edges": lambda: read_instance(few_costs),  # IndexError
         "huge strategy index": lambda: score(graph, [2**70, 0]),  # OverflowError
@@ -150,9 +142,7 @@ def test_api_refusals_are_shardwise_errors(tmp_path: Path) -> None:
     # MLIR's diagnostics: one line, not the failing function printed whole
     with pytest.raises(sw.ProgramError) as info:
         sw.load_mlir(_MAIN.replace('[{"x"}, {}]', '[{"q"}, {}]', 1))
-    assert "\n" not in str(info.value) and 'unknown axis name: "q"' in str(
-        info.value
-    ), str(info.value)
+    assert "\n" not in str(info.value) and 'unknown axis name: "q"' in str(info.value), str(info.value)
 
 
 def _write(path: Path, text: str) -> Path:
@@ -188,9 +178,7 @@ def _assert_refused(res: subprocess.CompletedProcess[str], tmp: Path) -> str:
     assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
     assert "Traceback" not in res.stderr, res.stderr[-2000:]
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("shardwise: error: "), res.stderr[
-        -2000:
-    ]
+    assert len(lines) == 1 and lines[0].startswith("shardwise: error: "), res.stderr[-2000:]
     assert len(lines[0]) <= MAX_ERROR_CHARS, lines[0][:300]
     assert os.listdir(tmp / "tmpdir") == []
     return lines[0]
@@ -207,11 +195,7 @@ PROPAGATE_REFUSALS = {
     ).encode(),
     "deep-locations": _MAIN.replace(
         "return %2 : tensor<8x8xf32>",
-        "return %2 : tensor<8x8xf32> loc("
-        + "fused[" * 100_000
-        + '"a"'
-        + "]" * 100_000
-        + ")",
+        "return %2 : tensor<8x8xf32> loc(" + "fused[" * 100_000 + '"a"' + "]" * 100_000 + ")",
     ).encode(),
     "non-utf8": _MAIN.encode().replace(b"@main", b"@m\xffin"),
     "unknown-axis": _MAIN.replace('[{"x"}, {}]', '[{"q"}, {}]', 1).encode(),
@@ -224,29 +208,21 @@ def test_propagate_refusals_keep_the_existing_output(name: str, tmp_path: Path) 
     src, out = tmp_path / "in.mlir", tmp_path / "out.mlir"
     src.write_bytes(PROPAGATE_REFUSALS[name])
     out.write_bytes(SENTINEL)
-    line = _assert_refused(
-        _shardwise(["propagate", str(src), "-o", str(out)], tmp_path), tmp_path
-    )
+    line = _assert_refused(_shardwise(["propagate", str(src), "-o", str(out)], tmp_path), tmp_path)
     assert out.read_bytes() == SENTINEL
     assert leftovers(tmp_path) == []
     if name == "unknown-axis":
         # MLIR's diagnostics used to come as several lines, the failing function printed whole
-        assert "in.mlir:3:3: 'func.func' op arg 0 - unknown axis name: \"q\"" in line, (
-            line
-        )
+        assert "in.mlir:3:3: 'func.func' op arg 0 - unknown axis name: \"q\"" in line, line
 
 
 def test_propagate_error_is_exactly_one_line(tmp_path: Path) -> None:
     src = tmp_path / "in.mlir"
     src.write_bytes(PROPAGATE_REFUSALS["flipped"])
-    res = _shardwise(
-        ["propagate", str(src), "-o", str(tmp_path / "out.mlir")], tmp_path
+    res = _shardwise(["propagate", str(src), "-o", str(tmp_path / "out.mlir")], tmp_path)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and res.stderr.startswith("shardwise: error: "), repr(
+        res.stderr
     )
-    assert (
-        res.returncode == 2
-        and res.stderr.count("\n") == 1
-        and res.stderr.startswith("shardwise: error: ")
-    ), repr(res.stderr)
 
 
 def test_partition_refusal_keeps_the_previous_partition(tmp_path: Path) -> None:
@@ -257,9 +233,7 @@ def test_partition_refusal_keeps_the_previous_partition(tmp_path: Path) -> None:
     before = snapshot(out)
     src = tmp_path / "in.mlir"
     src.write_text(_MAIN.replace('"y"=2', '"y"=0'))
-    _assert_refused(
-        _shardwise(["partition", str(src), "-o", str(out)], tmp_path), tmp_path
-    )
+    _assert_refused(_shardwise(["partition", str(src), "-o", str(out)], tmp_path), tmp_path)
     src.write_text(_MAIN)
     _assert_refused(
         _shardwise(
@@ -297,8 +271,7 @@ def _instance(**changes: object) -> dict[str, object]:
 
 
 IOPDDL_REFUSALS = {
-    "broken-gzip": gzip.compress(json.dumps(_instance()).encode())[:12]
-    + bytes(range(40)),  # zlib.error escaped
+    "broken-gzip": gzip.compress(json.dumps(_instance()).encode())[:12] + bytes(range(40)),  # zlib.error escaped
     "deep-nesting": b'{"problem": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
     "float-cost": json.dumps(
         _instance(
@@ -309,12 +282,8 @@ IOPDDL_REFUSALS = {
             }
         )
     ).encode(),
-    "nan": json.dumps(_instance())
-    .replace('"usage_limit": 10', '"usage_limit": NaN')
-    .encode(),
-    "edge-out-of-range": json.dumps(
-        _instance(edges={"nodes": [[0, 7]], "costs": [[4, 5]]})
-    ).encode(),
+    "nan": json.dumps(_instance()).replace('"usage_limit": 10', '"usage_limit": NaN').encode(),
+    "edge-out-of-range": json.dumps(_instance(edges={"nodes": [[0, 7]], "costs": [[4, 5]]})).encode(),
     "huge-number": json.dumps(_instance(usage_limit=2**64)).encode(),
     "not-utf8": b'{"problem": "\xff"}',
 }
@@ -324,9 +293,7 @@ IOPDDL_REFUSALS = {
 def test_iopddl_refusals(name: str, tmp_path: Path) -> None:
     path = tmp_path / ("i.json.gz" if name == "broken-gzip" else "i.json")
     path.write_bytes(IOPDDL_REFUSALS[name])
-    _assert_refused(
-        _shardwise(["iopddl", str(path), "--time-limit", "1"], tmp_path), tmp_path
-    )
+    _assert_refused(_shardwise(["iopddl", str(path), "--time-limit", "1"], tmp_path), tmp_path)
 
 
 def test_iopddl_without_a_feasible_answer_exits_1(tmp_path: Path) -> None:
@@ -353,19 +320,13 @@ def _tampered_partition(tmp_path: Path, num_ranks: object) -> Path:
 
 
 @pytest.mark.parametrize("command", ["run", "launch"])
-def test_run_and_launch_refuse_a_tampered_meta_json_and_leave_it_alone(
-    command: str, tmp_path: Path
-) -> None:
+def test_run_and_launch_refuse_a_tampered_meta_json_and_leave_it_alone(command: str, tmp_path: Path) -> None:
     import uuid
 
     p = _tampered_partition(tmp_path, 10**30)
     before = snapshot(p)
     mark = uuid.uuid4().hex
-    args = (
-        ["run", str(p), "--check"]
-        if command == "run"
-        else ["launch", "-n", "2", str(p), "--backend", "mpi"]
-    )
+    args = ["run", str(p), "--check"] if command == "run" else ["launch", "-n", "2", str(p), "--backend", "mpi"]
     line = _assert_refused(_shardwise(args, tmp_path, mark=mark), tmp_path)
     assert "num_ranks" in line, line
     assert snapshot(p) == before
@@ -384,9 +345,7 @@ def test_launch_refuses_a_rank_file_linked_out_of_the_directory_in_one_line(
     mark = uuid.uuid4().hex
     try:
         line = _assert_refused(
-            _shardwise(
-                ["launch", "-n", "2", str(p), "--backend", "mpi"], tmp_path, mark=mark
-            ),
+            _shardwise(["launch", "-n", "2", str(p), "--backend", "mpi"], tmp_path, mark=mark),
             tmp_path,
         )
     finally:
@@ -447,9 +406,7 @@ def test_launch_refuses_a_rank_file_linked_out_of_the_directory_in_one_line(
         "bad-budget",
     ],
 )
-def test_bad_arguments_are_refused_in_one_line(
-    args: list[str | bytes], tmp_path: Path
-) -> None:
+def test_bad_arguments_are_refused_in_one_line(args: list[str | bytes], tmp_path: Path) -> None:
     (tmp_path / "in.mlir").write_text(_MAIN)
     (tmp_path / "out.mlir").write_bytes(SENTINEL)
     _assert_refused(_shardwise(args, tmp_path), tmp_path)
@@ -465,9 +422,7 @@ def test_partition_over_a_deeply_nested_meta_json(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
-def test_partition_over_a_meta_json_that_is_not_a_file(
-    kind: str, tmp_path: Path
-) -> None:
+def test_partition_over_a_meta_json_that_is_not_a_file(kind: str, tmp_path: Path) -> None:
     """It read it whatever it was: a FIFO blocked forever, a link to /dev/zero read until the
     memory ran out (MemoryError, a traceback)."""
     (tmp_path / "in.mlir").write_text(_MAIN)
@@ -540,9 +495,7 @@ def test_usage_errors_are_one_line(tmp_path: Path) -> None:
 
 #: The signal trials start their clock when ``main`` has installed its SIGTERM handler, read
 #: from ``/proc/PID/status``.
-needs_proc = pytest.mark.skipif(
-    not Path("/proc/self/status").exists(), reason="needs Linux's /proc"
-)
+needs_proc = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux's /proc")
 
 
 @pytest.fixture(scope="module")
@@ -551,9 +504,7 @@ def signal_inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 _SIGNAL_CASES = [
-    pytest.param(cmd, sig, id=f"{cmd}-{sig.name}")
-    for cmd in SIGNAL_COMMANDS
-    for sig in (signal.SIGINT, signal.SIGTERM)
+    pytest.param(cmd, sig, id=f"{cmd}-{sig.name}") for cmd in SIGNAL_COMMANDS for sig in (signal.SIGINT, signal.SIGTERM)
 ]
 
 
@@ -572,29 +523,21 @@ def test_signal_at_a_random_time(
 
 @pytest.mark.parametrize("delay", [0.0, 0.1, 0.3])
 @needs_proc
-def test_ctrl_c_while_propagate_loads_jaxlib(
-    delay: float, signal_inputs: dict[str, Path], tmp_path: Path
-) -> None:
+def test_ctrl_c_while_propagate_loads_jaxlib(delay: float, signal_inputs: dict[str, Path], tmp_path: Path) -> None:
     """Early in ``propagate``, while jaxlib's extension modules load (a SIGINT there crashed or
     was swallowed before issue 25)."""
-    trial = signal_trial(
-        "propagate", signal.SIGINT, delay, signal_inputs, tmp_path / "t"
-    )
+    trial = signal_trial("propagate", signal.SIGINT, delay, signal_inputs, tmp_path / "t")
     assert not trial.problems, str(trial)
     assert trial.returncode in (130, 0, -signal.SIGINT), str(trial)
 
 
 @needs_proc
-def test_ctrl_c_during_the_iopddl_search(
-    signal_inputs: dict[str, Path], tmp_path: Path
-) -> None:
+def test_ctrl_c_during_the_iopddl_search(signal_inputs: dict[str, Path], tmp_path: Path) -> None:
     """In the middle of the search: the best answer so far, ``shardwise: interrupted``, exit
     130 (an IndexError from an empty result list, with a traceback, until issue 25's fix)."""
     trial = signal_trial("iopddl", signal.SIGINT, 1.5, signal_inputs, tmp_path / "t")
     assert not trial.problems, str(trial)
-    assert trial.returncode == 130 and trial.stdout.splitlines()[-1].startswith(
-        "cost: "
-    ), str(trial)
+    assert trial.returncode == 130 and trial.stdout.splitlines()[-1].startswith("cost: "), str(trial)
 
 
 _SWALLOWS_SIGTERM = """

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 from corpus import conformance_dir
-
 from shardwise import Builder, Mesh, ProgramError
 from shardwise.ir import Op
-from shardwise.ir.types import TensorType
 from shardwise.ir.freeze import freeze
+from shardwise.ir.types import TensorType
 
 
 def test_freeze_builder_program() -> None:
@@ -52,7 +51,6 @@ def test_freeze_corpus_is_compact() -> None:
         pytest.skip("../shared/conformance is absent")
     pytest.importorskip("jax")
     from shardwise import load_mlir
-
     from shardwise.rules.from_ir import rules_for
 
     ops = nbytes = 0
@@ -61,7 +59,9 @@ def test_freeze_corpus_is_compact() -> None:
         fr = freeze(module)
         g = fr.graph
         expected = rules_for(module)
-        assert [g.rule(i) for i in range(g.num_ops)] == [None if expected[id(op)] is None else str(expected[id(op)]) for op in fr.ops]
+        assert [g.rule(i) for i in range(g.num_ops)] == [
+            None if expected[id(op)] is None else str(expected[id(op)]) for op in fr.ops
+        ]
         assert g.num_rules < g.num_ops
         assert g.num_ops == len(fr.ops) and g.num_values == len(fr.values)
         for i, op in enumerate(fr.ops):
@@ -70,11 +70,19 @@ def test_freeze_corpus_is_compact() -> None:
         # What the walk collected for propagation, against the IR.
         walk = fr.walk
         assert walk.block_args == [i for i, v in enumerate(fr.values) if v.is_block_arg]
-        assert walk.sharded_results == [i for i, v in enumerate(fr.values) if not v.is_block_arg and v.sharding is not None]
+        assert walk.sharded_results == [
+            i for i, v in enumerate(fr.values) if not v.is_block_arg and v.sharding is not None
+        ]
         assert walk.non_tensor_values == [i for i, v in enumerate(fr.values) if not isinstance(v.type, TensorType)]
-        symbolic = [i for i, op in enumerate(fr.ops) if op.name not in ("func.func", "func.call") and any("@" in t for t in op.attributes.values())]
+        symbolic = [
+            i
+            for i, op in enumerate(fr.ops)
+            if op.name not in ("func.func", "func.call") and any("@" in t for t in op.attributes.values())
+        ]
         assert walk.symbol_ops == symbolic
-        assert g.ops_named(["func.func", "stablehlo.add"]) == [i for i, op in enumerate(fr.ops) if op.name in ("func.func", "stablehlo.add")]
+        assert g.ops_named(["func.func", "stablehlo.add"]) == [
+            i for i, op in enumerate(fr.ops) if op.name in ("func.func", "stablehlo.add")
+        ]
         ops += g.num_ops
         nbytes += g.nbytes
     assert nbytes / ops < 200  # bytes per op, rules included, shardings excluded

@@ -36,9 +36,7 @@ _SCRIPT = textwrap.dedent(
 def test_sigint_during_the_jaxlib_load_arrives_after_it() -> None:
     # Before: KeyboardInterrupt inside jax's imports, then "ImportError: cannot import name
     # '_jax' from partially initialized module" on the next call (or a crash).
-    r = subprocess.run(
-        [sys.executable, "-c", _SCRIPT], check=False, capture_output=True, text=True, timeout=120
-    )
+    r = subprocess.run([sys.executable, "-c", _SCRIPT], check=False, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.splitlines()
     assert lines[0] == "interrupted in _jaxlib.py jaxlib loaded: True", r.stdout
@@ -63,9 +61,7 @@ def test_held_signals_outside_the_main_thread_is_a_no_op() -> None:
 
 
 @pytest.mark.parametrize("delay", [0.05, 0.4, 0.8, 1.2, 1.6])
-def test_ctrl_c_early_in_propagate_exits_130_or_finishes(
-    tmp_path: Path, delay: float
-) -> None:
+def test_ctrl_c_early_in_propagate_exits_130_or_finishes(tmp_path: Path, delay: float) -> None:
     b = sw.Builder(sw.Mesh({"x": 2}))
     x = b.arg((4, 4), sharding=b.sharding([["x"], None]))
     src = tmp_path / "in.mlir"

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from shardwise.cli import main
 from shardwise.errors import SearchError
 from shardwise.search import evaluate, read_instance, score, solve
@@ -42,8 +41,11 @@ def example(tmp_path: Path) -> Path:
 def test_example_optimum_equals_exhaustive_search(example: Path) -> None:
     g = read_instance(example)
     assert g.name == "example" and g.num_nodes == 5 and g.num_edges == 5
-    feasible = [(evaluate(g, a).cost, a) for a in itertools.product(*(range(g.k(v)) for v in range(5)))
-                if evaluate(g, a).feasible]
+    feasible = [
+        (evaluate(g, a).cost, a)
+        for a in itertools.product(*(range(g.k(v)) for v in range(5)))
+        if evaluate(g, a).feasible
+    ]
     best = min(feasible)
     assert best == (445, (0, 0, 2, 1, 0))
     for method in ("ilp", "local", "auto"):
@@ -63,7 +65,7 @@ def test_cli_prints_assignment_then_cost(example: Path, capsys: pytest.CaptureFi
 def test_cli_and_reader_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"problem": {"nodes": {}}}')
-    with pytest.raises(SearchError, match="expected key \"problem.edges\""):
+    with pytest.raises(SearchError, match='expected key "problem.edges"'):
         read_instance(bad)
     assert main(["iopddl", str(bad), "--time-limit", "1"]) == 2
     assert "expected key" in capsys.readouterr().err

@@ -11,13 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from corpus import conformance_dir, corpus_files, corpus_params, require_corpus
-
 from shardwise import Mesh, ProgramError, ShardingError, TensorSharding
 from shardwise.importers import load_mlir
 from shardwise.ir import Builder, Func, TensorType
 
 jax = pytest.importorskip("jax")
-from shardwise.importers._jaxlib import context, ir  # noqa: E402
+from shardwise.importers._jaxlib import context, ir
 
 FILES = corpus_files()
 
@@ -45,13 +44,23 @@ def test_corpus_round_trip_compare_py(tmp_path: Path) -> None:
     for p in sorted(dev.glob("*.out.mlir")):
         load_mlir(p).save(tmp_path / p.name)
     r = subprocess.run(
-        [sys.executable, str(root.parent / "tools" / "compare.py"), "--dir", str(dev), "--actual-dir", str(tmp_path), "--check-rules"],
+        [
+            sys.executable,
+            str(root.parent / "tools" / "compare.py"),
+            "--dir",
+            str(dev),
+            "--actual-dir",
+            str(tmp_path),
+            "--check-rules",
+        ],
         capture_output=True,
         text=True,
     )
     last = r.stdout.strip().splitlines()[-1]
     m = re.fullmatch(r"conformance: (\d+)/(\d+) cases exact, (\d+)/(\d+) values match", last)
-    assert m and m.group(1) == m.group(2) and m.group(3) == m.group(4) and int(m.group(2)) >= 50, r.stdout[-2000:] + r.stderr[-2000:]
+    assert m and m.group(1) == m.group(2) and m.group(3) == m.group(4) and int(m.group(2)) >= 50, (
+        r.stdout[-2000:] + r.stderr[-2000:]
+    )
 
 
 def test_import_structure_and_shardings() -> None:
@@ -69,7 +78,9 @@ def test_import_structure_and_shardings() -> None:
     assert m.meshes == {"mesh": Mesh({"x": 2, "y": 4})}
     f = m.func("main")
     assert isinstance(f, Func) and f.sym_name == "main"
-    assert str(f.args[0].sharding) == '#sdy.sharding<@mesh, [{"x"}, {}]>' and f.args[0].sharding.mesh == m.meshes["mesh"]
+    assert (
+        str(f.args[0].sharding) == '#sdy.sharding<@mesh, [{"x"}, {}]>' and f.args[0].sharding.mesh == m.meshes["mesh"]
+    )
     assert f.args[1].sharding is None and f.args[1].type == TensorType((16,), "f32")
     assert str(f.result_shardings[0]) == '#sdy.sharding<@mesh, [{}, {"y"}]>'
     assert f.result_attrs[0] == {"jax.result_info": '"out"'}
@@ -97,7 +108,11 @@ def test_locations_read_as_jaxlib_prints_them_and_survive_copies() -> None:
       return %2 : tensor<8xf32>
     }
     """
-    expected = ['loc("model.py":12:3)', 'loc(callsite("layer"("model.py":40:7) at "main.py":3:1))', 'loc(fused["a.py":1:2, "b.py":3:4])']
+    expected = [
+        'loc("model.py":12:3)',
+        'loc(callsite("layer"("model.py":40:7) at "main.py":3:1))',
+        'loc(fused["a.py":1:2, "b.py":3:4])',
+    ]
     with context():
         module = ir().Module.parse(text)
         printed = [str(op.location) for op in module.body.operations[0].regions[0].blocks[0].operations][:3]
@@ -130,7 +145,10 @@ def test_manual_computation_operand_and_result_shardings() -> None:
     ("text", "needle"),
     [
         ("func.func @f() {\n  %0 = foo.bar : () -> ()\n}", r'"-":2:\d+: Dialect `foo. not found'),
-        ("func.func @f(%a: tensor<2xf32>) -> tensor<2xf32> {\n  return %b : tensor<2xf32>\n}", r'"-":2:\d+: .*undeclared SSA value'),
+        (
+            "func.func @f(%a: tensor<2xf32>) -> tensor<2xf32> {\n  return %b : tensor<2xf32>\n}",
+            r'"-":2:\d+: .*undeclared SSA value',
+        ),
         ("this is not mlir", r'"-":1:1'),
     ],
 )
@@ -191,14 +209,15 @@ def _mlp_reference(x: np.ndarray, w1: np.ndarray, w2: np.ndarray) -> list[np.nda
 
 
 def test_builder_module_verifies_and_runs_under_xla() -> None:
-    from jax.sharding import AxisType, PartitionSpec as P
+    from jax.sharding import AxisType
+    from jax.sharding import PartitionSpec as P
 
     if len(jax.devices()) < 8:
         pytest.skip("needs 8 CPU devices (XLA_FLAGS set before jax was imported)")
     mesh = Mesh({"x": 2, "y": 4})
     _, module = _mlp(mesh)
     text = module.to_mlir()
-    assert 'sdy.sharding_constraint %' in text and "stablehlo.dot_general" in text
+    assert "sdy.sharding_constraint %" in text and "stablehlo.dot_general" in text
     jmesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
     rng = np.random.default_rng(0)
     args = [rng.standard_normal(s, dtype=np.float32) for s in ((16, 32), (32, 64), (64, 32))]
@@ -209,8 +228,8 @@ def test_builder_module_verifies_and_runs_under_xla() -> None:
 
 def test_from_jax_round_trip_runs_under_xla() -> None:
     import jax.numpy as jnp
-    from jax.sharding import AxisType, PartitionSpec as P
-
+    from jax.sharding import AxisType
+    from jax.sharding import PartitionSpec as P
     from shardwise.importers import from_jax
 
     if len(jax.devices()) < 8:

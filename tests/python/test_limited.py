@@ -8,11 +8,9 @@ import importlib
 import random
 
 import pytest
-
 from shardwise.search import StrategyGraph, evaluate, solve
 from shardwise.search.limited import solve_limited
 from shardwise.search.wcsp import RelaxedSolver, available
-
 from test_penalty import _unlimited
 from test_search import exhaustive, random_graph
 
@@ -49,8 +47,9 @@ def test_usage_constraints_keep_the_points_that_can_overflow() -> None:
     # Node 0 lives at points 0-1 and node 1 at point 1 only. Alone, node 0 fits the limit 15
     # whatever its strategy; together the big strategies (10 + 10) do not: one constraint, on
     # point 1, over the usage above each node's least (9 each), bound 15 - 1 - 1 = 13.
-    g = StrategyGraph.build([[0, 50], [0, 3]], [[10, 1], [10, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
-                            usage_limit=15)
+    g = StrategyGraph.build(
+        [[0, 50], [0, 3]], [[10, 1], [10, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]], usage_limit=15
+    )
     from shardwise.search.wcsp import Network
 
     net = Network(g)
@@ -60,8 +59,9 @@ def test_usage_constraints_keep_the_points_that_can_overflow() -> None:
 
 
 def test_unmeetable_limit_gives_an_infeasible_answer() -> None:
-    g = StrategyGraph.build([[0, 1], [0, 1]], [[10, 8], [10, 8]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
-                            usage_limit=15)
+    g = StrategyGraph.build(
+        [[0, 1], [0, 1]], [[10, 8], [10, 8]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]], usage_limit=15
+    )
     sol = solve_limited(g, 5.0)
     assert not sol.feasible and sol.assignment == (1, 1) and sol.peak_usage == 16
     with RelaxedSolver(g) as solver:

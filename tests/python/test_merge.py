@@ -9,10 +9,8 @@ import itertools
 import random
 
 import pytest
-
 from shardwise.search import StrategyGraph, evaluate
 from shardwise.search.merge import Merger, merged_row_entries, merged_terms, restrict, solve_merged
-
 from test_search import random_graph
 
 
@@ -69,8 +67,9 @@ def test_merge_combines_the_cheap_and_the_feasible() -> None:
     # Three nodes live together, limit 25. Pool: all-big (cost 0, usage 30: over the limit) and
     # all-small (cost 30, usage 3: fits). The best merge shrinks only the cheapest node to
     # shrink: node 2 (cost 2): 21 <= 25, cost 2; no assignment of the pool is that.
-    g = StrategyGraph.build([[0, 10], [0, 18], [0, 2]], [[10, 1], [10, 1], [10, 1]],
-                            [[0, 3], [0, 3], [0, 3]], [], [], usage_limit=25)
+    g = StrategyGraph.build(
+        [[0, 10], [0, 18], [0, 2]], [[10, 1], [10, 1], [10, 1]], [[0, 3], [0, 3], [0, 3]], [], [], usage_limit=25
+    )
     sol = solve_merged(g, [[0, 0, 0], [1, 1, 1]], 5.0)
     assert sol.assignment == (0, 0, 1) and sol.cost == 2 and sol.peak_usage == 21
 
@@ -78,8 +77,9 @@ def test_merge_combines_the_cheap_and_the_feasible() -> None:
 def test_a_given_warm_start_is_kept_unless_beaten() -> None:
     # The penalty search passes its incumbent as the warm start instead of having every pooled
     # assignment scored again; the answer is never worse than it.
-    g = StrategyGraph.build([[0, 10], [0, 18], [0, 2]], [[10, 1], [10, 1], [10, 1]],
-                            [[0, 3], [0, 3], [0, 3]], [], [], usage_limit=25)
+    g = StrategyGraph.build(
+        [[0, 10], [0, 18], [0, 2]], [[10, 1], [10, 1], [10, 1]], [[0, 3], [0, 3], [0, 3]], [], [], usage_limit=25
+    )
     sol = solve_merged(g, [[0, 0, 0], [1, 1, 1], [0, 1, 1]], 5.0, warm=[0, 1, 1])
     assert sol.assignment == (0, 0, 1) and sol.cost == 2
     only = StrategyGraph.build([[0, 10]], [[10, 1]], [[0, 3]], [], [], usage_limit=5)
@@ -105,8 +105,14 @@ def test_bad_input_is_named() -> None:
 def _chain(n: int) -> StrategyGraph:
     # A path of n nodes, two strategies each; disagreeing ends cost 5, strategy 1 costs 1 more
     # on its node; nothing is live, so every assignment is feasible.
-    return StrategyGraph.build([[0, 1]] * n, [[0, 0]] * n, [[0, 0]] * n, [[v, v + 1] for v in range(n - 1)],
-                               [[0, 5, 5, 0]] * (n - 1), usage_limit=0)
+    return StrategyGraph.build(
+        [[0, 1]] * n,
+        [[0, 0]] * n,
+        [[0, 0]] * n,
+        [[v, v + 1] for v in range(n - 1)],
+        [[0, 5, 5, 0]] * (n - 1),
+        usage_limit=0,
+    )
 
 
 def test_windows_are_connected_bounded_and_only_improve() -> None:
@@ -149,8 +155,9 @@ def test_windows_take_their_own_size() -> None:
 def test_memory_row_entries_bound_a_whole_merge() -> None:
     # Nodes live at 2, 2 and 1 of the time points 0, 1, 2; the pool gives the first two nodes
     # two strategies each: 2*2 + 2*2 = 8 memory-row entries (the third has one strategy).
-    g = StrategyGraph.build([[0, 1]] * 3, [[1, 2]] * 3, [[0, 2], [1, 3], [2, 3]], [[0, 1]], [[0, 0, 0, 0]],
-                            usage_limit=10)
+    g = StrategyGraph.build(
+        [[0, 1]] * 3, [[1, 2]] * 3, [[0, 2], [1, 3], [2, 3]], [[0, 1]], [[0, 0, 0, 0]], usage_limit=10
+    )
     pool = [[0, 0, 0], [1, 1, 0]]
     assert merged_row_entries(g, pool) == 8 and merged_row_entries(g, []) == 0
     assert Merger(g, max_terms=1000, max_rows=8).whole(pool)

@@ -3,7 +3,6 @@ from __future__ import annotations
 import pickle
 
 import pytest
-
 from shardwise import Mesh, MeshAxis, MeshError, ShardingError, ShardingParseError
 
 
@@ -66,7 +65,17 @@ def test_type_errors_and_immutability() -> None:
     assert pickle.loads(pickle.dumps(Mesh.maximal(2))) == Mesh.maximal(2)
 
 
-@pytest.mark.parametrize("text", ["", "#sdy.mesh<", '#sdy.mesh<["x"=2', '#sdy.mesh<["x"=]>', '#sdy.mesh<["x"=2]> junk', '<["x"=99999999999999999999]>'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "#sdy.mesh<",
+        '#sdy.mesh<["x"=2',
+        '#sdy.mesh<["x"=]>',
+        '#sdy.mesh<["x"=2]> junk',
+        '<["x"=99999999999999999999]>',
+    ],
+)
 def test_malformed_mesh_text(text: str) -> None:
     with pytest.raises(ShardingParseError) as e:
         Mesh.parse(text)

@@ -44,10 +44,42 @@ def cases(n: int) -> list[Case]:
             return _group(groups, rank)
 
         for dtype in ("float32", "int32", "bool", "bfloat16", "complex64"):
-            out.append((f"all_gather/{gname}/{dtype}/axis1", gname, dtype, (3, 2, 5), lambda c, x, r, g=g: c.all_gather(x, g(r), 1)))
-        out.append((f"all_gather/{gname}/float64/axis0", gname, "float64", (2, 3), lambda c, x, r, g=g: c.all_gather(x, g(r), 0)))
-        out.append((f"all_to_all/{gname}/float32/2to0", gname, "float32", (3, 2, 2 * m), lambda c, x, r, g=g: c.all_to_all(x, g(r), 2, 0)))
-        out.append((f"all_to_all/{gname}/int8/0to1", gname, "int8", (m * 2, 3), lambda c, x, r, g=g: c.all_to_all(x, g(r), 0, 1)))
+            out.append(
+                (
+                    f"all_gather/{gname}/{dtype}/axis1",
+                    gname,
+                    dtype,
+                    (3, 2, 5),
+                    lambda c, x, r, g=g: c.all_gather(x, g(r), 1),
+                )
+            )
+        out.append(
+            (
+                f"all_gather/{gname}/float64/axis0",
+                gname,
+                "float64",
+                (2, 3),
+                lambda c, x, r, g=g: c.all_gather(x, g(r), 0),
+            )
+        )
+        out.append(
+            (
+                f"all_to_all/{gname}/float32/2to0",
+                gname,
+                "float32",
+                (3, 2, 2 * m),
+                lambda c, x, r, g=g: c.all_to_all(x, g(r), 2, 0),
+            )
+        )
+        out.append(
+            (
+                f"all_to_all/{gname}/int8/0to1",
+                gname,
+                "int8",
+                (m * 2, 3),
+                lambda c, x, r, g=g: c.all_to_all(x, g(r), 0, 1),
+            )
+        )
         reductions = {
             "float32": ("add", "mul", "max", "min"),
             "float64": ("add",),
@@ -59,15 +91,65 @@ def cases(n: int) -> list[Case]:
         }
         for dtype, ops in reductions.items():
             for op in ops:
-                out.append((f"all_reduce/{gname}/{dtype}/{op}", gname, dtype, (5, 7), lambda c, x, r, g=g, op=op: c.all_reduce(x, g(r), op)))
-                out.append((f"reduce_scatter/{gname}/{dtype}/{op}/axis1", gname, dtype, (3, 2 * m, 2), lambda c, x, r, g=g, op=op: c.reduce_scatter(x, g(r), 1, op)))
-        out.append((f"all_reduce/{gname}/float32/add/scalar", gname, "float32", (), lambda c, x, r, g=g: c.all_reduce(x, g(r), "add")))
-        out.append((f"reduce_scatter/{gname}/float32/add/axis0", gname, "float32", (m, 3), lambda c, x, r, g=g: c.reduce_scatter(x, g(r), 0, "add")))
+                out.append(
+                    (
+                        f"all_reduce/{gname}/{dtype}/{op}",
+                        gname,
+                        dtype,
+                        (5, 7),
+                        lambda c, x, r, g=g, op=op: c.all_reduce(x, g(r), op),
+                    )
+                )
+                out.append(
+                    (
+                        f"reduce_scatter/{gname}/{dtype}/{op}/axis1",
+                        gname,
+                        dtype,
+                        (3, 2 * m, 2),
+                        lambda c, x, r, g=g, op=op: c.reduce_scatter(x, g(r), 1, op),
+                    )
+                )
+        out.append(
+            (
+                f"all_reduce/{gname}/float32/add/scalar",
+                gname,
+                "float32",
+                (),
+                lambda c, x, r, g=g: c.all_reduce(x, g(r), "add"),
+            )
+        )
+        out.append(
+            (
+                f"reduce_scatter/{gname}/float32/add/axis0",
+                gname,
+                "float32",
+                (m, 3),
+                lambda c, x, r, g=g: c.reduce_scatter(x, g(r), 0, "add"),
+            )
+        )
     ring = [(i, (i + 1) % n) for i in range(n)]
     partial = [(i, i + 1) for i in range(0, n - 1, 2)]  # odd ranks receive, even ranks get zeros
-    out.append(("collective_permute/ring/float32", "all", "float32", (4, 3), lambda c, x, r: c.collective_permute(x, ring)))
-    out.append(("collective_permute/partial/bfloat16", "all", "bfloat16", (2, 5), lambda c, x, r: c.collective_permute(x, partial)))
-    out.append(("collective_permute/self/int64", "all", "int64", (3,), lambda c, x, r: c.collective_permute(x, [(i, i) for i in range(n)])))
+    out.append(
+        ("collective_permute/ring/float32", "all", "float32", (4, 3), lambda c, x, r: c.collective_permute(x, ring))
+    )
+    out.append(
+        (
+            "collective_permute/partial/bfloat16",
+            "all",
+            "bfloat16",
+            (2, 5),
+            lambda c, x, r: c.collective_permute(x, partial),
+        )
+    )
+    out.append(
+        (
+            "collective_permute/self/int64",
+            "all",
+            "int64",
+            (3,),
+            lambda c, x, r: c.collective_permute(x, [(i, i) for i in range(n)]),
+        )
+    )
     return out
 
 
@@ -101,7 +183,6 @@ def run_cases(comm: Any, n: int) -> dict[str, np.ndarray]:
 
 def _job(out: str, reductions: str) -> None:
     from mpi4py import MPI
-
     from shardwise.execute.mpi import MpiCommunicator
 
     world = MPI.COMM_WORLD
@@ -128,7 +209,6 @@ def _bits(a: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
 @pytest.fixture(scope="module")
 def thread_results() -> Callable[[int], list[dict[str, np.ndarray]]]:
     import array_api_compat.numpy as xp
-
     from shardwise.execute.simulator import run_ranks
 
     memo: dict[int, list[dict[str, np.ndarray]]] = {}
@@ -152,7 +232,9 @@ def _mpi_results(tmp_path: Path, n: int, reductions: str) -> list[dict[str, np.n
 
 
 @pytest.mark.parametrize("n", [2, 4, 8])
-def test_ordered_collectives_are_bit_equal_to_the_simulator(tmp_path: Path, n: int, thread_results: Callable[[int], list[dict[str, np.ndarray]]]) -> None:
+def test_ordered_collectives_are_bit_equal_to_the_simulator(
+    tmp_path: Path, n: int, thread_results: Callable[[int], list[dict[str, np.ndarray]]]
+) -> None:
     mpi = _mpi_results(tmp_path, n, "ordered")
     sim = thread_results(n)
     names = [c[0] for c in cases(n)]
@@ -164,24 +246,35 @@ def test_ordered_collectives_are_bit_equal_to_the_simulator(tmp_path: Path, n: i
 
 
 @pytest.mark.parametrize("n", [2, 4, 8])
-def test_mpi_reductions_match_the_simulator(tmp_path: Path, n: int, thread_results: Callable[[int], list[dict[str, np.ndarray]]]) -> None:
+def test_mpi_reductions_match_the_simulator(
+    tmp_path: Path, n: int, thread_results: Callable[[int], list[dict[str, np.ndarray]]]
+) -> None:
     mpi = _mpi_results(tmp_path, n, "mpi")
     sim = thread_results(n)
     for r in range(n):
         for name, _, dtype, _, _ in cases(n):
             got, want = mpi[r][name], sim[r][name]
             assert got.dtype == want.dtype and got.shape == want.shape, name
-            exact = not name.startswith(("all_reduce", "reduce_scatter")) or np.dtype(_dtype(dtype)).kind in "biu" or "/max" in name or "/min" in name
+            exact = (
+                not name.startswith(("all_reduce", "reduce_scatter"))
+                or np.dtype(_dtype(dtype)).kind in "biu"
+                or "/max" in name
+                or "/min" in name
+            )
             if exact:
                 assert _bits(got) == _bits(want), f"rank {r}: {name}"
             else:
                 # MPI's own order: rounding of n-1 additions / multiplications
                 scale = np.abs(want.astype(np.complex128)).max()
                 err = np.abs(got.astype(np.complex128) - want.astype(np.complex128)).max()
-                assert err <= n * 8 * np.finfo(got.dtype).eps * max(float(scale), 1.0), f"rank {r}: {name}: {err} vs scale {scale}"
+                assert err <= n * 8 * np.finfo(got.dtype).eps * max(float(scale), 1.0), (
+                    f"rank {r}: {name}: {err} vs scale {scale}"
+                )
 
 
-def test_mpi_reductions_use_mpi_order(tmp_path: Path, thread_results: Callable[[int], list[dict[str, np.ndarray]]]) -> None:
+def test_mpi_reductions_use_mpi_order(
+    tmp_path: Path, thread_results: Callable[[int], list[dict[str, np.ndarray]]]
+) -> None:
     """With 8 ranks and values spanning 6 decades, MPI's order gives some float sum that is
     not bit-equal to the fold: the two modes really differ (else the ordered path would be moot)."""
     mpi = _mpi_results(tmp_path, 8, "mpi")

@@ -9,17 +9,16 @@ import time
 from pathlib import Path
 
 import pytest
-
 from corpus import conformance_dir
 
 pytest.importorskip("mpi4py", reason="the MPI tests need mpi4py and mpich (pip install -e '.[test]')")
 pytest.importorskip("array_api_compat")
 
-from shardwise import Builder, Mesh, load_mlir, partition  # noqa: E402
-from shardwise.cli import main  # noqa: E402
-from shardwise.errors import ShardwiseError  # noqa: E402
-from shardwise.execute.launch import LaunchError, LaunchTimeout, launch, run_job  # noqa: E402
-from shardwise.ir.core import Module  # noqa: E402
+from shardwise import Builder, Mesh, load_mlir, partition
+from shardwise.cli import main
+from shardwise.errors import ShardwiseError
+from shardwise.execute.launch import LaunchError, LaunchTimeout, launch, run_job
+from shardwise.ir.core import Module
 
 
 def _leftovers(marker: str) -> list[str]:
@@ -41,7 +40,7 @@ def _leftovers(marker: str) -> list[str]:
 def _mlp(mesh: dict[str, int]) -> Module:
     """A two-layer MLP: batch on the first axis, Megatron column/row split on the last."""
     b = Builder(Mesh(mesh))
-    first, last = list(mesh)[0], list(mesh)[-1]
+    first, last = next(iter(mesh)), list(mesh)[-1]
     x = b.arg((16, 24), sharding=b.sharding([[first], None]))
     w1 = b.arg((24, 32), sharding=b.sharding([None, [last]]))
     w2 = b.arg((32, 8), sharding=b.sharding([[last], None]))
@@ -134,7 +133,9 @@ def test_hung_rank_is_killed_at_the_timeout(tmp_path: Path) -> None:
 def test_raising_rank_in_a_plain_job(tmp_path: Path) -> None:
     """``python -m mpi4py`` aborts the job on an uncaught exception (no hang at the barrier)."""
     marker = str(tmp_path / "raise-marker")
-    code = f"from mpi4py import MPI; r = MPI.COMM_WORLD.Get_rank(); r == 0 and 1 / 0; MPI.COMM_WORLD.Barrier()  # {marker}"
+    code = (
+        f"from mpi4py import MPI; r = MPI.COMM_WORLD.Get_rank(); r == 0 and 1 / 0; MPI.COMM_WORLD.Barrier()  # {marker}"
+    )
     with pytest.raises(LaunchError, match="ZeroDivisionError") as info:
         run_job(2, ["-c", code], timeout=60)
     assert not isinstance(info.value, LaunchTimeout)

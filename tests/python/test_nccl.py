@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from test_mpi_comm import cases, make_input
 
 
@@ -25,14 +24,16 @@ def _nccl_cases(n: int) -> list[Any]:
 
 def _job(out: str) -> None:
     from mpi4py import MPI
-
     from shardwise.execute.nccl import NcclCommunicator, import_cupy
 
     cp = import_cupy()
     world = MPI.COMM_WORLD
     comm = NcclCommunicator(world)
     r, n = comm.rank, comm.size
-    res = {name: cp.asnumpy(f(comm, cp.asarray(make_input(name, r, dtype, shape)), r)) for name, _, dtype, shape, f in _nccl_cases(n)}
+    res = {
+        name: cp.asnumpy(f(comm, cp.asarray(make_input(name, r, dtype, shape)), r))
+        for name, _, dtype, shape, f in _nccl_cases(n)
+    }
     rows = world.gather(res, root=0)
     if r == 0:
         Path(out).write_bytes(pickle.dumps(rows))
@@ -50,14 +51,15 @@ def _gpus() -> int:
 
 
 pytestmark = [
-    pytest.mark.skipif(_gpus() == 0, reason="NCCL tests need CuPy (pip install 'shardwise[cuda]') and a CUDA GPU; none here"),
+    pytest.mark.skipif(
+        _gpus() == 0, reason="NCCL tests need CuPy (pip install 'shardwise[cuda]') and a CUDA GPU; none here"
+    ),
 ]
 pytest.importorskip("mpi4py", reason="the NCCL backend is bootstrapped over MPI (mpi4py and mpich)")
 
 
 def test_nccl_collectives_match_the_simulator(tmp_path: Path) -> None:
     import array_api_compat.numpy as xp
-
     from shardwise.execute.launch import run_job
     from shardwise.execute.simulator import run_ranks
 
@@ -65,14 +67,26 @@ def test_nccl_collectives_match_the_simulator(tmp_path: Path) -> None:
     out = tmp_path / "nccl.pickle"
     run_job(n, [str(Path(__file__)), str(out)], timeout=300)
     got: list[dict[str, np.ndarray]] = pickle.loads(out.read_bytes())
-    want, _ = run_ranks(n, lambda rank, comm: [{name: np.asarray(f(comm, make_input(name, rank, dtype, shape), rank)) for name, _, dtype, shape, f in _nccl_cases(n)}], xp)
+    want, _ = run_ranks(
+        n,
+        lambda rank, comm: [
+            {
+                name: np.asarray(f(comm, make_input(name, rank, dtype, shape), rank))
+                for name, _, dtype, shape, f in _nccl_cases(n)
+            }
+        ],
+        xp,
+    )
     for r in range(n):
         for name, _, dtype, _, _ in _nccl_cases(n):
             a, b = got[r][name], want[r][0][name]
             assert a.dtype == b.dtype and a.shape == b.shape, name
             if np.dtype(dtype).kind in "fc" and name.startswith(("all_reduce", "reduce_scatter")):
                 scale = max(float(np.abs(b.astype(np.complex128)).max()), 1.0)
-                assert np.abs(a.astype(np.complex128) - b.astype(np.complex128)).max() <= 16 * n * np.finfo(a.dtype).eps * scale, name
+                assert (
+                    np.abs(a.astype(np.complex128) - b.astype(np.complex128)).max()
+                    <= 16 * n * np.finfo(a.dtype).eps * scale
+                ), name
             else:
                 assert a.tobytes() == b.tobytes(), f"rank {r}: {name}"
 

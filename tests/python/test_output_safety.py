@@ -12,7 +12,6 @@ import threading
 from pathlib import Path
 
 import pytest
-
 import shardwise as sw
 from shardwise.cli import main
 from shardwise.files import write_atomic
@@ -45,7 +44,9 @@ def test_partition_refuses_a_directory_of_the_users_files(tmp_path: Path, capsys
 
 
 @pytest.mark.parametrize("meta", ["fifo", "deep", "device"])
-def test_a_meta_json_that_is_not_a_partitions_is_refused_without_reading_it_whole(meta: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_meta_json_that_is_not_a_partitions_is_refused_without_reading_it_whole(
+    meta: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # Before: a FIFO named meta.json hung partition, deep JSON raised RecursionError and a
     # link to /dev/zero read until MemoryError (found by the fault campaign).
     src = _module_file(tmp_path)
@@ -173,7 +174,9 @@ func.func @f(%arg0: tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}
 
 
 @pytest.mark.parametrize("timeout", ["nan", "-1", "0", "inf"])
-def test_launch_rejects_a_timeout_that_is_not_a_positive_number(timeout: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_launch_rejects_a_timeout_that_is_not_a_positive_number(
+    timeout: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     src = _module_file(tmp_path)
     assert main(["partition", str(src), "-o", str(tmp_path / "p")]) == 0
     capsys.readouterr()
@@ -191,8 +194,12 @@ _TAMPERED = [
 ]
 
 
-@pytest.mark.parametrize(("data", "message"), _TAMPERED, ids=["zero-ranks", "bool-ranks", "not-utf8", "deep", "no-func", "func-not-str"])
-def test_tampered_meta_json_is_one_line(data: bytes, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("data", "message"), _TAMPERED, ids=["zero-ranks", "bool-ranks", "not-utf8", "deep", "no-func", "func-not-str"]
+)
+def test_tampered_meta_json_is_one_line(
+    data: bytes, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     src = _module_file(tmp_path)
     out = tmp_path / "p"
     assert main(["partition", str(src), "-o", str(out)]) == 0
@@ -232,7 +239,9 @@ def test_search_threads_are_capped_at_the_cpus() -> None:
 
     from shardwise.search import StrategyGraph, solve
 
-    g = StrategyGraph.build([[0, 50], [0, 3]], [[10, 1], [10, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]], usage_limit=15)
+    g = StrategyGraph.build(
+        [[0, 50], [0, 3]], [[10, 1], [10, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]], usage_limit=15
+    )
     t = time.perf_counter()
     sol = solve(g, 1.0, "local", threads=5000)
     assert sol.feasible and time.perf_counter() - t < 10
@@ -258,7 +267,13 @@ def _nested_cases(n: int) -> str:
     for i in range(n):
         s = f'%c{i} = "stablehlo.case"(%idx) ({{\n{s}\n}}) : (tensor<i32>) -> tensor<f32>\nstablehlo.return %c{i} : tensor<f32>'
     head, last = s.rsplit("stablehlo.return", 1)
-    return "func.func @main(%arg0: tensor<f32>, %idx: tensor<i32>) -> tensor<f32> {\n" + head + "return " + last.strip().split(" : ")[0] + " : tensor<f32>\n}"
+    return (
+        "func.func @main(%arg0: tensor<f32>, %idx: tensor<i32>) -> tensor<f32> {\n"
+        + head
+        + "return "
+        + last.strip().split(" : ")[0]
+        + " : tensor<f32>\n}"
+    )
 
 
 @pytest.mark.parametrize("levels", [600, 3000, 20000])
@@ -271,14 +286,32 @@ def test_deep_nesting_is_one_error_before_the_parser(levels: int) -> None:
 def test_nesting_within_the_limit_and_braces_in_strings_are_read() -> None:
     module = sw.load_mlir(_nested_cases(200))
     assert sum(1 for op in module.walk() if op.name == "stablehlo.case") == 200
-    text = 'func.func @main(%arg0: tensor<f32>) -> tensor<f32> {\n  %0 = stablehlo.custom_call @x(%arg0) {backend_config = "' + "{" * 1000 + '"} : (tensor<f32>) -> tensor<f32>\n  return %0 : tensor<f32>\n}'
+    text = (
+        'func.func @main(%arg0: tensor<f32>) -> tensor<f32> {\n  %0 = stablehlo.custom_call @x(%arg0) {backend_config = "'
+        + "{" * 1000
+        + '"} : (tensor<f32>) -> tensor<f32>\n  return %0 : tensor<f32>\n}'
+    )
     assert sw.load_mlir(text).func("main") is not None
 
 
-_EXAMPLE = {"problem": {"name": "t", "nodes": {"intervals": [[0, 1], [0, 2]], "costs": [[1, 2], [3, 4]], "usages": [[1, 1], [1, 1]]}, "edges": {"nodes": [[0, 1]], "costs": [[0, 1, 2, 3]]}, "usage_limit": 10}}
+_EXAMPLE = {
+    "problem": {
+        "name": "t",
+        "nodes": {"intervals": [[0, 1], [0, 2]], "costs": [[1, 2], [3, 4]], "usages": [[1, 1], [1, 1]]},
+        "edges": {"nodes": [[0, 1]], "costs": [[0, 1, 2, 3]]},
+        "usage_limit": 10,
+    }
+}
 
 
-@pytest.mark.parametrize(("path", "value", "shown"), [(("nodes", "costs"), 1.5, "1.5 (float)"), (("nodes", "usages"), "1", "'1' (str)"), (("edges", "costs"), True, "True (bool)")])
+@pytest.mark.parametrize(
+    ("path", "value", "shown"),
+    [
+        (("nodes", "costs"), 1.5, "1.5 (float)"),
+        (("nodes", "usages"), "1", "'1' (str)"),
+        (("edges", "costs"), True, "True (bool)"),
+    ],
+)
 def test_iopddl_numbers_must_be_integers(path: tuple[str, str], value: object, shown: str, tmp_path: Path) -> None:
     import copy
     import json
@@ -289,14 +322,19 @@ def test_iopddl_numbers_must_be_integers(path: tuple[str, str], value: object, s
     data["problem"][path[0]][path[1]][0][0] = value  # type: ignore[index]
     f = tmp_path / "i.json"
     f.write_text(json.dumps(data))
-    with pytest.raises(sw.SearchError, match=f"problem.{path[0]}.{path[1]}\\[0\\] must hold integers, got {shown}".replace("(", "\\(").replace(")", "\\)")):
+    with pytest.raises(
+        sw.SearchError,
+        match=f"problem.{path[0]}.{path[1]}\\[0\\] must hold integers, got {shown}".replace("(", "\\(").replace(
+            ")", "\\)"
+        ),
+    ):
         read_instance(f)
 
 
 def test_iopddl_decompressed_size_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import gzip
 
-    import shardwise.search.iopddl as iopddl
+    from shardwise.search import iopddl
 
     monkeypatch.setattr(iopddl, "MAX_INSTANCE_BYTES", 1 << 20)
     bomb = tmp_path / "bomb.json.gz"
@@ -308,7 +346,9 @@ def test_iopddl_decompressed_size_is_bounded(tmp_path: Path, monkeypatch: pytest
 
 
 @pytest.mark.parametrize("method", ["auto", "ilp", "local", "limited"])
-def test_infeasible_iopddl_instance_is_answered_alike_by_every_method(method: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_infeasible_iopddl_instance_is_answered_alike_by_every_method(
+    method: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """auto and ilp raised 'no feasible solution' (exit 2) where the others printed cost: inf
     (exit 0); every method now prints its assignment and cost: inf, and exits 1."""
     import copy

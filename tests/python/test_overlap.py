@@ -41,8 +41,10 @@ def test_a_matmul_hides_each_adjacent_collective_behind_a_share_of_its_compute()
 
 
 def test_overlap_lowers_the_objective_by_what_it_hides_and_keeps_the_bytes() -> None:
-    out0, r0 = auto_shard(mlp(), MESH, memory_budget=44_000, method="ilp", time_limit=5, device=SLOW)
-    out1, r1 = auto_shard(mlp(), MESH, memory_budget=44_000, method="ilp", time_limit=5, device=replace(SLOW, overlap=1.0))
+    _out0, r0 = auto_shard(mlp(), MESH, memory_budget=44_000, method="ilp", time_limit=5, device=SLOW)
+    out1, r1 = auto_shard(
+        mlp(), MESH, memory_budget=44_000, method="ilp", time_limit=5, device=replace(SLOW, overlap=1.0)
+    )
     assert r0.hidden_seconds == 0 and r0.seconds == r0.compute_seconds + r0.comm_seconds
     assert r1.hidden_seconds > 0 and r1.objective_ps < r0.objective_ps
     for n in r1.nodes:
@@ -61,7 +63,18 @@ def test_cli_auto_overlap(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 
     src, dst = tmp_path / "mlp.mlir", tmp_path / "out.mlir"
     mlp().save(str(src))
-    args = ["auto", str(src), "-o", str(dst), "--mesh", "data=2,model=4", "--memory-budget", "44000", "--time-limit", "2"]
+    args = [
+        "auto",
+        str(src),
+        "-o",
+        str(dst),
+        "--mesh",
+        "data=2,model=4",
+        "--memory-budget",
+        "44000",
+        "--time-limit",
+        "2",
+    ]
     assert main([*args, "--overlap", "1", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["hidden_seconds"] > 0 and report["seconds"] < report["compute_seconds"] + report["comm_seconds"]

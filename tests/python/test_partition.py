@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("array_api_compat")
 
-from shardwise import Builder, Mesh, check_partition, load_partition, partition  # noqa: E402
-from shardwise.cli import main  # noqa: E402
-from shardwise.errors import MeshError, ShardwiseError  # noqa: E402
-from shardwise.ir.core import Module  # noqa: E402
+from shardwise import Builder, Mesh, check_partition, load_partition, partition
+from shardwise.cli import main
+from shardwise.errors import MeshError, ShardwiseError
+from shardwise.ir.core import Module
 
 
 def _check(module: Module, **kw: object) -> object:

@@ -11,18 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 import shardwise as sw
 from shardwise.cli import main
 from shardwise.errors import ProgramError
 from shardwise.spmd.partition.inline import inline_calls
 
 jax = pytest.importorskip("jax")
-import jax.numpy as jnp  # noqa: E402
-from jax.sharding import PartitionSpec as P  # noqa: E402
-
-from jax_mesh import mesh_2x4, sharded_arg  # noqa: E402
-from shardy_oracle import shardy  # noqa: E402
+import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
+from jax_mesh import mesh_2x4, sharded_arg
+from shardy_oracle import shardy
 
 pytestmark = pytest.mark.jax
 
@@ -68,7 +66,11 @@ def _cases(mesh: Any) -> list[tuple[str, Any, tuple[Any, ...]]]:
         return sharded_arg(mesh, shape, spec)
 
     return [
-        ("same_callee_two_shardings", _same_callee_two_shardings, (a((16, 32), P("x", None)), a((16, 32), P(None, "y")), a((32, 32), P(None, "y")))),
+        (
+            "same_callee_two_shardings",
+            _same_callee_two_shardings,
+            (a((16, 32), P("x", None)), a((16, 32), P(None, "y")), a((32, 32), P(None, "y"))),
+        ),
         ("nested", _nested, (a((16, 32), P("x", None)), a((32, 64), P(None, "y")))),
         ("several_results", _several_results, (a((16, 32), P("x", None)), a((32, 32), P(None, "y")))),
         ("in_scan", _in_scan, (a((16, 16), P("x", None)), a((3, 16, 16), P(None, None, "y")))),
@@ -79,7 +81,7 @@ def _cases(mesh: Any) -> list[tuple[str, Any, tuple[Any, ...]]]:
 @pytest.mark.parametrize("case", ["same_callee_two_shardings", "nested", "several_results", "in_scan", "in_cond"])
 def test_program_with_calls_partitions_and_checks(case: str) -> None:
     mesh = _mesh()
-    name, fn, args = next(c for c in _cases(mesh) if c[0] == case)
+    _name, fn, args = next(c for c in _cases(mesh) if c[0] == case)
     text = jax.jit(fn).lower(*args).as_text()
     module = sw.load_mlir(text)
     assert any(op.name == "func.call" for op in module.walk()), "the lowered program must keep its calls"

@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("array_api_compat")
 
-from shardwise import Builder, Mesh, check_partition, partition  # noqa: E402
-from shardwise.execute import random_inputs, run  # noqa: E402
-from shardwise.ir.core import Module  # noqa: E402
-from shardwise.ir.rewrite import Uses, erase_op  # noqa: E402
+from shardwise import Builder, Mesh, check_partition, partition
+from shardwise.execute import random_inputs, run
+from shardwise.ir.core import Module
+from shardwise.ir.rewrite import Uses, erase_op
 
 
 def _ill_conditioned_sum() -> Module:
@@ -96,8 +96,8 @@ def test_a_wrong_slice_fails() -> None:
     ranks[0], ranks[4] = ranks[4], ranks[0]
     # The programs are identical but for partition ids; feeding rank 0 the blocks of rank 4
     # is what a wrong slice of the inputs does.
-    from shardwise.spmd.partition.check import compare_outputs, shard_inputs
     from shardwise.execute.simulator import simulate
+    from shardwise.spmd.partition.check import compare_outputs, shard_inputs
 
     inputs = [np.asarray(x) for x in random_inputs(module.func("main"), seed=2)]
     ref = run(module, inputs)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from corpus import conformance_dir, corpus_params
 
 pytest.importorskip("array_api_compat")

@@ -21,7 +21,9 @@ def _conv(stride: int = 1, padding: str = "SAME", dilation: int = 1) -> Callable
     import jax
 
     def f(x: Any, w: Any) -> Any:
-        return jax.lax.conv_general_dilated(x, w, (stride,), padding, rhs_dilation=(dilation,), dimension_numbers=("NWC", "WIO", "NWC"))
+        return jax.lax.conv_general_dilated(
+            x, w, (stride,), padding, rhs_dilation=(dilation,), dimension_numbers=("NWC", "WIO", "NWC")
+        )
 
     return f
 
@@ -96,12 +98,16 @@ def test_halo_bytes_are_the_neighbours_edges() -> None:
         ("halo wider than a block", _conv(), [((8, 16, 16), ("x", "y", None)), ((17, 16, 16), ())]),
     ],
 )
-def test_windows_that_cannot_keep_their_sharding_still_partition_exactly(what: str, f: Callable[..., Any], args: list[tuple[tuple[int, ...], tuple[Any, ...]]]) -> None:
+def test_windows_that_cannot_keep_their_sharding_still_partition_exactly(
+    what: str, f: Callable[..., Any], args: list[tuple[tuple[int, ...], tuple[Any, ...]]]
+) -> None:
     module = sw.load_mlir(_lower(f, args))
     part = sw.partition(module)
     assert sw.check_partition(module, part.global_module, part.ranks, seed=2).passed, what
     windowed = ("stablehlo.convolution", "stablehlo.reduce_window")
-    assert not [c for c in part.collectives if c.text.startswith("halo exchange") and c.source.startswith(windowed)], what
+    assert not [c for c in part.collectives if c.text.startswith("halo exchange") and c.source.startswith(windowed)], (
+        what
+    )
 
 
 def test_two_sharded_spatial_dims() -> None:

@@ -30,7 +30,11 @@ def _partition(f: Callable[..., Any], *args: tuple[tuple[int, ...], tuple[Any, .
 
 
 def _kinds(part: Any) -> list[str]:
-    return [op.name for op in part.ranks[0].walk() if op.name.startswith("stablehlo.all_") or op.name == "stablehlo.collective_permute"]
+    return [
+        op.name
+        for op in part.ranks[0].walk()
+        if op.name.startswith("stablehlo.all_") or op.name == "stablehlo.collective_permute"
+    ]
 
 
 @pytest.mark.parametrize("what", ["sort", "cumsum", "concatenate"])

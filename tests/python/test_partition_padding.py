@@ -4,7 +4,6 @@ into a reduction, a dot contraction or a result."""
 from __future__ import annotations
 
 import pytest
-
 import shardwise as sw
 from shardwise.importers.mlir import load_mlir
 from shardwise.spmd.partition.check import check_partition
@@ -64,7 +63,10 @@ def test_padded_shards_do_not_leak(name: str) -> None:
         v
         for v in part.global_module.values()
         if v.sharding is not None
-        and any(size == 10 and dim.axes and sum(a.full_size(mesh) if a.size is None else a.size for a in dim.axes) == 4 for size, dim in zip(v.type.shape, v.sharding.dims))
+        and any(
+            size == 10 and dim.axes and sum(a.full_size(mesh) if a.size is None else a.size for a in dim.axes) == 4
+            for size, dim in zip(v.type.shape, v.sharding.dims)
+        )
     ]
     assert padded, part.global_module.to_mlir()
     res = check_partition(module, part.global_module, part.ranks, seed=3)

@@ -67,22 +67,13 @@ def test_one_call_searches_partitions_and_writes_the_weights(
     assert rep is not None and rep.feasible and rep.peak_memory <= BUDGET
     meta = json.loads((out / "meta.json").read_text())
     assert (
-        meta["search"]["feasible"]
-        and meta["search"]["memory_budget"] == BUDGET
-        and meta["search"]["method"] == "ilp"
+        meta["search"]["feasible"] and meta["search"]["memory_budget"] == BUDGET and meta["search"]["method"] == "ilp"
     )
-    assert (
-        meta["search"]["comm_bytes"] == rep.comm_bytes
-        and meta["search"]["peak_memory"] == rep.peak_memory
-    )
+    assert meta["search"]["comm_bytes"] == rep.comm_bytes and meta["search"]["peak_memory"] == rep.peak_memory
     assert meta["weights"] == {"args": [1, 2], "path": "weights/rank{rank}.npz"}
-    assert sorted(p.name for p in (out / "weights").iterdir()) == [
-        f"rank{r}.npz" for r in range(8)
-    ]
+    assert sorted(p.name for p in (out / "weights").iterdir()) == [f"rank{r}.npz" for r in range(8)]
     # The budget splits both weights 4 ways: each rank holds a quarter.
-    assert meta["arguments"][1]["local_shape"] == [64, 64] and meta["arguments"][2][
-        "local_shape"
-    ] == [64, 64]
+    assert meta["arguments"][1]["local_shape"] == [64, 64] and meta["arguments"][2]["local_shape"] == [64, 64]
     assert set(part.weights) == {1, 2}
 
 
@@ -96,15 +87,10 @@ def test_load_partition_returns_each_ranks_shards_which_reassemble(
         _, meta, shards = sw.load_partition(out, r)
         assert set(shards) == {1, 2}
         for i, a in shards.items():
-            assert (
-                list(a.shape) == meta["arguments"][i]["local_shape"]
-                and a.dtype == np.float32
-            )
+            assert list(a.shape) == meta["arguments"][i]["local_shape"] and a.dtype == np.float32
             s = f.args[i].sharding
             assert s is not None
-            np.testing.assert_array_equal(
-                a, w[i][s.device_slices(w[i].shape, r, meshes=g.meshes)]
-            )
+            np.testing.assert_array_equal(a, w[i][s.device_slices(w[i].shape, r, meshes=g.meshes)])
     back = global_weights(out)
     assert set(back) == {1, 2}
     for i in (1, 2):
@@ -124,9 +110,7 @@ def test_run_feeds_the_weights_and_matches_the_unpartitioned_program(
     g = load_global(out)
     x = np.asarray(random_inputs(g.func("main"), 3)[0])
     ref = run(unpartitioned(g), [x, w[1], w[2]])
-    np.testing.assert_allclose(
-        np.asarray(ref[0]), np.tanh(x @ w[1]) @ w[2], rtol=1e-4, atol=1e-4
-    )
+    np.testing.assert_allclose(np.asarray(ref[0]), np.tanh(x @ w[1]) @ w[2], rtol=1e-4, atol=1e-4)
     sim = simulate_outdir(out, seed=3)
     checks = compare_outputs(g, ref, sim.outputs)
     assert all(c.passed for c in checks), checks
@@ -145,8 +129,7 @@ def test_cli_run_check_uses_the_weights(
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("mpi4py") is None
-    or importlib.util.find_spec("array_api_compat") is None,
+    importlib.util.find_spec("mpi4py") is None or importlib.util.find_spec("array_api_compat") is None,
     reason="the MPI tests need mpi4py and mpich (pip install -e '.[test]')",
 )
 def test_launch_on_mpi_ranks_uses_the_weights(
@@ -160,9 +143,7 @@ def test_launch_on_mpi_ranks_uses_the_weights(
     sim = simulate_outdir(out, seed=0)
     assert res.outputs is not None
     for r in range(8):
-        assert res.outputs[r][0].tobytes() == sim.outputs[r][0].tobytes(), (
-            f"rank {r} differs from the simulator"
-        )
+        assert res.outputs[r][0].tobytes() == sim.outputs[r][0].tobytes(), f"rank {r} differs from the simulator"
 
 
 def test_without_search_it_is_the_spmd_partitioner(tmp_path: Path) -> None:
@@ -171,12 +152,8 @@ def test_without_search_it_is_the_spmd_partitioner(tmp_path: Path) -> None:
     m, _ = sw.auto_shard(mlp(), MESH, memory_budget=BUDGET, time_limit=5)
     a = sw.partition(m, tmp_path / "a")
     b = spmd_partition(m, tmp_path / "b")
-    assert (
-        a.search_report is None and "search" not in a.meta and "weights" not in a.meta
-    )
-    assert a.meta == b.meta and [r.to_mlir() for r in a.ranks] == [
-        r.to_mlir() for r in b.ranks
-    ]
+    assert a.search_report is None and "search" not in a.meta and "weights" not in a.meta
+    assert a.meta == b.meta and [r.to_mlir() for r in a.ranks] == [r.to_mlir() for r in b.ranks]
     assert not (tmp_path / "a" / "weights").exists()
     with pytest.raises(SearchError, match="memory_budget only apply to a search"):
         sw.partition(m, memory_budget=BUDGET)
@@ -197,9 +174,7 @@ def test_bf16_weights_round_trip(tmp_path: Path) -> None:
 
 
 def _no_leftovers(parent: Path) -> None:
-    assert list(parent.iterdir()) == [], (
-        f"partial output left: {list(parent.iterdir())}"
-    )
+    assert list(parent.iterdir()) == [], f"partial output left: {list(parent.iterdir())}"
 
 
 @pytest.mark.parametrize(
@@ -232,9 +207,7 @@ def _no_leftovers(parent: Path) -> None:
     ],
     ids=["shape", "dtype", "unknown-name", "unknown-index", "twice", "not-array"],
 )
-def test_bad_weights_are_one_line_errors_before_any_work(
-    tmp_path: Path, weights: dict[Any, Any], match: str
-) -> None:
+def test_bad_weights_are_one_line_errors_before_any_work(tmp_path: Path, weights: dict[Any, Any], match: str) -> None:
     out = tmp_path / "parent" / "p"
     out.parent.mkdir()
     with pytest.raises(ProgramError, match=match) as e:
@@ -258,9 +231,7 @@ def test_an_infeasible_plan_is_an_error_unless_allowed(tmp_path: Path) -> None:
         SearchError,
         match=r"memory budget 1,000 B per device is below [\d,]+ B, .* the smallest peak found is [\d,]+ B",
     ) as e:
-        sw.partition(
-            mlp(), out, mesh=MESH, method="local", memory_budget=1000, time_limit=0.5
-        )
+        sw.partition(mlp(), out, mesh=MESH, method="local", memory_budget=1000, time_limit=0.5)
     assert "\n" not in str(e.value)
     _no_leftovers(out.parent)
     part = sw.partition(
@@ -313,9 +284,7 @@ def test_bad_weight_files_are_one_line_errors(
     out = tmp_path / "p"
     shutil.copytree(src, out)
     (out / "weights" / "rank3.npz").write_bytes(b"not a zip file")
-    with pytest.raises(
-        ShardwiseError, match=r"rank3.npz: not a readable .npz of weights"
-    ) as e:
+    with pytest.raises(ShardwiseError, match=r"rank3.npz: not a readable .npz of weights") as e:
         sw.load_partition(out, 3)
     assert "\n" not in str(e.value)
     np.savez(out / "weights" / "rank3.npz", arg1=np.zeros((64, 64), np.float32))
@@ -353,9 +322,7 @@ def _module_file(tmp_path: Path) -> Path:
     return src
 
 
-def test_cli_partition_auto_with_weights(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_cli_partition_auto_with_weights(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = _module_file(tmp_path)
     w = _weights(seed=7)
     npz = tmp_path / "w.npz"
@@ -471,6 +438,4 @@ def test_names_from_jax_arg_info(tmp_path: Path) -> None:
     part = sw.partition(m, tmp_path / "p", mesh={"x": 2}, weights={"params['w1']": w1})
     assert part.meta["weights"]["args"] == [1]
     _, _, shards = sw.load_partition(tmp_path / "p", 0)
-    np.testing.assert_array_equal(
-        shards[1], w1
-    )  # replicated: each rank holds all of it
+    np.testing.assert_array_equal(shards[1], w1)  # replicated: each rank holds all of it

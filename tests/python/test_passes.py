@@ -27,7 +27,6 @@ from typing import Any
 
 import pytest
 from corpus import conformance_dir
-
 from shardwise.errors import ProgramError
 from shardwise.passes import PASSES, PipelineError, expand_pipeline, run_pipeline
 from shardwise.passes.call_graph import PassWarning
@@ -36,11 +35,15 @@ from shardwise.propagation import ShardingGroupWarning
 pytestmark = [pytest.mark.jax, pytest.mark.corpus]
 
 _LIT = (conformance_dir() or Path("/nonexistent")) / "lit"
-_CASES: list[dict[str, Any]] = json.loads((_LIT / "index.json").read_text())["cases"] if (_LIT / "index.json").is_file() else []
+_CASES: list[dict[str, Any]] = (
+    json.loads((_LIT / "index.json").read_text())["cases"] if (_LIT / "index.json").is_file() else []
+)
 _DEV = (conformance_dir() or Path("/nonexistent")) / "dev"
 #: The dev corpus: JAX programs through ``sdy-propagation-pipeline``.
 _DEV_CASES: list[dict[str, Any]] = (
-    [{**c, "id": c["name"], "dir": _DEV} for c in json.loads((_DEV / "index.json").read_text())["cases"]] if (_DEV / "index.json").is_file() else []
+    [{**c, "id": c["name"], "dir": _DEV} for c in json.loads((_DEV / "index.json").read_text())["cases"]]
+    if (_DEV / "index.json").is_file()
+    else []
 )
 
 
@@ -64,7 +67,6 @@ def _params(cases: list[dict[str, Any]]) -> list[Any]:
 
 def _jaxlib() -> tuple[Any, Any, Any]:
     from jaxlib.mlir import ir, passmanager
-
     from shardwise.importers._jaxlib import context
 
     return ir, passmanager, context()
@@ -173,7 +175,7 @@ def _steps(case: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
             module = ir.Module.parse(text)
             try:
                 passmanager.PassManager.parse(f"builtin.module({step})").run(module.operation)
-            except Exception:
+            except Exception:  # noqa: BLE001 (jaxlib rejects the step: the comparison ends)
                 return
             after = str(module)
             yield step, text, after
@@ -276,7 +278,10 @@ def test_propagation_pipeline_debug_options_match_jaxlib(case: dict[str, Any], m
         try:
             passmanager.PassManager.parse(pipeline).run(m.operation)
         except Exception as e:  # noqa: BLE001 - jaxlib raises MLIRError
-            found = re.search(r"'sdy.(func_)?data_flow_edge' op expected a value ref to have an operand index in range \[0, \d+\), got: \d+", str(e))
+            found = re.search(
+                r"'sdy.(func_)?data_flow_edge' op expected a value ref to have an operand index in range \[0, \d+\), got: \d+",
+                str(e),
+            )
             assert mode == "edges" and found is not None, str(e)
             assert ours_error is not None and found.group(0) in str(ours_error), (str(e), ours_error)
             return
@@ -302,7 +307,9 @@ def test_pipeline_syntax_and_nesting() -> None:
     from shardwise import load_mlir
     from shardwise.passes import parse_pipeline
 
-    p = parse_pipeline("builtin.module(sdy-remove-size-one-axes, func.func(sdy-sink-data-flow-edges{sink-debug-sharding-origins=true}),canonicalize{enable-patterns={sdy-collective} max-iterations=10})")
+    p = parse_pipeline(
+        "builtin.module(sdy-remove-size-one-axes, func.func(sdy-sink-data-flow-edges{sink-debug-sharding-origins=true}),canonicalize{enable-patterns={sdy-collective} max-iterations=10})"
+    )
     assert str(p) == (
         "builtin.module(sdy-remove-size-one-axes,func.func(sdy-sink-data-flow-edges{sink-debug-sharding-origins=true}),"
         "canonicalize{enable-patterns={sdy-collective} max-iterations=10})"
@@ -350,11 +357,15 @@ def test_pipeline_skips_passes_without_their_ops(monkeypatch: pytest.MonkeyPatch
     assert calls == ["sdy-apply-sharding-constraints"]
     calls.clear()
     # sdy-export-named-computations turns the named computation into a call: flattening runs.
-    run_pipeline(load_mlir(_NAMED), "builtin.module(sdy-flatten-call-graph,sdy-export-named-computations,sdy-flatten-call-graph)")
+    run_pipeline(
+        load_mlir(_NAMED), "builtin.module(sdy-flatten-call-graph,sdy-export-named-computations,sdy-flatten-call-graph)"
+    )
     assert calls == ["sdy-flatten-call-graph"]
     # A pass that declares nothing about what it adds makes the pipeline look at the module again.
     calls.clear()
-    monkeypatch.setitem(PASSES, "sdy-export-named-computations", dataclasses.replace(PASSES["sdy-export-named-computations"], adds=None))
+    monkeypatch.setitem(
+        PASSES, "sdy-export-named-computations", dataclasses.replace(PASSES["sdy-export-named-computations"], adds=None)
+    )
     run_pipeline(load_mlir(_NAMED), "builtin.module(sdy-export-named-computations,sdy-flatten-call-graph)")
     assert calls == ["sdy-flatten-call-graph"]
 
@@ -364,7 +375,10 @@ def test_pipeline_skips_passes_without_their_ops(monkeypatch: pytest.MonkeyPatch
     [
         ("builtin.module(sdy-no-such-pass)", "unknown pass 'sdy-no-such-pass'"),
         ("builtin.module(sdy-import-func-calls{no-such-option=true})", "has no option 'no-such-option'"),
-        ("builtin.module(sdy-import-func-calls{add-data-flow-edges-on-named-computations=maybe})", "takes true or false"),
+        (
+            "builtin.module(sdy-import-func-calls{add-data-flow-edges-on-named-computations=maybe})",
+            "takes true or false",
+        ),
         ("builtin.module(func.func(sdy-lift-inlined-meshes))", "cannot be nested in func.func"),
         ("builtin.module(sdy-close-shardings", "expected ')'"),
     ],
@@ -400,9 +414,11 @@ def test_propagation_passes_are_registered_on_import(first: str) -> None:
     [
         "builtin.module(sdy-basic-propagate)",
         "builtin.module(sdy-propagation-pipeline)",
-        "builtin.module(sdy-add-data-flow-edges,sdy-apply-sharding-constraints{debug-sharding-origins=true},"
-        "sdy-op-priority-propagate{debug-sharding-origins=true debug-propagation-edge-sharding=true},"
-        "func.func(sdy-sink-data-flow-edges{sink-debug-sharding-origins=true sink-debug-propagation-edge-sharding=true}))",
+        (
+            "builtin.module(sdy-add-data-flow-edges,sdy-apply-sharding-constraints{debug-sharding-origins=true},"
+            "sdy-op-priority-propagate{debug-sharding-origins=true debug-propagation-edge-sharding=true},"
+            "func.func(sdy-sink-data-flow-edges{sink-debug-sharding-origins=true sink-debug-propagation-edge-sharding=true}))"
+        ),
     ],
 )
 def test_propagation_runs_in_pipelines(pipeline: str) -> None:
@@ -446,7 +462,10 @@ def test_import_pipeline_expansion_matches_jaxlib() -> None:
     with ctx:
         printed = str(passmanager.PassManager.parse("builtin.module(sdy-import-pipeline{dedup-functions-fully=true})"))
     names = [n.split("{")[0] for n in printed[len("builtin.module(") : -1].split(",")]
-    ours = [_step_name(str(s)) for s in expand_pipeline("builtin.module(sdy-import-pipeline{dedup-functions-fully=true})").steps]
+    ours = [
+        _step_name(str(s))
+        for s in expand_pipeline("builtin.module(sdy-import-pipeline{dedup-functions-fully=true})").steps
+    ]
     assert ours == names
 
 
@@ -478,8 +497,16 @@ func.func @main() {
 @pytest.mark.parametrize(
     "text, pipeline, message",
     [
-        (_CROSSING_GROUP, "sdy-sharding-group-import", r"sdy.sharding_group at loc\(.*\): ShardingGroupOps values cannot cross ManualComputationOp boundaries for groupId: 3"),
-        (_EMPTY_MANUAL, "sdy-manual-axes-cleanup", r"sdy.manual_computation at loc\(.*\): op has manual_axes when there are no in/out shardings"),
+        (
+            _CROSSING_GROUP,
+            "sdy-sharding-group-import",
+            r"sdy.sharding_group at loc\(.*\): ShardingGroupOps values cannot cross ManualComputationOp boundaries for groupId: 3",
+        ),
+        (
+            _EMPTY_MANUAL,
+            "sdy-manual-axes-cleanup",
+            r"sdy.manual_computation at loc\(.*\): op has manual_axes when there are no in/out shardings",
+        ),
     ],
 )
 def test_errors_name_the_op_and_location(text: str, pipeline: str, message: str) -> None:
@@ -492,5 +519,5 @@ def test_errors_name_the_op_and_location(text: str, pipeline: str, message: str)
     ir, passmanager, ctx = _jaxlib()
     with ctx:
         m = ir.Module.parse(text)
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017 (jaxlib raises whichever MLIR error the parse or run gives)
             passmanager.PassManager.parse(f"builtin.module({pipeline})").run(m.operation)

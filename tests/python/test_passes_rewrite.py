@@ -4,7 +4,6 @@ and the symbol table."""
 from __future__ import annotations
 
 import pytest
-
 from shardwise import Builder, Mesh
 from shardwise.ir.core import Func, Module, Op
 from shardwise.ir.rewrite import (
@@ -38,7 +37,7 @@ def _module() -> tuple[Module, Func, list[Op]]:
 
 def test_uses_follow_mlir_order_and_edits() -> None:
     module, f, ops = _module()
-    t1, t2, t3, ret = ops
+    t1, t2, t3, _ret = ops
     uses = Uses(module)
     y = t1.results[0]
     # Most recent use first, as MLIR keeps use lists after parsing.
@@ -58,7 +57,9 @@ def test_insert_clone_and_replace() -> None:
     t1, t2, t3, ret = ops
     mapping = Mapping()
     copy = clone_op(t2, mapping)
-    assert copy.parent is None and copy.operands[0] is t1.results[0] and mapping.lookup(t2.results[0]) is copy.results[0]
+    assert (
+        copy.parent is None and copy.operands[0] is t1.results[0] and mapping.lookup(t2.results[0]) is copy.results[0]
+    )
     insert_after(t1, copy)
     assert f.body.ops[1] is copy and is_before_in_block(copy, t2)
     new = Op("stablehlo.negate", [t1.results[0]], [TensorType((8, 4), "f32")])
@@ -66,7 +67,7 @@ def test_insert_clone_and_replace() -> None:
     assert f.body.ops[-2] is new
     assert replace_all_uses(t3.results[0], new.results[0], module) == 1
     assert ret.operands[0] is new.results[0]
-    assert enclosing_func(new) is f and list(ancestors(new))[0] is f
+    assert enclosing_func(new) is f and next(iter(ancestors(new))) is f
     assert owning_op(f.args[0]) is f
     with pytest.raises(ValueError, match="already in a block"):
         insert_before(ret, new)

@@ -14,13 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from shardwise.cli import main
 from shardwise.errors import SearchError
 from shardwise.search import StrategyGraph, evaluate, solve
 from shardwise.search.penalty import solve_penalty
 from shardwise.search.wcsp import RelaxedSolver, available
-
 from test_iopddl import example  # noqa: F401  (fixture)
 from test_search import exhaustive, random_graph
 
@@ -31,8 +29,11 @@ def _unlimited(g: StrategyGraph) -> StrategyGraph:
     return StrategyGraph.build(
         [list(g.node_costs(v)) for v in range(g.num_nodes)],
         [list(g.node_usages(v)) for v in range(g.num_nodes)],
-        g.intervals.tolist(), g.edges.tolist(),
-        [list(g.edge_matrix(e).reshape(-1)) for e in range(g.num_edges)], usage_limit=None)
+        g.intervals.tolist(),
+        g.edges.tolist(),
+        [list(g.edge_matrix(e).reshape(-1)) for e in range(g.num_edges)],
+        usage_limit=None,
+    )
 
 
 def _quick_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,8 +48,9 @@ def _quick_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
 def _hot_pair() -> StrategyGraph:
     """Two overlapping nodes whose cheap strategies (usage 100, cost 0) break the limit 195
     together; the optimum takes node 0's small strategy (cost 50)."""
-    return StrategyGraph.build([[0, 50], [0, 60]], [[100, 1], [100, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
-                               usage_limit=195)
+    return StrategyGraph.build(
+        [[0, 50], [0, 60]], [[100, 1], [100, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]], usage_limit=195
+    )
 
 
 def _always(monkeypatch: pytest.MonkeyPatch, x: list[int]) -> list[np.ndarray]:
@@ -56,7 +58,9 @@ def _always(monkeypatch: pytest.MonkeyPatch, x: list[int]) -> list[np.ndarray]:
     penalty = importlib.import_module("shardwise.search.penalty")
     seen: list[np.ndarray] = []
 
-    def always(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
+    def always(
+        self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None
+    ) -> list[int] | None:
         seen.append(np.array(w))
         return list(x)
 
@@ -121,8 +125,9 @@ def test_penalty_search_is_feasible_and_scored_exactly(seed: int) -> None:
 def test_penalty_moves_the_cheapest_node_off_the_peak() -> None:
     # Two overlapping nodes: strategy 0 is cheap and big, strategy 1 dear and small. Together
     # the big ones need 20 > 15, so one must shrink: node 1 (+3) rather than node 0 (+50).
-    g = StrategyGraph.build([[0, 50], [0, 3]], [[10, 1], [10, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
-                            usage_limit=15)
+    g = StrategyGraph.build(
+        [[0, 50], [0, 3]], [[10, 1], [10, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]], usage_limit=15
+    )
     sol = solve_penalty(g, 3.0)
     assert sol.assignment == (0, 1) and sol.cost == 3
 
@@ -148,12 +153,19 @@ def test_auto_runs_penalty_beside_local_search(monkeypatch: pytest.MonkeyPatch) 
         pass
     for threads in (1, 2, 3):  # penalty then local; two trajectories; two trajectories + local
         sol = solve(g, 3.0, "auto", threads=threads)
-        assert sol.feasible and sol.method in ("local", "penalty", "penalty+merge", "penalty+polish", "penalty+merge+polish",
-                                                    "penalty+neighbourhood", "penalty+neighbourhood+polish")
+        assert sol.feasible and sol.method in (
+            "local",
+            "penalty",
+            "penalty+merge",
+            "penalty+polish",
+            "penalty+merge+polish",
+            "penalty+neighbourhood",
+            "penalty+neighbourhood+polish",
+        )
         assert sol.cost == evaluate(g, sol.assignment).cost >= best[0]
 
 
-def test_cli_output_stays_clean(example: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_cli_output_stays_clean(example: Path, capfd: pytest.CaptureFixture[str]) -> None:  # noqa: F811 (the fixture)
     # toulbar2 prints to standard output; the worker's goes to /dev/null, so the contest answer
     # is still exactly two lines (captured at the file-descriptor level, children included).
     assert main(["iopddl", str(example), "--time-limit", "4", "--method", "penalty"]) == 0
@@ -193,13 +205,16 @@ def test_empty_slice_is_retried_with_twice_the_time(monkeypatch: pytest.MonkeyPa
     calls: list[tuple[int, list[float]]] = []
     real = RelaxedSolver.solve
 
-    def flaky(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
+    def flaky(
+        self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None
+    ) -> list[int] | None:
         calls.append((seconds, list(w)))
         return None if len(calls) == 2 else real(self, w, seconds, seed, hint)
 
     monkeypatch.setattr(penalty.RelaxedSolver, "solve", flaky)
-    g = StrategyGraph.build([[0, 50], [0, 3]], [[10, 1], [10, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
-                            usage_limit=15)
+    g = StrategyGraph.build(
+        [[0, 50], [0, 3]], [[10, 1], [10, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]], usage_limit=15
+    )
     monkeypatch.setattr(penalty._Shared, "reserve", lambda self: 0.0)  # no time kept back for merges
     sol = solve_penalty(g, 4.0, slice_seconds=1)
     assert sol.assignment == (0, 1) and sol.cost == 3
@@ -219,7 +234,7 @@ def test_step_grows_when_the_relaxed_optimum_comes_back(monkeypatch: pytest.Monk
     sol = solve_penalty(g, 3.0, slice_seconds=1)
     assert sol.feasible and sol.cost == 50
     assert len(seen) >= 5
-    steps = [float(b[0] - a[0]) for a, b in zip(seen, seen[1:], strict=False)]
+    steps = [float(b[0] - a[0]) for a, b in itertools.pairwise(seen)]
     assert steps[0] > 0 and steps[1] == pytest.approx(steps[0])  # first repeat: the step as it was
     assert steps[2] == pytest.approx(1.5 * steps[1]) and steps[3] == pytest.approx(1.5 * steps[2])
 
@@ -233,7 +248,9 @@ def test_first_penalties_are_the_lagrangian_prices(monkeypatch: pytest.MonkeyPat
     found: list[tuple[float, np.ndarray]] = []
     real, real_prices = RelaxedSolver.solve, penalty.lagrange_prices
 
-    def logged(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
+    def logged(
+        self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None
+    ) -> list[int] | None:
         if not first:
             first.append(np.array(w))
         return real(self, w, seconds, seed, hint)
@@ -261,14 +278,22 @@ def test_each_relaxed_problem_starts_from_the_previous_optimum(monkeypatch: pyte
     optima = [[2, 0], [0, 0], [1, 0], [1, 0]]
     hints: list[list[int] | None] = []
 
-    def scripted(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
+    def scripted(
+        self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None
+    ) -> list[int] | None:
         hints.append(None if hint is None else list(hint))
         return optima[min(len(hints), len(optima)) - 1]
 
     monkeypatch.setattr(penalty.RelaxedSolver, "solve", scripted)
     _quick_rounds(monkeypatch)
-    g = StrategyGraph.build([[0, 50, 1], [0, 60]], [[100, 1, 100], [100, 1]], [[0, 4], [1, 5]], [[0, 1]],
-                            [[0, 0, 0, 0, 0, 0]], usage_limit=195)
+    g = StrategyGraph.build(
+        [[0, 50, 1], [0, 60]],
+        [[100, 1, 100], [100, 1]],
+        [[0, 4], [1, 5]],
+        [[0, 1]],
+        [[0, 0, 0, 0, 0, 0]],
+        usage_limit=195,
+    )
     solve_penalty(g, 3.0, slice_seconds=1)  # room for five rounds after the worker's start
     assert len(hints) >= 5
     assert hints[:5] == [None, [2, 0], [0, 0], [1, 0], [1, 0]]
@@ -281,19 +306,27 @@ def test_step_grows_when_the_overflow_stalls(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(penalty, "START_SCALES", ())  # the loop's own steps from its first round
     seen: list[np.ndarray] = []
 
-    def alternating(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
+    def alternating(
+        self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None
+    ) -> list[int] | None:
         seen.append(np.array(w))
         return [2 * (len(seen) % 2), 0]
 
     monkeypatch.setattr(penalty.RelaxedSolver, "solve", alternating)
     monkeypatch.setattr(penalty, "STALL_BOOST", 0.0)  # the additive step alone
     _quick_rounds(monkeypatch)
-    g = StrategyGraph.build([[0, 50, 1], [0, 60]], [[100, 1, 100], [100, 1]], [[0, 4], [1, 5]], [[0, 1]],
-                            [[0, 0, 0, 0, 0, 0]], usage_limit=195)
+    g = StrategyGraph.build(
+        [[0, 50, 1], [0, 60]],
+        [[100, 1, 100], [100, 1]],
+        [[0, 4], [1, 5]],
+        [[0, 1]],
+        [[0, 0, 0, 0, 0, 0]],
+        usage_limit=195,
+    )
     sol = solve_penalty(g, 3.0, slice_seconds=1)
     assert sol.feasible and sol.cost == 50
     assert len(seen) >= 5
-    steps = [float(b[0] - a[0]) for a, b in zip(seen, seen[1:], strict=False)]
+    steps = [float(b[0] - a[0]) for a, b in itertools.pairwise(seen)]
     assert steps[0] > 0 and steps[1] == pytest.approx(steps[0])
     assert steps[2] == pytest.approx(1.5 * steps[1]) and steps[3] == pytest.approx(1.5 * steps[2])
 
@@ -304,14 +337,17 @@ def test_a_failed_worker_ends_only_its_trajectory(monkeypatch: pytest.MonkeyPatc
     penalty = importlib.import_module("shardwise.search.penalty")
     real = RelaxedSolver.solve
 
-    def crashing(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
+    def crashing(
+        self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None
+    ) -> list[int] | None:
         if seed >= 7919 or everyone:  # the second trajectory's seeds start at seed + 7919
             raise SearchError("toulbar2 worker: expected a reply, got EOFError: the other side closed the pipe")
         return real(self, w, seconds, seed, hint)
 
     monkeypatch.setattr(penalty.RelaxedSolver, "solve", crashing)
-    g = StrategyGraph.build([[0, 50], [0, 3]], [[10, 1], [10, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]],
-                            usage_limit=15)
+    g = StrategyGraph.build(
+        [[0, 50], [0, 3]], [[10, 1], [10, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0, 0, 0, 0]], usage_limit=15
+    )
     everyone = False
     sol = solve_penalty(g, 3.0, trajectories=2, slice_seconds=1)
     assert sol.feasible and sol.assignment == (0, 1) and sol.cost == 3
@@ -337,7 +373,7 @@ def test_stalled_rounds_boost_the_hot_penalties(monkeypatch: pytest.MonkeyPatch)
     sol = solve_penalty(g, 3.0, slice_seconds=1)
     assert sol.feasible and sol.cost == 50
     assert len(seen) >= 5
-    ratios = [b / a for a, b in zip(seen, seen[1:], strict=False)]
+    ratios = [b / a for a, b in itertools.pairwise(seen)]
     for r, want in zip(ratios, [1.0, 1.05, 1.075, 1.1125], strict=False):
         assert r == pytest.approx([want, want])
 
@@ -474,7 +510,9 @@ def test_trajectories_start_again_from_fresh_prices(monkeypatch: pytest.MonkeyPa
         calls.append((time.perf_counter(), seed))
         return np.array([3.0, 5.0]) if len(calls) == 1 else np.array([7.0, 11.0])
 
-    def logged(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
+    def logged(
+        self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None
+    ) -> list[int] | None:
         solves.append((time.perf_counter(), np.array(w), None if hint is None else list(hint)))
         return [0, 0]
 
@@ -541,7 +579,8 @@ def test_a_last_descent_round_that_overruns_is_abandoned(monkeypatch: pytest.Mon
 
 
 def test_the_merging_trajectory_descends_at_most_as_long_as_its_penalty_rounds_in_each_half(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # The merging trajectory makes a descent round when the descent has one and has so far taken
     # no longer than the penalty rounds of the same half (before, or since, the restart).
     penalty = importlib.import_module("shardwise.search.penalty")
@@ -578,7 +617,9 @@ def test_descent_rounds_follow_each_other_while_they_find_the_best(monkeypatch: 
     penalty = importlib.import_module("shardwise.search.penalty")
     _quick_rounds(monkeypatch)
 
-    def slow(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
+    def slow(
+        self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None
+    ) -> list[int] | None:
         time.sleep(0.8)
         return [0, 0]
 
@@ -600,7 +641,7 @@ def test_descent_rounds_follow_each_other_while_they_find_the_best(monkeypatch: 
     monkeypatch.setattr(penalty._Shared, "descend", descend)
     solve_penalty(_hot_pair(), 8.0, slice_seconds=1)
     assert rounds
-    back_to_back = sum(1 for (_, e0), (s1, _) in zip(rounds, rounds[1:]) if s1 - e0 < 0.05)
+    back_to_back = sum(1 for (_, e0), (s1, _) in itertools.pairwise(rounds) if s1 - e0 < 0.05)
     assert back_to_back >= 3
 
 
@@ -610,13 +651,16 @@ def test_relaxed_optima_closer_to_the_limit_than_before_are_repaired(monkeypatch
     # trajectory comes that close to the limit, and not again.
     penalty = importlib.import_module("shardwise.search.penalty")
     monkeypatch.setattr(penalty, "START_SCALES", ())  # the loop's own steps from its first round
-    g = StrategyGraph.build([[0, 50]] * 3, [[100, 1]] * 3, [[0, 4], [1, 5], [2, 6]], [[0, 1]], [[0, 0, 0, 0]],
-                            usage_limit=110)
+    g = StrategyGraph.build(
+        [[0, 50]] * 3, [[100, 1]] * 3, [[0, 4], [1, 5], [2, 6]], [[0, 1]], [[0, 0, 0, 0]], usage_limit=110
+    )
     script = [[0, 0, 0], [0, 0, 0], [0, 0, 1], [0, 0, 1], [0, 0, 1]]
     repaired: list[tuple[int, ...]] = []
     real_local = penalty.solve_local
 
-    def scripted(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
+    def scripted(
+        self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None
+    ) -> list[int] | None:
         time.sleep(0.05)  # a few dozen rounds, not thousands
         return list(script.pop(0)) if script else [0, 0, 1]
 
@@ -715,7 +759,9 @@ def test_a_descent_slot_makes_rounds_for_up_to_one_rounds_time(monkeypatch: pyte
     assert all(any(r[1] <= t <= r[1] + 0.02 for t in merges) for r in rounds)  # a merge after each
 
 
-def test_first_rounds_try_scaled_start_prices_and_go_on_from_the_cheapest_repair(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_first_rounds_try_scaled_start_prices_and_go_on_from_the_cheapest_repair(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # The first rounds solve the start prices at each scale of START_SCALES, without a hint, and
     # repair every answer; the trajectory then goes on from the scale whose repaired assignment
     # was cheapest (x2 here), hinted with that scale's relaxed optimum.
@@ -724,13 +770,16 @@ def test_first_rounds_try_scaled_start_prices_and_go_on_from_the_cheapest_repair
     monkeypatch.setattr(penalty, "_start_penalties", lambda g, seconds, seed: np.array([4.0, 8.0]))
     monkeypatch.setattr(penalty._Shared, "reserve", lambda self: 0.0)
     monkeypatch.setattr(penalty, "RESTART_SHARE", 2.0)  # no restart in this test
-    g = StrategyGraph.build([[0, 50, 30], [0, 60]], [[100, 1, 1], [100, 1]], [[0, 4], [1, 5]], [[0, 1]],
-                            [[0] * 6], usage_limit=195)
+    g = StrategyGraph.build(
+        [[0, 50, 30], [0, 60]], [[100, 1, 1], [100, 1]], [[0, 4], [1, 5]], [[0, 1]], [[0] * 6], usage_limit=195
+    )
     by_scale = {1.0: [0, 0], 2.0: [1, 0], 0.5: [2, 0]}
     repaired_cost = {(0, 0): 100, (1, 0): 50, (2, 0): 80}
     solves: list[tuple[list[float], list[int] | None]] = []
 
-    def scripted(self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
+    def scripted(
+        self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None
+    ) -> list[int] | None:
         time.sleep(0.05)
         solves.append((w.tolist(), None if hint is None else list(hint)))
         return list(by_scale.get(float(w[0]) / 4.0, [0, 0]))

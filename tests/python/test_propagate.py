@@ -7,19 +7,17 @@ import warnings
 from pathlib import Path
 
 import pytest
+import shardwise as sw
 from corpus import conformance_dir
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import shardwise as sw
 from shardwise.cli import main
 
 jax = pytest.importorskip("jax")
-import jax.numpy as jnp  # noqa: E402
-from jax.sharding import AxisType, NamedSharding  # noqa: E402
-from jax.sharding import PartitionSpec as P  # noqa: E402
-
-from shardwise.importers._jaxlib import context, ir  # noqa: E402
+import jax.numpy as jnp
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+from shardwise.importers._jaxlib import context, ir
 
 
 def _shardy(text: str, pipeline: str = "builtin.module(sdy-propagation-pipeline)") -> str:
@@ -67,14 +65,31 @@ def _conv(x, k):  # type: ignore[no-untyped-def]
 
 
 def _programs(mesh: object) -> list[tuple[str, object, tuple[object, ...]]]:
-    a = lambda shape, spec: _arg(shape, spec, mesh)  # noqa: E731
+    a = lambda shape, spec: _arg(shape, spec, mesh)
     return [
-        ("attention", _attention, (a((8, 16, 32), P("x", None, None)), a((32, 32), P(None, "y")), a((32, 32), P(None, "y")), a((32, 32), P(None, "y")))),
-        ("mlp_grad", jax.grad(_mlp_loss, argnums=(0, 1)), (a((32, 64), P(None, "y")), a((64, 32), P("y", None)), a((16, 32), P("x", None)))),
+        (
+            "attention",
+            _attention,
+            (
+                a((8, 16, 32), P("x", None, None)),
+                a((32, 32), P(None, "y")),
+                a((32, 32), P(None, "y")),
+                a((32, 32), P(None, "y")),
+            ),
+        ),
+        (
+            "mlp_grad",
+            jax.grad(_mlp_loss, argnums=(0, 1)),
+            (a((32, 64), P(None, "y")), a((64, 32), P("y", None)), a((16, 32), P("x", None))),
+        ),
         ("scan", _scan, (a((16, 16), P("x", None)), a((5, 16, 16), P(None, None, "y")))),
         ("cond", _cond, (jax.ShapeDtypeStruct((), jnp.float32), a((8, 8), P("x", "y")))),  # type: ignore[no-untyped-call]
         ("conv", _conv, (a((8, 16, 16, 4), P("x", None, None, None)), a((3, 3, 4, 8), P(None, None, None, "y")))),
-        ("reshape_chain", lambda v: (v.reshape(4, 2, 8, 8).transpose(1, 0, 3, 2).reshape(8, 64) * 2).sum(0), (a((8, 64), P(("x", "y"), None)),)),
+        (
+            "reshape_chain",
+            lambda v: (v.reshape(4, 2, 8, 8).transpose(1, 0, 3, 2).reshape(8, 64) * 2).sum(0),
+            (a((8, 64), P(("x", "y"), None)),),
+        ),
     ]
 
 
@@ -91,7 +106,7 @@ def test_named_pipelines_match_shardy(pipeline: str) -> None:
     from shardwise.api import PIPELINES
 
     mesh = _mesh()
-    name, fn, args = _programs(mesh)[1]
+    _name, fn, args = _programs(mesh)[1]
     text = jax.jit(fn).lower(*args).as_text()
     # The single passes expect imported input (data-flow edges etc.): take Shardy's import.
     imported = _shardy(text, "builtin.module(sdy-import-pipeline)")
@@ -101,7 +116,10 @@ def test_named_pipelines_match_shardy(pipeline: str) -> None:
 def test_conservative_option() -> None:
     from shardwise.api import pipeline_text
 
-    assert pipeline_text("basic", conservative=True) == "builtin.module(sdy-basic-propagate{conservative-propagation=true})"
+    assert (
+        pipeline_text("basic", conservative=True)
+        == "builtin.module(sdy-basic-propagate{conservative-propagation=true})"
+    )
     with pytest.raises(ValueError, match="conservative=True needs a pipeline name"):
         pipeline_text("builtin.module(sdy-basic-propagate)", conservative=True)
     mesh = _mesh()
@@ -117,7 +135,15 @@ def test_conservative_option() -> None:
 # ----------------------------------------------------------------------------- properties
 
 _MESH = sw.Mesh({"x": 2, "y": 4})
-_SPECS = [[None, None], [["x"], None], [None, ["y"]], [["x"], ["y"]], [["y"], None], [["x", "y"], None], [None, ["y", "x"]]]
+_SPECS = [
+    [None, None],
+    [["x"], None],
+    [None, ["y"]],
+    [["x"], ["y"]],
+    [["y"], None],
+    [["x", "y"], None],
+    [None, ["y", "x"]],
+]
 
 
 @st.composite
@@ -173,12 +199,15 @@ def test_propagation_properties(m: sw.Module) -> None:
 @given(st.binary(min_size=0, max_size=40), st.integers(0, 10**6))
 def test_fuzzed_modules_never_panic(noise: bytes, seed: int) -> None:
     """Random damage to a valid module: parse errors or clean shardwise errors, never a panic."""
-    base = _MESH.op_text("mesh") + """
+    base = (
+        _MESH.op_text("mesh")
+        + """
     func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> tensor<8x8xf32> {
       %0 = stablehlo.tanh %arg0 : tensor<8x8xf32>
       %1 = stablehlo.transpose %0, dims = [1, 0] : (tensor<8x8xf32>) -> tensor<8x8xf32>
       return %1 : tensor<8x8xf32>
     }"""
+    )
     pos = seed % len(base)
     text = base[:pos] + noise.decode("latin-1") + base[pos + len(noise) // 2 :]
     try:
@@ -205,5 +234,7 @@ def test_propagate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert main(["propagate", str(src), "-o", str(out), "--pipeline", "builtin.module(sdy-propagation-pipeline)"]) == 0
     assert "propagated" in capsys.readouterr().out
     assert out.read_text() == _shardy((root / "dev" / "mlp_tp_megatron.out.mlir").read_text(), "builtin.module()")
-    assert main(["propagate", str(src), "-o", str(tmp_path / "x.mlir"), "--pipeline", "builtin.module(no-such-pass)"]) == 2
+    assert (
+        main(["propagate", str(src), "-o", str(tmp_path / "x.mlir"), "--pipeline", "builtin.module(no-such-pass)"]) == 2
+    )
     assert "no-such-pass" in capsys.readouterr().err and not (tmp_path / "x.mlir").exists()

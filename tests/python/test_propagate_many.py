@@ -9,7 +9,6 @@ import signal
 import time
 
 import pytest
-
 import shardwise as sw
 from programs import transformer_step
 from shardwise.importers.mlir import load_mlir
@@ -126,7 +125,9 @@ def test_candidate_batch_calls_equal_one_by_one(step: sw.Module) -> None:
     # call, on any number of threads, still gives what propagating one by one gives.
     m = step.copy()
     batch = sw.CandidateBatch(m)
-    m.funcs[0].args[0].sharding = sw.TensorSharding(m.meshes["mesh"], [["x"]] + [[] for _ in m.funcs[0].args[0].type.shape[1:]])
+    m.funcs[0].args[0].sharding = sw.TensorSharding(
+        m.meshes["mesh"], [["x"]] + [[] for _ in m.funcs[0].args[0].type.shape[1:]]
+    )
     for seed, threads in ((11, 2), (12, 1), (11, 2)):
         cands = _candidates(step, 3, seed=seed)
         results = batch.propagate(cands, threads=threads)

@@ -12,10 +12,9 @@ import re
 from typing import Any
 
 import pytest
+import shardwise as sw
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import shardwise as sw
 from programs import transformer_step
 from shardwise import _native
 from shardwise.importers.mlir import load_mlir
@@ -96,7 +95,16 @@ def _fields(out: Any) -> tuple[Any, ...]:
     table, index = out.sharding_table
     assert [None if i < 0 else table[i] for i in index] == out.shardings
     assert len({repr(w) for w in table}) == len(table)
-    return (out.shardings, out.func_results, out.erased_ops, out.rule_ops, out.group_conflicts, out.rounds, out.visits, out.updates)
+    return (
+        out.shardings,
+        out.func_results,
+        out.erased_ops,
+        out.rule_ops,
+        out.group_conflicts,
+        out.rounds,
+        out.visits,
+        out.updates,
+    )
 
 
 def _singles(cap: Captured, candidates: list[tuple[list[Any], list[Any]]]) -> list[Any]:
@@ -112,7 +120,9 @@ def _singles(cap: Captured, candidates: list[tuple[list[Any], list[Any]]]) -> li
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), count=st.integers(2, 12), threads=st.sampled_from([1, 2, 3]))
-def test_batched_solves_equal_single_solves(captured: tuple[sw.Module, Captured], seed: int, count: int, threads: int) -> None:
+def test_batched_solves_equal_single_solves(
+    captured: tuple[sw.Module, Captured], seed: int, count: int, threads: int
+) -> None:
     m, cap = captured
     rng = random.Random(seed)
     candidates = [_random_candidate(m, cap, rng) for _ in range(count)]
@@ -129,8 +139,13 @@ def test_batched_solves_equal_single_solves(captured: tuple[sw.Module, Captured]
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**32 - 1), calls=st.lists(st.tuples(st.integers(1, 6), st.sampled_from([1, 2, 3])), min_size=2, max_size=4))
-def test_later_calls_of_a_batch_equal_single_solves(captured: tuple[sw.Module, Captured], seed: int, calls: list[tuple[int, int]]) -> None:
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    calls=st.lists(st.tuples(st.integers(1, 6), st.sampled_from([1, 2, 3])), min_size=2, max_size=4),
+)
+def test_later_calls_of_a_batch_equal_single_solves(
+    captured: tuple[sw.Module, Captured], seed: int, calls: list[tuple[int, int]]
+) -> None:
     """A batch keeps its workers' steps and caches from call to call (and a call on more
     threads than before adds fresh workers): every call still gives the single solves."""
     m, cap = captured

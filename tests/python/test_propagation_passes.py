@@ -19,16 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 import shardwise as sw
 from shardwise.errors import InvalidShardingError, ProgramError
 from shardwise.propagation import PASSES, PropagationStats, ShardingGroupWarning, propagate
 from shardwise.rules import UnknownOpWarning
 
 jax_mlir = pytest.importorskip("jax._src.interpreters.mlir", reason="jax/jaxlib (the test extra) is not installed")
-from jaxlib.mlir import ir, passmanager  # noqa: E402
-
-from corpus import conformance_dir  # noqa: E402
+from corpus import conformance_dir
+from jaxlib.mlir import ir, passmanager
 
 pytestmark = [pytest.mark.jax, pytest.mark.filterwarnings("ignore::shardwise.rules.UnknownOpWarning")]
 
@@ -177,7 +175,10 @@ def program(seed: int, priorities: bool = False, op_shardings: bool = True) -> s
             line, out, ins = f"{v} = stablehlo.tanh {x}{attr(shape)} : {_type(shape)}", shape, [x]
         elif kind == "transpose" and len(shape) == 2:
             out = (shape[1], shape[0])
-            line, ins = f"{v} = stablehlo.transpose {x}, dims = [1, 0]{attr(out)} : ({_type(shape)}) -> {_type(out)}", [x]
+            line, ins = (
+                f"{v} = stablehlo.transpose {x}, dims = [1, 0]{attr(out)} : ({_type(shape)}) -> {_type(out)}",
+                [x],
+            )
         elif kind == "dot" and len(shape) == 2 and any(len(w[1]) == 2 and w[1][0] == shape[1] for w in values):
             y, ys = r.choice([w for w in values if len(w[1]) == 2 and w[1][0] == shape[1]])
             out = (shape[0], ys[1])
@@ -187,12 +188,23 @@ def program(seed: int, priorities: bool = False, op_shardings: bool = True) -> s
             out = r.choice([s for s in SHAPES if s != shape and math.prod(s) == 128])
             line, ins = f"{v} = stablehlo.reshape {x}{attr(out)} : ({_type(shape)}) -> {_type(out)}", [x]
         elif kind == "constraint":
-            line, out, ins = f"{v} = sdy.sharding_constraint {x} {_sharding(r, shape, priorities)} : {_type(shape)}", shape, [x]
+            line, out, ins = (
+                f"{v} = sdy.sharding_constraint {x} {_sharding(r, shape, priorities)} : {_type(shape)}",
+                shape,
+                [x],
+            )
         elif kind == "broadcast" and len(shape) == 2:
             out = (*shape, 4)
-            line, ins = f"{v} = stablehlo.broadcast_in_dim {x}, dims = [0, 1]{attr(out)} : ({_type(shape)}) -> {_type(out)}", [x]
+            line, ins = (
+                f"{v} = stablehlo.broadcast_in_dim {x}, dims = [0, 1]{attr(out)} : ({_type(shape)}) -> {_type(out)}",
+                [x],
+            )
         elif kind == "custom":
-            line, out, ins = f"{v} = stablehlo.custom_call @foo({x}){attr(shape)} : ({_type(shape)}) -> {_type(shape)}", shape, [x]
+            line, out, ins = (
+                f"{v} = stablehlo.custom_call @foo({x}){attr(shape)} : ({_type(shape)}) -> {_type(shape)}",
+                shape,
+                [x],
+            )
         else:
             continue
         lines.append("  " + line)
@@ -218,14 +230,21 @@ GENERATED = [
     ("basic", "sdy-basic-propagate", {}, False),
     ("basic", "sdy-basic-propagate{conservative-propagation=true}", {"conservative": True}, False),
     ("aggressive", "sdy-aggressive-propagate", {}, False),
-    ("aggressive", "sdy-aggressive-propagate{propagation-strategy=basic-then-aggressive}", {"propagation_strategy": "basic-then-aggressive"}, False),
+    (
+        "aggressive",
+        "sdy-aggressive-propagate{propagation-strategy=basic-then-aggressive}",
+        {"propagation_strategy": "basic-then-aggressive"},
+        False,
+    ),
     ("op-priority", "sdy-op-priority-propagate", {}, False),
     ("user-priority", "sdy-user-priority-propagate", {}, True),
 ]
 
 
 @pytest.mark.parametrize("pass_name, pipeline, options, priorities", GENERATED, ids=[g[1] for g in GENERATED])
-def test_generated_programs_match_shardy(pass_name: str, pipeline: str, options: dict[str, Any], priorities: bool) -> None:
+def test_generated_programs_match_shardy(
+    pass_name: str, pipeline: str, options: dict[str, Any], priorities: bool
+) -> None:
     for seed in range(40):
         text = program(seed, priorities)
         expected = shardy(text, f"builtin.module({pipeline})")
@@ -238,15 +257,39 @@ def test_generated_programs_match_shardy(pass_name: str, pipeline: str, options:
 #: result makes it look up an origin that does not exist (undefined behaviour: it prints
 #: garbage such as ``": 0"``, or crashes).
 DEBUG_GENERATED = [
-    ("aggressive", "sdy-aggressive-propagate{debug-propagation-edge-sharding=true}", {"debug_propagation_edge_sharding": True}, True),
-    ("basic", "sdy-basic-propagate{debug-sharding-origins=true debug-propagation-edge-sharding=true}", {"debug_sharding_origins": True, "debug_propagation_edge_sharding": True}, False),
-    ("op-priority", "sdy-op-priority-propagate{debug-sharding-origins=true debug-propagation-edge-sharding=true}", {"debug_sharding_origins": True, "debug_propagation_edge_sharding": True}, False),
-    ("user-priority", "sdy-user-priority-propagate{debug-propagation-edge-sharding=true}", {"debug_propagation_edge_sharding": True}, True),
+    (
+        "aggressive",
+        "sdy-aggressive-propagate{debug-propagation-edge-sharding=true}",
+        {"debug_propagation_edge_sharding": True},
+        True,
+    ),
+    (
+        "basic",
+        "sdy-basic-propagate{debug-sharding-origins=true debug-propagation-edge-sharding=true}",
+        {"debug_sharding_origins": True, "debug_propagation_edge_sharding": True},
+        False,
+    ),
+    (
+        "op-priority",
+        "sdy-op-priority-propagate{debug-sharding-origins=true debug-propagation-edge-sharding=true}",
+        {"debug_sharding_origins": True, "debug_propagation_edge_sharding": True},
+        False,
+    ),
+    (
+        "user-priority",
+        "sdy-user-priority-propagate{debug-propagation-edge-sharding=true}",
+        {"debug_propagation_edge_sharding": True},
+        True,
+    ),
 ]
 
 
-@pytest.mark.parametrize("pass_name, pipeline, options, op_shardings", DEBUG_GENERATED, ids=[g[1] for g in DEBUG_GENERATED])
-def test_generated_programs_debug_info_matches_shardy(pass_name: str, pipeline: str, options: dict[str, Any], op_shardings: bool) -> None:
+@pytest.mark.parametrize(
+    "pass_name, pipeline, options, op_shardings", DEBUG_GENERATED, ids=[g[1] for g in DEBUG_GENERATED]
+)
+def test_generated_programs_debug_info_matches_shardy(
+    pass_name: str, pipeline: str, options: dict[str, Any], op_shardings: bool
+) -> None:
     for seed in range(40):
         text = program(seed, priorities=pass_name == "user-priority", op_shardings=op_shardings)
         expected = shardy(text, f"builtin.module({pipeline})")
@@ -275,17 +318,23 @@ def test_copy_or_in_place() -> None:
     assert stats.rounds == 1 and stats.visits >= 4 and stats.updates >= 3 and stats.erased == stats.inserted == 0
     assert propagate(module, "aggressive") is module
     assert module.to_mlir() == copy.to_mlir()
-    assert copy.func().args[1].sharding == sw.TensorSharding.parse('#sdy.sharding<@mesh, [{"a", ?}, {"b", ?}]>', module.meshes)
+    assert copy.func().args[1].sharding == sw.TensorSharding.parse(
+        '#sdy.sharding<@mesh, [{"a", ?}, {"b", ?}]>', module.meshes
+    )
     assert "rounds=1" in repr(stats)
 
 
 def test_every_pass_name_and_strategy() -> None:
     for name in PASSES:
         for strategy in ("basic", "aggressive", "basic-then-aggressive"):
-            expected_pipeline = f"{PASSES[name]}{{propagation-strategy={strategy}}}" if name != "basic" else PASSES[name]
+            expected_pipeline = (
+                f"{PASSES[name]}{{propagation-strategy={strategy}}}" if name != "basic" else PASSES[name]
+            )
             expected = shardy(SIMPLE, f"builtin.module({expected_pipeline})")
             assert ours(SIMPLE, name, propagation_strategy=strategy) == expected
-    text = SIMPLE.replace("stablehlo.abs %0", "stablehlo.abs %0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {\"a\"}]>]>}")
+    text = SIMPLE.replace(
+        "stablehlo.abs %0", 'stablehlo.abs %0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"a"}]>]>}'
+    )
     for name in ("op-priority", "user-priority"):
         expected = shardy(text, f"builtin.module({PASSES[name]}{{run-op-priority-propagation=false}})")
         assert ours(text, name, run_op_priority=False) == expected
@@ -373,7 +422,8 @@ func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a
 
 def test_sharding_rules_kept_or_removed() -> None:
     text = SIMPLE.replace(
-        "stablehlo.abs %0 :", 'stablehlo.abs %0 {sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=8, j=8}>} :'
+        "stablehlo.abs %0 :",
+        "stablehlo.abs %0 {sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=8, j=8}>} :",
     )
     module = sw.load_mlir(text)
     propagate(module, "basic", keep_sharding_rules=True)
@@ -478,9 +528,15 @@ def test_registered_passes_take_shardy_options(registered: Any) -> None:
     from shardwise.passes import run_pipeline
 
     module = sw.load_mlir(SIMPLE)
-    run_pipeline(module, "builtin.module(sdy-aggressive-propagate{propagation-strategy=basic module-dump-directory=/tmp})")
+    run_pipeline(
+        module, "builtin.module(sdy-aggressive-propagate{propagation-strategy=basic module-dump-directory=/tmp})"
+    )
     assert module.to_mlir() == shardy(SIMPLE, "builtin.module(sdy-aggressive-propagate{propagation-strategy=basic})")
-    for options in ("debug-sharding-origins=true", "debug-propagation-edge-sharding=true", "debug-sharding-origins=true debug-propagation-edge-sharding=true"):
+    for options in (
+        "debug-sharding-origins=true",
+        "debug-propagation-edge-sharding=true",
+        "debug-sharding-origins=true debug-propagation-edge-sharding=true",
+    ):
         pipeline = f"builtin.module(sdy-basic-propagate{{{options}}})"
         module = sw.load_mlir(SIMPLE)
         run_pipeline(module, pipeline)
@@ -524,7 +580,9 @@ def test_trace_records_origins_and_edges_as_data() -> None:
         a: [Edge(("operand", 0), ("operand", 1), 1), Edge(("operand", 0), ("result", 0), 1)],
     }
     assert trace.edges[dot][b] == [Edge(("result", 0), ("operand", 1), 3)]
-    assert trace.func_result_edges[f] == [{b: [Edge(("result", 0), ("operand", 0), 0)], a: [Edge(("operand", 0), ("result", 0), 4)]}]
+    assert trace.func_result_edges[f] == [
+        {b: [Edge(("result", 0), ("operand", 0), 0)], a: [Edge(("operand", 0), ("result", 0), 4)]}
+    ]
     assert (trace.first_step, trace.next_step) == (0, 5)
     # The trace writes nothing: the module is what propagation alone gives.
     assert module.to_mlir() == shardy(TRACED, "builtin.module(sdy-aggressive-propagate)")
@@ -535,7 +593,10 @@ def test_trace_records_origins_and_edges_as_data() -> None:
     [
         ({"debug_sharding_origins": True}, "debug-sharding-origins=true"),
         ({"debug_propagation_edge_sharding": True}, "debug-propagation-edge-sharding=true"),
-        ({"debug_sharding_origins": True, "debug_propagation_edge_sharding": True}, "debug-sharding-origins=true debug-propagation-edge-sharding=true"),
+        (
+            {"debug_sharding_origins": True, "debug_propagation_edge_sharding": True},
+            "debug-sharding-origins=true debug-propagation-edge-sharding=true",
+        ),
     ],
 )
 def test_debug_attributes_print_as_shardy_prints_them(options: dict[str, Any], flags: str) -> None:
@@ -554,11 +615,17 @@ def test_native_printers() -> None:
     from shardwise import _native
 
     a, c_sub = sw.AxisRef("a"), sw.AxisRef("c", 1, 2)
-    assert _native.sharding_origins_text([(c_sub._wire(), "self"), (a._wire(), "input: 0")]) == '{a = "input: 0", "c:(1)2" = "self"}'
+    assert (
+        _native.sharding_origins_text([(c_sub._wire(), "self"), (a._wire(), "input: 0")])
+        == '{a = "input: 0", "c:(1)2" = "self"}'
+    )
     assert _native.propagation_edges_text([]) is None
     text = _native.propagation_edges_text(
         [
-            (c_sub._wire(), [("result", 0, "operand", 1, 3), ("result", 0, "operand", 0, 5), ("result", 0, "operand", 0, 2)]),
+            (
+                c_sub._wire(),
+                [("result", 0, "operand", 1, 3), ("result", 0, "operand", 0, 5), ("result", 0, "operand", 0, 2)],
+            ),
             (a._wire(), [("operand", 0, "result", 0, 2)]),
         ]
     )

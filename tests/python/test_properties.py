@@ -25,6 +25,7 @@ minimal input.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import pickle
@@ -37,7 +38,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
-
 from shardwise import (
     AxisRef,
     ConversionError,
@@ -49,7 +49,6 @@ from shardwise import (
     ShardingParseError,
     TensorSharding,
 )
-
 
 # SHARDWISE_PROPERTY_SCALE=10 runs ten times as many examples per property (for a deeper search).
 _SCALE = max(1, int(os.environ.get("SHARDWISE_PROPERTY_SCALE", "1")))
@@ -79,7 +78,7 @@ def expect_sharding_error_only(fn: Callable[..., Any], *args: Any, **kwargs: Any
         return None
     except (KeyboardInterrupt, SystemExit):
         raise
-    except BaseException as e:  # noqa: BLE001 - PanicException derives from BaseException
+    except BaseException as e:
         raise AssertionError(
             f"{getattr(fn, '__qualname__', fn)}{args!r} raised {type(e).__module__}.{type(e).__name__}: {e}, "
             "expected a ShardingError subclass"
@@ -180,7 +179,7 @@ def shardings_on(draw: st.DrawFn, mesh: Mesh, name: str | None, max_rank: int = 
         cuts = [i for i in range(1, len(chain)) if draw(st.booleans())]
         bounds = [0] + cuts + [len(chain)]
         pre = 1
-        for lo, hi in zip(bounds, bounds[1:]):
+        for lo, hi in itertools.pairwise(bounds):
             size = math.prod(chain[lo:hi])
             ref = _ref(axis.name, axis.size, pre, size)
             pre *= size
@@ -206,7 +205,9 @@ def shardings_on(draw: st.DrawFn, mesh: Mesh, name: str | None, max_rank: int = 
     rep_in = draw(st.permutations(replicated))
     unr_in = draw(st.permutations(unreduced))
     if name is None:
-        return TensorSharding(mesh, dim_shardings, replicated=rep_in, unreduced=unr_in, reduction=reduction, inline=True)
+        return TensorSharding(
+            mesh, dim_shardings, replicated=rep_in, unreduced=unr_in, reduction=reduction, inline=True
+        )
     return TensorSharding(mesh, dim_shardings, replicated=rep_in, unreduced=unr_in, reduction=reduction, mesh_name=name)
 
 
@@ -233,7 +234,10 @@ def stripped(ts: TensorSharding, mesh: Mesh, name: str | None, *, keep_open_empt
     """``ts`` without propagation-only information: closed dims (open empty ones kept with
     ``keep_open_empty``, as a PartitionSpec's UNCONSTRAINED), no priorities, no explicitly
     replicated axes: what a layout format keeps."""
-    dims = [DimSharding((), closed=False) if keep_open_empty and d.is_open and not d.axes else DimSharding(d.axes) for d in ts.dims]
+    dims = [
+        DimSharding((), closed=False) if keep_open_empty and d.is_open and not d.axes else DimSharding(d.axes)
+        for d in ts.dims
+    ]
     if name is None:
         return TensorSharding(mesh, dims, unreduced=ts.unreduced, reduction=ts.reduction, inline=True)
     return TensorSharding(mesh, dims, unreduced=ts.unreduced, reduction=ts.reduction, mesh_name=name)
@@ -325,7 +329,10 @@ def test_sharding_per_value_round_trip(data: st.DataObject) -> None:
     n2 = data.draw(mesh_names.filter(lambda n: n != n1), label="n2")
     table = {n1: m1, n2: m2}
     ts = data.draw(
-        st.lists(st.sampled_from([(m1, n1), (m2, n2), (m1, None)]).flatmap(lambda mn: shardings_on(mn[0], mn[1], 3)), max_size=4),
+        st.lists(
+            st.sampled_from([(m1, n1), (m2, n2), (m1, None)]).flatmap(lambda mn: shardings_on(mn[0], mn[1], 3)),
+            max_size=4,
+        ),
         label="shardings",
     )
     text = TensorSharding.print_per_value(ts)
@@ -352,6 +359,7 @@ def test_generated_shardings_validate(case: Case, data: st.DataObject) -> None:
             ts.validate(user_shape, user=True)
     else:
         ts.validate(user_shape, user=True)
+
         # the RFC's rules for users' annotations on any shape: no sharded size-0 dim, and no dim
         # split further once the axes before its minor-most one already cover it
         def user_ok(d: DimSharding, n: int) -> bool:
@@ -436,7 +444,9 @@ def test_hlo_round_trip(case: Case) -> None:
     # HLO text is canonical: converting back gives the same text
     assert back.to_hlo_sharding() == hlo
     # the devices holding unreduced partial values are grouped alike
-    assert math.prod(_bounds(a, mesh)[1] for a in back.unreduced) == math.prod(_bounds(a, mesh)[1] for a in ts.unreduced)
+    assert math.prod(_bounds(a, mesh)[1] for a in back.unreduced) == math.prod(
+        _bounds(a, mesh)[1] for a in ts.unreduced
+    )
     # onto a mesh derived from the tile assignment: same blocks on the same device ids
     if hlo not in ("{replicated}", "{unreduced}"):
         derived = TensorSharding.from_hlo_sharding(hlo, ts.rank)
@@ -566,7 +576,11 @@ def coordinate_of(a: AxisRef, n: int) -> list[int]:
 
 
 @cfg(300)
-@given(st.sampled_from([2, 4, 6, 8, 12, 16, 24, 36]).flatmap(lambda n: st.tuples(st.just(n), axis_refs_of(n), axis_refs_of(n))))
+@given(
+    st.sampled_from([2, 4, 6, 8, 12, 16, 24, 36]).flatmap(
+        lambda n: st.tuples(st.just(n), axis_refs_of(n), axis_refs_of(n))
+    )
+)
 def test_axis_ref_relations_match_a_model(nab: tuple[int, AxisRef, AxisRef]) -> None:
     n, a, b = nab
     mesh = Mesh({"x": n})
@@ -580,7 +594,7 @@ def test_axis_ref_relations_match_a_model(nab: tuple[int, AxisRef, AxisRef]) -> 
     dependent = len(set(zip(fa, fb))) < sa * sb
     # both are pieces of one factorisation of the axis: their cut points form a divisor chain
     cuts = sorted({1, n, a.pre_size or 1, a.next_pre_size(mesh), b.pre_size or 1, b.next_pre_size(mesh)})
-    compatible = all(hi % lo == 0 for lo, hi in zip(cuts, cuts[1:]))
+    compatible = all(hi % lo == 0 for lo, hi in itertools.pairwise(cuts))
     assert a.overlaps(b) == b.overlaps(a)
     if compatible:
         assert a.overlaps(b) == dependent
@@ -627,7 +641,7 @@ VALID_TEXTS = [
     '#sdy.sharding<@mesh, [{"x", "y":(2)2, ?}p1, {}], replicated={"y":(1)2, "z"}>',
     '#sdy.sharding<@mesh, [{"z"}, {?}p0], unreduced=max{"x"}>',
     '<mesh<["a"=2, "b\\22"=4], device_ids=[7, 6, 5, 4, 3, 2, 1, 0]>, [{"b\\22":(1)2}, {"a"}]>',
-    '#sdy.sharding<@mesh, []>',
+    "#sdy.sharding<@mesh, []>",
 ]
 
 
@@ -650,7 +664,9 @@ def mutate(text: str, edits: list[tuple[int, int, str]]) -> str:
     return s
 
 
-mutation_chars = st.sampled_from(list('{}[]<>(),:="?@#p0123456789-x\\ ') + ["\n", "é", "99999999999999999999", "-1", "9223372036854775807"])
+mutation_chars = st.sampled_from(
+    list('{}[]<>(),:="?@#p0123456789-x\\ ') + ["\n", "é", "99999999999999999999", "-1", "9223372036854775807"]
+)
 edits = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 10_000), mutation_chars), min_size=1, max_size=4)
 
 
@@ -702,8 +718,13 @@ def test_mutated_generated_text_raises_only_sharding_errors(case: Case, edit: li
 
 @cfg(200)
 @given(
-    st.lists(st.tuples(axis_names, st.one_of(st.integers(-3, 9), st.sampled_from([0, -1, 2**62, 2**63 - 1, -(2**63)]))), max_size=4),
-    st.one_of(st.none(), st.lists(st.one_of(st.integers(-2, 40), st.sampled_from([2**62, 2**63 - 1, -(2**63)])), max_size=12)),
+    st.lists(
+        st.tuples(axis_names, st.one_of(st.integers(-3, 9), st.sampled_from([0, -1, 2**62, 2**63 - 1, -(2**63)]))),
+        max_size=4,
+    ),
+    st.one_of(
+        st.none(), st.lists(st.one_of(st.integers(-2, 40), st.sampled_from([2**62, 2**63 - 1, -(2**63)])), max_size=12)
+    ),
 )
 def test_mesh_numbers_raise_only_mesh_errors(axes: list[tuple[str, int]], ids: list[int] | None) -> None:
     m = expect_sharding_error_only(Mesh, axes, ids)
@@ -751,9 +772,14 @@ def _sub_axis_texts() -> st.SearchStrategy[str]:
     )
     refs = st.lists(ref, max_size=4).map(", ".join)
     prio = st.one_of(st.just(""), big.map(lambda p: f"p{p}"))
-    dim = st.tuples(refs, st.booleans(), prio).map(lambda t: "{" + t[0] + (", ?" if t[1] and t[0] else "?" if t[1] else "") + "}" + t[2])
+    dim = st.tuples(refs, st.booleans(), prio).map(
+        lambda t: "{" + t[0] + (", ?" if t[1] and t[0] else "?" if t[1] else "") + "}" + t[2]
+    )
     dims = st.lists(dim, max_size=3).map(", ".join)
-    extra = st.tuples(st.one_of(st.just(""), refs.map(lambda r: ", replicated={" + r + "}")), st.one_of(st.just(""), refs.map(lambda r: ", unreduced={" + r + "}")))
+    extra = st.tuples(
+        st.one_of(st.just(""), refs.map(lambda r: ", replicated={" + r + "}")),
+        st.one_of(st.just(""), refs.map(lambda r: ", unreduced={" + r + "}")),
+    )
     return st.tuples(dims, extra).map(lambda t: f"#sdy.sharding<@mesh, [{t[0]}]{t[1][0]}{t[1][1]}>")
 
 
@@ -785,12 +811,21 @@ def test_random_axis_lists_raise_only_sharding_errors(text: str, shape: list[int
 
 @cfg(300)
 @given(
-    st.lists(st.tuples(st.lists(st.sampled_from(["x", "y", "z", "w"]), max_size=3), st.booleans(), st.one_of(st.none(), st.integers(-2, 3))), max_size=3),
+    st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(["x", "y", "z", "w"]), max_size=3),
+            st.booleans(),
+            st.one_of(st.none(), st.integers(-2, 3)),
+        ),
+        max_size=3,
+    ),
     st.lists(st.sampled_from(["x", "y", "z", "w"]), max_size=3),
     st.lists(st.sampled_from(["x", "y", "z", "w"]), max_size=3),
     st.sampled_from(["sum", "max", "min", "prod", ""]),
 )
-def test_constructor_raises_only_sharding_errors(dims: list[tuple[list[str], bool, int | None]], rep: list[str], unr: list[str], red: str) -> None:
+def test_constructor_raises_only_sharding_errors(
+    dims: list[tuple[list[str], bool, int | None]], rep: list[str], unr: list[str], red: str
+) -> None:
     ds = [DimSharding(a, closed=c, priority=p) for a, c, p in dims]
     t = expect_sharding_error_only(TensorSharding, MESH, ds, replicated=rep, unreduced=unr, reduction=red)
     if t is not None:
@@ -815,7 +850,14 @@ def test_axis_ref_numbers_raise_only_sharding_errors(pre: int, size: int, name: 
     if a is None:
         return
     valid = expect_sharding_error_only(lambda: a.check(MESH) or True)
-    if not valid and name != "w" and pre >= 1 and size > 1 and MESH.axis_size(name) % (pre * size) == 0 and size < MESH.axis_size(name):
+    if (
+        not valid
+        and name != "w"
+        and pre >= 1
+        and size > 1
+        and MESH.axis_size(name) % (pre * size) == 0
+        and size < MESH.axis_size(name)
+    ):
         raise AssertionError(f"{a!r} should be valid on {MESH}")
     for other in (AxisRef("x"), AxisRef("y", 1, 2), AxisRef("y", 2, 2), AxisRef(name)):
         a.overlaps(other)
@@ -859,7 +901,7 @@ def test_numbers_beyond_64_bits_in_constructors(value: int) -> None:
         (lambda: TensorSharding(MESH, [DimSharding(["x"], priority=-1)]), InvalidShardingError),
         (lambda: TensorSharding.parse('<@mesh, [], replicated={"z", "x"}>', MESHES), InvalidShardingError),
         (lambda: TensorSharding.parse('<@mesh, [], unreduced={"y":(2)2, "y":(1)2}>', MESHES), InvalidShardingError),
-        (lambda: TensorSharding.parse('<@other, []>', MESHES), ShardingError),
+        (lambda: TensorSharding.parse("<@other, []>", MESHES), ShardingError),
         (lambda: TensorSharding(MESH, [["x"]]).validate([4, 4]), InvalidShardingError),
         (lambda: TensorSharding(MESH, [["x"]]).local_shape([]), InvalidShardingError),
         (lambda: TensorSharding(MESH, [["x"]]).device_ranges([4, 4], 0), InvalidShardingError),
@@ -881,14 +923,40 @@ hlo_ints = st.one_of(st.integers(-2, 9), st.sampled_from([0, 16, 64, 2**24, 2**3
 def hlo_texts(draw: st.DrawFn) -> str:
     kind = draw(st.sampled_from(["tiled", "iota", "other"]))
     if kind == "other":
-        return draw(st.sampled_from(["{replicated}", "{unreduced}", "{manual}", "{unknown}", "{maximal device=3}", "{maximal device=-1}", "{{replicated}, {maximal device=0}}", "{}", "", "{replicated"]))
+        return draw(
+            st.sampled_from(
+                [
+                    "{replicated}",
+                    "{unreduced}",
+                    "{manual}",
+                    "{unknown}",
+                    "{maximal device=3}",
+                    "{maximal device=-1}",
+                    "{{replicated}, {maximal device=0}}",
+                    "{}",
+                    "",
+                    "{replicated",
+                ]
+            )
+        )
     dims = draw(st.lists(hlo_ints, min_size=0, max_size=4))
     head = "{devices=[" + ",".join(map(str, dims)) + "]"
     if kind == "iota":
         rd = draw(st.lists(hlo_ints, min_size=0, max_size=4))
         body = "<=[" + ",".join(map(str, rd)) + "]"
         if draw(st.booleans()):
-            body += "T(" + ",".join(map(str, draw(st.permutations(range(len(rd)))) if draw(st.booleans()) else draw(st.lists(hlo_ints, max_size=4)))) + ")"
+            body += (
+                "T("
+                + ",".join(
+                    map(
+                        str,
+                        draw(st.permutations(range(len(rd))))
+                        if draw(st.booleans())
+                        else draw(st.lists(hlo_ints, max_size=4)),
+                    )
+                )
+                + ")"
+            )
     else:
         n = math.prod(d for d in dims) if all(1 <= d <= 64 for d in dims) else draw(st.integers(0, 5))
         n = n if 0 <= n <= 64 else 4
@@ -896,14 +964,35 @@ def hlo_texts(draw: st.DrawFn) -> str:
         body = ",".join(map(str, ids))
     suffix = draw(
         st.sampled_from(
-            ["", " last_tile_dim_replicate", " last_tile_dims={unreduced}", " last_tile_dims={replicated, unreduced}", " last_tile_dims={unreduced, replicated}", " last_tile_dims={manual}", " last_tile_dims={}", " metadata={}"]
+            [
+                "",
+                " last_tile_dim_replicate",
+                " last_tile_dims={unreduced}",
+                " last_tile_dims={replicated, unreduced}",
+                " last_tile_dims={unreduced, replicated}",
+                " last_tile_dims={manual}",
+                " last_tile_dims={}",
+                " metadata={}",
+            ]
         )
     )
     return head + body + suffix + "}"
 
 
 @cfg(400)
-@given(hlo_texts(), st.integers(0, 5), st.sampled_from([None, MESH, Mesh({"a": 4, "b": 2}, device_ids=[1, 0, 3, 2, 5, 4, 7, 6]), Mesh({"x": 2, "y": 2}), Mesh.maximal(3)]))
+@given(
+    hlo_texts(),
+    st.integers(0, 5),
+    st.sampled_from(
+        [
+            None,
+            MESH,
+            Mesh({"a": 4, "b": 2}, device_ids=[1, 0, 3, 2, 5, 4, 7, 6]),
+            Mesh({"x": 2, "y": 2}),
+            Mesh.maximal(3),
+        ]
+    ),
+)
 def test_random_hlo_shardings_raise_only_sharding_errors(text: str, rank: int, mesh: Mesh | None) -> None:
     note(text)
     t = expect_sharding_error_only(TensorSharding.from_hlo_sharding, text, rank, mesh)
@@ -924,7 +1013,9 @@ def test_random_hlo_shardings_raise_only_sharding_errors(text: str, rank: int, m
 
 @cfg(200)
 @given(
-    st.lists(st.one_of(st.integers(-1, 9), st.sampled_from([2**31, 2**62, 2**63 - 1, 6148914691236517208])), max_size=4),
+    st.lists(
+        st.one_of(st.integers(-1, 9), st.sampled_from([2**31, 2**62, 2**63 - 1, 6148914691236517208])), max_size=4
+    ),
     st.lists(st.one_of(st.integers(-2, 5), st.lists(st.integers(-2, 5), max_size=3).map(tuple)), max_size=4),
     st.sampled_from([None, MESH, Mesh({"x": 8}), Mesh({"x": 2}, device_ids=[1, 0])]),
 )
@@ -946,7 +1037,15 @@ def test_random_mindspore_strategies_raise_only_sharding_errors(strategy: list[i
 
 @cfg(150)
 @given(
-    st.lists(st.one_of(st.tuples(st.just("shard"), st.integers(-4, 4)), st.just(("replicate",)), st.tuples(st.just("partial"), st.sampled_from(["sum", "max", "avg"])), st.just(("bogus",))), max_size=4),
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("shard"), st.integers(-4, 4)),
+            st.just(("replicate",)),
+            st.tuples(st.just("partial"), st.sampled_from(["sum", "max", "avg"])),
+            st.just(("bogus",)),
+        ),
+        max_size=4,
+    ),
     st.integers(0, 3),
 )
 def test_random_dtensor_placements_raise_only_sharding_errors(placements: list[tuple[Any, ...]], rank: int) -> None:
@@ -1109,5 +1208,5 @@ def test_regression_parse_with_one_mesh_replaces_an_inlined_mesh() -> None:
     text = '#sdy.sharding<mesh<["x"=2]>, [{"x"}]>'
     t = TensorSharding.parse(text, Mesh({"x": 4}))
     assert t.mesh == Mesh({"x": 2}) and str(t) == text
-    (v,) = TensorSharding.parse_per_value(f"[{text[len('#sdy.sharding'):]}]", Mesh({"x": 4}))
+    (v,) = TensorSharding.parse_per_value(f"[{text[len('#sdy.sharding') :]}]", Mesh({"x": 4}))
     assert v.mesh == Mesh({"x": 2})

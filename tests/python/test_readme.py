@@ -78,7 +78,9 @@ def readme_blocks(text: str) -> list[Block]:
                 raise AssertionError(f"README.md:{i + 1}: unclosed code fence")
             ex = _EXEMPT.match(prev_nonblank.strip())
             lang = info.split()[0].lower() if info else ""
-            blocks.append(Block(heading, per_section, i + 1, lang, "\n".join(body) + "\n", ex.group("why") if ex else None))
+            blocks.append(
+                Block(heading, per_section, i + 1, lang, "\n".join(body) + "\n", ex.group("why") if ex else None)
+            )
             per_section += 1
             prev_nonblank = lines[j]
             i = j + 1
@@ -100,7 +102,8 @@ def test_blocks_are_marked() -> None:
     for b in BLOCKS:
         assert b.lang in RUN_LANGS or b.exempt, (
             f"README.md:{b.line}: a ```{b.lang or '(no language)'} block is neither python nor sh/bash/console "
-            "and has no <!-- not run: ... --> comment")
+            "and has no <!-- not run: ... --> comment"
+        )
         assert b.exempt is None or b.exempt in EXEMPT, f"README.md:{b.line}: unknown exemption {b.exempt!r}"
     assert sum(b.exempt == "install" for b in BLOCKS) <= 2
     assert sum(b.exempt == "long" for b in BLOCKS) <= MAX_LONG
@@ -148,20 +151,23 @@ def test_readme_block(block: Block, workdir: Path) -> None:
     try:
         r = subprocess.run(cmd, cwd=workdir, env=_env(), capture_output=True, text=True, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired as e:
-        pytest.fail(f"README.md:{block.line} ({block.id}) ran past {TIMEOUT_S} s\n--- stdout\n"
-                    f"{_tail(str(e.stdout or ''))}\n--- stderr\n{_tail(str(e.stderr or ''))}")
+        pytest.fail(
+            f"README.md:{block.line} ({block.id}) ran past {TIMEOUT_S} s\n--- stdout\n"
+            f"{_tail(str(e.stdout or ''))}\n--- stderr\n{_tail(str(e.stderr or ''))}"
+        )
     assert r.returncode == 0, (
         f"README.md:{block.line} ({block.id}) exited with {r.returncode}\n--- block\n{block.code}"
-        f"--- stdout (tail)\n{_tail(r.stdout)}\n--- stderr (tail)\n{_tail(r.stderr)}")
+        f"--- stdout (tail)\n{_tail(r.stdout)}\n--- stderr (tail)\n{_tail(r.stderr)}"
+    )
 
 
 _LINK = re.compile(r"!?\[[^\]]*\]\((?P<target><[^>]+>|[^)\s]+)(?:\s+\"[^\"]*\")?\)")
-_REF = re.compile(r"^\s*\[[^\]]+\]:\s*(?P<target>\S+)", re.M)
+_REF = re.compile(r"^\s*\[[^\]]+\]:\s*(?P<target>\S+)", re.MULTILINE)
 
 
 def _without_code(text: str) -> str:
     """``text`` with fenced blocks and inline code removed (links inside code are not links)."""
-    text = re.sub(r"^(```+|~~~+).*?^\1[ \t]*$", "", text, flags=re.S | re.M)
+    text = re.sub(r"^(```+|~~~+).*?^\1[ \t]*$", "", text, flags=re.DOTALL | re.MULTILINE)
     return re.sub(r"`[^`\n]*`", "", text)
 
 
@@ -169,7 +175,7 @@ def relative_links(text: str) -> list[str]:
     text = _without_code(text)
     targets = [m.group("target").strip("<>") for m in _LINK.finditer(text)]
     targets += [m.group("target") for m in _REF.finditer(text)]
-    return [t for t in targets if not re.match(r"^[a-z][a-z0-9+.-]*:", t, re.I) and not t.startswith("#")]
+    return [t for t in targets if not re.match(r"^[a-z][a-z0-9+.-]*:", t, re.IGNORECASE) and not t.startswith("#")]
 
 
 def _anchors(md: str) -> set[str]:

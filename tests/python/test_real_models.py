@@ -15,9 +15,9 @@ pytest.importorskip("jax")
 pytest.importorskip("flax")
 pytest.importorskip("optax")
 
-import shardwise as sw  # noqa: E402
-from real_models import model_names, real_model  # noqa: E402
-from shardy_oracle import shardy  # noqa: E402
+import shardwise as sw
+from real_models import model_names, real_model
+from shardy_oracle import shardy
 
 # Shardy's registry has no rule for the CHLO ops JAX leaves (chlo.square, chlo.top_k, ...) and
 # says so; shardwise propagate warns the same way.

@@ -8,12 +8,10 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
-
 from shardwise.errors import InvalidShardingError
 from shardwise.mesh import Mesh
 from shardwise.sharding import AxisRef, TensorSharding
-from shardwise.spmd import CostModel, Link, plan_reshard
-from shardwise.spmd import simulate
+from shardwise.spmd import CostModel, Link, plan_reshard, simulate
 
 # Factorisations of an axis into consecutive pieces (pre-size, size), major to minor.
 _SPLITS = {
@@ -53,7 +51,9 @@ def _sharding(draw: st.DrawFn, mesh: Mesh, rank: int, unreduced_ok: bool, keep: 
         elif slot == -2:
             unreduced.append(p)
     try:
-        return TensorSharding(mesh, [_merge(d, mesh) for d in dims], unreduced=_merge(AxisRef.sorted(unreduced, mesh), mesh))
+        return TensorSharding(
+            mesh, [_merge(d, mesh) for d in dims], unreduced=_merge(AxisRef.sorted(unreduced, mesh), mesh)
+        )
     except InvalidShardingError:
         assume(False)
         raise
@@ -78,7 +78,9 @@ MODELS = [CostModel(), CostModel(Link(latency=0.0)), CostModel(Link(1e9, 1e-3))]
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 @given(cases(), st.sampled_from(MODELS), st.integers(0, 2**31 - 1))
-def test_random_plan_reaches_target_exactly(case: tuple[Mesh, list[int], TensorSharding, TensorSharding], model: CostModel, seed: int) -> None:
+def test_random_plan_reaches_target_exactly(
+    case: tuple[Mesh, list[int], TensorSharding, TensorSharding], model: CostModel, seed: int
+) -> None:
     mesh, shape, src, tgt = case
     plan = plan_reshard(mesh, shape, "i64", src, tgt, model)
     assert plan.bytes <= plan.naive_bytes * (1 + 1e-12) + 1e-9

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from shardwise.errors import InvalidShardingError, ShardingParseError
 from shardwise.rules import (
     DYNAMIC_SIZE,
@@ -46,7 +45,7 @@ def test_print_parse_round_trip(text: str) -> None:
     r = OpShardingRule.parse(text)
     assert str(r) == text
     assert OpShardingRule.parse(repr(r)[len("OpShardingRule.parse(") + 1 : -2]) == r
-    assert eval(repr(r)) == r  # noqa: S307 - repr is `OpShardingRule.parse('...')`
+    assert eval(repr(r)) == r
 
 
 def test_symbols_past_z() -> None:
@@ -158,8 +157,16 @@ def test_validate_against_shapes() -> None:
 
 
 def test_validate_for_op_and_shardy_rules_are_not_size_exact() -> None:
-    pad = OpInfo("stablehlo.pad", (ValueInfo((4, 6)), ValueInfo(())), (ValueInfo((4, 9)),),
-                 {"edge_padding_low": "array<i64: 0, 1>", "edge_padding_high": "array<i64: 0, 2>", "interior_padding": "array<i64: 0, 0>"})
+    pad = OpInfo(
+        "stablehlo.pad",
+        (ValueInfo((4, 6)), ValueInfo(())),
+        (ValueInfo((4, 9)),),
+        {
+            "edge_padding_low": "array<i64: 0, 1>",
+            "edge_padding_high": "array<i64: 0, 2>",
+            "interior_padding": "array<i64: 0, 0>",
+        },
+    )
     r = rule_for(pad)
     assert r is not None
     assert str(r) == "#sdy.op_sharding_rule<([i, j], [])->([i, j]) {i=4, j=6} permutation={j}>"
@@ -211,7 +218,10 @@ def test_builder_semantics_follow_shardy() -> None:
     b.add_factor_for_all(1, 3, FactorKind.NEED_REPLICATION, True)
     b.add_factor_for_all_results(1, 1)  # size 1, all-variant: appended anyway
     r = b.build()  # like Shardy's builder, build() does not verify
-    assert str(r) == "#sdy.op_sharding_rule<([i, k], [])->([i, kl]) {i=4, j=1, k=3, l=1} need_replication={k} blocked_propagation={k}>"
+    assert (
+        str(r)
+        == "#sdy.op_sharding_rule<([i, k], [])->([i, kl]) {i=4, j=1, k=3, l=1} need_replication={k} blocked_propagation={k}>"
+    )
     with pytest.raises(InvalidRuleError) as e:
         r.check()  # `kl` puts a size-1 factor in a compound dimension
     assert e.value.rule == "rule-size-one-in-compound"  # type: ignore[attr-defined]
@@ -242,7 +252,9 @@ def test_built_rules_print_and_parse_back(data: st.DataObject) -> None:
     for _ in range(data.draw(st.integers(0, 6))):
         ops = [data.draw(st.integers(-1, r - 1)) for r in operand_ranks]
         res = [data.draw(st.integers(-1, r - 1)) for r in result_ranks]
-        kind = data.draw(st.sampled_from([FactorKind.PASS_THROUGH, FactorKind.NEED_REPLICATION, FactorKind.PERMUTATION]))
+        kind = data.draw(
+            st.sampled_from([FactorKind.PASS_THROUGH, FactorKind.NEED_REPLICATION, FactorKind.PERMUTATION])
+        )
         b.add_factor(ops, res, data.draw(st.integers(2, 9)), kind, data.draw(st.booleans()))
     r = b.build()
     try:
@@ -295,10 +307,14 @@ def test_attribute_parsers() -> None:
     assert attr_ints(_op(a="dense<[3, 4]> : tensor<2xi64>"), "a") == (3, 4)
     assert attr_dense_ints(_op(a="dense<1> : tensor<2x2xi64>"), "a") == ((2, 2), (1, 1, 1, 1))
     assert attr_dense_ints(_op(a="dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>"), "a") == ((2, 2), (0, 1, 2, 3))
-    hexed = '"0x' + (1).to_bytes(8, "little").hex().upper() + (-1).to_bytes(8, "little", signed=True).hex().upper() + '"'
+    hexed = (
+        '"0x' + (1).to_bytes(8, "little").hex().upper() + (-1).to_bytes(8, "little", signed=True).hex().upper() + '"'
+    )
     assert attr_dense_ints(_op(a=f"dense<{hexed}> : tensor<1x2xi64>"), "a") == ((1, 2), (1, -1))
     assert attr_string(_op(a='"a\\22b\\\\c\\n"'), "a") == 'a"b\\c\n'
-    assert attr_struct(_op(a="#stablehlo.dot<lhs_batching_dimensions = [0], rhs_contracting_dimensions = [1, 2]>"), "a", "dot") == {
+    assert attr_struct(
+        _op(a="#stablehlo.dot<lhs_batching_dimensions = [0], rhs_contracting_dimensions = [1, 2]>"), "a", "dot"
+    ) == {
         "lhs_batching_dimensions": (0,),
         "rhs_contracting_dimensions": (1, 2),
     }

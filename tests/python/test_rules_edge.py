@@ -9,9 +9,7 @@ from __future__ import annotations
 import warnings
 
 import pytest
-
 from shardwise.rules import OpInfo, UnknownOpWarning, ValueInfo, rule_for
-
 from test_rules_mlir import compare_module
 
 pytestmark = pytest.mark.jax
@@ -193,7 +191,14 @@ def test_unknown_ops_warn_and_known_no_rule_ops_do_not() -> None:
         assert rule_for(OpInfo("stablehlo.custom_call", (v,), (v,), {"call_target_name": '"my_target"'})) is None
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        for name in ("stablehlo.iota", "stablehlo.while", "func.call", "sdy.manual_computation", "func.return", "stablehlo.return"):
+        for name in (
+            "stablehlo.iota",
+            "stablehlo.while",
+            "func.call",
+            "sdy.manual_computation",
+            "func.return",
+            "stablehlo.return",
+        ):
             assert rule_for(OpInfo(name, (v,), (v,))) is None
         tpu = OpInfo("stablehlo.custom_call", (v,), (v,), {"call_target_name": '"tpu_custom_call"'})
         assert rule_for(tpu) is None

@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 from corpus import conformance_dir, corpus_params
-
 from shardwise import Builder, Mesh, UnknownOpWarning, load_mlir, populate_rules
 from shardwise.cli import main
 
 jax = pytest.importorskip("jax")
-from shardwise.importers._jaxlib import context, ir  # noqa: E402
+from shardwise.importers._jaxlib import context, ir
 
 
 def _cases() -> list[Path]:
@@ -32,7 +31,9 @@ def _shardy(text: str, conservative: bool) -> str:
     option = "{conservative-propagation=true}" if conservative else ""
     with context():
         m = ir().Module.parse(text)
-        passmanager.PassManager.parse(f"builtin.module(func.func(sdy-populate-op-sharding-rules{option}))").run(m.operation)
+        passmanager.PassManager.parse(f"builtin.module(func.func(sdy-populate-op-sharding-rules{option}))").run(
+            m.operation
+        )
         return str(m)
 
 
@@ -56,7 +57,10 @@ def test_populate_rules_on_a_builder_program() -> None:
     m = b.ret(b.reshape(y, (2, 4, 4)))
     assert populate_rules(m) == 2
     ops = m.func().body.ops
-    assert ops[0].attributes["sdy.sharding_rule"] == "#sdy.op_sharding_rule<([i, k], [k, j])->([i, j]) {i=8, j=4, k=16} reduction={k}>"
+    assert (
+        ops[0].attributes["sdy.sharding_rule"]
+        == "#sdy.op_sharding_rule<([i, k], [k, j])->([i, j]) {i=8, j=4, k=16} reduction={k}>"
+    )
     assert ops[1].attributes["sdy.sharding_rule"] == "#sdy.op_sharding_rule<([ij, k])->([i, j, k]) {i=2, j=4, k=4}>"
     assert _shardy(b.module.to_mlir(), False) == m.to_mlir()  # rules already there are kept
 
@@ -87,9 +91,20 @@ def test_compare_py_check_rules_on_lit_registry_cases() -> None:
     if root is None:
         pytest.skip("../shared/conformance is absent")
     bindir = str(Path(sys.executable).parent)
-    cmd = 'shardwise rules {in} -o {out} $(case {name} in *conservative*) echo --conservative;; esac)'
+    cmd = "shardwise rules {in} -o {out} $(case {name} in *conservative*) echo --conservative;; esac)"
     r = subprocess.run(
-        [sys.executable, str(root.parent / "tools" / "compare.py"), "-q", "--dir", str(root / "lit"), "--filter", "op_sharding_rule_registry", "--check-rules", "--actual-cmd", cmd],
+        [
+            sys.executable,
+            str(root.parent / "tools" / "compare.py"),
+            "-q",
+            "--dir",
+            str(root / "lit"),
+            "--filter",
+            "op_sharding_rule_registry",
+            "--check-rules",
+            "--actual-cmd",
+            cmd,
+        ],
         capture_output=True,
         text=True,
         env={**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")},

@@ -11,12 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
 from test_rules_mlir import Comparison, compare_module
 
 jax = pytest.importorskip("jax", reason="jax (the test extra) is not installed")
-import jax.numpy as jnp  # noqa: E402
-from jax import lax  # noqa: E402
+import jax.numpy as jnp
+from jax import lax
 
 pytestmark = pytest.mark.jax
 
@@ -73,15 +72,31 @@ PROGRAMS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
         (f32(2, 4, 15, 15), f32(6, 4, 3, 3)),
     ),
     "conv_feature_groups": (
-        lambda x, w: _conv(x, w, window_strides=(1,), padding="SAME", feature_group_count=4, dimension_numbers=("NWC", "WIO", "NWC")),
+        lambda x, w: _conv(
+            x, w, window_strides=(1,), padding="SAME", feature_group_count=4, dimension_numbers=("NWC", "WIO", "NWC")
+        ),
         (f32(2, 32, 8), f32(5, 2, 12)),
     ),
     "conv_depthwise": (
-        lambda x, w: _conv(x, w, window_strides=(1, 1), padding="SAME", feature_group_count=8, dimension_numbers=("NHWC", "HWIO", "NHWC")),
+        lambda x, w: _conv(
+            x,
+            w,
+            window_strides=(1, 1),
+            padding="SAME",
+            feature_group_count=8,
+            dimension_numbers=("NHWC", "HWIO", "NHWC"),
+        ),
         (f32(1, 8, 8, 8), f32(3, 3, 1, 8)),
     ),
     "conv_batch_groups": (
-        lambda x, w: _conv(x, w, window_strides=(1, 1), padding="VALID", batch_group_count=2, dimension_numbers=("NHWC", "HWIO", "NHWC")),
+        lambda x, w: _conv(
+            x,
+            w,
+            window_strides=(1, 1),
+            padding="VALID",
+            batch_group_count=2,
+            dimension_numbers=("NHWC", "HWIO", "NHWC"),
+        ),
         (f32(4, 6, 6, 3), f32(3, 3, 3, 4)),
     ),
     "conv_3d_window_bigger": (
@@ -89,19 +104,34 @@ PROGRAMS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
         (f32(1, 2, 5, 6, 7), f32(3, 2, 4, 2, 3)),
     ),
     "conv_grad": (
-        lambda x, w: jax.grad(lambda x, w: _conv(x, w, window_strides=(2, 2), padding="SAME").sum(), argnums=(0, 1))(x, w),
+        lambda x, w: jax.grad(lambda x, w: _conv(x, w, window_strides=(2, 2), padding="SAME").sum(), argnums=(0, 1))(
+            x, w
+        ),
         (f32(2, 3, 8, 8), f32(4, 3, 3, 3)),
     ),
     "reshapes": (
-        lambda x: (x.reshape(6, 4, 5), x.reshape(2, 60), x.reshape(5, 24), x.reshape(120), x.reshape(1, 4, 30, 1), x.reshape(3, 2, 20)),
+        lambda x: (
+            x.reshape(6, 4, 5),
+            x.reshape(2, 60),
+            x.reshape(5, 24),
+            x.reshape(120),
+            x.reshape(1, 4, 30, 1),
+            x.reshape(3, 2, 20),
+        ),
         (f32(2, 3, 4, 5),),
     ),
     "reshape_swap": (lambda x: (x.reshape(3, 2), x.reshape(6, 1, 1)), (f32(2, 3),)),
-    "transpose_broadcast": (lambda x, y: (x.T, x[:, None, :] + y[None], jnp.broadcast_to(x[0], (3, 5, 4))), (f32(4, 4), f32(3, 4))),
+    "transpose_broadcast": (
+        lambda x, y: (x.T, x[:, None, :] + y[None], jnp.broadcast_to(x[0], (3, 5, 4))),
+        (f32(4, 4), f32(3, 4)),
+    ),
     "gather_take": (lambda x, i: (x[i], x[:, i], jnp.take(x, i, axis=1)), (f32(10, 8), i32(4))),
     "gather_2d_index": (lambda x, i, j: x[i, j], (f32(10, 8, 3), i32(5), i32(5))),
     "gather_take_along": (lambda x, i: jnp.take_along_axis(x, i, axis=1), (f32(4, 8), i32(4, 3))),
-    "scatter_set_add": (lambda x, i, u: (x.at[i].set(u), x.at[i].add(u), x.at[:, 2].mul(2.0)), (f32(10, 8), i32(4), f32(4, 8))),
+    "scatter_set_add": (
+        lambda x, i, u: (x.at[i].set(u), x.at[i].add(u), x.at[:, 2].mul(2.0)),
+        (f32(10, 8), i32(4), f32(4, 8)),
+    ),
     "scatter_min_max": (lambda x, i, u: (x.at[i].max(u), x.at[i].min(u)), (f32(10, 8), i32(4), f32(4, 8))),
     "scatter_bool_or": (lambda x, i: x.at[i].set(True), (jax.ShapeDtypeStruct((10,), jnp.bool_), i32(3))),
     "sort": (lambda x: (jnp.sort(x, axis=0), jnp.argsort(x, axis=1)), (f32(6, 7),)),
@@ -111,13 +141,22 @@ PROGRAMS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
     "pooling": (_max_pool, (f32(2, 9, 9, 3),)),
     "avg_pool_padded": (lambda x: lax.reduce_window(x, 0.0, lax.add, (2, 2), (1, 1), ((1, 0), (0, 1))), (f32(6, 6),)),
     "pool_grad": (lambda x: jax.grad(lambda y: _max_pool(y).sum())(x), (f32(2, 8, 8, 3),)),
-    "fft": (lambda x: (jnp.fft.fft(x), jnp.fft.ifft(x), jnp.fft.fft2(x)), (jax.ShapeDtypeStruct((4, 8, 16), jnp.complex64),)),
+    "fft": (
+        lambda x: (jnp.fft.fft(x), jnp.fft.ifft(x), jnp.fft.fft2(x)),
+        (jax.ShapeDtypeStruct((4, 8, 16), jnp.complex64),),
+    ),
     "rfft": (lambda x: (jnp.fft.rfft(x), jnp.fft.irfft(jnp.fft.rfft(x)), jnp.fft.rfftn(x)), (f32(4, 8, 16),)),
     "pad": (lambda x: (jnp.pad(x, ((1, 2), (0, 0))), lax.pad(x, 0.0, ((0, 0, 0), (-1, 2, 1)))), (f32(6, 8),)),
-    "concat": (lambda x, y: (jnp.concatenate([x, y], 1), jnp.concatenate([x[:, :3], x[:, 5:]], 1), jnp.roll(x, 2, 1)), (f32(4, 8), f32(4, 2))),
+    "concat": (
+        lambda x, y: (jnp.concatenate([x, y], 1), jnp.concatenate([x[:, :3], x[:, 5:]], 1), jnp.roll(x, 2, 1)),
+        (f32(4, 8), f32(4, 2)),
+    ),
     "concat_same_tensor": (lambda x: (jnp.concatenate([x[:2], x, x[1:]], 0), jnp.concatenate([x, x], 1)), (f32(4, 8),)),
     "concat_conservative_probe": (lambda x, y: jnp.stack([x, y, x]), (f32(3, 5), f32(3, 5))),
-    "dynamic_slice": (lambda x, i: (lax.dynamic_slice(x, (i, 0), (2, 8)), lax.dynamic_slice_in_dim(x, 3, 4, 1)), (f32(10, 8), i32())),
+    "dynamic_slice": (
+        lambda x, i: (lax.dynamic_slice(x, (i, 0), (2, 8)), lax.dynamic_slice_in_dim(x, 3, 4, 1)),
+        (f32(10, 8), i32()),
+    ),
     "dynamic_update_slice": (
         lambda x, u, i: (lax.dynamic_update_slice(x, u, (i, 0)), lax.dynamic_update_slice(x, u, (1, 0))),
         (f32(10, 8), f32(2, 8), i32()),
@@ -131,7 +170,10 @@ PROGRAMS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
         ),
         (f32(6, 6), f32(6, 3)),
     ),
-    "triangular_solve_batched": (lambda a, b: jax.scipy.linalg.solve_triangular(a, b, lower=True), (f32(2, 5, 5), f32(2, 5, 4))),
+    "triangular_solve_batched": (
+        lambda a, b: jax.scipy.linalg.solve_triangular(a, b, lower=True),
+        (f32(2, 5, 5), f32(2, 5, 4)),
+    ),
     "cholesky": (lambda a: lax.linalg.cholesky(a), (f32(3, 6, 6),)),
     "top_k": (lambda x: lax.top_k(x, 3), (f32(4, 10),)),
     "approx_max_k": (lambda x: lax.approx_max_k(x, 2), (f32(4, 64),)),
@@ -154,17 +196,30 @@ PROGRAMS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
             lax.shift_right_logical(x.astype(jnp.uint32), jnp.uint32(3)),
             lax.complex(x, y).real + lax.complex(x, y).imag,
             ~(x > 0) ^ (y > 0),
-            lax.rem(x, y + 2) + lax.cbrt(x) + lax.expm1(y) + lax.logistic(x) + jnp.cos(x) + lax.tan(y) + jnp.sqrt(jnp.abs(x)),
+            lax.rem(x, y + 2)
+            + lax.cbrt(x)
+            + lax.expm1(y)
+            + lax.logistic(x)
+            + jnp.cos(x)
+            + lax.tan(y)
+            + jnp.sqrt(jnp.abs(x)),
         ),
         (f32(4, 6), f32(4, 6)),
     ),
     "bitcast": (
-        lambda x, y: (lax.bitcast_convert_type(x, jnp.uint16), lax.bitcast_convert_type(y, jnp.float32), lax.bitcast_convert_type(x, jnp.int32)),
+        lambda x, y: (
+            lax.bitcast_convert_type(x, jnp.uint16),
+            lax.bitcast_convert_type(y, jnp.float32),
+            lax.bitcast_convert_type(x, jnp.int32),
+        ),
         (f32(4, 6), jax.ShapeDtypeStruct((4, 6, 2), jnp.uint16)),
     ),
     "control_flow": (lambda p, x: (_cond(p, x), _scan(x)), (f32(), f32(5, 4))),
     "while": (_while, (f32(4, 4),)),
-    "random": (lambda k: jax.random.normal(k, (4, 8)) + jax.random.uniform(jax.random.split(k)[0], (4, 8)), (jax.ShapeDtypeStruct((2,), jnp.uint32),)),
+    "random": (
+        lambda k: jax.random.normal(k, (4, 8)) + jax.random.uniform(jax.random.split(k)[0], (4, 8)),
+        (jax.ShapeDtypeStruct((2,), jnp.uint32),),
+    ),
     "rng_bit_generator": (lambda k: lax.rng_bit_generator(k, (4, 16)), (jax.ShapeDtypeStruct((4,), jnp.uint32),)),
     "iota_and_select": (lambda x: jnp.where(jnp.arange(8)[None, :] > jnp.arange(4)[:, None], x, 0.0), (f32(4, 8),)),
     "reverse": (lambda x: (jnp.flip(x, 0), jnp.flip(x)), (f32(3, 4),)),
@@ -186,7 +241,10 @@ TPU_PROGRAMS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
         ),
         (f32(2, 6, 6), f32(2, 6, 6)),
     ),
-    "tpu_decompositions": (lambda a: (jnp.linalg.eigh(a), jnp.linalg.qr(a), jnp.linalg.qr(a[:, :, :4])), (f32(3, 5, 5),)),
+    "tpu_decompositions": (
+        lambda a: (jnp.linalg.eigh(a), jnp.linalg.qr(a), jnp.linalg.qr(a[:, :, :4])),
+        (f32(3, 5, 5),),
+    ),
     "tpu_top_k_erf": (lambda x: (lax.top_k(x, 2), jax.scipy.special.erf(x), lax.approx_max_k(x, 2)), (f32(4, 64),)),
 }
 
@@ -257,9 +315,26 @@ def test_generated_programs_match_shardy() -> None:
     assert not bad, bad
     assert total.matches == total.ops
     assert total.ruled > 300
-    for op in ("stablehlo.convolution", "stablehlo.gather", "stablehlo.scatter", "stablehlo.fft", "stablehlo.sort",
-               "stablehlo.reduce_window", "stablehlo.select_and_scatter", "stablehlo.triangular_solve",
-               "stablehlo.cholesky", "stablehlo.dynamic_update_slice", "stablehlo.concatenate", "stablehlo.pad",
-               "stablehlo.rng_bit_generator", "stablehlo.custom_call", "stablehlo.bitcast_convert", "stablehlo.while",
-               "stablehlo.all_gather", "stablehlo.all_to_all", "stablehlo.reduce_scatter", "sdy.sharding_constraint"):
+    for op in (
+        "stablehlo.convolution",
+        "stablehlo.gather",
+        "stablehlo.scatter",
+        "stablehlo.fft",
+        "stablehlo.sort",
+        "stablehlo.reduce_window",
+        "stablehlo.select_and_scatter",
+        "stablehlo.triangular_solve",
+        "stablehlo.cholesky",
+        "stablehlo.dynamic_update_slice",
+        "stablehlo.concatenate",
+        "stablehlo.pad",
+        "stablehlo.rng_bit_generator",
+        "stablehlo.custom_call",
+        "stablehlo.bitcast_convert",
+        "stablehlo.while",
+        "stablehlo.all_gather",
+        "stablehlo.all_to_all",
+        "stablehlo.reduce_scatter",
+        "sdy.sharding_constraint",
+    ):
         assert total.by_op[op] > 0, f"no {op} was generated"

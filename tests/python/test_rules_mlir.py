@@ -19,13 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from shardwise.rules import BlockInfo, OpInfo, UnknownOpWarning, ValueInfo, rule_for
 
 jax_mlir = pytest.importorskip("jax._src.interpreters.mlir", reason="jax/jaxlib (the test extra) is not installed")
-from jaxlib.mlir import ir, passmanager  # noqa: E402
-
-from corpus import conformance_dir, require_corpus  # noqa: E402
+from corpus import conformance_dir, require_corpus
+from jaxlib.mlir import ir, passmanager
 
 PIPELINE = "builtin.module(func.func(sdy-populate-op-sharding-rules))"
 CONSERVATIVE_PIPELINE = "builtin.module(func.func(sdy-populate-op-sharding-rules{conservative-propagation=true}))"
@@ -146,7 +144,8 @@ def compare_module(text: str, conservative: bool = False) -> Comparison:
         pm = passmanager.PassManager.parse(CONSERVATIVE_PIPELINE if conservative else PIPELINE)
         pm.run(module.operation)
         expected = [
-            str(o.attributes["sdy.sharding_rule"]) if "sdy.sharding_rule" in o.attributes else None for o in walk(module.operation)
+            str(o.attributes["sdy.sharding_rule"]) if "sdy.sharding_rule" in o.attributes else None
+            for o in walk(module.operation)
         ]
     assert len(expected) == len(infos)
     out = Comparison()

@@ -9,7 +9,6 @@ import math
 import random
 
 import pytest
-
 from test_rules_mlir import compare_module
 
 pytestmark = pytest.mark.jax
@@ -86,9 +85,15 @@ def _convolutions(rng: random.Random, m: _Module, count: int) -> None:
                 placed[pos] = name
             return "[" + ", ".join(placed) + "]", [sizes[x] for x in placed]
 
-        lhs_s, lhs = layout(lhs_order, "b", "f", {"b": batch, "f": in_feat, **{str(k): spatial_in[k] for k in range(nsp)}})
-        rhs_s, rhs = layout(rhs_order, "i", "o", {"i": in_feat // fgc, "o": out_feat, **{str(k): window[k] for k in range(nsp)}})
-        out_s, out = layout(out_order, "b", "f", {"b": batch // bgc, "f": out_feat, **{str(k): spatial_out[k] for k in range(nsp)}})
+        lhs_s, lhs = layout(
+            lhs_order, "b", "f", {"b": batch, "f": in_feat, **{str(k): spatial_in[k] for k in range(nsp)}}
+        )
+        rhs_s, rhs = layout(
+            rhs_order, "i", "o", {"i": in_feat // fgc, "o": out_feat, **{str(k): window[k] for k in range(nsp)}}
+        )
+        out_s, out = layout(
+            out_order, "b", "f", {"b": batch // bgc, "f": out_feat, **{str(k): spatial_out[k] for k in range(nsp)}}
+        )
         attrs = (
             f"dimension_numbers = #stablehlo.conv<{lhs_s}x{rhs_s}->{out_s}>, feature_group_count = {fgc} : i64, "
             f"batch_group_count = {bgc} : i64, window_strides = {_arr(strides)}"
@@ -120,7 +125,7 @@ def _windows(rng: random.Random, m: _Module, count: int) -> None:
             pad = [[0, 0] for _ in range(rank)]
         out = [(s + lo + hi - w) // st + 1 for s, w, st, (lo, hi) in zip(shape, window, strides, pad)]
         body = (
-            f'  %c = stablehlo.constant dense<0.0> : tensor<f32>\n'
+            f"  %c = stablehlo.constant dense<0.0> : tensor<f32>\n"
             f'  %0 = "stablehlo.reduce_window"(%a0, %c) <{{{", ".join(attrs)}}}> ({{\n'
             f"  ^bb0(%x: tensor<f32>, %y: tensor<f32>):\n    %s = stablehlo.add %x, %y : tensor<f32>\n"
             f"    stablehlo.return %s : tensor<f32>\n  }}) : ({_t(shape)}, tensor<f32>) -> {_t(out)}\n"
@@ -130,7 +135,7 @@ def _windows(rng: random.Random, m: _Module, count: int) -> None:
         if k % 2 == 0 and all(o > 0 for o in out):
             sattrs = ", ".join(a for a in attrs)
             body = (
-                f'  %c = stablehlo.constant dense<0.0> : tensor<f32>\n'
+                f"  %c = stablehlo.constant dense<0.0> : tensor<f32>\n"
                 f'  %0 = "stablehlo.select_and_scatter"(%a0, %a1, %c) <{{{sattrs}}}> ({{\n'
                 f"  ^bb0(%x: tensor<f32>, %y: tensor<f32>):\n    %s = stablehlo.compare GE, %x, %y : (tensor<f32>, tensor<f32>) -> tensor<i1>\n"
                 f"    stablehlo.return %s : tensor<i1>\n  }}, {{\n"
@@ -207,7 +212,9 @@ def _structural(rng: random.Random, m: _Module, count: int) -> None:
         m.add([_t(shape)], body, [_t(bout), _t(tout), _t(pout), _t(sout)])
 
 
-def _indices(rng: random.Random, operand: list[int], batching: list[int], nidx: int) -> tuple[list[int], int, list[int]]:
+def _indices(
+    rng: random.Random, operand: list[int], batching: list[int], nidx: int
+) -> tuple[list[int], int, list[int]]:
     """A start-indices shape: batch dimensions (those paired with the operand's batching
     dimensions first sized like them) and the index vector dimension; returns (shape,
     index_vector_dim, indices batching dims in the order of ``batching``)."""
@@ -247,9 +254,14 @@ def _gathers(rng: random.Random, count: int) -> list[tuple[list[str], str, list[
         res, bi, wi = [], iter(batch), iter(window)
         for k in range(rank):
             res.append(next(wi) if k in offset else next(bi))
-        fields = [f"offset_dims = {offset}" if offset else "", f"collapsed_slice_dims = {collapsed}" if collapsed else "",
-                  f"operand_batching_dims = {batching}" if batching else "", f"start_indices_batching_dims = {ibatch}" if ibatch else "",
-                  f"start_index_map = {index_map}", f"index_vector_dim = {ivd}"]
+        fields = [
+            f"offset_dims = {offset}" if offset else "",
+            f"collapsed_slice_dims = {collapsed}" if collapsed else "",
+            f"operand_batching_dims = {batching}" if batching else "",
+            f"start_indices_batching_dims = {ibatch}" if ibatch else "",
+            f"start_index_map = {index_map}",
+            f"index_vector_dim = {ivd}",
+        ]
         nums = "#stablehlo.gather<" + ", ".join(f for f in fields if f) + ">"
         body = (
             f'  %0 = "stablehlo.gather"(%a0, %a1) {{dimension_numbers = {nums}, slice_sizes = {_arr(sizes)}, '
@@ -285,9 +297,14 @@ def _scatters(rng: random.Random, count: int) -> list[tuple[list[str], str, list
         upd, bi, wi = [], iter(batch), iter(window)
         for k in range(rank):
             upd.append(next(wi) if k in wdims else next(bi))
-        fields = [f"update_window_dims = {wdims}" if wdims else "", f"inserted_window_dims = {inserted}" if inserted else "",
-                  f"input_batching_dims = {batching}" if batching else "", f"scatter_indices_batching_dims = {ibatch}" if ibatch else "",
-                  f"scatter_dims_to_operand_dims = {index_map}", f"index_vector_dim = {ivd}"]
+        fields = [
+            f"update_window_dims = {wdims}" if wdims else "",
+            f"inserted_window_dims = {inserted}" if inserted else "",
+            f"input_batching_dims = {batching}" if batching else "",
+            f"scatter_indices_batching_dims = {ibatch}" if ibatch else "",
+            f"scatter_dims_to_operand_dims = {index_map}",
+            f"index_vector_dim = {ivd}",
+        ]
         nums = "#stablehlo.scatter<" + ", ".join(f for f in fields if f) + ">"
         body = (
             f'  %0 = "stablehlo.scatter"(%a0, %a1, %a2) ({{\n  ^bb0(%x: tensor<f32>, %y: tensor<f32>):\n{rng.choice(_UPDATES)}\n'
@@ -301,7 +318,6 @@ def _scatters(rng: random.Random, count: int) -> list[tuple[list[str], str, list
 def _valid_only(m: _Module, candidates: list[tuple[list[str], str, list[str]]]) -> None:
     """Adds the candidates that jaxlib's verifier accepts (the generators are approximate)."""
     from jaxlib.mlir import ir
-
     from test_rules_mlir import context
 
     for args, body, results in candidates:
@@ -319,9 +335,14 @@ def _valid_only(m: _Module, candidates: list[tuple[list[str], str, list[str]]]) 
 def test_random_ops_match_shardy(kind: str) -> None:
     rng = random.Random(f"{SEED}-{kind}")
     m = _Module()
-    {"reshape": lambda: _reshapes(rng, m, 1500), "convolution": lambda: _convolutions(rng, m, 600),
-     "window": lambda: _windows(rng, m, 500), "structural": lambda: _structural(rng, m, 400),
-     "gather": lambda: _valid_only(m, _gathers(rng, 500)), "scatter": lambda: _valid_only(m, _scatters(rng, 500))}[kind]()
+    {
+        "reshape": lambda: _reshapes(rng, m, 1500),
+        "convolution": lambda: _convolutions(rng, m, 600),
+        "window": lambda: _windows(rng, m, 500),
+        "structural": lambda: _structural(rng, m, 400),
+        "gather": lambda: _valid_only(m, _gathers(rng, 500)),
+        "scatter": lambda: _valid_only(m, _scatters(rng, 500)),
+    }[kind]()
     assert len(m.funcs) >= 300, f"only {len(m.funcs)} valid {kind} ops were generated"
     text = m.text()
     for conservative in (False, True):

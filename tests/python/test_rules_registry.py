@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from shardwise.errors import ShardingParseError
 from shardwise.rules import (
     InvalidRuleError,
@@ -44,10 +43,10 @@ EINSUM_CASES: list[tuple[str, dict[str, Any], list[tuple[int, ...]], list[tuple[
 def _jax_rule(spec: str, kwargs: dict[str, Any], ins: list[tuple[int, ...]], outs: list[tuple[int, ...]]) -> str:
     from jax._src import custom_partitioning_sharding_rule as cp
     from jaxlib.mlir import ir
-
     from test_rules_mlir import context
 
     with context(), ir.Location.unknown():
+
         def t(s: tuple[int, ...]) -> Any:
             return ir.RankedTensorType.get(list(s), ir.F32Type.get())
 
@@ -63,7 +62,9 @@ def _split(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int]]:
 
 @pytest.mark.jax
 @pytest.mark.parametrize("spec, kwargs, ins, outs", EINSUM_CASES)
-def test_einsum_rules_match_jax(spec: str, kwargs: dict[str, Any], ins: list[tuple[int, ...]], outs: list[tuple[int, ...]]) -> None:
+def test_einsum_rules_match_jax(
+    spec: str, kwargs: dict[str, Any], ins: list[tuple[int, ...]], outs: list[tuple[int, ...]]
+) -> None:
     pytest.importorskip("jax")
     kinds, sizes = _split(kwargs)
     ours = OpShardingRule.from_einsum(spec, ins, outs, factor_sizes=sizes, **kinds)
@@ -154,7 +155,9 @@ def test_register_einsum_rule_for_a_target() -> None:
         rule_for(_call("my_matmul", [(8, 16, 1), (16, 4)], [(8, 4)]))
     # An existing rule on the op wins, as in Shardy.
     existing = "#sdy.op_sharding_rule<([i, j], [k, l])->([m, n]) {i=8, j=16, k=16, l=4, m=8, n=4}, custom>"
-    assert str(rule_for(_call("my_matmul", [(8, 16), (16, 4)], [(8, 4)], **{"sdy.sharding_rule": existing}))) == existing
+    assert (
+        str(rule_for(_call("my_matmul", [(8, 16), (16, 4)], [(8, 4)], **{"sdy.sharding_rule": existing}))) == existing
+    )
     assert unregister_rule("my_matmul") and not unregister_rule("my_matmul")
 
 
@@ -164,7 +167,10 @@ def test_register_function_rules() -> None:
         return RuleBuilder.for_op(op).add_pointwise(op.results[0].shape).build().replace(is_custom=True)
 
     register_rule("my_fn", fn)
-    assert str(rule_for(_call("my_fn", [(4, 2)], [(4, 2)]))) == "#sdy.op_sharding_rule<([i, j])->([i, j]) {i=4, j=2}, custom>"
+    assert (
+        str(rule_for(_call("my_fn", [(4, 2)], [(4, 2)])))
+        == "#sdy.op_sharding_rule<([i, j])->([i, j]) {i=4, j=2}, custom>"
+    )
     # A user rule overrides the builtin one for a target Shardy knows...
     register_rule("Qr", fn)
     assert rule_for(_call("Qr", [(4, 4)], [(4, 4), (4, 4)])) is not None

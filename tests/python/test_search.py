@@ -8,7 +8,6 @@ import itertools
 import random
 
 import pytest
-
 from shardwise.errors import SearchError, ShardwiseError
 from shardwise.search import StrategyGraph, evaluate, solve, solve_ilp, solve_local
 from shardwise.search.graph import Score
@@ -43,7 +42,9 @@ def random_graph(rng: random.Random, n: int, kmax: int) -> StrategyGraph:
 
 def test_scorer_hand_cases() -> None:
     # Two nodes, one edge; intervals [0, 2) and [2, 4) touch but never overlap (half-open).
-    g = StrategyGraph.build([[1, 5], [2, 3]], [[10, 1], [10, 1]], [[0, 2], [2, 4]], [[0, 1]], [[100, 0, 7, 8]], usage_limit=10)
+    g = StrategyGraph.build(
+        [[1, 5], [2, 3]], [[10, 1], [10, 1]], [[0, 2], [2, 4]], [[0, 1]], [[100, 0, 7, 8]], usage_limit=10
+    )
     assert evaluate(g, [0, 0]).cost == 1 + 2 + 100
     assert evaluate(g, [1, 0]).cost == 5 + 2 + 7
     assert evaluate(g, [0, 1]).cost == 1 + 3 + 0
@@ -98,7 +99,9 @@ def test_ilp_warm_start_and_reductions() -> None:
     # Every node keeps at least one strategy, the fixed ones are folded into the constant.
     assert all(red.keep) and red.constant >= 0
     # Dominated strategy: strategy 1 costs more, uses more and has larger edge costs.
-    d = StrategyGraph.build([[1, 2], [0, 0]], [[1, 2], [1, 1]], [[0, 1], [0, 1]], [[0, 1]], [[0, 1, 5, 6]], usage_limit=10)
+    d = StrategyGraph.build(
+        [[1, 2], [0, 0]], [[1, 2], [1, 1]], [[0, 1], [0, 1]], [[0, 1]], [[0, 1, 5, 6]], usage_limit=10
+    )
     r = reduce_graph(d)
     assert r.keep[0] == [0] and r.removed_strategies >= 1
     assert solve_ilp(d, 5.0).assignment[0] == 0
@@ -111,8 +114,9 @@ def test_over_limit_warm_start_is_repaired() -> None:
     # node costs 200 in edges); the all-big warm start (usage 40) is repaired by shrinking d,
     # the cheapest per byte freed: (0, 0, 0, 1) = 25.
     tri = [[0, 100, 100, 0]] * 3
-    g = StrategyGraph.build([[0, 10], [0, 10], [0, 10], [0, 25]], [[10, 1]] * 4, [[0, 1]] * 4,
-                            [[0, 1], [1, 2], [0, 2]], tri, usage_limit=31)
+    g = StrategyGraph.build(
+        [[0, 10], [0, 10], [0, 10], [0, 25]], [[10, 1]] * 4, [[0, 1]] * 4, [[0, 1], [1, 2], [0, 2]], tri, usage_limit=31
+    )
     plain = solve_local(g, 1.0, max_rounds=0, lagrange_share=0.0)
     warm = solve_local(g, 1.0, initial=[0, 0, 0, 0], max_rounds=0, lagrange_share=0.0)
     assert (plain.assignment, plain.cost) == ((1, 1, 1, 0), 30)
@@ -123,8 +127,9 @@ def test_lagrange_prices() -> None:
     # The triangle above: its cheap (big) strategies break the limit together. The prices are
     # one per node, in cost per usage unit, and the priced assignment under them fits.
     tri = [[0, 100, 100, 0]] * 3
-    g = StrategyGraph.build([[0, 10], [0, 10], [0, 10], [0, 25]], [[10, 1]] * 4, [[0, 1]] * 4,
-                            [[0, 1], [1, 2], [0, 2]], tri, usage_limit=31)
+    g = StrategyGraph.build(
+        [[0, 10], [0, 10], [0, 10], [0, 25]], [[10, 1]] * 4, [[0, 1]] * 4, [[0, 1], [1, 2], [0, 2]], tri, usage_limit=31
+    )
     found = lagrange_prices(g, 5.0, max_cycles=50)
     assert found is not None
     prices, over = found
@@ -140,8 +145,9 @@ def test_lagrange_prices() -> None:
 def test_time_limits_too_long_for_rust_mean_no_limit() -> None:
     # 1e30 s is finite but beyond a Rust Duration: the searches run to their own end (rounds,
     # cycles) instead of panicking across the FFI.
-    g = StrategyGraph.build([[0, 10], [0, 10]], [[10, 1]] * 2, [[0, 1]] * 2, [[0, 1]], [[0, 100, 100, 0]],
-                            usage_limit=11)
+    g = StrategyGraph.build(
+        [[0, 10], [0, 10]], [[10, 1]] * 2, [[0, 1]] * 2, [[0, 1]], [[0, 100, 100, 0]], usage_limit=11
+    )
     best = exhaustive(g)
     sol = solve_local(g, 1e30, max_rounds=2)
     assert best is not None and sol.feasible and sol.cost == best[0] == 20

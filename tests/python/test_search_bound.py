@@ -82,7 +82,10 @@ def test_iopddl_command_prints_the_bound(capsys: pytest.CaptureFixture[str]) -> 
     # The ILP proves the example's optimum: the bound is the answer's cost.
     assert main(["iopddl", str(EXAMPLE), "--time-limit", "5", "--bound", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1:] == ["cost: 445", "lower bound: 445 (gap 0.00 %: no answer costs less than 100.00 % of this one; optimal, 0.0 s)"]
+    assert lines[1:] == [
+        "cost: 445",
+        "lower bound: 445 (gap 0.00 %: no answer costs less than 100.00 % of this one; optimal, 0.0 s)",
+    ]
     # Local search proves nothing: the ILP, which fits, proves its answer optimal.
     assert main(["iopddl", str(EXAMPLE), "--time-limit", "5", "--method", "local", "--bound", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -21,22 +21,16 @@ from shardwise.search.local import Solution
 from shardwise.search.merge import restrict, solve_merged
 from shardwise.search.solve import FallbackWarning
 
-solve_mod = importlib.import_module(
-    "shardwise.search.solve"
-)  # the module, not the function
+solve_mod = importlib.import_module("shardwise.search.solve")  # the module, not the function
 
 F = 10**18
 
 
-def forbidden_graph(
-    rng: random.Random, n: int, limit: int | None, bad: float = 0.08
-) -> StrategyGraph:
+def forbidden_graph(rng: random.Random, n: int, limit: int | None, bad: float = 0.08) -> StrategyGraph:
     """Functional forbidden edges on a random forest (each strategy of the first end allows at
     most one of the second), free edges between the trees, some forbidden node strategies."""
     ks = [rng.randint(1, 4) for _ in range(n)]
-    costs = [
-        [F if rng.random() < bad else rng.randint(0, 60) for _ in range(k)] for k in ks
-    ]
+    costs = [[F if rng.random() < bad else rng.randint(0, 60) for _ in range(k)] for k in ks]
     usages = [[rng.randint(0, 9) for _ in range(k)] for k in ks]
     starts = [rng.randint(0, 6) for _ in range(n)]
     intervals = [[s, s + rng.randint(0, 4)] for s in starts]
@@ -85,12 +79,8 @@ def test_contraction_maps_assignments_both_ways() -> None:
             # forbidden entries, which every label of a component does inside it).
             sc = evaluate(g, a)
             if sc.cost < F:
-                priced = con.red.constant + sum(
-                    int(con.red.node_cost[u][c]) for u, c in enumerate(choice)
-                )
-                priced += sum(
-                    int(m[choice[x], choice[y]]) for (x, y), m in con.red.edges.items()
-                )
+                priced = con.red.constant + sum(int(con.red.node_cost[u][c]) for u, c in enumerate(choice))
+                priced += sum(int(m[choice[x], choice[y]]) for (x, y), m in con.red.edges.items())
                 assert priced == sc.cost
     assert seen >= 10
 
@@ -100,9 +90,7 @@ def test_contracted_ilp_is_exact(seed: int) -> None:
     rng = random.Random(100 + seed)
     g = forbidden_graph(rng, 9, rng.randint(12, 30))
     best = exhaustive(g)
-    if (
-        best is None
-    ):  # every assignment lands on a forbidden entry (or breaks the limit)
+    if best is None:  # every assignment lands on a forbidden entry (or breaks the limit)
         try:
             sol = solve_contracted(g, 20)
         except SearchError:
@@ -176,11 +164,7 @@ def test_contracted_method_without_forbidden_entries_falls_back() -> None:
         warnings.simplefilter("always")
         sol = solve(g, 1, method="contracted")
     assert sol.feasible and sol.cost == 3 and sol.method == "local"
-    assert any(
-        issubclass(w.category, FallbackWarning)
-        and "no forbidden component" in str(w.message)
-        for w in caught
-    )
+    assert any(issubclass(w.category, FallbackWarning) and "no forbidden component" in str(w.message) for w in caught)
 
 
 def test_merges_over_a_contracted_sub_instance_match_the_plain_ilp() -> None:
@@ -231,10 +215,7 @@ def test_bound_for_uses_the_contracted_ilp_when_the_plain_model_is_too_large(
     while True:  # a graph whose limit binds, with a feasible answer above the optimum
         g = forbidden_graph(rng, 7, None, bad=0.0)
         g = replace(g, usage_limit=solve_contracted(g, 10).peak_usage - 1)
-        scores = [
-            evaluate(g, a)
-            for a in itertools.product(*(range(g.k(v)) for v in range(g.num_nodes)))
-        ]
+        scores = [evaluate(g, a) for a in itertools.product(*(range(g.k(v)) for v in range(g.num_nodes)))]
         costs = sorted({s.cost for s in scores if s.feasible and s.cost < F})
         if len(costs) >= 2:
             break
@@ -244,9 +225,7 @@ def test_bound_for_uses_the_contracted_ilp_when_the_plain_model_is_too_large(
         for a in itertools.product(*(range(g.k(v)) for v in range(g.num_nodes)))
         if evaluate(g, a).feasible and evaluate(g, a).cost == costs[1]
     )
-    sol = Solution(
-        worse, evaluate(g, worse).cost, evaluate(g, worse).peak_usage, True, "local"
-    )
+    sol = Solution(worse, evaluate(g, worse).cost, evaluate(g, worse).peak_usage, True, "local")
     lb = bound_mod.bound_for(g, sol, 10)
     assert lb.method in ("ilp", "optimal")
     assert best * (1 - 1e-4) - 1 <= lb.bound <= best
@@ -275,13 +254,9 @@ def test_the_first_model_takes_the_warm_starts_rows_only_when_asked(
         for seeded in (True, False):
             caplog.clear()
             with caplog.at_level("DEBUG", logger="shardwise.search.contract"):
-                sol = solve_contracted(
-                    limited, 30, initial=want.assignment, rows_from_warm=seeded
-                )
+                sol = solve_contracted(limited, 30, initial=want.assignment, rows_from_warm=seeded)
             assert sol.optimal and sol.cost == want.cost
-            first = [
-                r.getMessage() for r in caplog.records if "round 1:" in r.getMessage()
-            ]
+            first = [r.getMessage() for r in caplog.records if "round 1:" in r.getMessage()]
             firsts.append(int(first[0].split(" usage rows")[0].rsplit(" ", 1)[1]))
         assert firsts[0] > 0 and firsts[1] == 0
         return

@@ -37,9 +37,7 @@ def big_graph(n: int = 2000, k: int = 30, span: int = 50) -> StrategyGraph:
         offsets=np.arange(n + 1, dtype=np.int64) * k,
         cost=rng.integers(0, 100, n * k),
         usage=usage,
-        intervals=np.stack([np.arange(n), np.arange(n) + span], axis=1).astype(
-            np.int64
-        ),
+        intervals=np.stack([np.arange(n), np.arange(n) + span], axis=1).astype(np.int64),
         edges=np.stack([np.arange(n - 1), np.arange(1, n)], axis=1).astype(np.int64),
         edge_offsets=np.arange(n, dtype=np.int64) * k * k,
         edge_cost=rng.integers(0, 100, (n - 1) * k * k),
@@ -72,9 +70,7 @@ def least_usage(g: StrategyGraph) -> list[int]:
 def test_memory_guard_refuses_before_building(monkeypatch: pytest.MonkeyPatch) -> None:
     g = big_graph()
     size = estimate_model(g)
-    assert (
-        size.columns == g.cost.size + g.edge_cost.size and size.nonzeros > size.columns
-    )
+    assert size.columns == g.cost.size + g.edge_cost.size and size.nonzeros > size.columns
     monkeypatch.setattr(ilp, "memory_guard", lambda: 64 << 20)
 
     def no_build(graph: StrategyGraph) -> None:
@@ -87,12 +83,8 @@ def test_memory_guard_refuses_before_building(monkeypatch: pytest.MonkeyPatch) -
         match=r"^ILP model of 1\.9M columns and .* nonzeros needs about .* GiB, the memory guard allows 0\.1 GiB",
     ) as e:
         solve_ilp(g, 30.0)
-    assert (
-        time.perf_counter() - t0 < 5.0
-    )  # estimated, not built (the build takes far longer)
-    assert (
-        "\n" not in str(e.value) and e.value.size == size and e.value.guard == 64 << 20
-    )
+    assert time.perf_counter() - t0 < 5.0  # estimated, not built (the build takes far longer)
+    assert "\n" not in str(e.value) and e.value.size == size and e.value.guard == 64 << 20
 
 
 def test_ilp_falls_back_to_local_search_when_its_model_does_not_fit(
@@ -100,18 +92,14 @@ def test_ilp_falls_back_to_local_search_when_its_model_does_not_fit(
 ) -> None:
     g = big_graph(n=500, k=10)
     monkeypatch.setattr(ilp, "memory_guard", lambda: 1 << 20)
-    with pytest.warns(
-        FallbackWarning, match="ILP model of .* GiB.*local search ran instead"
-    ):
+    with pytest.warns(FallbackWarning, match="ILP model of .* GiB.*local search ran instead"):
         sol = solve(g, 1.0, "ilp")
     assert sol.method == "local" and "memory guard" in sol.note
     assert sol.cost == evaluate(g, sol.assignment).cost
     # auto picks another method, without a warning.
     small = random_graph(random.Random(5), 6, 3)
     sol = solve(small, 1.0, "auto")
-    assert sol.method != "ilp" and sol.note.startswith(
-        "auto: not the ILP: ILP model of"
-    )
+    assert sol.method != "ilp" and sol.note.startswith("auto: not the ILP: ILP model of")
 
 
 @pytest.mark.skipif(not toulbar2_available(), reason="needs pytoulbar2")
@@ -129,9 +117,7 @@ def test_limited_falls_back_when_its_network_does_not_fit(
         match=r"^toulbar2 network of 49,900 edge entries and .* usage-constraint terms needs about",
     ):
         solve_limited(g, 5.0)
-    with pytest.warns(
-        FallbackWarning, match="toulbar2 network of .*local search ran instead"
-    ):
+    with pytest.warns(FallbackWarning, match="toulbar2 network of .*local search ran instead"):
         sol = solve(g, 1.0, "limited")
     assert sol.method == "local" and sol.cost == evaluate(g, sol.assignment).cost
 
@@ -155,11 +141,7 @@ def test_estimate_bounds_the_model_built(seed: int) -> None:
     model = ilp._build(red, g.num_nodes, lambda: None)
     usage = ilp._UsageRows(g, red, model.col)
     rows = ilp._Rows.concat([model.rows, usage.rows(usage.binding)])
-    assert (
-        len(model.obj) <= size.columns
-        and len(rows.index) <= size.nonzeros
-        and len(rows.starts) <= size.rows
-    )
+    assert len(model.obj) <= size.columns and len(rows.index) <= size.nonzeros and len(rows.starts) <= size.rows
 
 
 # --- the deadline during the ILP's build --------------------------------------------------
@@ -182,11 +164,7 @@ def test_deadline_during_the_ilp_build_keeps_the_warm_start(
         t0 = time.perf_counter()
         sol = pool.submit(solve_ilp, g, 0.05, initial=warm).result()
         assert time.perf_counter() - t0 < 10.0
-        assert (
-            list(sol.assignment) == warm
-            and not sol.optimal
-            and "time ran out while building" in sol.note
-        )
+        assert list(sol.assignment) == warm and not sol.optimal and "time ran out while building" in sol.note
         with pytest.raises(NoFeasibleSolution, match="time ran out while building"):
             pool.submit(solve_ilp, g, 0.05).result()
     # From the main thread, a build still running a second past the limit is abandoned: the
@@ -207,9 +185,7 @@ def test_deadline_during_the_ilp_build_keeps_the_warm_start(
 
 # --- the command line: time limits and Ctrl-C -----------------------------------------------
 
-needs_shared = pytest.mark.skipif(
-    not (IOPDDL / "best_known.csv").exists(), reason="needs ../shared/iopddl"
-)
+needs_shared = pytest.mark.skipif(not (IOPDDL / "best_known.csv").exists(), reason="needs ../shared/iopddl")
 needs_toulbar2 = pytest.mark.skipif(not toulbar2_available(), reason="needs pytoulbar2")
 
 
@@ -289,15 +265,9 @@ def test_cli_time_limit_holds_on_the_largest_instance(method: str) -> None:
     assert lines[0].startswith("[") and lines[-1].startswith("cost: ")
     assert wall < limit + 4.0, f"{method}: {wall:.1f} s for a {limit} s limit"
     if method == "ilp":
-        assert (
-            "shardwise: warning: ILP model of 6.2M columns" in r.stderr
-            and "local search ran instead" in r.stderr
-        )
+        assert "shardwise: warning: ILP model of 6.2M columns" in r.stderr and "local search ran instead" in r.stderr
     if method == "limited":
-        assert (
-            "shardwise: warning: toulbar2 network of" in r.stderr
-            and "local search ran instead" in r.stderr
-        )
+        assert "shardwise: warning: toulbar2 network of" in r.stderr and "local search ran instead" in r.stderr
 
 
 DRIVER = """
@@ -310,9 +280,7 @@ sys.exit(main(["iopddl", *sys.argv[1:]]))
 """
 
 
-def _interrupt(
-    instance: Path, *args: str, after: float = 1.5
-) -> tuple[int, list[str], str, float]:
+def _interrupt(instance: Path, *args: str, after: float = 1.5) -> tuple[int, list[str], str, float]:
     """Runs the command line's ``iopddl`` on ``instance`` with ``args``, sends SIGINT ``after``
     seconds into the search; returns the exit status, stdout lines, stderr and the seconds from
     the signal to the exit."""
@@ -353,9 +321,7 @@ def test_ctrl_c_prints_the_best_answer_so_far(method: str, threads: int) -> None
     # Instance B (816 nodes) with a 30 s limit: before, Ctrl-C waited for the whole limit and
     # then printed no answer (local, ilp) or hung on the workers.
     instance = IOPDDL / "asplos-2025-iopddl-B.json.gz"
-    rc, lines, err, seconds = _interrupt(
-        instance, "--method", method, "--threads", str(threads), "--time-limit", "30"
-    )
+    rc, lines, err, seconds = _interrupt(instance, "--method", method, "--threads", str(threads), "--time-limit", "30")
     assert rc == 130, err[-2000:]
     assert lines and lines[0].startswith("[") and lines[-1].startswith("cost: "), lines
     assert "interrupted; the answer above is the best found so far" in err

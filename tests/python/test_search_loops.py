@@ -92,7 +92,12 @@ def test_search_inside_loops_fits_a_tight_budget_and_predicts_the_partition(name
     assert loops and all(trip_count(w) for w in loops)
     # The loop state is split: some carried tensor of rank >= 2 (stacked weights, optimizer
     # moments or activations saved for the backward loop) is sharded.
-    assert any(any(d.axes for d in r.sharding.dims) for w in loops for r in w.results if r.sharding is not None and len(r.type.shape) >= 2)
+    assert any(
+        any(d.axes for d in r.sharding.dims)
+        for w in loops
+        for r in w.results
+        if r.sharding is not None and len(r.type.shape) >= 2
+    )
     part = sw.partition(out)
     assert any(c.times > 1 for c in part.collectives)
     check = sw.check_partition(out, part.global_module, part.ranks, seed=1)

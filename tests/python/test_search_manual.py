@@ -21,9 +21,20 @@ def test_partial_manual_body_is_searched_on_the_free_axes() -> None:
     problem = prepare(module, memory_budget=None)
     manual = [nd for nd in problem.nodes if nd.manual_side is not None]
     assert {nd.manual_side for nd in manual} == {"in", "out"}
-    body = [nd for nd in problem.nodes if nd.op is not None and nd.manual_side is None and nd.op.name == "stablehlo.dot_general"]
+    body = [
+        nd
+        for nd in problem.nodes
+        if nd.op is not None and nd.manual_side is None and nd.op.name == "stablehlo.dot_general"
+    ]
     assert body, [nd.label for nd in problem.nodes]
-    used = {a.name for nd in body for s in nd.strategies for sh in (*s.operands, *s.results) for d in sh.dims for a in d.axes}
+    used = {
+        a.name
+        for nd in body
+        for s in nd.strategies
+        for sh in (*s.operands, *s.results)
+        for d in sh.dims
+        for a in d.axes
+    }
     # The manual axis never shards a body value: the body works on its local block of it.
     assert used == {"model"}
     for nd in manual:
@@ -56,7 +67,11 @@ def test_a_budget_shards_the_weights_inside_the_shard_map_and_the_partition_agre
 def test_fully_manual_body_keeps_its_local_program() -> None:
     module = shard_map_mlp({"data", "model"})
     problem = prepare(module, memory_budget=None)
-    body = [nd for nd in problem.nodes if nd.op is not None and nd.manual_side is None and nd.op.name == "stablehlo.dot_general"]
+    body = [
+        nd
+        for nd in problem.nodes
+        if nd.op is not None and nd.manual_side is None and nd.op.name == "stablehlo.dot_general"
+    ]
     assert body and all(len(nd.strategies) == 1 and nd.strategies[0].is_replicated for nd in body)
     boundary = [nd for nd in problem.nodes if nd.manual_side is not None]
     assert boundary and all(nd.configured and len(nd.strategies) == 1 for nd in boundary)

@@ -24,27 +24,18 @@ from shardwise.search.neighbourhood import (
 )
 
 
-def random_graph(
-    rng: random.Random, n: int, limit: int | None, forbidden: float = 0.0
-) -> StrategyGraph:
+def random_graph(rng: random.Random, n: int, limit: int | None, forbidden: float = 0.0) -> StrategyGraph:
     """Random strategies, intervals and edges, parallel edges and self-edges included; a share
     ``forbidden`` of the edge entries 10^18."""
     ks = [rng.randint(1, 4) for _ in range(n)]
     costs = [[rng.randint(0, 60) for _ in range(k)] for k in ks]
     usages = [[rng.randint(0, 9) for _ in range(k)] for k in ks]
-    intervals = [
-        [s, s + rng.randint(0, 4)] for s in (rng.randint(0, 6) for _ in range(n))
-    ]
+    intervals = [[s, s + rng.randint(0, 4)] for s in (rng.randint(0, 6) for _ in range(n))]
     edges, mats = [], []
     for _ in range(n + n // 2):
         a, b = rng.randrange(n), rng.randrange(n)
         edges.append([a, b])
-        mats.append(
-            [
-                10**18 if rng.random() < forbidden else rng.randint(0, 40)
-                for _ in range(ks[a] * ks[b])
-            ]
-        )
+        mats.append([10**18 if rng.random() < forbidden else rng.randint(0, 40) for _ in range(ks[a] * ks[b])])
     return StrategyGraph.build(costs, usages, intervals, edges, mats, usage_limit=limit)
 
 
@@ -96,11 +87,7 @@ def test_improve_is_the_optimum_of_its_neighbourhood(seed: int) -> None:
     g = replace(g0, usage_limit=evaluate(g0, x).peak_usage + 6)
     allowed = candidates(g, x, 1)
     best = min(
-        (
-            sc.cost
-            for y in itertools.product(*allowed)
-            if (sc := evaluate(g, y)).feasible
-        ),
+        (sc.cost for y in itertools.product(*allowed) if (sc := evaluate(g, y)).feasible),
         default=None,
     )
     sol = improve(g, x, 20.0, 1)
@@ -178,15 +165,11 @@ def scripted(monkeypatch: pytest.MonkeyPatch, optimal: list[bool]) -> list[int]:
     rounds after); the ``m`` of each call is recorded in the list returned."""
     ms: list[int] = []
 
-    def fake(
-        graph: StrategyGraph, x: tuple[int, ...], t: float, m: int, threads: int = 1
-    ) -> Solution:
+    def fake(graph: StrategyGraph, x: tuple[int, ...], t: float, m: int, threads: int = 1) -> Solution:
         ms.append(m)
         sc = evaluate(graph, x)
         proven = optimal[min(len(ms) - 1, len(optimal) - 1)]
-        return Solution(
-            x, sc.cost, sc.peak_usage, True, "neighbourhood", optimal=proven
-        )
+        return Solution(x, sc.cost, sc.peak_usage, True, "neighbourhood", optimal=proven)
 
     monkeypatch.setattr(neighbourhood, "improve", fake)
     return ms
@@ -261,9 +244,7 @@ def test_a_grown_round_takes_at_most_grow_time_times_the_round_before(
     # not the 30 s offered; rounds up to LAST_M keep the 30 s.
     limits: list[tuple[int, float]] = []
 
-    def fake(
-        graph: StrategyGraph, x: tuple[int, ...], t: float, m: int, threads: int = 1
-    ) -> Solution:
+    def fake(graph: StrategyGraph, x: tuple[int, ...], t: float, m: int, threads: int = 1) -> Solution:
         limits.append((m, t))
         time.sleep(0.05)
         sc = evaluate(graph, x)
@@ -286,14 +267,10 @@ def test_a_round_the_clock_cut_short_leaves_the_descent_as_it_was(
     # m given less than its own (GROW_TIME) limit is cut short too: no ceiling.
     calls: list[tuple[int, float]] = []
 
-    def fake(
-        graph: StrategyGraph, x: tuple[int, ...], t: float, m: int, threads: int = 1
-    ) -> Solution:
+    def fake(graph: StrategyGraph, x: tuple[int, ...], t: float, m: int, threads: int = 1) -> Solution:
         calls.append((m, t))
         sc = evaluate(graph, x)
-        return Solution(
-            x, sc.cost, sc.peak_usage, True, "neighbourhood", optimal=t >= 2.0
-        )
+        return Solution(x, sc.cost, sc.peak_usage, True, "neighbourhood", optimal=t >= 2.0)
 
     monkeypatch.setattr(neighbourhood, "improve", fake)
     d = Descent(wide_graph(20), full_seconds=30.0)

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 import shardwise as sw
 from auto_programs import mlp
 from shardwise.cli import main
@@ -31,14 +30,18 @@ def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
     """``shardwise ARGS`` in a fresh process: what a user's terminal sees (file descriptors, not
     Python's ``sys.stdout``)."""
     env = dict(os.environ, COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "shardwise.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "shardwise.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
+    )
 
 
 def test_auto_json_stdout_is_only_json(tmp_path: Path) -> None:
     """HiGHS printed its banner on the process's standard output (file descriptor 1)."""
     src, dst = tmp_path / "mlp.mlir", tmp_path / "out.mlir"
     mlp().save(str(src))
-    res = _cli("auto", str(src), "-o", str(dst), "--mesh", "data=2,model=4", "--method", "ilp", "--time-limit", "5", "--json")
+    res = _cli(
+        "auto", str(src), "-o", str(dst), "--mesh", "data=2,model=4", "--method", "ilp", "--time-limit", "5", "--json"
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["method"] == "ilp"
     assert "HiGHS" not in res.stdout
@@ -58,15 +61,34 @@ def test_load_mlir_of_a_missing_path_says_no_such_file(tmp_path: Path) -> None:
 
 
 def test_auto_shard_with_other_axis_names_says_which_axes() -> None:
-    module = sw.load_mlir(_UNKNOWN_OPS.replace("custom_call @mystery", "custom_call @mystery").replace("@other_mystery", "@mystery"))
+    module = sw.load_mlir(
+        _UNKNOWN_OPS.replace("custom_call @mystery", "custom_call @mystery").replace("@other_mystery", "@mystery")
+    )
     with pytest.raises(sw.ProgramError, match=r"has no axis 'x'.*@mesh = #sdy.mesh<\[\"x\"=2\]>"):
         sw.auto_shard(module, {"data": 2, "model": 4})
 
 
 def test_every_public_error_is_importable_and_named_from_shardwise() -> None:
-    for name in ("SearchError", "PipelineError", "ProgramError", "LaunchError", "LaunchTimeout", "RankAborted", "UnknownValueError", "OpInfoError"):
+    for name in (
+        "SearchError",
+        "PipelineError",
+        "ProgramError",
+        "LaunchError",
+        "LaunchTimeout",
+        "RankAborted",
+        "UnknownValueError",
+        "OpInfoError",
+    ):
         assert issubclass(getattr(sw, name), sw.ShardwiseError), name
-    for cls in (sw.ShardwiseError, sw.ShardingError, sw.MeshError, sw.ShardingParseError, sw.InvalidShardingError, sw.ConversionError, sw.InvalidRuleError):
+    for cls in (
+        sw.ShardwiseError,
+        sw.ShardingError,
+        sw.MeshError,
+        sw.ShardingParseError,
+        sw.InvalidShardingError,
+        sw.ConversionError,
+        sw.InvalidRuleError,
+    ):
         assert cls.__module__ == "shardwise", cls
     with pytest.raises(sw.PipelineError):
         sw.propagate(sw.load_mlir(_UNKNOWN_OPS), "builtin.module(no-such-pass)")
@@ -172,19 +194,23 @@ func.func @main(%arg0: tensor<8xf32> {sdy.sharding = #sdy.sharding<@a, [{"x"}]>}
 
 
 def test_partition_on_two_meshes_names_both_with_a_value_each() -> None:
-    with pytest.raises(sw.ProgramError, match=r"2 meshes with axes: @a = .*argument 0 of @main.*@b = .*argument 1 of @main"):
+    with pytest.raises(
+        sw.ProgramError, match=r"2 meshes with axes: @a = .*argument 0 of @main.*@b = .*argument 1 of @main"
+    ):
         sw.partition(sw.load_mlir(_TWO_MESHES), propagate=False)
 
 
 def test_partition_ignores_a_declared_mesh_that_nothing_uses() -> None:
-    text = _TWO_MESHES.replace('#sdy.sharding<@a, [{"x"}]>', '#sdy.sharding<@b, [{}]>')
+    text = _TWO_MESHES.replace('#sdy.sharding<@a, [{"x"}]>', "#sdy.sharding<@b, [{}]>")
     module = sw.load_mlir(text)
     part = sw.partition(module, propagate=False)
     assert part.mesh_name == "b" and len(part.ranks) == 4
     assert sw.check_partition(module, part.global_module, part.ranks).passed
 
 
-def test_an_empty_module_is_written_and_a_module_that_does_not_verify_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_empty_module_is_written_and_a_module_that_does_not_verify_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # Before: an empty module was written without its block (jaxlib refused it) and the
     # verifier's error spanned five lines with the printed operation (fault campaign).
     src = tmp_path / "empty.mlir"

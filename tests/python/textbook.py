@@ -17,11 +17,7 @@ def hand_plans(model: PlainModel, mesh: Mesh) -> dict[str, Plan]:
     shapes = [a.shape for a in model.args]
     batch = [i for i, a in enumerate(model.args) if a.kind == "input"]
     every = [a for a in mesh.axis_names if mesh.axis_size(a) > 1]
-    specs = {
-        i: a.megatron
-        for i, a in enumerate(model.args)
-        if a.kind != "input" and a.megatron
-    }
+    specs = {i: a.megatron for i, a in enumerate(model.args) if a.kind != "input" and a.megatron}
     tp = "expert_parallel" if model.name.startswith("moe") else "megatron"
     plans: dict[str, Plan] = {}
     builders = {
@@ -31,9 +27,7 @@ def hand_plans(model: PlainModel, mesh: Mesh) -> dict[str, Plan]:
         "fsdp(data)": lambda: fsdp(shapes, batch, mesh, ["data"]),
         "fsdp(state only)": lambda: fsdp(shapes, [], mesh, every),
         tp: lambda: tensor_parallel(shapes, specs, mesh),
-        f"dp x {tp}": lambda: tensor_parallel(
-            shapes, specs, mesh, batch=batch, batch_axes=["data"]
-        ),
+        f"dp x {tp}": lambda: tensor_parallel(shapes, specs, mesh, batch=batch, batch_axes=["data"]),
     }
     for name, build in builders.items():
         try:

@@ -47,7 +47,9 @@ def xla_run(module_text: str, args: list[np.ndarray], out_shapes: list[tuple[int
         if out_shardings is None:
             results.append(np.asarray(per_device[0]))
             continue
-        arr = jax.make_array_from_single_device_arrays(tuple(out_shapes[i]), GSPMDSharding(tuple(devices), out_shardings[i]), per_device)
+        arr = jax.make_array_from_single_device_arrays(
+            tuple(out_shapes[i]), GSPMDSharding(tuple(devices), out_shardings[i]), per_device
+        )
         results.append(np.asarray(arr))
     return results
 
@@ -60,14 +62,20 @@ def xla_run_f64(module_text: str, args: list[np.ndarray], out_shapes: list[tuple
     wide = re.sub(r"dense<(0x[0-9A-Fa-f]+)>(\s*:\s*tensor<[^>]*?(f32|bf16|f16)>)", _widen_hex, module_text)
     wide = re.sub(r"(?<=[x<])(?:f32|bf16|f16)>", "f64>", wide)
     with jax.enable_x64(True):
-        return xla_run(wide, [a.astype(np.float64) if a.dtype.kind == "f" or a.dtype.name == "bfloat16" else a for a in args], out_shapes)
+        return xla_run(
+            wide,
+            [a.astype(np.float64) if a.dtype.kind == "f" or a.dtype.name == "bfloat16" else a for a in args],
+            out_shapes,
+        )
 
 
 def _widen_hex(m: re.Match[str]) -> str:
     """A float constant written as its bit pattern, rewritten as the same value in f64 bits."""
     import ml_dtypes
 
-    store = {"f32": (np.uint32, np.float32), "bf16": (np.uint16, ml_dtypes.bfloat16), "f16": (np.uint16, np.float16)}[m.group(3)]
+    store = {"f32": (np.uint32, np.float32), "bf16": (np.uint16, ml_dtypes.bfloat16), "f16": (np.uint16, np.float16)}[
+        m.group(3)
+    ]
     value = np.array([int(m.group(1), 16)], dtype=store[0]).view(store[1]).astype(np.float64)
     return f"dense<0x{int(value.view(np.uint64)[0]):016X}>{m.group(2)}"
 

@@ -49,4 +49,6 @@ def reject_sub_axes(ts: TensorSharding, fmt: str) -> None:
     axes are checked by ``require_layout_only``: they are not part of a layout)."""
     subs = [str(a) for a in (*(a for d in ts.dims for a in d.axes), *ts.unreduced) if a.is_sub_axis]
     if subs:
-        raise ConversionError(f"{fmt} cannot express sub-axes ({', '.join(subs)}) of {ts}; it names whole mesh axes only")
+        raise ConversionError(
+            f"{fmt} cannot express sub-axes ({', '.join(subs)}) of {ts}; it names whole mesh axes only"
+        )

@@ -52,7 +52,9 @@ def _placement(p: Any, i: int) -> Placement:
     raise ConversionError(f"placement {i} must be ('shard', d), ('replicate',) or ('partial', op), got {p!r}")
 
 
-def from_placements(placements: Sequence[Any], mesh: Mesh, rank: int, *, mesh_name: str | None = "mesh") -> TensorSharding:
+def from_placements(
+    placements: Sequence[Any], mesh: Mesh, rank: int, *, mesh_name: str | None = "mesh"
+) -> TensorSharding:
     """The sharding of DTensor placements (one per mesh axis) for a rank-``rank`` tensor.
     Raises ``ConversionError`` for a wrong count, an unknown placement, a dim out of range, or
     partial placements with different reduce ops."""

@@ -27,7 +27,9 @@ def to_hlo_sharding(ts: TensorSharding, mesh: Mesh, *, strict: bool = True) -> s
     return str(_native.to_hlo_sharding(ts._wire(), mesh._wire()))
 
 
-def from_hlo_sharding(text: str, rank: int, mesh: Mesh | None = None, *, mesh_name: str | None = "mesh") -> TensorSharding:
+def from_hlo_sharding(
+    text: str, rank: int, mesh: Mesh | None = None, *, mesh_name: str | None = "mesh"
+) -> TensorSharding:
     """The sharding of a rank-``rank`` tensor described by HLO sharding ``text``, with closed
     dims. On ``mesh`` when given (bound by ``mesh_name``; inlined when ``mesh_name`` is None);
     otherwise on a derived mesh with axes ``axis_0``, ``axis_1``, … (one per iota piece, or one

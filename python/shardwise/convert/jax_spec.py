@@ -44,7 +44,9 @@ def to_partition_spec(ts: TensorSharding, *, strict: bool = True) -> Any:
         names = tuple(a.name for a in d.axes)
         if d.is_open:
             if names:
-                raise ConversionError(f"dim {i} of {ts} is open with axes {d}; a PartitionSpec entry is either axes or UNCONSTRAINED")
+                raise ConversionError(
+                    f"dim {i} of {ts} is open with axes {d}; a PartitionSpec entry is either axes or UNCONSTRAINED"
+                )
             entries.append(P.UNCONSTRAINED)
         else:
             entries.append(None if not names else names[0] if len(names) == 1 else names)
@@ -55,7 +57,9 @@ def to_partition_spec(ts: TensorSharding, *, strict: bool = True) -> Any:
     return P(*entries)
 
 
-def from_partition_spec(spec: Any, mesh: Mesh, rank: int | None = None, *, mesh_name: str | None = "mesh") -> TensorSharding:
+def from_partition_spec(
+    spec: Any, mesh: Mesh, rank: int | None = None, *, mesh_name: str | None = "mesh"
+) -> TensorSharding:
     """The sharding of ``spec`` on ``mesh`` for a rank-``rank`` tensor (default: the spec's
     length). Inlined in the mesh when ``mesh_name`` is None, as JAX does. Raises
     ``ConversionError`` for a spec longer than ``rank`` or an entry that is no axis name."""
@@ -76,7 +80,9 @@ def from_partition_spec(spec: Any, mesh: Mesh, rank: int | None = None, *, mesh_
         elif isinstance(entry, tuple) and all(isinstance(a, str) for a in entry):
             dims.append(DimSharding(entry))
         else:
-            raise ConversionError(f"PartitionSpec entry {i} must be None, an axis name or a tuple of names, got {entry!r}")
+            raise ConversionError(
+                f"PartitionSpec entry {i} must be None, an axis name or a tuple of names, got {entry!r}"
+            )
     dims += [DimSharding() for _ in range(rank - len(partitions))]
     unreduced = tuple(getattr(spec, "unreduced", ()) or ())
     if mesh_name is None:

@@ -24,7 +24,9 @@ from shardwise.sharding import TensorSharding
 TensorMapEntry = Any  # int (-1 or an index) or tuple of ints
 
 
-def to_layout(ts: TensorSharding, mesh: Mesh, *, strict: bool = True) -> tuple[tuple[int, ...], tuple[TensorMapEntry, ...]]:
+def to_layout(
+    ts: TensorSharding, mesh: Mesh, *, strict: bool = True
+) -> tuple[tuple[int, ...], tuple[TensorMapEntry, ...]]:
     """``(device_matrix, tensor_map)``, e.g. ``[{"x"}, {}]`` on ``x=2, y=4`` gives
     ``((2, 4), (1, -1))``. Raises ``ConversionError`` for unreduced axes, an explicit device
     order, and (strict) propagation-only information."""
@@ -45,7 +47,11 @@ def _entry(e: TensorMapEntry, dim: int) -> list[int]:
 
 
 def from_layout(
-    device_matrix: Sequence[int], tensor_map: Sequence[TensorMapEntry], mesh: Mesh | None = None, *, mesh_name: str | None = "mesh"
+    device_matrix: Sequence[int],
+    tensor_map: Sequence[TensorMapEntry],
+    mesh: Mesh | None = None,
+    *,
+    mesh_name: str | None = "mesh",
 ) -> TensorSharding:
     """The sharding of a layout. On ``mesh`` when given (the device matrix must split its axes
     in order); otherwise on a mesh with one axis per device-matrix dimension, named ``d<k>`` with
@@ -83,7 +89,9 @@ def from_strategy(strategy: Sequence[int], device_num: int, *, mesh_name: str | 
     if isinstance(device_num, bool) or not isinstance(device_num, int):
         raise ConversionError(f"device_num must be an int, got {device_num!r}")
     if device_num < 1 or device_num % total or device_num >= 2**63:
-        raise ConversionError(f"strategy {tuple(strategy)} splits into {total} shards, which does not divide {device_num} devices (at most 2**63 - 1)")
+        raise ConversionError(
+            f"strategy {tuple(strategy)} splits into {total} shards, which does not divide {device_num} devices (at most 2**63 - 1)"
+        )
     repeat = device_num // total
     n = len(strategy)
     device_matrix = ([repeat] if repeat > 1 else []) + list(strategy)

@@ -7,7 +7,18 @@ from typing import Any
 
 from shardwise.errors import ProgramError
 
-__all__ = ["is_float", "is_int", "is_bool", "is_complex", "is_low_float", "upcast", "bitcast", "uint_of", "to_int", "int_info"]
+__all__ = [
+    "bitcast",
+    "int_info",
+    "is_bool",
+    "is_complex",
+    "is_float",
+    "is_int",
+    "is_low_float",
+    "to_int",
+    "uint_of",
+    "upcast",
+]
 
 
 def itemsize(xp: Any, dtype: Any) -> int:

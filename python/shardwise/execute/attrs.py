@@ -22,21 +22,21 @@ from shardwise.ir.core import Op
 from shardwise.ir.types import TensorType, parse_type
 
 __all__ = [
+    "ConvDims",
     "attr",
-    "parse_int",
-    "parse_bool",
     "parse_array",
+    "parse_bool",
+    "parse_conv_dims",
     "parse_dense",
     "parse_enum",
+    "parse_int",
     "parse_struct",
-    "parse_conv_dims",
-    "ConvDims",
 ]
 
 _INT = re.compile(r"\s*(-?\d+)\s*(?::\s*\w+)?\s*")
-_ARRAY = re.compile(r"\s*array<(\w+)(?::(.*))?>\s*", re.S)
+_ARRAY = re.compile(r"\s*array<(\w+)(?::(.*))?>\s*", re.DOTALL)
 _ENUM = re.compile(r"\s*#stablehlo<\s*\w+\s+(\w+)\s*>\s*")
-_DENSE = re.compile(r"\s*dense<(.*)>\s*:\s*(tensor<.*>)\s*", re.S)
+_DENSE = re.compile(r"\s*dense<(.*)>\s*:\s*(tensor<.*>)\s*", re.DOTALL)
 
 
 def attr(op: Op, name: str, default: str | None = None) -> str:
@@ -87,7 +87,9 @@ def parse_enum(text: str) -> str:
     """``#stablehlo<comparison_direction GE>`` -> ``"GE"``."""
     m = _ENUM.fullmatch(text)
     if not m:
-        raise ProgramError(f"expected a StableHLO enum attribute like '#stablehlo<comparison_direction GE>', got {text!r}")
+        raise ProgramError(
+            f"expected a StableHLO enum attribute like '#stablehlo<comparison_direction GE>', got {text!r}"
+        )
     return m.group(1)
 
 
@@ -139,7 +141,9 @@ def _to_array(values: Any, dtype: np.dtype[Any]) -> np.ndarray:
 class _Elements:
     """A tiny recursive-descent parser for the element list of ``dense<...>``."""
 
-    _TOKEN = re.compile(r"\s*(\[|\]|,|\(|\)|true|false|[-+]?0x[0-9A-Fa-f]+|[-+]?(?:inf|nan)|[-+]?[\d.]+(?:[eE][-+]?\d+)?)")
+    _TOKEN = re.compile(
+        r"\s*(\[|\]|,|\(|\)|true|false|[-+]?0x[0-9A-Fa-f]+|[-+]?(?:inf|nan)|[-+]?[\d.]+(?:[eE][-+]?\d+)?)"
+    )
 
     def __init__(self, text: str, dtype: np.dtype[Any]) -> None:
         self.tokens = [m.group(1) for m in self._TOKEN.finditer(text)]
@@ -152,7 +156,7 @@ class _Elements:
     def parse(self) -> Any:
         v = self.value()
         if self.i != len(self.tokens):
-            raise ProgramError(f"trailing tokens in dense elements: {self.tokens[self.i:][:5]}")
+            raise ProgramError(f"trailing tokens in dense elements: {self.tokens[self.i :][:5]}")
         return v
 
     def value(self) -> Any:
@@ -181,15 +185,23 @@ class _Elements:
             bits = int(tok, 16)
             if self.dtype.kind in "fc" or self.dtype.name == "bfloat16":
                 # A float written as its bit pattern.
-                store = np.dtype(f"u{self.dtype.itemsize}") if self.dtype.kind != "c" else np.dtype(f"u{self.dtype.itemsize // 2}")
-                return float(np.array([bits], dtype=store).view(self.dtype if self.dtype.kind != "c" else np.dtype(f"f{store.itemsize}"))[0])
+                store = (
+                    np.dtype(f"u{self.dtype.itemsize}")
+                    if self.dtype.kind != "c"
+                    else np.dtype(f"u{self.dtype.itemsize // 2}")
+                )
+                return float(
+                    np.array([bits], dtype=store).view(
+                        self.dtype if self.dtype.kind != "c" else np.dtype(f"f{store.itemsize}")
+                    )[0]
+                )
             return bits
         if self.dtype.kind in "iub":
             return int(tok)
         return float(tok)
 
 
-_STRUCT = re.compile(r"\s*#stablehlo\.(\w+)<(.*)>\s*", re.S)
+_STRUCT = re.compile(r"\s*#stablehlo\.(\w+)<(.*)>\s*", re.DOTALL)
 
 
 def parse_struct(text: str, kind: str) -> dict[str, Any]:
@@ -210,7 +222,17 @@ class ConvDims:
     feature/input feature/spatial dims of the kernel (rhs), and batch/feature/spatial of the
     output, from ``#stablehlo.conv<[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]>``."""
 
-    __slots__ = ("lhs_batch", "lhs_feature", "lhs_spatial", "rhs_in", "rhs_out", "rhs_spatial", "out_batch", "out_feature", "out_spatial")
+    __slots__ = (
+        "lhs_batch",
+        "lhs_feature",
+        "lhs_spatial",
+        "rhs_in",
+        "rhs_out",
+        "rhs_spatial",
+        "out_batch",
+        "out_feature",
+        "out_spatial",
+    )
 
     def __init__(self, lhs: list[str], rhs: list[str], out: list[str]) -> None:
         self.lhs_batch, self.lhs_feature, self.lhs_spatial = _layout(lhs, "b", "f")
@@ -230,6 +252,8 @@ def parse_conv_dims(text: str) -> ConvDims:
     """``#stablehlo.conv<[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]>`` -> ``ConvDims``."""
     m = re.fullmatch(r"\s*#stablehlo\.conv<\[([^\]]*)\]x\[([^\]]*)\]->\[([^\]]*)\]>\s*", text)
     if not m:
-        raise ProgramError(f"expected convolution dimension numbers like '#stablehlo.conv<[b, 0, f]x[0, i, o]->[b, 0, f]>', got {text!r}")
+        raise ProgramError(
+            f"expected convolution dimension numbers like '#stablehlo.conv<[b, 0, f]x[0, i, o]->[b, 0, f]>', got {text!r}"
+        )
     parts = [[d.strip() for d in g.split(",")] for g in m.groups()]
     return ConvDims(parts[0], parts[1], parts[2])

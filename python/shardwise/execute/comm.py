@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Communicator", "REDUCTIONS", "reduce_arrays"]
+__all__ = ["REDUCTIONS", "Communicator", "reduce_arrays"]
 
 #: Reduction names a communicator accepts.
 REDUCTIONS = ("add", "mul", "max", "min", "and", "or")

@@ -12,7 +12,7 @@ import numpy as np
 
 from shardwise.errors import ProgramError
 
-__all__ = ["numpy_dtype", "xp_dtype", "STANDARD"]
+__all__ = ["STANDARD", "numpy_dtype", "xp_dtype"]
 
 #: Element types that are array-API standard dtypes, by the name the namespace uses.
 STANDARD = {

@@ -18,14 +18,14 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from shardwise.execute._util import astype, nbytes
 from shardwise.errors import ProgramError
+from shardwise.execute._util import astype, nbytes
 from shardwise.execute.comm import Communicator
 from shardwise.execute.dtypes import xp_dtype
 from shardwise.ir.core import Block, Func, Module, Op, Region, Value
 from shardwise.ir.types import TensorType
 
-__all__ = ["Interpreter", "run", "register", "OPS", "ELEMENTWISE"]
+__all__ = ["ELEMENTWISE", "OPS", "Interpreter", "register", "run"]
 
 OpFn = Callable[["Interpreter", Op, list[Any]], list[Any]]
 
@@ -50,8 +50,6 @@ def register(*names: str, elementwise: bool = False) -> Callable[[OpFn], OpFn]:
     return deco
 
 
-
-
 #: Floating element types and the type ``wide`` interpretation computes them in.
 _WIDE = {"f16": "f64", "bf16": "f64", "f32": "f64", "f8E4M3FN": "f64", "f8E5M2": "f64", "complex<f32>": "complex<f64>"}
 
@@ -66,7 +64,9 @@ class Interpreter:
     ``shardwise run --check`` measures both the partitioned and the unpartitioned program. Bit
     reinterpretation (``bitcast_convert``) still sees the declared type (``declared_dtype``)."""
 
-    def __init__(self, module: Module | None, xp: Any, comm: Communicator | None = None, rank: int = 0, *, wide: bool = False) -> None:
+    def __init__(
+        self, module: Module | None, xp: Any, comm: Communicator | None = None, rank: int = 0, *, wide: bool = False
+    ) -> None:
         self.xp = xp
         self.wide = wide
         self.comm = comm
@@ -101,8 +101,7 @@ class Interpreter:
     def _define(self, env: dict[Value, Any], v: Value, x: Any) -> None:
         env[v] = x
         self.live_bytes += nbytes(self.xp, x)
-        if self.live_bytes > self.peak_bytes:
-            self.peak_bytes = self.live_bytes
+        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
 
     def _free(self, env: dict[Value, Any], v: Value) -> None:
         x = env.pop(v, None)
@@ -120,7 +119,9 @@ class Interpreter:
         for i, (v, x) in enumerate(zip(func.args, args)):
             x = self.xp.asarray(x)
             if isinstance(v.type, TensorType) and tuple(x.shape) != v.type.shape:
-                raise ProgramError(f"@{func.sym_name} argument {i}: expected shape {v.type.shape} ({v.type}), got {tuple(x.shape)}")
+                raise ProgramError(
+                    f"@{func.sym_name} argument {i}: expected shape {v.type.shape} ({v.type}), got {tuple(x.shape)}"
+                )
             xs.append(x)
         return self.run_block(func.body, xs, {})
 
@@ -154,7 +155,9 @@ class Interpreter:
         try:
             return env[v]
         except KeyError:
-            raise ProgramError(f"{user.where()}: operand {v} has no value (used after its last use or never defined)") from None
+            raise ProgramError(
+                f"{user.where()}: operand {v} has no value (used after its last use or never defined)"
+            ) from None
 
     def _execute(self, op: Op, env: dict[Value, Any]) -> None:
         fn = OPS.get(op.name)
@@ -173,7 +176,9 @@ class Interpreter:
         for v, x in zip(op.results, results):
             if self._vector_depth == 0 and isinstance(v.type, TensorType):
                 if tuple(x.shape) != v.type.shape:
-                    raise ProgramError(f"{op.where()}: result shape {tuple(x.shape)} differs from the declared {v.type}")
+                    raise ProgramError(
+                        f"{op.where()}: result shape {tuple(x.shape)} differs from the declared {v.type}"
+                    )
                 want = self.dtype(v)
                 if x.dtype != want:
                     x = astype(self.xp, x, want)
@@ -291,7 +296,9 @@ def run(
     return run_with(interp, f, inputs)
 
 
-def _prepare(func_or_module: Func | Module, xp: Any, comm: Communicator | None, rank: int, func: str, wide: bool = False) -> tuple[Interpreter, Func]:
+def _prepare(
+    func_or_module: Func | Module, xp: Any, comm: Communicator | None, rank: int, func: str, wide: bool = False
+) -> tuple[Interpreter, Func]:
     if xp is None:
         import array_api_compat.numpy as xp_numpy
 
@@ -320,7 +327,10 @@ def run_with(interp: Interpreter, f: Func, inputs: Sequence[Any]) -> list[Any]:
     if len(inputs) != len(f.args):
         raise ProgramError(f"@{f.sym_name} takes {len(f.args)} arguments, got {len(inputs)}")
 
-    xs = [astype(interp.xp, interp.xp.asarray(x), interp.dtype(v)) if isinstance(v.type, TensorType) else x for x, v in zip(inputs, f.args)]
+    xs = [
+        astype(interp.xp, interp.xp.asarray(x), interp.dtype(v)) if isinstance(v.type, TensorType) else x
+        for x, v in zip(inputs, f.args)
+    ]
     with quiet_fp():
         return interp.call(f, xs)
 

@@ -46,11 +46,21 @@ from typing import Any
 
 from shardwise.errors import LaunchError, LaunchTimeout, ShardwiseError
 from shardwise.execute.devices import to_host
-from shardwise.files import write_atomic
 from shardwise.execute.simulator import CollectiveRecord
+from shardwise.files import write_atomic
 from shardwise.spmd.partition.check import OutputCheck
 
-__all__ = ["BACKENDS", "JobOutput", "LaunchError", "LaunchResult", "LaunchTimeout", "find_mpiexec", "launch", "rank_main", "run_job"]
+__all__ = [
+    "BACKENDS",
+    "JobOutput",
+    "LaunchError",
+    "LaunchResult",
+    "LaunchTimeout",
+    "find_mpiexec",
+    "launch",
+    "rank_main",
+    "run_job",
+]
 
 #: Backends of ``launch``.
 BACKENDS = ("mpi", "nccl")
@@ -87,7 +97,9 @@ def find_mpiexec() -> str:
             return str(candidate)
     found = shutil.which("mpiexec")
     if found is None:
-        raise ShardwiseError(f"no mpiexec beside {sys.executable} nor on PATH: pip install 'shardwise[mpi]' (brings mpi4py and the mpich wheel)")
+        raise ShardwiseError(
+            f"no mpiexec beside {sys.executable} nor on PATH: pip install 'shardwise[mpi]' (brings mpi4py and the mpich wheel)"
+        )
     return found
 
 
@@ -144,7 +156,9 @@ def _kill_job(pgid: int, job_id: str) -> None:
             time.sleep(0.05)
 
 
-def run_job(n: int, args: Sequence[str], *, timeout: float | None = None, env: dict[str, str] | None = None) -> JobOutput:
+def run_job(
+    n: int, args: Sequence[str], *, timeout: float | None = None, env: dict[str, str] | None = None
+) -> JobOutput:
     """Runs ``mpiexec -n n -prepend-rank python -m mpi4py *args`` in a new session and waits.
 
     ``env``: the job's environment (this process's when ``None``); with more ranks than CPUs it
@@ -165,13 +179,27 @@ def run_job(n: int, args: Sequence[str], *, timeout: float | None = None, env: d
         # oversubscribed: MPICH's busy polling starves the other ranks; yield instead
         env.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, env=env, text=True, errors="replace")
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env,
+        text=True,
+        errors="replace",
+    )
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_job(proc.pid, job_id)
         out, _ = proc.communicate()
-        raise LaunchTimeout(f"MPI job of {n} ranks ran past its timeout of {timeout:g} s and was killed; its output:\n{_tail(out)}", returncode=None, rank=_failed_rank(out), output=out) from None
+        raise LaunchTimeout(
+            f"MPI job of {n} ranks ran past its timeout of {timeout:g} s and was killed; its output:\n{_tail(out)}",
+            returncode=None,
+            rank=_failed_rank(out),
+            output=out,
+        ) from None
     except BaseException:
         _kill_job(proc.pid, job_id)
         proc.communicate()
@@ -182,7 +210,12 @@ def run_job(n: int, args: Sequence[str], *, timeout: float | None = None, env: d
     if proc.returncode != 0:
         rank = _failed_rank(out)
         who = f"rank {rank} failed" if rank is not None else "a rank or mpiexec failed"
-        raise LaunchError(f"MPI job of {n} ranks ended with exit status {proc.returncode}: {who}; its output:\n{_tail(out)}", returncode=proc.returncode, rank=rank, output=out)
+        raise LaunchError(
+            f"MPI job of {n} ranks ended with exit status {proc.returncode}: {who}; its output:\n{_tail(out)}",
+            returncode=proc.returncode,
+            rank=rank,
+            output=out,
+        )
     return JobOutput(proc.returncode, out, seconds)
 
 
@@ -261,7 +294,9 @@ def launch(
     ranks = meta["num_ranks"]
     if isinstance(n, bool) or not isinstance(n, int) or n != ranks:
         mesh = meta.get("mesh")
-        raise ShardwiseError(f"launch -n {n!r}: the partition in {outdir} has {ranks} ranks (mesh {mesh.get('text', '?') if isinstance(mesh, dict) else mesh}); pass -n {ranks}")
+        raise ShardwiseError(
+            f"launch -n {n!r}: the partition in {outdir} has {ranks} ranks (mesh {mesh.get('text', '?') if isinstance(mesh, dict) else mesh}); pass -n {ranks}"
+        )
     check_rank_files(outdir, ranks)
     if backend not in BACKENDS:
         raise ShardwiseError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
@@ -269,7 +304,9 @@ def launch(
         raise ShardwiseError(f"reductions must be 'ordered' or 'native', got {reductions!r}")
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise ShardwiseError(f"repeat must be a positive int, got {repeat!r}")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0):
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0
+    ):
         raise ShardwiseError(f"timeout must be a positive number of seconds (or None for no limit), got {timeout!r}")
     if backend == "nccl":
         # Checked here, once, so a missing CuPy or GPU is one line and not n rank tracebacks.
@@ -280,16 +317,43 @@ def launch(
             raise ShardwiseError("the NCCL backend needs a CUDA GPU, and CuPy sees none (use --backend mpi on CPUs)")
     with tempfile.TemporaryDirectory(prefix="shardwise-launch-") as tmp:
         summary = Path(tmp) / "summary.json"
-        args = ["-m", "shardwise.execute.launch", os.fspath(outdir), "--backend", backend, "--seed", str(seed), "--summary", str(summary), "--reductions", reductions]
+        args = [
+            "-m",
+            "shardwise.execute.launch",
+            os.fspath(outdir),
+            "--backend",
+            backend,
+            "--seed",
+            str(seed),
+            "--summary",
+            str(summary),
+            "--reductions",
+            reductions,
+        ]
         flags = [*(["--check"] if check else []), *(["--outputs"] if keep_outputs else []), "--repeat", str(repeat)]
         job = run_job(n, [*args, *flags], timeout=timeout)
         try:
             data = json.loads(summary.read_text())
             outputs = pickle.loads(summary.with_suffix(".outputs.pickle").read_bytes()) if keep_outputs else None
         except (OSError, json.JSONDecodeError) as e:
-            raise LaunchError(f"MPI job of {n} ranks ended without a summary from rank 0 ({e}); its output:\n{_tail(job.output)}", returncode=job.returncode, rank=None, output=job.output) from None
-    checks = None if data["checks"] is None else [OutputCheck(**(c | {"shape": tuple(c["shape"])})) for c in data["checks"]]
-    collectives = [[CollectiveRecord(r["kind"], tuple(r["group"]), tuple(r["shape"]), r["dtype"], r["bytes_sent"], r["bytes_received"]) for r in rank] for rank in data["collectives"]]
+            raise LaunchError(
+                f"MPI job of {n} ranks ended without a summary from rank 0 ({e}); its output:\n{_tail(job.output)}",
+                returncode=job.returncode,
+                rank=None,
+                output=job.output,
+            ) from None
+    checks = (
+        None if data["checks"] is None else [OutputCheck(**(c | {"shape": tuple(c["shape"])})) for c in data["checks"]]
+    )
+    collectives = [
+        [
+            CollectiveRecord(
+                r["kind"], tuple(r["group"]), tuple(r["shape"]), r["dtype"], r["bytes_sent"], r["bytes_received"]
+            )
+            for r in rank
+        ]
+        for rank in data["collectives"]
+    ]
     return LaunchResult(n, backend, checks, collectives, list(data["seconds"]), job.seconds, job.output, outputs)
 
 
@@ -298,7 +362,14 @@ def launch(
 
 
 def _record_dict(r: CollectiveRecord) -> dict[str, Any]:
-    return {"kind": r.kind, "group": list(r.group), "shape": list(r.shape), "dtype": r.dtype, "bytes_sent": r.bytes_sent, "bytes_received": r.bytes_received}
+    return {
+        "kind": r.kind,
+        "group": list(r.group),
+        "shape": list(r.shape),
+        "dtype": r.dtype,
+        "bytes_sent": r.bytes_sent,
+        "bytes_received": r.bytes_received,
+    }
 
 
 def _rank_run(args: argparse.Namespace, mpi: Any) -> None:
@@ -315,7 +386,9 @@ def _rank_run(args: argparse.Namespace, mpi: Any) -> None:
     g = load_global(args.outdir)
     func = entry(meta, g)
     # Rank 0's check runs the unpartitioned program: it alone reassembles the global weights.
-    inputs, rows = run_inputs(args.outdir, g, meta, args.seed, [rank], global_values=rank == 0 and args.check, loaded={rank: weights})
+    inputs, rows = run_inputs(
+        args.outdir, g, meta, args.seed, [rank], global_values=rank == 0 and args.check, loaded={rank: weights}
+    )
     local = rows[0]
     import shardwise.execute.ops  # noqa: F401  (registers the op implementations before the timing)
 
@@ -347,8 +420,11 @@ def _rank_run(args: argparse.Namespace, mpi: Any) -> None:
     if args.check:
         original = unpartitioned(g)
         ref = run(original, inputs, func=func)
-        exact = lambda: run(original, inputs, func=func, wide=True)  # noqa: E731
-        checks = [o.__dict__ | {"shape": list(o.shape)} for o in compare_outputs(g, ref, [row[0] for row in gathered], func, exact=exact)]
+        exact = lambda: run(original, inputs, func=func, wide=True)
+        checks = [
+            o.__dict__ | {"shape": list(o.shape)}
+            for o in compare_outputs(g, ref, [row[0] for row in gathered], func, exact=exact)
+        ]
     summary = {"checks": checks, "collectives": [row[1] for row in gathered], "seconds": [row[2] for row in gathered]}
     if args.summary:
         write_atomic(args.summary, json.dumps(summary))
@@ -368,14 +444,16 @@ def rank_main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--summary", help="where rank 0 writes the JSON summary")
     parser.add_argument("--reductions", choices=("ordered", "native"), default="ordered")
     parser.add_argument("--repeat", type=int, default=1, help="runs of the program; the fastest is reported")
-    parser.add_argument("--outputs", action="store_true", help="rank 0 also pickles every rank's results beside the summary")
+    parser.add_argument(
+        "--outputs", action="store_true", help="rank 0 also pickles every rank's results beside the summary"
+    )
     args = parser.parse_args(argv)
     from shardwise.execute.mpi import import_mpi
 
     mpi = import_mpi()
     try:
         _rank_run(args, mpi)
-    except BaseException:
+    except BaseException:  # noqa: BLE001 (any failure of a rank aborts every rank)
         rank = mpi.COMM_WORLD.Get_rank()
         sys.stderr.write(f"shardwise launch: rank {rank} failed:\n{traceback.format_exc()}")
         sys.stderr.flush()

@@ -53,7 +53,9 @@ def import_mpi() -> Any:
     try:
         from mpi4py import MPI
     except ImportError as e:
-        raise ShardwiseError(f"the MPI backend needs mpi4py and an MPI library: pip install 'shardwise[mpi]' ({e})") from None
+        raise ShardwiseError(
+            f"the MPI backend needs mpi4py and an MPI library: pip install 'shardwise[mpi]' ({e})"
+        ) from None
     return MPI
 
 
@@ -196,7 +198,9 @@ class MpiCommunicator:
         a = _contiguous(x)
         n = len(g)
         if a.shape[split_axis] % n:
-            raise ProgramError(f"all_to_all: dimension {split_axis} of size {a.shape[split_axis]} is not divisible by the group size {n}")
+            raise ProgramError(
+                f"all_to_all: dimension {split_axis} of size {a.shape[split_axis]} is not divisible by the group size {n}"
+            )
         send = _chunk_axis_first(a, split_axis, n)
         recv = np.empty_like(send)
         sub.Alltoall(_raw(send), _raw(recv))
@@ -252,7 +256,9 @@ class MpiCommunicator:
         a = _contiguous(x)
         n = len(g)
         if a.shape[axis] % n:
-            raise ProgramError(f"reduce_scatter: dimension {axis} of size {a.shape[axis]} is not divisible by the group size {n}")
+            raise ProgramError(
+                f"reduce_scatter: dimension {axis} of size {a.shape[axis]} is not divisible by the group size {n}"
+            )
         native = self._native(a, op)
         send = _chunk_axis_first(a, axis, n)
         self._record("reduce_scatter", g, a, *collective_bytes("reduce_scatter", n, a.nbytes))
@@ -278,9 +284,15 @@ class MpiCommunicator:
         self._mpi.Request.Waitall(requests)
         involved = tuple(sorted({r for p in pairs for r in (int(p[0]), int(p[1]))}))
         sends = sum(1 for t in targets if t != self._rank)
-        self._record("collective_permute", involved, a, *collective_bytes("collective_permute", 0, a.nbytes, sends=sends, receives=source not in (None, self._rank)))
+        self._record(
+            "collective_permute",
+            involved,
+            a,
+            *collective_bytes(
+                "collective_permute", 0, a.nbytes, sends=sends, receives=source not in (None, self._rank)
+            ),
+        )
         return out
 
     def barrier(self) -> None:
         self._comm.Barrier()
-

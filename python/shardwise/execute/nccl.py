@@ -48,7 +48,7 @@ def import_cupy() -> Any:
     """``cupy``, or ``ShardwiseError`` saying how to install it."""
     try:
         import cupy  # type: ignore[import-not-found,unused-ignore]
-        import cupy.cuda.nccl  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
+        import cupy.cuda.nccl  # type: ignore[import-not-found,unused-ignore]
     except ImportError as e:
         raise ShardwiseError(f"the NCCL backend needs CuPy with NCCL: pip install 'shardwise[cuda]' ({e})") from None
     return cupy
@@ -131,7 +131,9 @@ class NcclCommunicator:
 
     def _chunks(self, a: Any, axis: int, n: int, what: str) -> Any:
         if a.shape[axis] % n:
-            raise ProgramError(f"{what}: dimension {axis} of size {a.shape[axis]} is not divisible by the group size {n}")
+            raise ProgramError(
+                f"{what}: dimension {axis} of size {a.shape[axis]} is not divisible by the group size {n}"
+            )
         c = a.shape[axis] // n
         blocked = a.reshape(*a.shape[:axis], n, c, *a.shape[axis + 1 :])
         return self._cp.ascontiguousarray(self._cp.moveaxis(blocked, axis, 0))
@@ -231,7 +233,12 @@ class NcclCommunicator:
         self._nccl.groupEnd()
         involved = tuple(sorted({r for p in pairs for r in (int(p[0]), int(p[1]))}))
         sends = sum(1 for t in targets if t != self.rank)
-        self._record("collective_permute", involved, a, *collective_bytes("collective_permute", 0, a.nbytes, sends=sends, receives=source not in (None, self.rank)))
+        self._record(
+            "collective_permute",
+            involved,
+            a,
+            *collective_bytes("collective_permute", 0, a.nbytes, sends=sends, receives=source not in (None, self.rank)),
+        )
         return out
 
     def barrier(self) -> None:

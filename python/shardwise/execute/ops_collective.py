@@ -23,7 +23,9 @@ from shardwise.ir.core import Op
 
 def _comm(it: Interpreter, op: Op) -> Communicator:
     if it.comm is None:
-        raise ProgramError(f"{op.where()}: a collective needs a communicator (run it in the SPMD simulator or pass comm=)")
+        raise ProgramError(
+            f"{op.where()}: a collective needs a communicator (run it in the SPMD simulator or pass comm=)"
+        )
     return it.comm
 
 
@@ -55,7 +57,9 @@ def _reduction(op: Op) -> str:
     kind = body_kind(op.regions[0])
     if kind is None:
         names = [o.name for o in op.regions[0].entry.ops]
-        raise ProgramError(f"{op.where()}: reduction body {names} is not one add/mul/max/min/and/or of its two arguments")
+        raise ProgramError(
+            f"{op.where()}: reduction body {names} is not one add/mul/max/min/and/or of its two arguments"
+        )
     return kind
 
 
@@ -88,7 +92,9 @@ def _all_to_all(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     concat = parse_int(op.attributes["concat_dimension"])
     count = parse_int(op.attributes["split_count"])
     if count != len(group):
-        raise ProgramError(f"{op.where()}: split_count {count} differs from the replica group size {len(group)} ({group})")
+        raise ProgramError(
+            f"{op.where()}: split_count {count} differs from the replica group size {len(group)} ({group})"
+        )
     return [_comm(it, op).all_to_all(x, group, split, concat) for x in args]
 
 

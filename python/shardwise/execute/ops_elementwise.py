@@ -10,9 +10,22 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from shardwise.execute._util import astype, scalar_of
 from shardwise.errors import ProgramError
-from shardwise.execute._util import bitcast, int_info, itemsize, int_of, is_bool, is_complex, is_float, is_int, is_low_float, uint_of, upcast
+from shardwise.execute._util import (
+    astype,
+    bitcast,
+    int_info,
+    int_of,
+    is_bool,
+    is_complex,
+    is_float,
+    is_int,
+    is_low_float,
+    itemsize,
+    scalar_of,
+    uint_of,
+    upcast,
+)
 from shardwise.execute.attrs import parse_enum, parse_int
 from shardwise.execute.interpreter import Interpreter, register
 from shardwise.ir.core import Op
@@ -150,7 +163,11 @@ def _divide(xp: Any, a: Any, b: Any) -> Any:
         q = xp.where(overflow, a, q)
     else:
         q = a // safe
-    return xp.where(zero, xp.full_like(a, -1) if xp.isdtype(a.dtype, "signed integer") else xp.full_like(a, int_info(xp, a.dtype)[1]), q)
+    return xp.where(
+        zero,
+        xp.full_like(a, -1) if xp.isdtype(a.dtype, "signed integer") else xp.full_like(a, int_info(xp, a.dtype)[1]),
+        q,
+    )
 
 
 def _trunc_div(xp: Any, a: Any, b: Any) -> Any:
@@ -192,7 +209,11 @@ def _power(xp: Any, a: Any, b: Any) -> Any:
         e = e >> 1
     neg = b < 0
     if xp.isdtype(a.dtype, "signed integer"):
-        neg_val = xp.where(a == 1, xp.ones_like(a), xp.where(a == -1, xp.where((b & 1) == 1, -xp.ones_like(a), xp.ones_like(a)), xp.zeros_like(a)))
+        neg_val = xp.where(
+            a == 1,
+            xp.ones_like(a),
+            xp.where(a == -1, xp.where((b & 1) == 1, -xp.ones_like(a), xp.ones_like(a)), xp.zeros_like(a)),
+        )
         result = xp.where(neg, neg_val, result)
     return result
 
@@ -290,7 +311,14 @@ def _compare(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
             return [_total_order_compare(xp, direction, upcast(xp, a), upcast(xp, b))]
         else:
             a, b = upcast(xp, a), upcast(xp, b)
-    fn = {"EQ": xp.equal, "NE": xp.not_equal, "GE": xp.greater_equal, "GT": xp.greater, "LE": xp.less_equal, "LT": xp.less}.get(direction)
+    fn = {
+        "EQ": xp.equal,
+        "NE": xp.not_equal,
+        "GE": xp.greater_equal,
+        "GT": xp.greater,
+        "LE": xp.less_equal,
+        "LT": xp.less,
+    }.get(direction)
     if fn is None:
         raise ProgramError(f"{op.where()}: unknown comparison direction {direction!r}")
     if is_bool(xp, a) and direction not in ("EQ", "NE"):
@@ -395,8 +423,28 @@ def _erf_inv(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     small = w < 5.0
     ws = w - 2.5
     wl = xp.sqrt(xp.where(small, xp.full_like(w, 5.0), w)) - 3.0
-    cs = [2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941]
-    cl = [-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682]
+    cs = [
+        2.81022636e-08,
+        3.43273939e-07,
+        -3.5233877e-06,
+        -4.39150654e-06,
+        0.00021858087,
+        -0.00125372503,
+        -0.00417768164,
+        0.246640727,
+        1.50140941,
+    ]
+    cl = [
+        -0.000200214257,
+        0.000100950558,
+        0.00134934322,
+        -0.00367342844,
+        0.00573950773,
+        -0.0076224613,
+        0.00943887047,
+        1.00167406,
+        2.83297682,
+    ]
     ps = xp.full_like(w, cs[0])
     pl = xp.full_like(w, cl[0])
     for a, b in zip(cs[1:], cl[1:]):

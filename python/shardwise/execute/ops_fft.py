@@ -43,9 +43,7 @@ def _fft(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     x = accumulate(xp, upcast(xp, args[0]))
     rank = len(length)
     if rank == 0 or rank > x.ndim:
-        raise ProgramError(
-            f"{op.where()}: fft_length {list(length)} does not fit operand of rank {x.ndim}"
-        )
+        raise ProgramError(f"{op.where()}: fft_length {list(length)} does not fit operand of rank {x.ndim}")
     axes = tuple(range(x.ndim - rank, x.ndim))
     fft = _fft_namespace(xp)
     if kind == "FFT":

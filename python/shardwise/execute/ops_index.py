@@ -8,9 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from shardwise.execute._util import astype
 from shardwise.errors import ProgramError
-from shardwise.execute._util import to_int
+from shardwise.execute._util import astype, to_int
 from shardwise.execute.attrs import parse_array, parse_struct
 from shardwise.execute.interpreter import Interpreter, register
 from shardwise.execute.regions import apply_body
@@ -102,14 +101,18 @@ def _gather(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
         full[od] = grid[batch_dims[idx_batch.index(sd)]]
     offset_operand = [d for d in range(operand.ndim) if d not in collapsed and d not in obatch]
     if len(offset_operand) != len(offset_dims):
-        raise ProgramError(f"{op.where()}: {len(offset_dims)} offset_dims for {len(offset_operand)} uncollapsed operand dims")
+        raise ProgramError(
+            f"{op.where()}: {len(offset_dims)} offset_dims for {len(offset_operand)} uncollapsed operand dims"
+        )
     for od, out_d in zip(offset_operand, offset_dims):
         full[od] = full[od] + grid[out_d]
     flat = xp.broadcast_to(_flat_index(xp, full, operand.shape), out_shape)
     return [xp.reshape(xp.take(xp.reshape(operand, (-1,)), xp.reshape(flat, (-1,))), out_shape)]
 
 
-def scatter_flat(it: Interpreter, op: Op, body: Region, base: Any | list[Any], idx: Any, updates: Any | list[Any]) -> Any:
+def scatter_flat(
+    it: Interpreter, op: Op, body: Region, base: Any | list[Any], idx: Any, updates: Any | list[Any]
+) -> Any:
     """Applies ``base[idx[j]] = body(base[idx[j]], updates[j])`` for every ``j`` in order, on
     flat (1-d) arrays. Duplicate indices are applied in rounds (the k-th occurrence of each index
     in round k), so each round is one vectorized body evaluation. ``base`` / ``updates`` may be
@@ -163,7 +166,9 @@ def _scatter(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
         full[od] = grid[scatter_dims[idx_batch.index(sd)]]
     window_operand = [d for d in range(len(shape)) if d not in inserted and d not in ibatch]
     if len(window_operand) != len(window_dims):
-        raise ProgramError(f"{op.where()}: {len(window_dims)} update_window_dims for {len(window_operand)} operand window dims")
+        raise ProgramError(
+            f"{op.where()}: {len(window_dims)} update_window_dims for {len(window_operand)} operand window dims"
+        )
     for od, ud in zip(window_operand, window_dims):
         full[od] = full[od] + grid[ud]
     # An update whose full window does not fit is skipped entirely (spec: the window start

@@ -8,16 +8,25 @@ import itertools
 import math
 from typing import Any
 
-from shardwise.execute._util import astype, scalar_of
 from shardwise.errors import ProgramError
-from shardwise.execute._util import accumulate, is_bool, is_complex, upcast
-from shardwise.execute.attrs import parse_array, parse_bool, parse_conv_dims, parse_dense, parse_enum, parse_int, parse_struct
+from shardwise.execute._util import accumulate, astype, is_bool, is_complex, scalar_of, upcast
+from shardwise.execute.attrs import (
+    parse_array,
+    parse_bool,
+    parse_conv_dims,
+    parse_dense,
+    parse_enum,
+    parse_int,
+    parse_struct,
+)
 from shardwise.execute.interpreter import Interpreter, register
 from shardwise.execute.ops_shape import pad
 from shardwise.ir.core import Op
 
 
-def dot_general(xp: Any, lhs: Any, rhs: Any, lb: list[int], rb: list[int], lc: list[int], rc: list[int], dtype: Any) -> Any:
+def dot_general(
+    xp: Any, lhs: Any, rhs: Any, lb: list[int], rb: list[int], lc: list[int], rc: list[int], dtype: Any
+) -> Any:
     """Result dims: batch dims, then lhs free dims, then rhs free dims (in operand order)."""
     lf = [d for d in range(lhs.ndim) if d not in lb and d not in lc]
     rf = [d for d in range(rhs.ndim) if d not in rb and d not in rc]
@@ -97,7 +106,14 @@ def _convolution(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     if rev:
         w = xp.flip(w, axis=rev)
     zero = scalar_of(xp, x.dtype)
-    x = pad(xp, x, zero, (0, 0, *(lo for lo, _ in padding)), (0, 0, *(hi for _, hi in padding)), (0, 0, *(d - 1 for d in lhs_dil)))
+    x = pad(
+        xp,
+        x,
+        zero,
+        (0, 0, *(lo for lo, _ in padding)),
+        (0, 0, *(hi for _, hi in padding)),
+        (0, 0, *(d - 1 for d in lhs_dil)),
+    )
     n, c = x.shape[0], x.shape[1]
     o, i_per_group = w.shape[0], w.shape[1]
     kernel = w.shape[2:]
@@ -111,7 +127,9 @@ def _convolution(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     else:
         out = _conv_groups(xp, x, w, fgc, kernel, out_spatial, strides, rhs_dil)
     if c != i_per_group * fgc:
-        raise ProgramError(f"{op.where()}: input features {c} != kernel input features {i_per_group} x feature_group_count {fgc}")
+        raise ProgramError(
+            f"{op.where()}: input features {c} != kernel input features {i_per_group} x feature_group_count {fgc}"
+        )
     # out is [N, O, spatial...]; move to the output layout.
     perm = [0] * (2 + ns)
     perm[dims.out_batch] = 0
@@ -123,7 +141,16 @@ def _convolution(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     return [convert(xp, xp.permute_dims(out, tuple(perm)), out_dtype)]
 
 
-def _conv_groups(xp: Any, x: Any, w: Any, groups: int, kernel: tuple[int, ...], out_spatial: list[int], strides: tuple[int, ...], rhs_dil: tuple[int, ...]) -> Any:
+def _conv_groups(
+    xp: Any,
+    x: Any,
+    w: Any,
+    groups: int,
+    kernel: tuple[int, ...],
+    out_spatial: list[int],
+    strides: tuple[int, ...],
+    rhs_dil: tuple[int, ...],
+) -> Any:
     n, c = x.shape[0], x.shape[1]
     o = w.shape[0]
     cg, og = c // groups, o // groups
@@ -136,7 +163,8 @@ def _conv_groups(xp: Any, x: Any, w: Any, groups: int, kernel: tuple[int, ...], 
         acc = xp.zeros((n, og, total), dtype=xp.result_type(x.dtype, w.dtype))
         for pos in itertools.product(*(range(k) for k in kernel)):
             sl = tuple(
-                slice(pos[d] * rhs_dil[d], pos[d] * rhs_dil[d] + (out_spatial[d] - 1) * strides[d] + 1, strides[d]) for d in range(ns)
+                slice(pos[d] * rhs_dil[d], pos[d] * rhs_dil[d] + (out_spatial[d] - 1) * strides[d] + 1, strides[d])
+                for d in range(ns)
             )
             patch = xp.reshape(xg[(slice(None), slice(None), *sl)], (n, cg, total))  # [N, Cg, P]
             kw = wg[(slice(None), slice(None), *pos)]  # [Og, Cg]

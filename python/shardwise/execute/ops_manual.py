@@ -25,10 +25,20 @@ def _mesh(it: Interpreter, op: Op, shardings: list[TensorSharding]) -> Mesh:
     for s in shardings:
         if s.mesh is not None:
             return s.mesh
-    raise ProgramError(f"{op.where()}: the shardings of sdy.manual_computation name no mesh the interpreter can resolve")
+    raise ProgramError(
+        f"{op.where()}: the shardings of sdy.manual_computation name no mesh the interpreter can resolve"
+    )
 
 
-def _slices(it: Interpreter, op: Op, s: TensorSharding, shape: tuple[int, ...], mesh: Mesh, coords: dict[str, int], manual: set[str]) -> tuple[slice, ...]:
+def _slices(
+    it: Interpreter,
+    op: Op,
+    s: TensorSharding,
+    shape: tuple[int, ...],
+    mesh: Mesh,
+    coords: dict[str, int],
+    manual: set[str],
+) -> tuple[slice, ...]:
     out = []
     for d, dim in enumerate(s.dims):
         index, count = 0, 1
@@ -41,7 +51,9 @@ def _slices(it: Interpreter, op: Op, s: TensorSharding, shape: tuple[int, ...], 
             index = index * size + coords[a.name]
             count *= size
         if shape[d] % count:
-            raise ProgramError(f"{op.where()}: dimension {d} of size {shape[d]} is not divisible by its {count} manual shards")
+            raise ProgramError(
+                f"{op.where()}: dimension {d} of size {shape[d]} is not divisible by its {count} manual shards"
+            )
         chunk = shape[d] // count
         out.append(slice(index * chunk, (index + 1) * chunk))
     return tuple(out)
@@ -52,11 +64,15 @@ def _manual_computation(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     from shardwise.execute.simulator import run_ranks
 
     if it.comm is not None:
-        raise ProgramError(f"{op.where()}: sdy.manual_computation inside an SPMD-simulated program is not supported (partition it first)")
+        raise ProgramError(
+            f"{op.where()}: sdy.manual_computation inside an SPMD-simulated program is not supported (partition it first)"
+        )
     ins = list(op.operand_shardings or ())
     outs = [r.sharding for r in op.results]
     if len(ins) != len(args) or any(s is None for s in outs):
-        raise ProgramError(f"{op.where()}: sdy.manual_computation needs in_shardings and out_shardings for every operand and result")
+        raise ProgramError(
+            f"{op.where()}: sdy.manual_computation needs in_shardings and out_shardings for every operand and result"
+        )
     out_sh = [s for s in outs if s is not None]
     mesh = _mesh(it, op, ins + out_sh)
     manual = set(_manual_axes(op))

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from shardwise.execute._util import bitcast, itemsize
 from shardwise.errors import ProgramError
+from shardwise.execute._util import bitcast, itemsize
 from shardwise.execute.attrs import parse_dense, parse_enum
 from shardwise.execute.devices import to_host
 from shardwise.execute.interpreter import Interpreter, register
@@ -59,13 +59,17 @@ def _custom_call(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     if target in IDENTITY_TARGETS and len(args) == len(op.results):
         for a, r in zip(args, op.results):
             if tuple(a.shape) != r.shape:
-                raise ProgramError(f"{op.where()}: custom_call {target!r} changes the shape {tuple(a.shape)} -> {r.shape}; it can only run as an identity on the global view")
+                raise ProgramError(
+                    f"{op.where()}: custom_call {target!r} changes the shape {tuple(a.shape)} -> {r.shape}; it can only run as an identity on the global view"
+                )
         return list(args)
     if target.startswith(("lapack_", "cusolver_", "hipsolver_")):
         # The linear-algebra kernels jax.numpy.linalg lowers to (LU, Cholesky, QR, SVD, eigh,
         # triangular solve): library calls whose conventions (pivots, layouts, signs of
         # singular vectors) are the library's own.
-        raise ProgramError(f"{op.where()}: the interpreter has no implementation of custom_call target {target!r} (a LAPACK-style linear-algebra kernel)")
+        raise ProgramError(
+            f"{op.where()}: the interpreter has no implementation of custom_call target {target!r} (a LAPACK-style linear-algebra kernel)"
+        )
     raise ProgramError(f"{op.where()}: the interpreter has no implementation of custom_call target {target!r}")
 
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from shardwise.execute._util import astype
 from shardwise.errors import ProgramError
-from shardwise.execute._util import accumulate, is_bool, upcast
+from shardwise.execute._util import accumulate, astype, is_bool, upcast
 from shardwise.execute.attrs import parse_array, parse_dense
 from shardwise.execute.interpreter import Interpreter, register
 from shardwise.execute.ops_shape import pad
@@ -19,7 +18,11 @@ from shardwise.ir.core import Op
 
 def _fast_reduce(xp: Any, x: Any, kind: str, axes: tuple[int, ...]) -> Any:
     if kind == "add":
-        return xp.any(x, axis=axes) if is_bool(xp, x) else xp.sum(accumulate(xp, x), axis=axes, dtype=accumulate(xp, x).dtype)
+        return (
+            xp.any(x, axis=axes)
+            if is_bool(xp, x)
+            else xp.sum(accumulate(xp, x), axis=axes, dtype=accumulate(xp, x).dtype)
+        )
     if kind == "mul":
         return xp.all(x, axis=axes) if is_bool(xp, x) else xp.prod(upcast(xp, x), axis=axes, dtype=upcast(xp, x).dtype)
     if kind == "max":
@@ -68,21 +71,34 @@ def _reduce(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     return combine(start, folded)
 
 
-def _windows(op: Op, rank: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], list[tuple[int, int]]]:
+def _windows(
+    op: Op, rank: int
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], list[tuple[int, int]]]:
     a = op.attributes
     dims = parse_array(a["window_dimensions"])
     strides = parse_array(a["window_strides"]) if "window_strides" in a else (1,) * rank
     base = parse_array(a["base_dilations"]) if "base_dilations" in a else (1,) * rank
     wdil = parse_array(a["window_dilations"]) if "window_dilations" in a else (1,) * rank
-    padding = [(int(lo), int(hi)) for lo, hi in parse_dense(a["padding"]).reshape(-1, 2).tolist()] if "padding" in a else [(0, 0)] * rank
+    padding = (
+        [(int(lo), int(hi)) for lo, hi in parse_dense(a["padding"]).reshape(-1, 2).tolist()]
+        if "padding" in a
+        else [(0, 0)] * rank
+    )
     return dims, strides, base, wdil, padding
 
 
-def _window_slices(shape: tuple[int, ...], dims: tuple[int, ...], strides: tuple[int, ...], wdil: tuple[int, ...]) -> tuple[list[int], list[tuple[tuple[int, ...], tuple[slice, ...]]]]:
-    out = [max(0, (n - (w - 1) * d - 1) // s + 1) if n >= (w - 1) * d + 1 else 0 for n, w, s, d in zip(shape, dims, strides, wdil)]
+def _window_slices(
+    shape: tuple[int, ...], dims: tuple[int, ...], strides: tuple[int, ...], wdil: tuple[int, ...]
+) -> tuple[list[int], list[tuple[tuple[int, ...], tuple[slice, ...]]]]:
+    out = [
+        max(0, (n - (w - 1) * d - 1) // s + 1) if n >= (w - 1) * d + 1 else 0
+        for n, w, s, d in zip(shape, dims, strides, wdil)
+    ]
     slices = []
     for pos in itertools.product(*(range(w) for w in dims)):
-        slices.append((pos, tuple(slice(p * d, p * d + (o - 1) * s + 1, s) for p, d, o, s in zip(pos, wdil, out, strides))))
+        slices.append(
+            (pos, tuple(slice(p * d, p * d + (o - 1) * s + 1, s) for p, d, o, s in zip(pos, wdil, out, strides)))
+        )
     return out, slices
 
 
@@ -93,7 +109,10 @@ def _reduce_window(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     inputs, inits = args[:n], [xp.reshape(a, ()) for a in args[n:]]
     rank = inputs[0].ndim
     dims, strides, base, wdil, padding = _windows(op, rank)
-    padded = [pad(xp, x, init, tuple(lo for lo, _ in padding), tuple(hi for _, hi in padding), tuple(b - 1 for b in base)) for x, init in zip(inputs, inits)]
+    padded = [
+        pad(xp, x, init, tuple(lo for lo, _ in padding), tuple(hi for _, hi in padding), tuple(b - 1 for b in base))
+        for x, init in zip(inputs, inits)
+    ]
     out_shape, slices = _window_slices(tuple(padded[0].shape), dims, strides, wdil)
     body = op.regions[0]
     kind = body_kind(body) if n == 1 else None
@@ -126,7 +145,9 @@ def _select_and_scatter(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
         raise ProgramError(f"{op.where()}: select_and_scatter with padding {padding} is not supported")
     out_shape, slices = _window_slices(tuple(operand.shape), dims, strides, (1,) * rank)
     if tuple(out_shape) != tuple(source.shape):
-        raise ProgramError(f"{op.where()}: source shape {tuple(source.shape)} does not match the {tuple(out_shape)} windows")
+        raise ProgramError(
+            f"{op.where()}: source shape {tuple(source.shape)} does not match the {tuple(out_shape)} windows"
+        )
     count = 1
     for d in operand.shape:
         count *= int(d)

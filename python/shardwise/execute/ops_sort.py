@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardwise.execute._util import astype
-from shardwise.execute._util import is_float
+from shardwise.execute._util import astype, is_float
 from shardwise.execute.attrs import parse_bool, parse_enum, parse_int
 from shardwise.execute.interpreter import Interpreter, register
 from shardwise.execute.ops_elementwise import total_order_key
@@ -69,7 +68,9 @@ def sort_permutation(it: Interpreter, op: Op, region: Region, rows: list[Any]) -
         equiv = xp.logical_not(less_ji) & xp.logical_not(less_ij)
         i_idx = xp.reshape(xp.arange(n), (1, n, 1))
         j_idx = xp.reshape(xp.arange(n), (1, 1, n))
-        pos = xp.sum(astype(xp, less_ji, xp.int64), axis=2) + xp.sum(astype(xp, equiv & (j_idx < i_idx), xp.int64), axis=2)
+        pos = xp.sum(astype(xp, less_ji, xp.int64), axis=2) + xp.sum(
+            astype(xp, equiv & (j_idx < i_idx), xp.int64), axis=2
+        )
         perms.append(xp.argsort(pos, axis=1, stable=True))
     return xp.concat(perms, axis=0)
 

@@ -84,9 +84,7 @@ def digamma(x: np.ndarray) -> np.ndarray:
 def zeta(s: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Hurwitz zeta ``sum_k (q + k)^-s`` by Euler-Maclaurin summation: the first ``N`` terms
     (``N`` large enough that ``q + N >= 9``), the integral tail and 12 Bernoulli corrections."""
-    s, q = np.broadcast_arrays(
-        np.asarray(s, dtype=np.float64), np.asarray(q, dtype=np.float64)
-    )
+    s, q = np.broadcast_arrays(np.asarray(s, dtype=np.float64), np.asarray(q, dtype=np.float64))
     out = np.empty(s.shape, dtype=np.float64)
     flat_s, flat_q, flat_out = s.reshape(-1), q.reshape(-1), out.reshape(-1)
     for i in range(flat_s.size):
@@ -145,9 +143,7 @@ def _zeta1(s: float, q: float) -> float:
 
 
 def polygamma(n: np.ndarray, x: np.ndarray) -> np.ndarray:
-    n, x = np.broadcast_arrays(
-        np.asarray(n, dtype=np.float64), np.asarray(x, dtype=np.float64)
-    )
+    n, x = np.broadcast_arrays(np.asarray(n, dtype=np.float64), np.asarray(x, dtype=np.float64))
     with np.errstate(all="ignore"):
         valid = (n >= 0) & (n == np.floor(n))
         order = np.where(valid, n, 1.0)

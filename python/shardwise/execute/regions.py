@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from shardwise.execute._util import astype
 from shardwise.errors import ProgramError
+from shardwise.execute._util import astype
 from shardwise.execute.interpreter import Interpreter
 from shardwise.ir.core import Op, Region
 
-__all__ = ["body_kind", "apply_body", "combine_fn", "tree_fold"]
+__all__ = ["apply_body", "body_kind", "combine_fn", "tree_fold"]
 
 _KINDS = {
     "stablehlo.add": "add",
@@ -37,7 +37,11 @@ def body_kind(region: Region) -> str | None:
     if set(first.operands) != set(block.args) or len(first.operands) != 2:
         return None
     returned = ret.operands[0] if len(ret.operands) == 1 else None
-    while returned is not None and returned.defining_op is not None and returned.defining_op.name in ("sdy.reshard", "sdy.sharding_constraint"):
+    while (
+        returned is not None
+        and returned.defining_op is not None
+        and returned.defining_op.name in ("sdy.reshard", "sdy.sharding_constraint")
+    ):
         returned = returned.defining_op.operands[0]
     return _KINDS[first.name] if returned is first.results[0] else None
 
@@ -46,7 +50,9 @@ def apply_body(it: Interpreter, op: Op, region: Region, args: Sequence[Any]) -> 
     """Evaluates the scalar body ``region`` on whole arrays ``args`` (elementwise bodies only)."""
     if not it.is_elementwise(region):
         names = sorted({o.name for o in region.entry.ops})
-        raise ProgramError(f"{op.where()}: the body of this op uses non-elementwise ops {names}; only elementwise bodies are supported")
+        raise ProgramError(
+            f"{op.where()}: the body of this op uses non-elementwise ops {names}; only elementwise bodies are supported"
+        )
     fn = it.region_fn(region)
     with it.vectorized():
         xs = fn(*args)

@@ -23,7 +23,7 @@ from shardwise.execute.comm import reduce_arrays
 from shardwise.execute.interpreter import Interpreter, _prepare, run_with
 from shardwise.ir.core import Func, Module
 
-__all__ = ["CollectiveRecord", "SimulationResult", "ThreadCommunicator", "World", "simulate", "run_ranks"]
+__all__ = ["CollectiveRecord", "SimulationResult", "ThreadCommunicator", "World", "run_ranks", "simulate"]
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,6 @@ class World:
         self.barrier.abort()
 
 
-
-
 class ThreadCommunicator:
     """The ``Communicator`` of rank ``rank`` in a ``World`` (one thread per rank). Reductions
     fold the group's arrays in group order, so results are exact and deterministic."""
@@ -83,7 +81,9 @@ class ThreadCommunicator:
         try:
             self.world.barrier.wait()
         except threading.BrokenBarrierError:
-            raise RankAborted(f"rank {self._rank}: aborted while waiting in a collective (another rank failed)") from None
+            raise RankAborted(
+                f"rank {self._rank}: aborted while waiting in a collective (another rank failed)"
+            ) from None
 
     def _exchange(self, x: Any) -> list[Any]:
         self.world.slots[self._rank] = x
@@ -101,7 +101,9 @@ class ThreadCommunicator:
         return g
 
     def _record(self, kind: str, group: tuple[int, ...], x: Any, sent: int, received: int) -> None:
-        self.world.records[self._rank].append(CollectiveRecord(kind, group, tuple(x.shape), str(x.dtype), sent, received))
+        self.world.records[self._rank].append(
+            CollectiveRecord(kind, group, tuple(x.shape), str(x.dtype), sent, received)
+        )
 
     def all_gather(self, x: Any, group: Sequence[int], axis: int) -> Any:
         g = self._check(group)
@@ -121,7 +123,9 @@ class ThreadCommunicator:
         g = self._check(group)
         n = len(g)
         if x.shape[axis] % n:
-            raise ProgramError(f"reduce_scatter: dimension {axis} of size {x.shape[axis]} is not divisible by the group size {n}")
+            raise ProgramError(
+                f"reduce_scatter: dimension {axis} of size {x.shape[axis]} is not divisible by the group size {n}"
+            )
         parts = self._exchange(x)
         s = nbytes(self.xp, x)
         self._record("reduce_scatter", g, x, (n - 1) * s // n, (n - 1) * s // n)
@@ -136,7 +140,9 @@ class ThreadCommunicator:
         g = self._check(group)
         n = len(g)
         if x.shape[split_axis] % n:
-            raise ProgramError(f"all_to_all: dimension {split_axis} of size {x.shape[split_axis]} is not divisible by the group size {n}")
+            raise ProgramError(
+                f"all_to_all: dimension {split_axis} of size {x.shape[split_axis]} is not divisible by the group size {n}"
+            )
         parts = self._exchange(x)
         s = nbytes(self.xp, x)
         self._record("all_to_all", g, x, (n - 1) * s // n, (n - 1) * s // n)
@@ -150,12 +156,18 @@ class ThreadCommunicator:
         ps = [(int(a), int(b)) for a, b in pairs]
         targets = [b for a, b in ps if a == self._rank]
         sources = [a for a, b in ps if b == self._rank]
-        if len(sources) > 1 or len(set(a for a, _ in ps)) != len(ps) or len(set(b for _, b in ps)) != len(ps):
+        if len(sources) > 1 or len({a for a, _ in ps}) != len(ps) or len({b for _, b in ps}) != len(ps):
             raise ProgramError(f"collective_permute: source_target_pairs {ps} repeat a source or a target")
         parts = self._exchange(x)
         s = nbytes(self.xp, x)
         involved = tuple(sorted({r for p in ps for r in p}))
-        self._record("collective_permute", involved, x, s * sum(1 for t in targets if t != self._rank), s if sources and sources[0] != self._rank else 0)
+        self._record(
+            "collective_permute",
+            involved,
+            x,
+            s * sum(1 for t in targets if t != self._rank),
+            s if sources and sources[0] != self._rank else 0,
+        )
         if not sources:
             return self.xp.zeros_like(x)
         return parts[sources[0]]
@@ -181,7 +193,9 @@ class SimulationResult:
         return sum(r.bytes_received for r in self.collectives[rank])
 
 
-def run_ranks(size: int, body: Callable[[int, ThreadCommunicator], list[Any]], xp: Any) -> tuple[list[list[Any]], World]:
+def run_ranks(
+    size: int, body: Callable[[int, ThreadCommunicator], list[Any]], xp: Any
+) -> tuple[list[list[Any]], World]:
     """Runs ``body(rank, comm)`` for every rank in its own thread and returns the per-rank
     results and the world. If a rank raises, the barrier is aborted so no rank hangs, and the
     first failing rank's error is raised as ``ProgramError`` naming the rank."""

@@ -198,4 +198,3 @@ def explain(
         target, name = resolve_value(module, value) if isinstance(value, Value) else resolve(module, value)
         return build(module, target, name, trace, {}, "given trace")
     return run_with_trace(module, value, pipeline, conservative)
-

@@ -62,7 +62,9 @@ def run_with_trace(module: Module, value: Value | str, pipeline: str, conservati
     by_shardy = {v: k for k, v in PROPAGATION_PASSES.items()}
     at = [i for i, s in enumerate(root.steps) if isinstance(s, PassStep) and s.name in by_shardy]
     if len(at) != 1:
-        raise ValueError(f"explain needs a pipeline with exactly one propagation pass ({', '.join(by_shardy)}), got {pipeline!r} ({len(at)})")
+        raise ValueError(
+            f"explain needs a pipeline with exactly one propagation pass ({', '.join(by_shardy)}), got {pipeline!r} ({len(at)})"
+        )
     k = at[0]
     step = root.steps[k]
     assert isinstance(step, PassStep)
@@ -142,21 +144,36 @@ def _origin_info(o: Origin, trace: Any, names: _Names) -> OriginInfo:
     return OriginInfo(str(o), o.kind, o.index, where, loc)
 
 
-def _chain(slot: Value, axis: AxisRef, into: dict[int, list[Hop]], names: _Names, holders: dict[int, Value]) -> list[ChainStep]:
+def _chain(
+    slot: Value, axis: AxisRef, into: dict[int, list[Hop]], names: _Names, holders: dict[int, Value]
+) -> list[ChainStep]:
     out: list[ChainStep] = []
     cur: Value | None = slot
     cur_axis = axis
     bound = 1 << 62
     while cur is not None:
-        hops = [h for h in into.get(id(cur), []) if h.step < bound and (h.axis.contains(cur_axis) or cur_axis.contains(h.axis))]
+        hops = [
+            h
+            for h in into.get(id(cur), [])
+            if h.step < bound and (h.axis.contains(cur_axis) or cur_axis.contains(h.axis))
+        ]
         if not hops:
             break
         exact = [h for h in hops if h.axis.contains(cur_axis)]
         h = min(exact or hops, key=lambda h: h.step)
         out.append(
             ChainStep(
-                h.step, h.op.name, h.op.location, h.factor, None if h.factor is None else _native.factor_symbol(h.factor),
-                str(h.source), names.of(h.source.value, holders), str(h.target), names.of(h.target.value, holders), str(h.axis), h.layer,
+                h.step,
+                h.op.name,
+                h.op.location,
+                h.factor,
+                None if h.factor is None else _native.factor_symbol(h.factor),
+                str(h.source),
+                names.of(h.source.value, holders),
+                str(h.target),
+                names.of(h.target.value, holders),
+                str(h.axis),
+                h.layer,
             )
         )
         cur, cur_axis, bound = h.source.value, h.axis, h.step
@@ -189,7 +206,13 @@ def build(module: Module, value: Value, name: str, trace: Any, holders: dict[int
                 o = _lookup(origins, a)
                 chain = _chain(slot, a, into, names, holders)
                 axes.append(
-                    AxisExplanation(str(a), d, None if o is None else _origin_info(o, trace, names), tuple(chain), chain[-1].layer if chain else None)
+                    AxisExplanation(
+                        str(a),
+                        d,
+                        None if o is None else _origin_info(o, trace, names),
+                        tuple(chain),
+                        chain[-1].layer if chain else None,
+                    )
                 )
     # One record per (axis, op, source): the last visit's, whose layer decided.
     dropped: dict[tuple[str, int, int], DroppedAxis] = {}
@@ -200,14 +223,31 @@ def build(module: Module, value: Value, name: str, trace: Any, holders: dict[int
         w = c.with_
         dropped.pop(key, None)
         dropped[key] = DroppedAxis(
-            c.op.name, c.op.location, c.factor, _native.factor_symbol(c.factor), tuple(str(a) for a in c.axes),
-            str(c.target), str(c.source), names.of(c.source.value, holders), c.reason, REASONS[c.reason],
-            None if w is None else str(w.tensor), None if w is None else names.of(w.tensor.value, holders),
-            None if w is None else w.factor, None if w is None or w.axis is None else str(w.axis), c.layer, c.step,
+            c.op.name,
+            c.op.location,
+            c.factor,
+            _native.factor_symbol(c.factor),
+            tuple(str(a) for a in c.axes),
+            str(c.target),
+            str(c.source),
+            names.of(c.source.value, holders),
+            c.reason,
+            REASONS[c.reason],
+            None if w is None else str(w.tensor),
+            None if w is None else names.of(w.tensor.value, holders),
+            None if w is None else w.factor,
+            None if w is None or w.axis is None else str(w.axis),
+            c.layer,
+            c.step,
         )
     owner = value.defining_op
     return Explanation(
-        name, str(value.type), None if owner is None else owner.name, None if owner is None else owner.location,
-        None if sharding is None else str(sharding), pipeline, tuple(axes), tuple(dropped.values()),
+        name,
+        str(value.type),
+        None if owner is None else owner.name,
+        None if owner is None else owner.location,
+        None if sharding is None else str(sharding),
+        pipeline,
+        tuple(axes),
+        tuple(dropped.values()),
     )
-

@@ -102,7 +102,9 @@ def resolve(module: Module, name: str) -> tuple[Value, str]:
         ret = main.regions[0].entry.ops[-1] if main is not None and main.regions[0].blocks else None
         if ret is None or k >= len(ret.operands):
             n = 0 if ret is None else len(ret.operands)
-            raise UnknownValueError(f"no value named {name!r}: the main function has {n} results (result0..result{max(n - 1, 0)})")
+            raise UnknownValueError(
+                f"no value named {name!r}: the main function has {n} results (result0..result{max(n - 1, 0)})"
+            )
         return resolve_value(module, ret.operands[k])
     func_name = None
     if text.startswith("@") and ":" in text:
@@ -120,7 +122,9 @@ def resolve(module: Module, name: str) -> tuple[Value, str]:
         return candidates[0][0], _qualified(candidates[0][1], candidates[0][2], main)
     known = sorted({_qualified(n, f, main) for _, n, f in names})
     if candidates:
-        raise UnknownValueError(f"value name {name!r} is ambiguous: {', '.join(_qualified(n, f, main) for _, n, f in candidates)}; prefix it with @func:")
+        raise UnknownValueError(
+            f"value name {name!r} is ambiguous: {', '.join(_qualified(n, f, main) for _, n, f in candidates)}; prefix it with @func:"
+        )
     close = difflib.get_close_matches(name if name.startswith(("%", "@")) else "%" + name, known, n=8, cutoff=0.5)
     hint = f"; close names: {', '.join(close)}" if close else f"; names run {known[0]} .. {known[-1]}" if known else ""
     raise UnknownValueError(

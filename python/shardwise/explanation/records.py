@@ -56,7 +56,12 @@ class Layer:
         return " / ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"user_priority": self.user_priority, "op_priority": self.op_priority, "strategy": self.strategy, "name": str(self)}
+        return {
+            "user_priority": self.user_priority,
+            "op_priority": self.op_priority,
+            "strategy": self.strategy,
+            "name": str(self),
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Layer:
@@ -143,7 +148,15 @@ def load_hops(result: Any, values: Sequence[Value], ops: Sequence[Op], steps: di
     for step, op, axis, factor, source, target in result.debug_hops:
         layer = steps.get(step)
         out.append(
-            Hop(step, ops[op], AxisRef._from_wire(axis), factor, _node(source, values), _node(target, values), None if layer is None else layer[1])
+            Hop(
+                step,
+                ops[op],
+                AxisRef._from_wire(axis),
+                factor,
+                _node(source, values),
+                _node(target, values),
+                None if layer is None else layer[1],
+            )
         )
     return out
 
@@ -158,8 +171,16 @@ def load_conflicts(result: Any, values: Sequence[Value], ops: Sequence[Op]) -> l
             w = ConflictWith(_node(node, values), f, None if a is None else AxisRef._from_wire(a))
         out.append(
             Conflict(
-                visit, step, ops[op], _layer(layer), factor, _node(target, values), _node(source, values),
-                tuple(AxisRef._from_wire(a) for a in axes), reason, w,
+                visit,
+                step,
+                ops[op],
+                _layer(layer),
+                factor,
+                _node(target, values),
+                _node(source, values),
+                tuple(AxisRef._from_wire(a) for a in axes),
+                reason,
+                w,
             )
         )
     out.sort(key=lambda c: c.visit)

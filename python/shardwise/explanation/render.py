@@ -37,12 +37,23 @@ def render(e: Explanation) -> RenderableType:
     for a in e.axes:
         o = a.origin
         summary.add_row(
-            _t(a.axis), _t(a.dim), _t(None if o is None else f"{o.name} ({o.where})"), _t(None if o is None else o.location),
-            _t(a.decided_by if a.decided_by is not None else "user sharding" if o is not None else None), _t(len(a.chain)),
+            _t(a.axis),
+            _t(a.dim),
+            _t(None if o is None else f"{o.name} ({o.where})"),
+            _t(None if o is None else o.location),
+            _t(a.decided_by if a.decided_by is not None else "user sharding" if o is not None else None),
+            _t(len(a.chain)),
         )
     if not e.axes:
         summary.add_row(_t("(none)"), _t(""), _t(""), _t(""), _t(""), _t(""))
-    parts: list[RenderableType] = [Text(f"{e.value}: {e.type}" + (f" = {e.defined_by}" if e.defined_by else "") + (f" at {e.location}" if e.location else "")), summary]
+    parts: list[RenderableType] = [
+        Text(
+            f"{e.value}: {e.type}"
+            + (f" = {e.defined_by}" if e.defined_by else "")
+            + (f" at {e.location}" if e.location else "")
+        ),
+        summary,
+    ]
     for a in e.axes:
         if not a.chain:
             continue
@@ -54,8 +65,12 @@ def render(e: Explanation) -> RenderableType:
             t.add_column(col, overflow="fold")
         for c in a.chain:
             row = [
-                _t(c.step), _t(_short_op(c.op)), _t(_short_loc(c.location)), _t(c.factor_name),
-                _t(f"{c.source} {c.source_value or ''}".strip()), _t(f"{c.target} {c.target_value or ''}".strip()),
+                _t(c.step),
+                _t(_short_op(c.op)),
+                _t(_short_loc(c.location)),
+                _t(c.factor_name),
+                _t(f"{c.source} {c.source_value or ''}".strip()),
+                _t(f"{c.target} {c.target_value or ''}".strip()),
             ]
             t.add_row(*row, *(() if one_layer else (_t(c.layer),)))
         parts.append(t)
@@ -72,8 +87,14 @@ def render(e: Explanation) -> RenderableType:
                 if d.with_factor is not None and d.with_factor != d.factor:
                     with_ += f" (factor {d.with_factor})"
             t.add_row(
-                _t(", ".join(d.axes)), _t(d.op), _t(d.location), _t(d.factor_name), _t(f"{d.source} {d.source_value or ''}".strip()),
-                _t(f"{d.reason}: {d.description}"), _t(with_), _t(d.layer),
+                _t(", ".join(d.axes)),
+                _t(d.op),
+                _t(d.location),
+                _t(d.factor_name),
+                _t(f"{d.source} {d.source_value or ''}".strip()),
+                _t(f"{d.reason}: {d.description}"),
+                _t(with_),
+                _t(d.layer),
             )
         parts.append(t)
     return Group(*parts)

@@ -20,7 +20,10 @@ def to_dict(e: Explanation) -> dict[str, Any]:
     """The JSON-serialisable dict of ``e``."""
 
     def chain(c: ChainStep) -> dict[str, Any]:
-        return {**{f.name: getattr(c, f.name) for f in dataclasses.fields(c) if f.name != "layer"}, "layer": _layer(c.layer)}
+        return {
+            **{f.name: getattr(c, f.name) for f in dataclasses.fields(c) if f.name != "layer"},
+            "layer": _layer(c.layer),
+        }
 
     def axis(a: AxisExplanation) -> dict[str, Any]:
         return {
@@ -58,12 +61,19 @@ def from_dict(d: dict[str, Any]) -> Explanation:
                 a["axis"],
                 a["dim"],
                 None if a["origin"] is None else OriginInfo(**a["origin"]),
-                tuple(ChainStep(**{**c, "layer": None if c["layer"] is None else Layer.from_dict(c["layer"])}) for c in a["chain"]),
+                tuple(
+                    ChainStep(**{**c, "layer": None if c["layer"] is None else Layer.from_dict(c["layer"])})
+                    for c in a["chain"]
+                ),
                 None if a["decided_by"] is None else Layer.from_dict(a["decided_by"]),
             )
             for a in d["axes"]
         )
-        dropped = tuple(DroppedAxis(**{**x, "axes": tuple(x["axes"]), "layer": Layer.from_dict(x["layer"])}) for x in d["dropped"])
-        return Explanation(d["value"], d["type"], d["defined_by"], d["location"], d["sharding"], d["pipeline"], axes, dropped)
+        dropped = tuple(
+            DroppedAxis(**{**x, "axes": tuple(x["axes"]), "layer": Layer.from_dict(x["layer"])}) for x in d["dropped"]
+        )
+        return Explanation(
+            d["value"], d["type"], d["defined_by"], d["location"], d["sharding"], d["pipeline"], axes, dropped
+        )
     except (KeyError, TypeError) as e:
         raise ShardwiseError(f"not an Explanation dict (see Explanation's schema): {type(e).__name__}: {e}") from None

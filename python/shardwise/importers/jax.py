@@ -11,7 +11,13 @@ from shardwise.ir.core import Module
 from shardwise.mesh import Mesh
 
 
-def from_jax(fn: Callable[..., Any], *args: Any, mesh: Mesh | Any | None = None, in_specs: Sequence[Any] | None = None, **jit_kwargs: Any) -> Module:
+def from_jax(
+    fn: Callable[..., Any],
+    *args: Any,
+    mesh: Mesh | Any | None = None,
+    in_specs: Sequence[Any] | None = None,
+    **jit_kwargs: Any,
+) -> Module:
     """Lowers ``jax.jit(fn, **jit_kwargs)`` on ``args`` (arrays or ``jax.ShapeDtypeStruct``) and
     imports the result. With ``mesh`` (a ``jax.sharding.Mesh`` or a shardwise ``Mesh``, made into
     a JAX mesh with ``AxisType.Auto`` axes, so JAX leaves propagation to Shardy) and ``in_specs``
@@ -28,7 +34,9 @@ def from_jax(fn: Callable[..., Any], *args: Any, mesh: Mesh | Any | None = None,
 
     if in_specs is not None:
         if mesh is None or len(in_specs) != len(args):
-            raise ValueError(f"in_specs needs a mesh and one spec per argument: {len(args)} arguments, got {in_specs!r}")
+            raise ValueError(
+                f"in_specs needs a mesh and one spec per argument: {len(args)} arguments, got {in_specs!r}"
+            )
         jmesh = _jax_mesh(mesh)
         args = tuple(
             jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=None if s is None else NamedSharding(jmesh, s))  # type: ignore[no-untyped-call]

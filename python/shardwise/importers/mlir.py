@@ -11,11 +11,11 @@ from pathlib import Path
 from sys import intern
 from typing import Any
 
-from shardwise.ir.gc import no_cyclic_gc
 from shardwise.errors import ProgramError, ShardingError
 from shardwise.importers._jaxlib import context, ir
 from shardwise.ir.attrs import unquote
 from shardwise.ir.core import Block, Func, Module, Op, Region, Value
+from shardwise.ir.gc import no_cyclic_gc
 from shardwise.ir.slots import OPERAND_SLOTS, Slot, result_slot
 from shardwise.ir.types import Type, parse_type
 from shardwise.mesh import Mesh
@@ -94,7 +94,9 @@ def _check_nesting(text: str, source: str | os.PathLike[str]) -> None:
         if deepest > limit:
             at = int(where[int(np.argmax(depth > limit))])
             line = code.count(b"\n", 0, at) + 1
-            raise ProgramError(f"MLIR{_name(source)} nests {what} {deepest} levels deep (line {line}); at most {limit} are read")
+            raise ProgramError(
+                f"MLIR{_name(source)} nests {what} {deepest} levels deep (line {line}); at most {limit} are read"
+            )
 
 
 #: Diagnostics shown, and characters of each message, by ``diagnostics_line``.
@@ -136,7 +138,9 @@ def _check_encodable(text: str, source: str | os.PathLike[str]) -> None:
         text.encode()
     except UnicodeEncodeError as e:
         line = text.count("\n", 0, e.start) + 1
-        raise ProgramError(f"MLIR{_name(source)} is not valid Unicode text: character {text[e.start]!r} at line {line}") from None
+        raise ProgramError(
+            f"MLIR{_name(source)} is not valid Unicode text: character {text[e.start]!r} at line {line}"
+        ) from None
 
 
 #: Characters every MLIR module's text has and file names almost never do: a one-line string
@@ -151,12 +155,18 @@ def _read(source: str | os.PathLike[str]) -> tuple[str, str | None]:
     path_like = isinstance(source, os.PathLike) or (
         "\n" not in source
         and len(source) < 4096
-        and (Path(source).exists() or source.endswith(".mlir") or not (_MLIR_SYNTAX.search(source) or any(c.isspace() for c in source.strip())))
+        and (
+            Path(source).exists()
+            or source.endswith(".mlir")
+            or not (_MLIR_SYNTAX.search(source) or any(c.isspace() for c in source.strip()))
+        )
     )
     if path_like:
         path = Path(source)
         if not path.exists():
-            raise ProgramError(f"no such file: {str(source)!r} (load_mlir takes MLIR text or the path of an existing file)")
+            raise ProgramError(
+                f"no such file: {str(source)!r} (load_mlir takes MLIR text or the path of an existing file)"
+            )
         if path.is_dir():
             raise ProgramError(f"{str(source)!r} is a directory, expected an MLIR file")
         try:
@@ -236,7 +246,9 @@ class _Importer:
             attrs = {intern(n): self.text_of(attributes[n]) for n in attributes}
         except TypeError:
             attrs = _attributes_from_asm(o)
-        op = Op(intern(o.name), [self.value(v, o) for v in o.operands], [self.type_of(r.type) for r in o.results], attrs)
+        op = Op(
+            intern(o.name), [self.value(v, o) for v in o.operands], [self.type_of(r.type) for r in o.results], attrs
+        )
         op._location = o.location
         for r, v in zip(o.results, op.results):
             self.values[r] = v
@@ -249,10 +261,21 @@ class _Importer:
 
     def func(self, o: Any) -> Func:
         ftype = o.attributes["function_type"].value
-        attrs = {n: str(o.attributes[n]) for n in o.attributes if n not in ("function_type", "arg_attrs", "res_attrs", "sym_name")}
+        attrs = {
+            n: str(o.attributes[n])
+            for n in o.attributes
+            if n not in ("function_type", "arg_attrs", "res_attrs", "sym_name")
+        }
         blocks = list(o.regions[0].blocks)
         arg_types = [parse_type(str(t)) for t in ftype.inputs]
-        f = Func(unquote(str(o.attributes["sym_name"])), arg_types, [parse_type(str(t)) for t in ftype.results], attrs, str(o.location), declaration=not blocks)
+        f = Func(
+            unquote(str(o.attributes["sym_name"])),
+            arg_types,
+            [parse_type(str(t)) for t in ftype.results],
+            attrs,
+            str(o.location),
+            declaration=not blocks,
+        )
         for i, d in enumerate(self._dicts(o, "arg_attrs")):
             f.args[i].sharding = self.sharding(d.pop("sdy.sharding", None), f, f"argument {i}") if blocks else None
             f.arg_attrs[i] = d
@@ -289,7 +312,9 @@ class _Importer:
         try:
             return self.values[v]
         except KeyError:
-            raise ProgramError(f"{user.name} at {user.location}: operand defined outside the module or after its use") from None
+            raise ProgramError(
+                f"{user.name} at {user.location}: operand defined outside the module or after its use"
+            ) from None
 
     def sharding(self, text: str | None, op: Op, what: str) -> TensorSharding | None:
         if text is None:
@@ -309,7 +334,9 @@ class _Importer:
         shardings = self._take(op, slot, "results") if op.results else None
         if shardings is not None:
             if len(shardings) != len(op.results):
-                raise ProgramError(f"{op.where()}: {len(shardings)} shardings in {slot.attribute} for {len(op.results)} results")
+                raise ProgramError(
+                    f"{op.where()}: {len(shardings)} shardings in {slot.attribute} for {len(op.results)} results"
+                )
             for v, s in zip(op.results, shardings):
                 v.sharding = s
         if op.name in OPERAND_SLOTS:

@@ -5,4 +5,17 @@ from shardwise.ir.builder import Builder
 from shardwise.ir.core import Block, Func, Module, Op, Region, Value
 from shardwise.ir.types import DYNAMIC, OpaqueType, TensorType, Type, parse_type
 
-__all__ = ["Block", "Builder", "DYNAMIC", "Func", "Module", "Op", "OpaqueType", "Region", "TensorType", "Type", "Value", "parse_type"]
+__all__ = [
+    "DYNAMIC",
+    "Block",
+    "Builder",
+    "Func",
+    "Module",
+    "Op",
+    "OpaqueType",
+    "Region",
+    "TensorType",
+    "Type",
+    "Value",
+    "parse_type",
+]

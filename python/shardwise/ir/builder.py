@@ -19,6 +19,7 @@ from shardwise.sharding import TensorSharding
 
 __all__ = ["Builder"]
 
+
 def _i64s(v: Sequence[int]) -> str:
     return "array<i64" + (": " + ", ".join(str(int(x)) for x in v) if len(v) else "") + ">"
 
@@ -31,7 +32,14 @@ class Builder:
     """Builds one function ``@main`` of a new module, op by op. Shapes are checked as each op is
     added (``ValueError`` naming the op, what was expected and what was got)."""
 
-    def __init__(self, mesh: Mesh | Mapping[str, int] | None = None, *, mesh_name: str = "mesh", module_name: str = "main_module", func_name: str = "main") -> None:
+    def __init__(
+        self,
+        mesh: Mesh | Mapping[str, int] | None = None,
+        *,
+        mesh_name: str = "mesh",
+        module_name: str = "main_module",
+        func_name: str = "main",
+    ) -> None:
         self.module = Module(module_name)
         self.mesh: Mesh | None = None
         self.mesh_name = mesh_name
@@ -49,11 +57,25 @@ class Builder:
             raise ValueError("the function is finished (ret was called)")
         return self.func.body
 
-    def op(self, name: str, operands: Sequence[Value], result_types: Sequence[Type], attributes: Mapping[str, str] | None = None, regions: Sequence[Region] = ()) -> Op:
+    def op(
+        self,
+        name: str,
+        operands: Sequence[Value],
+        result_types: Sequence[Type],
+        attributes: Mapping[str, str] | None = None,
+        regions: Sequence[Region] = (),
+    ) -> Op:
         """Adds any op: ``attributes`` maps names to MLIR attribute text."""
         return self._block().append(Op(name, operands, result_types, dict(attributes or {}), regions))
 
-    def _one(self, name: str, operands: Sequence[Value], t: Type, attributes: Mapping[str, str] | None = None, regions: Sequence[Region] = ()) -> Value:
+    def _one(
+        self,
+        name: str,
+        operands: Sequence[Value],
+        t: Type,
+        attributes: Mapping[str, str] | None = None,
+        regions: Sequence[Region] = (),
+    ) -> Value:
         return self.op(name, operands, [t], attributes, regions).result
 
     def arg(self, shape: Sequence[int], dtype: str = "f32", *, sharding: TensorSharding | None = None) -> Value:
@@ -72,7 +94,7 @@ class Builder:
 
     # ------------------------------------------------------------------ ops
 
-    def constant(self, value: float | int | bool, dtype: str = "f32", shape: Sequence[int] = ()) -> Value:
+    def constant(self, value: float | bool, dtype: str = "f32", shape: Sequence[int] = ()) -> Value:
         """A splat ``stablehlo.constant``."""
         t = TensorType(tuple(shape), dtype)
         if dtype == "i1":
@@ -127,21 +149,35 @@ class Builder:
     def broadcast_in_dim(self, x: Value, shape: Sequence[int], dims: Sequence[int]) -> Value:
         """Result dimension ``dims[i]`` is operand dimension ``i`` (size equal, or 1 broadcast)."""
         t = tensor_type(x)
-        if len(dims) != t.rank or any(not (0 <= d < len(shape)) or t.shape[i] not in (1, shape[d]) for i, d in enumerate(dims)):
+        if len(dims) != t.rank or any(
+            not (0 <= d < len(shape)) or t.shape[i] not in (1, shape[d]) for i, d in enumerate(dims)
+        ):
             raise ValueError(f"stablehlo.broadcast_in_dim: dims {list(dims)} do not map {t} into shape {tuple(shape)}")
-        return self._one("stablehlo.broadcast_in_dim", [x], TensorType(tuple(shape), t.element_type), {"broadcast_dimensions": _i64s(dims)})
+        return self._one(
+            "stablehlo.broadcast_in_dim",
+            [x],
+            TensorType(tuple(shape), t.element_type),
+            {"broadcast_dimensions": _i64s(dims)},
+        )
 
     def reshape(self, x: Value, shape: Sequence[int]) -> Value:
         t = tensor_type(x)
         if _prod(shape) != _prod(t.shape):
-            raise ValueError(f"stablehlo.reshape: {t} has {_prod(t.shape)} elements, shape {tuple(shape)} has {_prod(shape)}")
+            raise ValueError(
+                f"stablehlo.reshape: {t} has {_prod(t.shape)} elements, shape {tuple(shape)} has {_prod(shape)}"
+            )
         return self._one("stablehlo.reshape", [x], TensorType(tuple(shape), t.element_type))
 
     def transpose(self, x: Value, perm: Sequence[int]) -> Value:
         t = tensor_type(x)
         if sorted(perm) != list(range(t.rank)):
             raise ValueError(f"stablehlo.transpose: permutation {list(perm)} is not one of {t.rank} dims")
-        return self._one("stablehlo.transpose", [x], TensorType(tuple(t.shape[p] for p in perm), t.element_type), {"permutation": _i64s(perm)})
+        return self._one(
+            "stablehlo.transpose",
+            [x],
+            TensorType(tuple(t.shape[p] for p in perm), t.element_type),
+            {"permutation": _i64s(perm)},
+        )
 
     def dot_general(
         self,
@@ -155,13 +191,24 @@ class Builder:
         """``stablehlo.dot_general``: result dims are batch, lhs free, rhs free (in order)."""
         a, b = tensor_type(lhs), tensor_type(rhs)
         (lb, rb), (lc, rc) = batch, contracting
-        if len(lb) != len(rb) or len(lc) != len(rc) or any(a.shape[i] != b.shape[j] for i, j in [*zip(lb, rb), *zip(lc, rc)]):
-            raise ValueError(f"stablehlo.dot_general: batch {batch} / contracting {contracting} dims do not match {a} and {b}")
+        if (
+            len(lb) != len(rb)
+            or len(lc) != len(rc)
+            or any(a.shape[i] != b.shape[j] for i, j in [*zip(lb, rb), *zip(lc, rc)])
+        ):
+            raise ValueError(
+                f"stablehlo.dot_general: batch {batch} / contracting {contracting} dims do not match {a} and {b}"
+            )
         lf = [i for i in range(a.rank) if i not in (*lb, *lc)]
         rf = [i for i in range(b.rank) if i not in (*rb, *rc)]
         shape = [a.shape[i] for i in lb] + [a.shape[i] for i in lf] + [b.shape[i] for i in rf]
         parts = []
-        for key, v in (("lhs_batching_dimensions", lb), ("rhs_batching_dimensions", rb), ("lhs_contracting_dimensions", lc), ("rhs_contracting_dimensions", rc)):
+        for key, v in (
+            ("lhs_batching_dimensions", lb),
+            ("rhs_batching_dimensions", rb),
+            ("lhs_contracting_dimensions", lc),
+            ("rhs_contracting_dimensions", rc),
+        ):
             if len(v):
                 parts.append(f"{key} = {_list(v)}")
         attrs = {"dot_dimension_numbers": f"#stablehlo.dot<{', '.join(parts)}>"}
@@ -172,7 +219,9 @@ class Builder:
         t = tensor_type(x)
         body_op = {"sum": "stablehlo.add", "max": "stablehlo.maximum", "min": "stablehlo.minimum"}.get(kind)
         if body_op is None or any(not 0 <= d < t.rank for d in dims):
-            raise ValueError(f"stablehlo.reduce: expected kind sum/max/min and dims within rank {t.rank}, got {kind!r}, {list(dims)}")
+            raise ValueError(
+                f"stablehlo.reduce: expected kind sum/max/min and dims within rank {t.rank}, got {kind!r}, {list(dims)}"
+            )
         init = {"sum": 0.0, "max": float("-inf"), "min": float("inf")}[kind]
         scalar = TensorType((), t.element_type)
         if kind == "sum":
@@ -184,9 +233,17 @@ class Builder:
         combined = block.append(Op(body_op, block.args, [scalar]))
         block.append(Op("stablehlo.return", [combined.result], []))
         shape = tuple(s for i, s in enumerate(t.shape) if i not in dims)
-        return self._one("stablehlo.reduce", [x, init_v], TensorType(shape, t.element_type), {"dimensions": _i64s(sorted(dims))}, [Region([block])])
+        return self._one(
+            "stablehlo.reduce",
+            [x, init_v],
+            TensorType(shape, t.element_type),
+            {"dimensions": _i64s(sorted(dims))},
+            [Region([block])],
+        )
 
-    def slice(self, x: Value, start: Sequence[int], limit: Sequence[int], strides: Sequence[int] | None = None) -> Value:
+    def slice(
+        self, x: Value, start: Sequence[int], limit: Sequence[int], strides: Sequence[int] | None = None
+    ) -> Value:
         t = tensor_type(x)
         strides = list(strides) if strides is not None else [1] * t.rank
         if not (len(start) == len(limit) == len(strides) == t.rank) or any(
@@ -199,12 +256,21 @@ class Builder:
 
     def concatenate(self, xs: Sequence[Value], dim: int) -> Value:
         ts = [tensor_type(x) for x in xs]
-        ok = ts and all(t.rank == ts[0].rank and all(t.shape[i] == ts[0].shape[i] for i in range(t.rank) if i != dim) for t in ts)
+        ok = ts and all(
+            t.rank == ts[0].rank and all(t.shape[i] == ts[0].shape[i] for i in range(t.rank) if i != dim) for t in ts
+        )
         if not ok or not 0 <= dim < ts[0].rank:
-            raise ValueError(f"stablehlo.concatenate: operands {[str(t) for t in ts]} do not concatenate along dim {dim}")
+            raise ValueError(
+                f"stablehlo.concatenate: operands {[str(t) for t in ts]} do not concatenate along dim {dim}"
+            )
         shape = list(ts[0].shape)
         shape[dim] = sum(t.shape[dim] for t in ts)
-        return self._one("stablehlo.concatenate", list(xs), TensorType(tuple(shape), ts[0].element_type), {"dimension": f"{dim} : i64"})
+        return self._one(
+            "stablehlo.concatenate",
+            list(xs),
+            TensorType(tuple(shape), ts[0].element_type),
+            {"dimension": f"{dim} : i64"},
+        )
 
     def sharding_constraint(self, x: Value, sharding: TensorSharding) -> Value:
         """``sdy.sharding_constraint``: the result has ``sharding``."""

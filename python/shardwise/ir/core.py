@@ -16,7 +16,7 @@ from shardwise.ir.types import TensorType, Type
 from shardwise.mesh import Mesh
 from shardwise.sharding import TensorSharding
 
-__all__ = ["Value", "Block", "Region", "Op", "Func", "Module"]
+__all__ = ["Block", "Func", "Module", "Op", "Region", "Value"]
 
 
 class Value:

@@ -33,7 +33,9 @@ class Frozen:
 
     __slots__ = ("graph", "ops", "values", "walk", "_op_rule", "_op_index", "_value_index", "_lookups")
 
-    def __init__(self, graph: _native.FrozenGraph, ops: list[Op], values: list[Value], walk: _native.ProgramWalk) -> None:
+    def __init__(
+        self, graph: _native.FrozenGraph, ops: list[Op], values: list[Value], walk: _native.ProgramWalk
+    ) -> None:
         self.graph = graph
         self.ops = ops
         self.values = values

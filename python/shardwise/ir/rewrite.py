@@ -19,11 +19,10 @@ from shardwise.ir.core import Block, Func, Module, Op, Region, Value
 from shardwise.ir.types import Type
 
 __all__ = [
+    "DeferredInserts",
     "Mapping",
     "SymbolTable",
     "Uses",
-    "DeferredInserts",
-    "erase_ops",
     "add_block_arg",
     "ancestors",
     "append_op",
@@ -35,6 +34,7 @@ __all__ = [
     "enclosing_func",
     "erase_block_args",
     "erase_op",
+    "erase_ops",
     "index_in_block",
     "insert_after",
     "insert_after_value",
@@ -202,7 +202,9 @@ class DeferredInserts:
                 out.append(op)
             block.ops[:] = out
         if pending:
-            raise ValueError(f"{sum(len(v) for v in pending.values())} queued ops lost their anchor (erased before flush)")
+            raise ValueError(
+                f"{sum(len(v) for v in pending.values())} queued ops lost their anchor (erased before flush)"
+            )
 
 
 def insert_at_start(block: Block, *ops: Op) -> None:
@@ -491,7 +493,9 @@ def clone_op(op: Op, mapping: Mapping | None = None) -> Op:
     mapping = mapping if mapping is not None else Mapping()
     if isinstance(op, Func):
         return clone_func(op, op.sym_name, mapping)
-    new = Op(op.name, [mapping.lookup_or_default(v) for v in op.operands], [r.type for r in op.results], dict(op.attributes))
+    new = Op(
+        op.name, [mapping.lookup_or_default(v) for v in op.operands], [r.type for r in op.results], dict(op.attributes)
+    )
     new.copy_location(op)
     new.operand_shardings = op.operand_shardings
     for r, nr in zip(op.results, new.results):

@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import re
-from typing import Union
 
-__all__ = ["TensorType", "OpaqueType", "Type", "parse_type", "DYNAMIC"]
+__all__ = ["DYNAMIC", "OpaqueType", "TensorType", "Type", "parse_type"]
 
 #: Size of a dynamic dimension (``?`` in MLIR).
 DYNAMIC = -1
@@ -99,7 +98,7 @@ class OpaqueType:
         return hash(self.text)
 
 
-Type = Union[TensorType, OpaqueType]
+Type = TensorType | OpaqueType
 
 
 def parse_type(text: str) -> Type:

@@ -37,11 +37,11 @@ from shardwise.passes.registry import PASSES, UNSUPPORTED, Options, PassInfo, Pi
 __all__ = [
     "PASSES",
     "PIPELINES",
+    "UNSUPPORTED",
     "Options",
     "PassInfo",
     "PassWarning",
     "PipelineError",
-    "UNSUPPORTED",
     "expand_pipeline",
     "parse_pipeline",
     "register_pass",

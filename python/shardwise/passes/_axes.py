@@ -128,7 +128,13 @@ def mesh_sorted(axes: Iterable[AxisRef], mesh: Mesh) -> list[AxisRef]:
 
 def can_merge(a: AxisRef, b: AxisRef) -> bool:
     """Shardy's ``AxisRefAttr::canMerge``: ``a`` is the sub-axis right before ``b``."""
-    return a.name == b.name and a.pre_size is not None and b.pre_size is not None and a.size is not None and a.pre_size * a.size == b.pre_size
+    return (
+        a.name == b.name
+        and a.pre_size is not None
+        and b.pre_size is not None
+        and a.size is not None
+        and a.pre_size * a.size == b.pre_size
+    )
 
 
 def merge(a: AxisRef, b: AxisRef, mesh: Mesh) -> AxisRef:

@@ -342,8 +342,14 @@ def _override_to_self(module: Module, uses: Uses) -> None:
 
     ops = [o for top in list(module.ops) for o in post_order(top)]
     for op in ops:
-        if op.name == SHARDING_CONSTRAINT and SHARDING_ORIGINS in op.attributes and SHARDING_ORIGIN_NAME in op.attributes:
-            op.attributes[SHARDING_ORIGINS] = _to_self(op.attributes[SHARDING_ORIGINS], unquote(op.attributes[SHARDING_ORIGIN_NAME]))
+        if (
+            op.name == SHARDING_CONSTRAINT
+            and SHARDING_ORIGINS in op.attributes
+            and SHARDING_ORIGIN_NAME in op.attributes
+        ):
+            op.attributes[SHARDING_ORIGINS] = _to_self(
+                op.attributes[SHARDING_ORIGINS], unquote(op.attributes[SHARDING_ORIGIN_NAME])
+            )
     for f in module.funcs:
         for i, d in enumerate(f.arg_attrs):
             if SHARDING_ORIGINS in d:
@@ -358,13 +364,20 @@ def _override_to_self(module: Module, uses: Uses) -> None:
         for a in op.regions[0].entry.args:
             edge = lookup_data_flow_edge(a, uses)
             if edge is not None and SHARDING_ORIGINS in edge.attributes:
-                edge.attributes[SHARDING_ORIGINS] = _to_self(edge.attributes[SHARDING_ORIGINS], f"{name}_input: {a.index}")
+                edge.attributes[SHARDING_ORIGINS] = _to_self(
+                    edge.attributes[SHARDING_ORIGINS], f"{name}_input: {a.index}"
+                )
         for r in op.results:
             edge = lookup_data_flow_edge(r, uses)
             if edge is not None and SHARDING_ORIGINS in edge.attributes:
-                edge.attributes[SHARDING_ORIGINS] = _to_self(edge.attributes[SHARDING_ORIGINS], f"{name}_output: {r.index}")
+                edge.attributes[SHARDING_ORIGINS] = _to_self(
+                    edge.attributes[SHARDING_ORIGINS], f"{name}_output: {r.index}"
+                )
 
 
 def _edges_text(axes: dict[AxisRef, list[Edge]]) -> str | None:
-    entries = [(a._wire(), [(e.source[0], e.source[1], e.target[0], e.target[1], e.step) for e in edges]) for a, edges in axes.items()]
+    entries = [
+        (a._wire(), [(e.source[0], e.source[1], e.target[0], e.target[1], e.step) for e in edges])
+        for a, edges in axes.items()
+    ]
     return _native.propagation_edges_text(entries)

@@ -64,14 +64,22 @@ def _sub(name: str, info: list[int | None], mesh: Mesh) -> AxisRef:
     return AxisRef(name, pre, size)
 
 
-def _add_remaining(out: list[AxisRef], info: list[int | None] | None, axes: tuple[AxisRef, ...], i: int, mesh: Mesh) -> None:
+def _add_remaining(
+    out: list[AxisRef], info: list[int | None] | None, axes: tuple[AxisRef, ...], i: int, mesh: Mesh
+) -> None:
     while info is not None:
         add_axis_or_merge(out, _sub(axes[i].name, info, mesh), mesh)
         i += 1
         info = _info(axes, i, mesh)
 
 
-def build_tensor(mapping: TensorMapping, sharding: TensorSharding | None, factor_sizes: tuple[int, ...], mesh: Mesh, closed_if_missing: bool) -> TensorFactorShardings:
+def build_tensor(
+    mapping: TensorMapping,
+    sharding: TensorSharding | None,
+    factor_sizes: tuple[int, ...],
+    mesh: Mesh,
+    closed_if_missing: bool,
+) -> TensorFactorShardings:
     """Shardy's ``buildTensorFactorShardings``."""
     out = TensorFactorShardings()
     for dim, factors in enumerate(mapping):
@@ -134,15 +142,26 @@ class Projection:
         return self.operands + self.results
 
 
-def build(operands: list[TensorSharding | None], results: list[TensorSharding | None], rule: OpShardingRule, mesh: Mesh, closed_if_missing: bool = False) -> Projection:
+def build(
+    operands: list[TensorSharding | None],
+    results: list[TensorSharding | None],
+    rule: OpShardingRule,
+    mesh: Mesh,
+    closed_if_missing: bool = False,
+) -> Projection:
     """Shardy's ``ShardingProjection::build``."""
     return Projection(
-        [build_tensor(m, s, rule.factor_sizes, mesh, closed_if_missing) for s, m in zip(operands, rule.operand_mappings)],
+        [
+            build_tensor(m, s, rule.factor_sizes, mesh, closed_if_missing)
+            for s, m in zip(operands, rule.operand_mappings)
+        ],
         [build_tensor(m, s, rule.factor_sizes, mesh, closed_if_missing) for s, m in zip(results, rule.result_mappings)],
     )
 
 
-def create_sharding(t: TensorFactorShardings, mapping: TensorMapping, factor_sizes: tuple[int, ...], mesh_name: str, mesh: Mesh) -> TensorSharding:
+def create_sharding(
+    t: TensorFactorShardings, mapping: TensorMapping, factor_sizes: tuple[int, ...], mesh_name: str, mesh: Mesh
+) -> TensorSharding:
     """Shardy's ``TensorFactorShardings::createTensorShardingAttr``."""
     dims: list[DimSharding] = []
     for factors in mapping:
@@ -173,10 +192,15 @@ def create_sharding(t: TensorFactorShardings, mapping: TensorMapping, factor_siz
 
 def contains_overflow(p: Projection) -> tuple[list[bool], list[bool]]:
     """Shardy's ``tensorsContainOverflowAxes``: which operands/results have overflow axes."""
-    return ([any(f.overflow for f in t.factors.values()) for t in p.operands], [any(f.overflow for f in t.factors.values()) for t in p.results])
+    return (
+        [any(f.overflow for f in t.factors.values()) for t in p.operands],
+        [any(f.overflow for f in t.factors.values()) for t in p.results],
+    )
 
 
-def update_sharding(p: Projection, factor: int, axes: list[AxisRef], overflow: list[AxisRef]) -> tuple[list[bool], list[bool]]:
+def update_sharding(
+    p: Projection, factor: int, axes: list[AxisRef], overflow: list[AxisRef]
+) -> tuple[list[bool], list[bool]]:
     """Shardy's ``ShardingProjection::updateSharding``: sets the factor's axes in every tensor
     that has it; which tensors changed."""
 
@@ -200,7 +224,9 @@ def sharding_size(t: TensorFactorShardings, mesh: Mesh) -> int:
     return n
 
 
-def distribute_axes(shardings: list[FactorSharding], factor_sizes: list[int], all_axes: list[AxisRef], mesh: Mesh) -> None:
+def distribute_axes(
+    shardings: list[FactorSharding], factor_sizes: list[int], all_axes: list[AxisRef], mesh: Mesh
+) -> None:
     """Shardy's ``distributeAxesAcrossFactors``: each axis (or the largest fitting part of it)
     goes to the first factor with room; what fits nowhere becomes overflow of the last."""
     if not shardings:

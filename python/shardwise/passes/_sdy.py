@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import Union
 
 from shardwise.errors import ProgramError
 from shardwise.ir.attrs import quote, unquote
@@ -57,7 +56,7 @@ COLLECTIVES = frozenset(
 OUT_SHARDING_ATTR_OPS = frozenset({"sdy.sharded_to_unreduced", "sdy.replicated_to_unreduced"})
 TERMINATORS = frozenset({"func.return", "stablehlo.return", "sdy.return", "mhlo.return"})
 
-MeshRef = tuple[Union[str, None], Union[Mesh, None]]
+MeshRef = tuple[str | None, Mesh | None]
 
 
 # ---------------------------------------------------------------------------------- shardings
@@ -79,7 +78,15 @@ def make_sharding(
     """A sharding on the mesh ``ref`` (see ``mesh_ref``)."""
     name, mesh = ref
     if mesh is not None:
-        return TensorSharding(mesh, list(dims), replicated=replicated, unreduced=unreduced, reduction=reduction, mesh_name=name or "mesh", inline=name is None)
+        return TensorSharding(
+            mesh,
+            list(dims),
+            replicated=replicated,
+            unreduced=unreduced,
+            reduction=reduction,
+            mesh_name=name or "mesh",
+            inline=name is None,
+        )
     assert name is not None
     return TensorSharding(name, list(dims), replicated=replicated, unreduced=unreduced, reduction=reduction)
 
@@ -220,7 +227,9 @@ def add_free_axes(outer: TensorSharding, new: TensorSharding, manual: Sequence[s
     dims = list(base.dims)
     for i, nd in enumerate(new.dims[: len(dims)]):
         dims[i] = DimSharding(dims[i].axes + nd.axes, nd.closed, nd.priority)
-    return make_sharding(mesh_ref(new), dims, outer.replicated, outer.unreduced, outer.reduction if outer.unreduced else "sum")
+    return make_sharding(
+        mesh_ref(new), dims, outer.replicated, outer.unreduced, outer.reduction if outer.unreduced else "sum"
+    )
 
 
 # ---------------------------------------------------------------------------------- data flow ops
@@ -394,7 +403,7 @@ def set_block_arg_owner_sharding(op: Op, index: int, sharding: TensorSharding) -
 # ---------------------------------------------------------------------------------- sharding walker
 
 #: Where a sharding sits: a value, or a function result (func, index).
-ShardingSite = Union[Value, tuple[Func, int], None]
+ShardingSite = Value | tuple[Func, int] | None
 TransformFn = Callable[[TensorSharding, ShardingSite], TensorSharding]
 
 
@@ -410,7 +419,9 @@ def _zero_result_shardings(op: Op) -> tuple[TensorSharding, ...] | None:
 _TRANSFORM_APART = REGION_DATA_FLOW_OPS | OUT_SHARDING_ATTR_OPS
 
 
-def transform_shardings(module: Module | Op, fn: TransformFn, *, consume_op: Callable[[Op], None] | None = None, transform: bool = True) -> None:
+def transform_shardings(
+    module: Module | Op, fn: TransformFn, *, consume_op: Callable[[Op], None] | None = None, transform: bool = True
+) -> None:
     """Shardy's ``transformShardings`` / ``walkShardings``: calls ``fn(sharding, site)`` on
     every sharding in pre-order (function argument then result shardings; a manual
     computation's in then out shardings; a named computation's in then out shardings; each op's
@@ -457,7 +468,10 @@ def transform_shardings(module: Module | Op, fn: TransformFn, *, consume_op: Cal
                 new_ss = [fn(s, None) for s in ss]
                 if transform:
                     if meshes:
-                        new_ss = [s if s.mesh is not None or s.mesh_name not in meshes else s.bind(meshes[s.mesh_name]) for s in new_ss]
+                        new_ss = [
+                            s if s.mesh is not None or s.mesh_name not in meshes else s.bind(meshes[s.mesh_name])
+                            for s in new_ss
+                        ]
                     op.attributes[SHARDING] = TensorSharding.print_per_value(new_ss)
             continue
         if op.name in OUT_SHARDING_ATTR_OPS and "out_sharding" in op.attributes and op.results[0].sharding is None:
@@ -489,7 +503,9 @@ def _results(op: Op, fn: TransformFn, transform: bool) -> None:
 # ---------------------------------------------------------------------------------- call graph
 
 
-def call_graph_rpo(module: Module, symbols: SymbolTable | None = None, *, calls: dict[int, list[Op]] | None = None) -> list[Func]:
+def call_graph_rpo(
+    module: Module, symbols: SymbolTable | None = None, *, calls: dict[int, list[Op]] | None = None
+) -> list[Func]:
     """The functions with bodies in reverse post-order of MLIR's ``CallGraph`` from its
     external node (Shardy's ``iterateFuncs(preOrder=true)``): callers before callees,
     functions in module order otherwise. ``calls``, when given, receives the ``func.call``
@@ -553,5 +569,3 @@ def original_func_name(f: Func) -> str:
     """``sdy.original_func_name`` of ``f`` if set, else its name (``getOriginalFuncName``)."""
     text = f.attributes.get(ORIGINAL_FUNC_NAME)
     return unquote(text) if text is not None else f.sym_name
-
-

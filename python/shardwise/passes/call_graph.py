@@ -94,7 +94,9 @@ def func_arg_shardings(func: Func, meshes: dict[str, Mesh]) -> list[TensorShardi
     ref = _first_non_maximal(shardings, meshes)
     if ref is None:
         return None
-    return [s if s is not None else fully_replicated(mesh_ref(ref), rank_of(a), False) for s, a in zip(shardings, func.args)]
+    return [
+        s if s is not None else fully_replicated(mesh_ref(ref), rank_of(a), False) for s, a in zip(shardings, func.args)
+    ]
 
 
 def func_result_shardings(func: Func, meshes: dict[str, Mesh]) -> list[TensorSharding] | None:
@@ -103,7 +105,10 @@ def func_result_shardings(func: Func, meshes: dict[str, Mesh]) -> list[TensorSha
     ref = _first_non_maximal(shardings, meshes)
     if ref is None:
         return None
-    return [s if s is not None else fully_replicated(mesh_ref(ref), t.rank, False) for s, t in zip(shardings, func.result_types)]
+    return [
+        s if s is not None else fully_replicated(mesh_ref(ref), t.rank, False)
+        for s, t in zip(shardings, func.result_types)
+    ]
 
 
 def clone_func_recursively(func: Func, symbols: SymbolTable) -> Func:
@@ -162,7 +167,9 @@ def symbol_dce(module: Module, options: Options | None = None) -> None:
             erase_op(op)
 
 
-@register_pass("sdy-save-module", options={"module-dump-directory": "", "module-file-name": "", "dump-index": 0}, adds=frozenset())
+@register_pass(
+    "sdy-save-module", options={"module-dump-directory": "", "module-file-name": "", "dump-index": 0}, adds=frozenset()
+)
 def save_module(module: Module, options: Options | None = None) -> None:
     """Shardy's ``sdy-save-module`` debugging dump: does nothing here (no dump directory)."""
 
@@ -267,13 +274,19 @@ def import_func_calls(module: Module, options: Options | None = None) -> None:
                 nr.sharding = r.sharding
         if name in moved:
             if not warned:
-                warnings.warn(f"{call.where()}: function @{name} has multiple call ops, we need to clone the function body for each call", PassWarning, stacklevel=2)
+                warnings.warn(
+                    f"{call.where()}: function @{name} has multiple call ops, we need to clone the function body for each call",
+                    PassWarning,
+                    stacklevel=2,
+                )
                 warned = True
             named.add_region(clone_region(moved[name].regions[0]))
             uses.add(named)
         else:
             if not func.regions[0].blocks:
-                raise ProgramError(f"{call.where()}: calls @{name}, a function declaration without a body, which cannot be inlined")
+                raise ProgramError(
+                    f"{call.where()}: calls @{name}, a function declaration without a body, which cannot be inlined"
+                )
             region = func.regions[0]
             func.regions[0] = Region()
             func.regions[0].parent = func
@@ -298,4 +311,3 @@ def import_func_calls(module: Module, options: Options | None = None) -> None:
                 if op.name == NAMED_COMPUTATION:
                     add_edges(op.regions[0].entry.args, uses)
                     add_edges(op.results, uses)
-

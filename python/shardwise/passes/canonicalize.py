@@ -12,11 +12,11 @@ import re
 from shardwise.ir.core import Block, Func, Module, Op
 from shardwise.ir.rewrite import Uses, erase_op, insert_at_start, insert_before, move_before
 from shardwise.mesh import Mesh
-from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 from shardwise.passes._sdy import get_sharding, is_equivalent
 from shardwise.passes.constants import _NO_MEMORY_EFFECT_OPS
 from shardwise.passes.data_flow import post_order
 from shardwise.passes.registry import Options, PipelineError, register_pass
+from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 
 __all__ = ["canonicalize", "is_trivially_dead"]
 
@@ -74,7 +74,16 @@ def _replace_with_operand(op: Op, uses: Uses) -> None:
 
 
 #: The ops ``_collective_pattern`` rewrites.
-_PATTERN_OPS = frozenset({"sdy.all_gather", "sdy.all_slice", "sdy.all_reduce", "sdy.reduce_scatter", "sdy.collective_permute", "sdy.all_to_all"})
+_PATTERN_OPS = frozenset(
+    {
+        "sdy.all_gather",
+        "sdy.all_slice",
+        "sdy.all_reduce",
+        "sdy.reduce_scatter",
+        "sdy.collective_permute",
+        "sdy.all_to_all",
+    }
+)
 
 
 def _collective_pattern(op: Op, uses: Uses, meshes: dict[str, Mesh]) -> bool:
@@ -102,12 +111,22 @@ def _collective_pattern(op: Op, uses: Uses, meshes: dict[str, Mesh]) -> bool:
             _replace_with_operand(op, uses)
             return True
         d = op.operands[0].defining_op
-        if d is not None and d.name == "sdy.replicated_to_unreduced" and _axes_text(d.attributes.get("axes", "")) == _axes_text(op.attributes.get("reduction_axes", "")):
+        if (
+            d is not None
+            and d.name == "sdy.replicated_to_unreduced"
+            and _axes_text(d.attributes.get("axes", "")) == _axes_text(op.attributes.get("reduction_axes", ""))
+        ):
             uses.replace_all_uses(op.results[0], d.operands[0])
             erase_op(op, uses)
             return True
         if d is not None and d.name == "sdy.sharded_to_unreduced" and _sharded_to_unreduced_matches(d, op, meshes):
-            gather = Op("sdy.all_gather", [d.operands[0]], [op.results[0].type], {"gathering_axes": d.attributes["axes"]}, location=op.location)
+            gather = Op(
+                "sdy.all_gather",
+                [d.operands[0]],
+                [op.results[0].type],
+                {"gathering_axes": d.attributes["axes"]},
+                location=op.location,
+            )
             gather.results[0].sharding = op.results[0].sharding
             insert_before(op, gather)
             uses.add(gather)
@@ -132,8 +151,18 @@ def _collective_pattern(op: Op, uses: Uses, meshes: dict[str, Mesh]) -> bool:
             dims = [d for p in a + b for d in (p[1], p[2])]
             if len(dims) == len(set(dims)):
                 params = sorted(a + b, key=lambda p: p[1])
-                text = "#sdy<all_to_all_param_list[" + ", ".join(f"{{{axes}}}: {src}->{tgt}" for axes, src, tgt in params) + "]>"
-                fused = Op("sdy.all_to_all", [inner.operands[0]], [op.results[0].type], {**op.attributes, "params": text}, location=op.location)
+                text = (
+                    "#sdy<all_to_all_param_list["
+                    + ", ".join(f"{{{axes}}}: {src}->{tgt}" for axes, src, tgt in params)
+                    + "]>"
+                )
+                fused = Op(
+                    "sdy.all_to_all",
+                    [inner.operands[0]],
+                    [op.results[0].type],
+                    {**op.attributes, "params": text},
+                    location=op.location,
+                )
                 fused.results[0].sharding = op.results[0].sharding
                 insert_before(op, fused)
                 uses.add(fused)
@@ -211,13 +240,25 @@ def _reduce_scatter_fusion(all_slice: Op, uses: Uses, meshes: dict[str, Mesh]) -
     slice_out = all_slice.results[0].sharding
     assert slice_out is not None
     rs_sharding = with_parts(out, dims=dims, replicated=slice_out.replicated, unreduced=slice_out.unreduced)
-    rs = Op("sdy.reduce_scatter", [tensor], [tensor.type], {"reduce_scatter_axes": _axis_lists_text(scatter)}, location=all_reduce.location)
+    rs = Op(
+        "sdy.reduce_scatter",
+        [tensor],
+        [tensor.type],
+        {"reduce_scatter_axes": _axis_lists_text(scatter)},
+        location=all_reduce.location,
+    )
     rs.results[0].sharding = rs_sharding
     insert_before(all_slice, rs)
     uses.add(rs)
     final = rs.results[0]
     if has_residual:
-        rest = Op("sdy.all_slice", [final], [tensor.type], {"slicing_axes": _axis_lists_text(residual)}, location=all_slice.location)
+        rest = Op(
+            "sdy.all_slice",
+            [final],
+            [tensor.type],
+            {"slicing_axes": _axis_lists_text(residual)},
+            location=all_slice.location,
+        )
         rest.results[0].sharding = slice_out
         insert_before(all_slice, rest)
         uses.add(rest)
@@ -248,7 +289,11 @@ def _sharded_to_unreduced_matches(s2u: Op, all_reduce: Op, meshes: dict[str, Mes
     mesh = sharding.mesh if sharding.mesh is not None else meshes.get(sharding.mesh_name or "")
     if mesh is None:
         return False
-    axes = [AxisRef.parse(a.strip()) for d in re.findall(r"\{([^}]*)\}", s2u.attributes.get("axes", "")) for a in _split_axes(d)]
+    axes = [
+        AxisRef.parse(a.strip())
+        for d in re.findall(r"\{([^}]*)\}", s2u.attributes.get("axes", ""))
+        for a in _split_axes(d)
+    ]
     merged = ", ".join(str(a) for a in _axes.sort_and_merge(axes, mesh))
     return merged.replace(" ", "") == _axes_text(all_reduce.attributes.get("reduction_axes", ""))
 
@@ -338,7 +383,9 @@ def canonicalize(module: Module, options: Options | None = None) -> None:
     opts = options or {}
     enabled = str(opts.get("enable-patterns", "")).strip("{} ")
     if enabled != "sdy-collective":
-        raise PipelineError(f"canonicalize: only enable-patterns={{sdy-collective}} (Shardy's export pipeline) is supported, got {{{enabled}}}")
+        raise PipelineError(
+            f"canonicalize: only enable-patterns={{sdy-collective}} (Shardy's export pipeline) is supported, got {{{enabled}}}"
+        )
     uses = Uses(module)
     meshes = module.meshes
     _unique_constants(module, uses)
@@ -358,4 +405,3 @@ def canonicalize(module: Module, options: Options | None = None) -> None:
                     continue
                 if op.name in _PATTERN_OPS and _collective_pattern(op, uses, meshes):
                     changed = True
-

@@ -29,26 +29,107 @@ __all__ = ["ELEMENTWISE_OPS", "constant_or_scalar_splitter", "is_elementwise", "
 #: StableHLO ops with MLIR's ``Elementwise`` or StableHLO's ``BroadcastingElementwise`` trait.
 ELEMENTWISE_OPS = frozenset(
     "stablehlo." + n
-    for n in (
-        "abs cbrt ceil convert count_leading_zeros cosine exponential exponential_minus_one floor imag "
-        "is_finite log log_plus_one logistic not negate popcnt real round_nearest_afz round_nearest_even "
-        "rsqrt sign sine sqrt tan tanh add atan2 complex divide maximum minimum multiply power remainder "
-        "shift_left shift_right_arithmetic shift_right_logical subtract and or xor compare "
-        "uniform_quantize uniform_dequantize reduce_precision clamp select"
-    ).split()
+    for n in [
+        "abs",
+        "cbrt",
+        "ceil",
+        "convert",
+        "count_leading_zeros",
+        "cosine",
+        "exponential",
+        "exponential_minus_one",
+        "floor",
+        "imag",
+        "is_finite",
+        "log",
+        "log_plus_one",
+        "logistic",
+        "not",
+        "negate",
+        "popcnt",
+        "real",
+        "round_nearest_afz",
+        "round_nearest_even",
+        "rsqrt",
+        "sign",
+        "sine",
+        "sqrt",
+        "tan",
+        "tanh",
+        "add",
+        "atan2",
+        "complex",
+        "divide",
+        "maximum",
+        "minimum",
+        "multiply",
+        "power",
+        "remainder",
+        "shift_left",
+        "shift_right_arithmetic",
+        "shift_right_logical",
+        "subtract",
+        "and",
+        "or",
+        "xor",
+        "compare",
+        "uniform_quantize",
+        "uniform_dequantize",
+        "reduce_precision",
+        "clamp",
+        "select",
+    ]
 )
 
 #: Ops without memory effects that are speculatable when their shapes are static.
-_NO_MEMORY_EFFECT_OPS = ELEMENTWISE_OPS | frozenset(
-    "stablehlo." + n
-    for n in (
-        "constant iota create_token replica_id partition_id after_all get_tuple_element tuple dynamic_slice "
-        "dynamic_update_slice broadcast cross-replica-sum dot einsum unary_einsum get_dimension_size "
-        "torch_index_select optimization_barrier batch_norm_grad batch_norm_inference batch_norm_training "
-        "bitcast_convert broadcast_in_dim cholesky concatenate convolution dot_general fft gather reshape "
-        "pad reverse slice transpose triangular_solve rng_bit_generator set_dimension_size"
-    ).split()
-) | frozenset({"sdy.constant", "sdy.reshard", "sdy.propagation_barrier", "sdy.return", "stablehlo.return", "func.return"})
+_NO_MEMORY_EFFECT_OPS = (
+    ELEMENTWISE_OPS
+    | frozenset(
+        "stablehlo." + n
+        for n in [
+            "constant",
+            "iota",
+            "create_token",
+            "replica_id",
+            "partition_id",
+            "after_all",
+            "get_tuple_element",
+            "tuple",
+            "dynamic_slice",
+            "dynamic_update_slice",
+            "broadcast",
+            "cross-replica-sum",
+            "dot",
+            "einsum",
+            "unary_einsum",
+            "get_dimension_size",
+            "torch_index_select",
+            "optimization_barrier",
+            "batch_norm_grad",
+            "batch_norm_inference",
+            "batch_norm_training",
+            "bitcast_convert",
+            "broadcast_in_dim",
+            "cholesky",
+            "concatenate",
+            "convolution",
+            "dot_general",
+            "fft",
+            "gather",
+            "reshape",
+            "pad",
+            "reverse",
+            "slice",
+            "transpose",
+            "triangular_solve",
+            "rng_bit_generator",
+            "set_dimension_size",
+        ]
+    )
+    | frozenset(
+        {"sdy.constant", "sdy.reshard", "sdy.propagation_barrier", "sdy.return", "stablehlo.return", "func.return"}
+    )
+)
 
 
 #: Ops that can be constant-preserving (``_Splitter.constant_preserving``): pure ops that are
@@ -149,7 +230,14 @@ class _Splitter:
             set_callee(call, self.symbols.insert(self._clone_func_recursively(callee)))
         return new
 
-    def process(self, op: Op, func_name: str, constants: dict[int, Op], expansions: dict[int, Op], named_of: dict[int, Op | None]) -> None:
+    def process(
+        self,
+        op: Op,
+        func_name: str,
+        constants: dict[int, Op],
+        expansions: dict[int, Op],
+        named_of: dict[int, Op | None],
+    ) -> None:
         """One op of the walk (``func_name``: the original name of the function walked;
         ``named_of``: the enclosing named computation of each block met so far, by id)."""
         if isinstance(op, Func) or op.name == SHARDING_GROUP:
@@ -194,7 +282,7 @@ class _Splitter:
                     continue
                 for r in op.regions:
                     for b in r.blocks:
-                        walk(b.ops)
+                        walk(b.ops)  # noqa: F821 (a recursive closure, deleted after use)
 
         walk(ops)
         # A recursive closure refers to itself (and here to the splitter and its use lists):
@@ -204,7 +292,11 @@ class _Splitter:
         erased: list[Op] = []
         seen: set[int] = set()
         for op in [*expansions.values(), *reversed(list(constants.values()))]:
-            users = self.uses.users(op.results[0]) if len(op.results) == 1 else [u for r in op.results for u in self.uses.users(r)]
+            users = (
+                self.uses.users(op.results[0])
+                if len(op.results) == 1
+                else [u for r in op.results for u in self.uses.users(r)]
+            )
             if not all(u.name == SHARDING_GROUP for u in users):
                 continue
             for u in users:

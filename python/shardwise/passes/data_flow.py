@@ -11,7 +11,15 @@ from collections.abc import Sequence
 
 from shardwise.errors import ProgramError
 from shardwise.ir.core import Func, Module, Op, Value
-from shardwise.ir.rewrite import SymbolTable, Uses, erase_op, insert_after, insert_after_value, insert_at_start, insert_before
+from shardwise.ir.rewrite import (
+    SymbolTable,
+    Uses,
+    erase_op,
+    insert_after,
+    insert_after_value,
+    insert_at_start,
+    insert_before,
+)
 from shardwise.passes._sdy import (
     CALL,
     DATA_FLOW_EDGE,
@@ -33,7 +41,13 @@ from shardwise.passes._sdy import (
 from shardwise.passes.registry import Options, register_pass
 from shardwise.sharding import TensorSharding
 
-__all__ = ["add_data_flow_edges", "add_func_data_flow_edges", "sink_data_flow_edges", "sink_func_data_flow_edges", "main_func"]
+__all__ = [
+    "add_data_flow_edges",
+    "add_func_data_flow_edges",
+    "main_func",
+    "sink_data_flow_edges",
+    "sink_func_data_flow_edges",
+]
 
 SHARDING_ORIGINS = "sdy.sharding_origins"
 PROPAGATION_EDGES = "sdy.propagation_edges"
@@ -52,7 +66,7 @@ def post_order(root: Op) -> list[Op]:
             for b in r.blocks:
                 for inner in b.ops:
                     if inner.regions:
-                        visit(inner)
+                        visit(inner)  # noqa: F821 (a recursive closure, deleted after use)
                     else:  # most ops: no call
                         out.append(inner)
         out.append(o)
@@ -179,7 +193,9 @@ def _set_block_arg_owner_shardings(op: Op, shardings: list[TensorSharding]) -> N
     if op.name == MANUAL_COMPUTATION:
         assert op.operand_shardings is not None
         manual = manual_axes(op)
-        op.operand_shardings = tuple(add_free_axes(outer, new, manual) for outer, new in zip(op.operand_shardings, shardings))
+        op.operand_shardings = tuple(
+            add_free_axes(outer, new, manual) for outer, new in zip(op.operand_shardings, shardings)
+        )
     else:
         op.operand_shardings = tuple(shardings)
 
@@ -200,9 +216,13 @@ def _debug_dicts(owners: Sequence[Value], op: Op, origins: bool, edges: bool, op
             if text is not None and text.replace(" ", "") != "#sdy.propagation_edges<[]>":
                 edge_dicts.append(text)
     if origins:
-        op.attributes[BLOCK_ARG_SHARDING_ORIGINS if operand else RESULT_SHARDING_ORIGINS] = "[" + ", ".join(origin_dicts) + "]"
+        op.attributes[BLOCK_ARG_SHARDING_ORIGINS if operand else RESULT_SHARDING_ORIGINS] = (
+            "[" + ", ".join(origin_dicts) + "]"
+        )
     if edges:
-        op.attributes[BLOCK_ARG_PROPAGATION_EDGES if operand else RESULT_PROPAGATION_EDGES] = "[" + ", ".join(edge_dicts) + "]"
+        op.attributes[BLOCK_ARG_PROPAGATION_EDGES if operand else RESULT_PROPAGATION_EDGES] = (
+            "[" + ", ".join(edge_dicts) + "]"
+        )
 
 
 @register_pass(
@@ -265,7 +285,13 @@ def sink_func_data_flow_edges(module: Module, func: Func, options: Options | Non
                 if sharding is not None:
                     set_sharding(operand, sharding, uses)
                 elif operand_sharding is not None:
-                    set_sharding(operand, fully_replicated((operand_sharding.mesh_name, operand_sharding.mesh), operand_sharding.rank, False), uses)
+                    set_sharding(
+                        operand,
+                        fully_replicated(
+                            (operand_sharding.mesh_name, operand_sharding.mesh), operand_sharding.rank, False
+                        ),
+                        uses,
+                    )
                 uses.replace_all_uses(result, operand)
                 erase_op(op, uses)
                 continue
@@ -274,4 +300,3 @@ def sink_func_data_flow_edges(module: Module, func: Func, options: Options | Non
                     walk(block.ops)
 
     walk(func.body.ops)
-

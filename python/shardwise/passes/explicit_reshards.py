@@ -130,7 +130,9 @@ class _Reshards:
             raise ProgramError(f"sharding {s} refers to mesh @{s.mesh_name}, which the module does not define")
         return m
 
-    def new_op(self, name: str, operand: Value, attrs: dict[str, str], sharding: TensorSharding | None, location: str | None) -> Op:
+    def new_op(
+        self, name: str, operand: Value, attrs: dict[str, str], sharding: TensorSharding | None, location: str | None
+    ) -> Op:
         op = Op(name, [operand], [operand.type], attrs, location=location)
         if name in UNREDUCED_OPS:
             assert sharding is not None
@@ -147,7 +149,9 @@ class _Reshards:
 
     # ---------------------------------------------------------------- unreduced axes
 
-    def all_reduce_if_unreduced_to_replicated(self, user: Op, index: int, source: TensorSharding | None, target: TensorSharding | None) -> TensorSharding | None:
+    def all_reduce_if_unreduced_to_replicated(
+        self, user: Op, index: int, source: TensorSharding | None, target: TensorSharding | None
+    ) -> TensorSharding | None:
         """Shardy's ``insertAllReduceIfUnreducedToReplicated``."""
         if source is None or not source.unreduced:
             return source
@@ -156,7 +160,9 @@ class _Reshards:
         if target is not None:
             target_unreduced = target.unreduced
             if self.mesh(target) != mesh:
-                raise ProgramError(f"{user.where()}: source and user shardings have different meshes for unreduced axes")
+                raise ProgramError(
+                    f"{user.where()}: source and user shardings have different meshes for unreduced axes"
+                )
         axes = _axes.axis_set_diff(list(source.unreduced), list(target_unreduced), mesh)
         if not axes:
             return source
@@ -174,7 +180,9 @@ class _Reshards:
             return None
         mesh = self.mesh(ins)
         if self.mesh(out) != mesh:
-            raise ProgramError(f"{user.where()}: input and output shardings have different meshes; the result has unreduced axes")
+            raise ProgramError(
+                f"{user.where()}: input and output shardings have different meshes; the result has unreduced axes"
+            )
         r2u_s2u = _axes.axis_set_diff(list(out.unreduced), list(ins.unreduced), mesh)
         if not r2u_s2u:
             return None
@@ -212,7 +220,9 @@ class _Reshards:
             last = with_parts(ins, dims=tmp, replicated=out.replicated, unreduced=unreduced)
             result = self.new_op("sdy.replicated_to_unreduced", result, {"axes": _axis_list(r2u)}, last, loc).results[0]
         if s2u:
-            result = self.new_op("sdy.sharded_to_unreduced", result, {"axes": _axis_lists(per_dim)}, out, loc).results[0]
+            result = self.new_op("sdy.sharded_to_unreduced", result, {"axes": _axis_lists(per_dim)}, out, loc).results[
+                0
+            ]
             last = out
         if result is not inp:
             self.set_use(user, index, result)
@@ -338,7 +348,15 @@ class _Reshards:
                 best = (name, self.mesh(s))
         return best
 
-    def process_dot(self, op: Op, proj: _projection.Projection, outs: list[TensorSharding | None], rule: OpShardingRule, mesh_name: str, mesh: Mesh) -> None:
+    def process_dot(
+        self,
+        op: Op,
+        proj: _projection.Projection,
+        outs: list[TensorSharding | None],
+        rule: OpShardingRule,
+        mesh_name: str,
+        mesh: Mesh,
+    ) -> None:
         if not outs:
             return
         lhs, rhs = proj.operands[0], proj.operands[1]
@@ -384,7 +402,13 @@ class _Reshards:
         self.uses.replace_all_uses(op.results[0], r.results[0], except_ops=[r])
 
     def all_reduces_for_reduction_factors(
-        self, op: Op, proj: _projection.Projection, rule: OpShardingRule, mesh_name: str, mesh: Mesh, common: list[list[AxisRef]] | None
+        self,
+        op: Op,
+        proj: _projection.Projection,
+        rule: OpShardingRule,
+        mesh_name: str,
+        mesh: Mesh,
+        common: list[list[AxisRef]] | None,
     ) -> None:
         """Shardy's ``insertAllReducesForReductionFactors``."""
         if not op.results:
@@ -401,7 +425,9 @@ class _Reshards:
             for f in rule.reduction_factors:
                 compatible = _compatible_factor_sharding(proj, f)
                 if compatible is None:
-                    raise ProgramError(f"{op.where()}: the result has unreduced axes while the operand has incompatible sharding along reduction factors")
+                    raise ProgramError(
+                        f"{op.where()}: the result has unreduced axes while the operand has incompatible sharding along reduction factors"
+                    )
                 reduction.extend(compatible)
         if not reduction:
             return
@@ -420,7 +446,14 @@ class _Reshards:
     # ---------------------------------------------------------------- full version
 
     def process_full(
-        self, op: Op, proj: _projection.Projection, ins: list[TensorSharding | None], outs: list[TensorSharding | None], rule: OpShardingRule, mesh_name: str, mesh: Mesh
+        self,
+        op: Op,
+        proj: _projection.Projection,
+        ins: list[TensorSharding | None],
+        outs: list[TensorSharding | None],
+        rule: OpShardingRule,
+        mesh_name: str,
+        mesh: Mesh,
     ) -> list[list[AxisRef]]:
         """Shardy's ``processOp`` on the full version: the common axes per factor, and reshards
         of the operands/results whose factor shardings differ from them."""
@@ -451,14 +484,18 @@ class _Reshards:
         self.at.before(op)
         for i, s in enumerate(ins):
             if upd_in[i] or self.reshard_to_common_mesh(s, mesh):
-                new = _projection.create_sharding(proj.operands[i], rule.operand_mappings[i], rule.factor_sizes, mesh_name, mesh)
+                new = _projection.create_sharding(
+                    proj.operands[i], rule.operand_mappings[i], rule.factor_sizes, mesh_name, mesh
+                )
                 operand = op.operands[i]
                 r = self.new_op(RESHARD, operand, {}, new, _loc(operand))
                 self.set_use(op, i, r.results[0])
         self.at.after(op)
         for i, s in enumerate(outs):
             if upd_out[i] or self.reshard_to_common_mesh(s, mesh):
-                new = _projection.create_sharding(proj.results[i], rule.result_mappings[i], rule.factor_sizes, mesh_name, mesh)
+                new = _projection.create_sharding(
+                    proj.results[i], rule.result_mappings[i], rule.factor_sizes, mesh_name, mesh
+                )
                 result = op.results[i]
                 current = self.sharding(result)
                 if current is None:
@@ -470,9 +507,19 @@ class _Reshards:
     def reshard_to_common_mesh(self, s: TensorSharding | None, mesh: Mesh) -> bool:
         return s is not None and any(d.axes for d in s.dims) and self.mesh(s).device_ids != mesh.device_ids
 
-    def reshape_with_overflow(self, op: Op, proj: _projection.Projection, outs: list[TensorSharding | None], rule: OpShardingRule, mesh_name: str, mesh: Mesh) -> list[list[AxisRef]]:
+    def reshape_with_overflow(
+        self,
+        op: Op,
+        proj: _projection.Projection,
+        outs: list[TensorSharding | None],
+        rule: OpShardingRule,
+        mesh_name: str,
+        mesh: Mesh,
+    ) -> list[list[AxisRef]]:
         """Shardy's ``processReshapeWithOverflowAxes``."""
-        prefer_input = _projection.sharding_size(proj.operands[0], mesh) >= _projection.sharding_size(proj.results[0], mesh)
+        prefer_input = _projection.sharding_size(proj.operands[0], mesh) >= _projection.sharding_size(
+            proj.results[0], mesh
+        )
         best = proj.operands[0] if prefer_input else proj.results[0]
         all_axes: list[AxisRef] = []
         for f in range(len(rule.factor_sizes)):
@@ -496,13 +543,24 @@ class _Reshards:
             for f, fs in zip(order, flat):
                 t.factors[f].axes = fs.axes
                 t.factors[f].overflow = fs.overflow
-        in_built = _projection.create_sharding(proj.operands[0], rule.operand_mappings[0], rule.factor_sizes, mesh_name, mesh)
-        out_built = _projection.create_sharding(proj.results[0], rule.result_mappings[0], rule.factor_sizes, mesh_name, mesh)
+        in_built = _projection.create_sharding(
+            proj.operands[0], rule.operand_mappings[0], rule.factor_sizes, mesh_name, mesh
+        )
+        out_built = _projection.create_sharding(
+            proj.results[0], rule.result_mappings[0], rule.factor_sizes, mesh_name, mesh
+        )
         legal = _projection.build([in_built], [out_built], rule, mesh)
         common = _projection.common_prefix_axes(legal, len(rule.factor_sizes))
         for f in range(len(rule.factor_sizes)):
             _projection.update_sharding(proj, f, common[f], [])
-        upd_in = [not is_equivalent(self.sharding(op.operands[0]), _projection.create_sharding(proj.operands[0], rule.operand_mappings[0], rule.factor_sizes, mesh_name, mesh))]
+        upd_in = [
+            not is_equivalent(
+                self.sharding(op.operands[0]),
+                _projection.create_sharding(
+                    proj.operands[0], rule.operand_mappings[0], rule.factor_sizes, mesh_name, mesh
+                ),
+            )
+        ]
         res = _projection.create_sharding(proj.results[0], rule.result_mappings[0], rule.factor_sizes, mesh_name, mesh)
         upd_out = [not is_equivalent(res, outs[0])]
         ins = [self.sharding(v) for v in op.operands]

@@ -90,7 +90,11 @@ def _remove_edges(values: list[Value], uses: Uses) -> None:
             erase_op(edge, uses)
 
 
-@register_pass("sdy-export-named-computations", acts_on=frozenset({NAMED_COMPUTATION}), adds=frozenset({CALL, "func.func", "func.return"}))
+@register_pass(
+    "sdy-export-named-computations",
+    acts_on=frozenset({NAMED_COMPUTATION}),
+    adds=frozenset({CALL, "func.func", "func.return"}),
+)
 def export_named_computations(module: Module, options: Options | None = None) -> None:
     """Turns every ``sdy.named_computation`` (innermost first) into a ``func.call`` of a new
     private function holding its body (named after it, renamed ``name_N`` on a clash, with
@@ -116,7 +120,13 @@ def export_named_computations(module: Module, options: Options | None = None) ->
                 for r, s in zip(named.results, out_sh):
                     r.sharding = s
             name = unquote(named.attributes["name"])
-            func = Func(name, [a.type for a in block.args], [r.type for r in named.results], {"sym_visibility": quote("private")}, named.location)
+            func = Func(
+                name,
+                [a.type for a in block.args],
+                [r.type for r in named.results],
+                {"sym_visibility": quote("private")},
+                named.location,
+            )
             func.attributes[ORIGINAL_FUNC_NAME] = named.attributes["name"]
             # Move the body: the function's entry block becomes the named computation's block.
             region = named.regions[0]
@@ -326,7 +336,12 @@ def remove_sharding_groups(module: Module, options: Options | None = None) -> No
             erase_op(op)
 
 
-@register_pass("sdy-sharding-constraint-to-reshard", anchor="func.func", acts_on=frozenset({SHARDING_CONSTRAINT}), adds=frozenset({RESHARD}))
+@register_pass(
+    "sdy-sharding-constraint-to-reshard",
+    anchor="func.func",
+    acts_on=frozenset({SHARDING_CONSTRAINT}),
+    adds=frozenset({RESHARD}),
+)
 def sharding_constraint_to_reshard(module: Module, func: Func, options: Options | None = None) -> None:
     """Turns every ``sdy.sharding_constraint`` into an ``sdy.reshard`` with the same input,
     sharding and other attributes. Mirrors Shardy's ``sharding_constraint_to_reshard.cc``."""
@@ -529,4 +544,3 @@ def populate_op_sharding_rules(module: Module, func: Func, options: Options | No
         rule = rules.get(id(op))
         if rule is not None and SHARDING_RULE not in op.attributes:
             op.attributes[SHARDING_RULE] = str(rule)
-

@@ -5,10 +5,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from shardwise.errors import ProgramError
 from shardwise.ir.core import Func, Module, Op, Value
@@ -67,12 +66,18 @@ class _Constraints:
         for user, index in self.uses.of(value):
             if user.name == SHARDING_CONSTRAINT and user.results[0].sharding != sharding:
                 return True
-            if user.name == MANUAL_COMPUTATION and user.operand_shardings is not None and user.operand_shardings[index] != sharding:
+            if (
+                user.name == MANUAL_COMPUTATION
+                and user.operand_shardings is not None
+                and user.operand_shardings[index] != sharding
+            ):
                 return True
         return False
 
     def used_by_constraint(self, value: Value, excluded: Op | None = None) -> bool:
-        return any(u is not excluded and u.name in (SHARDING_CONSTRAINT, MANUAL_COMPUTATION) for u in self.uses.users(value))
+        return any(
+            u is not excluded and u.name in (SHARDING_CONSTRAINT, MANUAL_COMPUTATION) for u in self.uses.users(value)
+        )
 
     def should_apply(self, value: Value, sharding: TensorSharding) -> bool:
         if shardable_value(value, self.uses) is None:
@@ -87,7 +92,9 @@ class _Constraints:
         if not self.should_apply(value, sharding):
             return
         defining = value.defining_op
-        if (defining is not None and defining.name == DATA_FLOW_EDGE) or lookup_data_flow_edge(value, self.uses) is not None:
+        if (defining is not None and defining.name == DATA_FLOW_EDGE) or lookup_data_flow_edge(
+            value, self.uses
+        ) is not None:
             constraint = constraint_after_value()
             self.uses.replace_all_uses(value, constraint.results[0], except_ops=[constraint])
             if sharding.unreduced:
@@ -212,8 +219,15 @@ def apply_sharding_constraints(module: Module, options: Options | None = None) -
     (``sdy.sharding_origins``, ``sdy.sharding_origin_name``) and the edges that moved it
     (``sdy.propagation_edges``), as Shardy's ``SourceShardingHandler`` does."""
     opts = options or {}
-    origins, edges = bool(opts.get("debug-sharding-origins", False)), bool(opts.get("debug-propagation-edge-sharding", False))
-    if not origins and not edges and not any(op.name in (SHARDING_CONSTRAINT, MANUAL_COMPUTATION) for op in module.walk()):
+    origins, edges = (
+        bool(opts.get("debug-sharding-origins", False)),
+        bool(opts.get("debug-propagation-edge-sharding", False)),
+    )
+    if (
+        not origins
+        and not edges
+        and not any(op.name in (SHARDING_CONSTRAINT, MANUAL_COMPUTATION) for op in module.walk())
+    ):
         return  # nothing to apply and nothing to record
     _Constraints(module, origins, edges).run()
 
@@ -250,7 +264,9 @@ def sharding_group_import(module: Module, options: Options | None = None) -> Non
             manual = enclosing(op, MANUAL_COMPUTATION)
             mid = None if manual is None else id(manual)
             if group_manual.setdefault(gid, mid) != mid:
-                raise ProgramError(f"{op.where()}: ShardingGroupOps values cannot cross ManualComputationOp boundaries for groupId: {gid}")
+                raise ProgramError(
+                    f"{op.where()}: ShardingGroupOps values cannot cross ManualComputationOp boundaries for groupId: {gid}"
+                )
             if group_shape.setdefault(gid, v.type.shape) != v.type.shape:
                 raise ProgramError(f"{op.where()}: ShardingGroupOps values must have the same shape for groupId: {gid}")
     if not by_value:
@@ -314,7 +330,9 @@ def _common_mesh(shardings: list[TensorSharding], meshes: dict[str, Mesh]) -> tu
     return ref, mesh
 
 
-def _add_unused_manual_axes(shardings: tuple[TensorSharding, ...], values: list[Value], manual: list[AxisRef], ref: TensorSharding, mesh: Mesh) -> tuple[TensorSharding, ...] | None:
+def _add_unused_manual_axes(
+    shardings: tuple[TensorSharding, ...], values: list[Value], manual: list[AxisRef], ref: TensorSharding, mesh: Mesh
+) -> tuple[TensorSharding, ...] | None:
     out: list[TensorSharding] = []
     modified = False
     for s, v in zip(shardings, values):
@@ -377,8 +395,22 @@ def manual_axes_cleanup(module: Module, options: Options | None = None) -> None:
 
 # ---------------------------------------------------------------------------------- gather/scatter batching
 
-_GATHER_FIELDS = ("offset_dims", "collapsed_slice_dims", "operand_batching_dims", "start_indices_batching_dims", "start_index_map", "index_vector_dim")
-_SCATTER_FIELDS = ("update_window_dims", "inserted_window_dims", "input_batching_dims", "scatter_indices_batching_dims", "scatter_dims_to_operand_dims", "index_vector_dim")
+_GATHER_FIELDS = (
+    "offset_dims",
+    "collapsed_slice_dims",
+    "operand_batching_dims",
+    "start_indices_batching_dims",
+    "start_index_map",
+    "index_vector_dim",
+)
+_SCATTER_FIELDS = (
+    "update_window_dims",
+    "inserted_window_dims",
+    "input_batching_dims",
+    "scatter_indices_batching_dims",
+    "scatter_dims_to_operand_dims",
+    "index_vector_dim",
+)
 _STRUCT_FIELD = re.compile(r"(\w+)\s*=\s*(\[[^\]]*\]|-?\d+)")
 
 
@@ -418,7 +450,11 @@ def _unwrap(v: Value) -> Value:
             v = d.operands[1]
         elif d.name == "stablehlo.select":
             on_false = d.operands[2]
-            v = on_false if on_false.defining_op is not None and on_false.defining_op.name == "stablehlo.iota" else d.operands[1]
+            v = (
+                on_false
+                if on_false.defining_op is not None and on_false.defining_op.name == "stablehlo.iota"
+                else d.operands[1]
+            )
         else:
             return v
 
@@ -446,11 +482,22 @@ def _slice_and_concat(before: Op, indices: Value, index_vector_dim: int, removed
     new_shape = list(shape)
     new_shape[index_vector_dim] -= 1
     d = indices.defining_op
-    if d is not None and d.name == "stablehlo.concatenate" and _int_attr(d, "dimension") == index_vector_dim and len(d.operands) == total:
+    if (
+        d is not None
+        and d.name == "stablehlo.concatenate"
+        and _int_attr(d, "dimension") == index_vector_dim
+        and len(d.operands) == total
+    ):
         inputs = [v for i, v in enumerate(d.operands) if i != removed]
         if len(inputs) == 1:
             return inputs[0]
-        concat = Op("stablehlo.concatenate", inputs, [TensorType(new_shape, t.element_type)], {"dimension": f"{index_vector_dim} : i64"}, location=before.location)
+        concat = Op(
+            "stablehlo.concatenate",
+            inputs,
+            [TensorType(new_shape, t.element_type)],
+            {"dimension": f"{index_vector_dim} : i64"},
+            location=before.location,
+        )
         insert_before(before, concat)
         return concat.results[0]
     parts: list[Value] = []
@@ -462,13 +509,23 @@ def _slice_and_concat(before: Op, indices: Value, index_vector_dim: int, removed
         start[index_vector_dim], limit[index_vector_dim] = start_i, end_i
         part_shape = list(shape)
         part_shape[index_vector_dim] = end_i - start_i
-        attrs = {"start_indices": _i64_array(start), "limit_indices": _i64_array(limit), "strides": _i64_array([1] * len(shape))}
+        attrs = {
+            "start_indices": _i64_array(start),
+            "limit_indices": _i64_array(limit),
+            "strides": _i64_array([1] * len(shape)),
+        }
         sl = Op("stablehlo.slice", [indices], [TensorType(part_shape, t.element_type)], attrs, location=before.location)
         insert_before(before, sl)
         parts.append(sl.results[0])
     if len(parts) == 1:
         return parts[0]
-    concat = Op("stablehlo.concatenate", parts, [TensorType(new_shape, t.element_type)], {"dimension": f"{index_vector_dim} : i64"}, location=before.location)
+    concat = Op(
+        "stablehlo.concatenate",
+        parts,
+        [TensorType(new_shape, t.element_type)],
+        {"dimension": f"{index_vector_dim} : i64"},
+        location=before.location,
+    )
     insert_before(before, concat)
     return concat.results[0]
 
@@ -516,7 +573,12 @@ def _erase_dead(func: Op) -> None:
         changed = False
         uses = Uses(func)
         for op in reversed([o for o in func.walk() if o is not func]):
-            if op.name in _NO_MEMORY_EFFECT_OPS and op.name not in TERMINATORS and not any(uses.has_uses(r) for r in op.results) and op.parent is not None:
+            if (
+                op.name in _NO_MEMORY_EFFECT_OPS
+                and op.name not in TERMINATORS
+                and not any(uses.has_uses(r) for r in op.results)
+                and op.parent is not None
+            ):
                 erase_op(op, uses)
                 changed = True
 

@@ -112,7 +112,9 @@ def lift_inlined_meshes(module: Module, options: Options | None = None) -> None:
                     new_name = _add_mesh(module, symbols, anchor, Mesh(axes), "mesh")
                     shlo_names[mesh_text] = new_name
             if new_name is not None:
-                op.attributes["replica_groups"] = f"#stablehlo.replica_group_mesh_axes<mesh = @{symbol_ref(new_name)}, axes = {axes_text}>"
+                op.attributes["replica_groups"] = (
+                    f"#stablehlo.replica_group_mesh_axes<mesh = @{symbol_ref(new_name)}, axes = {axes_text}>"
+                )
 
     for op in _mesh_ops(module):
         if _STABLEHLO_MESH not in op.attributes:
@@ -170,13 +172,21 @@ def remove_size_one_axes(module: Module, options: Options | None = None) -> None
         unr = [a for a in s.unreduced if keep(a)]
         if tuple(dims) == s.dims and tuple(rep) == s.replicated and tuple(unr) == s.unreduced:
             return s
-        return make_sharding(mesh_ref(s) if s.mesh is not None else (s.mesh_name, mesh), dims, rep, unr, s.reduction if unr else "sum")
+        return make_sharding(
+            mesh_ref(s) if s.mesh is not None else (s.mesh_name, mesh), dims, rep, unr, s.reduction if unr else "sum"
+        )
 
     transform_shardings(module, remove)
 
 
-_REPLICA_GROUP_OPS = ("stablehlo.all_gather", "stablehlo.all_reduce", "stablehlo.reduce_scatter", "stablehlo.all_to_all", "stablehlo.collective_broadcast")
-_REPLICA_GROUPS = re.compile(r"#stablehlo\.replica_group_mesh_axes<mesh = (.*?), axes = (\[.*\])>", re.S)
+_REPLICA_GROUP_OPS = (
+    "stablehlo.all_gather",
+    "stablehlo.all_reduce",
+    "stablehlo.reduce_scatter",
+    "stablehlo.all_to_all",
+    "stablehlo.collective_broadcast",
+)
+_REPLICA_GROUPS = re.compile(r"#stablehlo\.replica_group_mesh_axes<mesh = (.*?), axes = (\[.*\])>", re.DOTALL)
 _SHLO_AXIS = re.compile(r'<name = "((?:[^"\\]|\\.)*)", size = (\d+)>')
 
 
@@ -200,4 +210,3 @@ def _parse_mesh(op: Op) -> Mesh:
         return Mesh.parse(op.attributes["mesh"])
     except (KeyError, ValueError) as e:
         raise ProgramError(f"{op.where()}: cannot read the mesh: {e}") from None
-

@@ -17,13 +17,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Union
 
 from shardwise.ir.core import Module
 from shardwise.ir.gc import no_cyclic_gc
 from shardwise.passes.registry import PASSES, UNSUPPORTED, OptionValue, PipelineError
 
-__all__ = ["Nested", "PassStep", "PIPELINES", "parse_pipeline", "run_pipeline", "expand_pipeline"]
+__all__ = ["PIPELINES", "Nested", "PassStep", "expand_pipeline", "parse_pipeline", "run_pipeline"]
 
 
 @dataclass
@@ -44,13 +43,13 @@ class Nested:
     """A nested pass list anchored on ``anchor`` (``builtin.module`` or ``func.func``)."""
 
     anchor: str
-    steps: list[Union[PassStep, "Nested"]] = field(default_factory=list)
+    steps: list[PassStep | Nested] = field(default_factory=list)
 
     def __str__(self) -> str:
         return f"{self.anchor}({','.join(str(s) for s in self.steps)})"
 
 
-Step = Union[PassStep, Nested]
+Step = PassStep | Nested
 
 
 # ---------------------------------------------------------------------------------- parsing
@@ -208,7 +207,11 @@ def _export_steps(o: Mapping[str, OptionValue]) -> str:
         full = str(_bool(o, "enable-insert-explicit-collectives")).lower()
         steps.append("func.func(sdy-insert-explicit-reshards{enable-full-version=" + full + "})")
         if _bool(o, "enable-insert-explicit-collectives"):
-            steps += ["sdy-save-module", "canonicalize{enable-patterns={sdy-reshard}}", "func.func(sdy-reshard-to-collectives)"]
+            steps += [
+                "sdy-save-module",
+                "canonicalize{enable-patterns={sdy-reshard}}",
+                "func.func(sdy-reshard-to-collectives)",
+            ]
         steps.append("canonicalize{enable-patterns={sdy-collective}}")
         if _bool(o, "enable-insert-explicit-collectives") and _bool(o, "remove-all-gather-reduce-scatter-for-cmv1"):
             steps.append("func.func(sdy-remove-all-gather-reduce-scatter-for-cmv1)")
@@ -267,7 +270,10 @@ def _propagation_steps(o: Mapping[str, OptionValue]) -> str:
 
 #: Composite pipelines: name -> (option defaults, expansion into pipeline text).
 PIPELINES: dict[str, tuple[dict[str, OptionValue], Callable[[Mapping[str, OptionValue]], str]]] = {
-    "sdy-import-pipeline": ({"dedup-functions-fully": False}, lambda o: _import_steps(_bool(o, "dedup-functions-fully"))),
+    "sdy-import-pipeline": (
+        {"dedup-functions-fully": False},
+        lambda o: _import_steps(_bool(o, "dedup-functions-fully")),
+    ),
     # jaxlib registers only dedup-functions-fully; the debug options are those of Shardy's
     # ``PropagationOptions``, which its C++ pipeline builder passes on the same way.
     "sdy-propagation-pipeline": (
@@ -302,9 +308,9 @@ def expand_pipeline(pipeline: str | Nested) -> Nested:
         out: list[Step] = []
         for s in steps:
             if isinstance(s, Nested):
-                out.append(Nested(s.anchor, expand(s.steps)))
+                out.append(Nested(s.anchor, expand(s.steps)))  # noqa: F821 (a recursive closure, deleted after use)
             elif s.name in PIPELINES:
-                out.extend(expand(_expand_composite(s)))
+                out.extend(expand(_expand_composite(s)))  # noqa: F821 (a recursive closure, deleted after use)
             else:
                 out.append(s)
         return out
@@ -323,12 +329,14 @@ class _Bound:
     options: dict[str, OptionValue]
 
 
-def _bind(steps: list[Step], anchor: str) -> list[Union[_Bound, tuple[str, list[_Bound]]]]:
-    out: list[Union[_Bound, tuple[str, list[_Bound]]]] = []
+def _bind(steps: list[Step], anchor: str) -> list[_Bound | tuple[str, list[_Bound]]]:
+    out: list[_Bound | tuple[str, list[_Bound]]] = []
     for s in steps:
         if isinstance(s, Nested):
             if s.anchor != "func.func" or anchor != "builtin.module":
-                raise PipelineError(f"cannot nest a {s.anchor} pass list inside {anchor}; only builtin.module(func.func(...)) is supported")
+                raise PipelineError(
+                    f"cannot nest a {s.anchor} pass list inside {anchor}; only builtin.module(func.func(...)) is supported"
+                )
             inner = _bind(s.steps, "func.func")
             out.append(("func.func", [b for b in inner if isinstance(b, _Bound)]))
             continue

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Literal
 
 from shardwise.errors import PipelineError
 from shardwise.ir.core import Func, Module
 
-__all__ = ["Options", "OptionValue", "PassInfo", "PASSES", "PipelineError", "UNSUPPORTED", "register_pass"]
+__all__ = ["PASSES", "UNSUPPORTED", "OptionValue", "Options", "PassInfo", "PipelineError", "register_pass"]
 
-OptionValue = Union[bool, int, str]
+OptionValue = bool | int | str
 #: Option values of one pass run, by Shardy's option name (``dedup-functions-fully``).
 Options = Mapping[str, OptionValue]
 

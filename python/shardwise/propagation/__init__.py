@@ -48,10 +48,10 @@ from typing import Any
 
 from shardwise import _native
 from shardwise.errors import ProgramError
+from shardwise.explanation.records import Conflict, Hop, Layer, load_conflicts, load_hops, load_steps
 from shardwise.ir.core import Func, Module, Op, Value
 from shardwise.ir.freeze import Frozen, freeze
 from shardwise.ir.types import DYNAMIC, OpaqueType, TensorType
-from shardwise.explanation.records import Conflict, Hop, Layer, load_conflicts, load_hops, load_steps
 from shardwise.mesh import Mesh
 from shardwise.passes._debug import DebugInfo, Edge, Origin, max_step
 from shardwise.passes.call_graph import PassWarning
@@ -150,8 +150,16 @@ class PropagationTrace:
     """
 
     __slots__ = (
-        "origins", "edges", "func_result_edges", "origin_names", "missing_origins", "first_step", "next_step",
-        "steps", "hops", "conflicts",
+        "origins",
+        "edges",
+        "func_result_edges",
+        "origin_names",
+        "missing_origins",
+        "first_step",
+        "next_step",
+        "steps",
+        "hops",
+        "conflicts",
     )
 
     def __init__(self) -> None:
@@ -171,7 +179,6 @@ class PropagationTrace:
             f"PropagationTrace({len(self.origins)} values with origins, {len(self.edges)} ops with edges, "
             f"steps {self.first_step}..{self.next_step - 1})"
         )
-
 
 
 def propagate(
@@ -251,17 +258,34 @@ def propagate(
         # sharding groups: those are no user shardings.
         skip = [frozen.op_index(v.defining_op) for v in forward if v.defining_op is not None]
         result = _solve(
-            module, frozen, pass_name, propagation_strategy, conservative, run_op_priority, forward, dict(debug, debug_skip_ops=skip)
+            module,
+            frozen,
+            pass_name,
+            propagation_strategy,
+            conservative,
+            run_op_priority,
+            forward,
+            dict(debug, debug_skip_ops=skip),
         )
         conflicts = result.group_conflicts
         if not conflicts:
             break
         if _attempt:
-            raise ProgramError("sharding groups still conflict after adding open sharding constraints")  # pragma: no cover
+            raise ProgramError(
+                "sharding groups still conflict after adding open sharding constraints"
+            )  # pragma: no cover
         counters.inserted += _insert_group_constraints(module, frozen, conflicts, forward)
     _write_back(module, frozen, result, keep_sharding_rules)
     if result.has_debug:
-        _save_debug(module, frozen, result, debug_sharding_origins, debug_propagation_edge_sharding, trace, int(debug["debug_first_step"]))
+        _save_debug(
+            module,
+            frozen,
+            result,
+            debug_sharding_origins,
+            debug_propagation_edge_sharding,
+            trace,
+            int(debug["debug_first_step"]),
+        )
     if stats is not None:
         stats.rounds, stats.visits, stats.updates = result.rounds, result.visits, result.updates
         stats.erased, stats.inserted = len(result.erased_ops), counters.inserted
@@ -282,7 +306,11 @@ def _check_types(module: Module) -> None:
             else:
                 bad = isinstance(t, OpaqueType) and (t.text.startswith("tuple<") or t.text.startswith("tensor<"))
             if bad:
-                what = "doesn't support tuples" if str(t).startswith("tuple<") else "only supports ranked tensors with a static shape"
+                what = (
+                    "doesn't support tuples"
+                    if str(t).startswith("tuple<")
+                    else "only supports ranked tensors with a static shape"
+                )
                 raise ProgramError(f"{op.where()}: result {r.index} has type {t}; Shardy propagation {what}")
 
 
@@ -295,7 +323,9 @@ def _main_func(module: Module) -> Func | None:
     for f in funcs:
         if f.sym_name == "main":
             return f
-    raise ProgramError(f"the module has {len(funcs)} functions and none is @main; Shardy propagates the results of @main")
+    raise ProgramError(
+        f"the module has {len(funcs)} functions and none is @main; Shardy propagates the results of @main"
+    )
 
 
 def _unquote(text: str) -> str:
@@ -324,7 +354,13 @@ def _direction(op: Op) -> str:
 
 
 #: The ops ``_facts`` reads one by one.
-_FACT_OPS = ("func.call", "sdy.manual_computation", "sdy.sharding_group", "sdy.propagation_barrier", "stablehlo.custom_call")
+_FACT_OPS = (
+    "func.call",
+    "sdy.manual_computation",
+    "sdy.sharding_group",
+    "sdy.propagation_barrier",
+    "stablehlo.custom_call",
+)
 
 
 def _facts(module: Module, frozen: Frozen, forward: Sequence[Value]) -> dict[str, Any]:
@@ -414,7 +450,9 @@ def _solve(
     debug: dict[str, Any],
 ) -> _native.PropagationResult:
     meshes = {name: m._wire() for name, m in module.meshes.items()}
-    func_results = [(frozen.op_index(f), [None if s is None else s._wire() for s in f.result_shardings]) for f in module.funcs]
+    func_results = [
+        (frozen.op_index(f), [None if s is None else s._wire() for s in f.result_shardings]) for f in module.funcs
+    ]
     return _native.propagate_shardings(
         frozen.graph,
         meshes,
@@ -508,7 +546,9 @@ def _save_debug(
     if trace is not None:
         trace.origins = {v: dict(axes) for v, axes in info.value_origins.values()}
         trace.edges = {op: {a: list(e) for a, e in axes.items()} for op, axes in info.op_edges.values()}
-        trace.func_result_edges = {f: [{a: list(e) for a, e in axes.items()} for axes in per] for f, per in info.func_result_edges.values()}
+        trace.func_result_edges = {
+            f: [{a: list(e) for a, e in axes.items()} for axes in per] for f, per in info.func_result_edges.values()
+        }
         trace.origin_names = {frozen.ops[i]: name for i, name in result.debug_origin_names}
         trace.missing_origins = [(frozen.values[v], AxisRef._from_wire(w)) for v, w in result.debug_missing_origins]
         trace.first_step, trace.next_step = first_step, info.step
@@ -563,7 +603,9 @@ def _write_back(module: Module, frozen: Frozen, result: _native.PropagationResul
         if old is not new and (old is None or new is None or old != new):
             v.sharding = new
     for op, shardings in region_args.values():
-        op.operand_shardings = None if any(s is None for s in shardings) else tuple(s for s in shardings if s is not None)
+        op.operand_shardings = (
+            None if any(s is None for s in shardings) else tuple(s for s in shardings if s is not None)
+        )
     # Function results (a training step returns hundreds) repeat few shardings too: each
     # is built once, keyed by its wire's bytes (``marshal`` format 2, no back-references:
     # equal bytes are equal wires).
@@ -583,7 +625,9 @@ def _write_back(module: Module, frozen: Frozen, result: _native.PropagationResul
             results.append(s)
         f.result_shardings = results
     erased = {id(frozen.ops[i]) for i in result.erased_ops}
-    blocks = {id(frozen.ops[i].parent): frozen.ops[i].parent for i in result.erased_ops if frozen.ops[i].parent is not None}
+    blocks = {
+        id(frozen.ops[i].parent): frozen.ops[i].parent for i in result.erased_ops if frozen.ops[i].parent is not None
+    }
     for block in blocks.values():
         if block is not None:
             block.ops = [op for op in block.ops if id(op) not in erased]

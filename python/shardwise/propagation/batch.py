@@ -25,7 +25,7 @@ import functools
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Union
+from typing import Any
 
 from shardwise import _native
 from shardwise.errors import ProgramError
@@ -38,7 +38,7 @@ __all__ = ["CandidateBatch", "CandidateResult", "CandidateResults", "propagate_m
 
 #: A candidate: ``"argN"`` / ``"resultN"`` (or an argument ``Value`` of @main) -> sharding
 #: (``None`` removes the stored one).
-Candidate = Mapping[Union[str, Value], Union[TensorSharding, None]]
+Candidate = Mapping[str | Value, TensorSharding | None]
 
 _PROPAGATION_STEP = "sdy-user-priority-propagate{keep-sharding-rules=true}"
 #: Checked annotations a batch remembers at most (then it starts over).
@@ -78,7 +78,9 @@ class CandidateResult:
 
     __slots__ = ("_results", "_index", "_annotations", "_out", "_module")
 
-    def __init__(self, results: CandidateResults, index: int, annotations: dict[tuple[str, int], TensorSharding | None], out: Any) -> None:
+    def __init__(
+        self, results: CandidateResults, index: int, annotations: dict[tuple[str, int], TensorSharding | None], out: Any
+    ) -> None:
         self._results = results
         self._index = index
         self._annotations = annotations
@@ -126,7 +128,13 @@ class CandidateResults(Sequence[CandidateResult]):
     the batch's frozen program (see the module docstring), ``threads``: worker threads
     used."""
 
-    def __init__(self, batch: CandidateBatch, items: list[tuple[dict[tuple[str, int], TensorSharding | None], Any]], batched: bool, threads: int) -> None:
+    def __init__(
+        self,
+        batch: CandidateBatch,
+        items: list[tuple[dict[tuple[str, int], TensorSharding | None], Any]],
+        batched: bool,
+        threads: int,
+    ) -> None:
         self._batch = batch
         self.original = batch.original
         self.conservative = batch.conservative
@@ -160,7 +168,9 @@ class _Prepared:
         self.main_index = frozen.op_index(main)
         self.main_args = [frozen.value_index(a) for a in main.args]
         self.meshes = dict(base.meshes)
-        func_results = [(frozen.op_index(f), [None if s is None else s._wire() for s in f.result_shardings]) for f in base.funcs]
+        func_results = [
+            (frozen.op_index(f), [None if s is None else s._wire() for s in f.result_shardings]) for f in base.funcs
+        ]
         self.native = _native.CandidateBatch(
             frozen.graph,
             {name: m._wire() for name, m in self.meshes.items()},
@@ -229,7 +239,9 @@ class CandidateBatch:
         self._keys: dict[str | Value, tuple[str, int]] = {}
         self._checked: dict[tuple[tuple[str, int], TensorSharding], tuple[TensorSharding, Any]] = {}
 
-    def _annotation(self, key: str | Value, s: TensorSharding | None) -> tuple[tuple[str, int], TensorSharding | None, Any]:
+    def _annotation(
+        self, key: str | Value, s: TensorSharding | None
+    ) -> tuple[tuple[str, int], TensorSharding | None, Any]:
         """``(key, checked sharding, its wire)`` of one annotation; raises as ``propagate``."""
         k = self._keys.get(key) if isinstance(key, (str, Value)) else None
         if k is None:
@@ -323,9 +335,13 @@ def _check(main: Func, meshes: dict[str, Any], key: tuple[str, int], s: TensorSh
     if s is None:
         return None
     if not isinstance(s, TensorSharding):
-        raise TypeError(f"candidate sharding for {key[0]}{key[1]} must be a TensorSharding or None, got {type(s).__name__}")
+        raise TypeError(
+            f"candidate sharding for {key[0]}{key[1]} must be a TensorSharding or None, got {type(s).__name__}"
+        )
     if s.mesh_name not in meshes:
-        raise ValueError(f"candidate sharding {s} for {key[0]}{key[1]} names mesh @{s.mesh_name}; the module defines {sorted(meshes)}")
+        raise ValueError(
+            f"candidate sharding {s} for {key[0]}{key[1]} names mesh @{s.mesh_name}; the module defines {sorted(meshes)}"
+        )
     if s.mesh is None:
         s = s.bind(meshes[s.mesh_name])
     t = main.args[key[1]].type if key[0] == "arg" else main.result_types[key[1]]

@@ -27,19 +27,19 @@ from shardwise.rules.registry import (
 from shardwise.rules.rule import DYNAMIC_SIZE, NULL_DIM, FactorKind, OpShardingRule, RuleBuilder
 
 __all__ = [
-    "BlockInfo",
     "DYNAMIC",
     "DYNAMIC_SIZE",
-    "FactorKind",
-    "InvalidRuleError",
     "NO_RULE_OPS",
     "NULL_DIM",
+    "TERMINATOR_OPS",
+    "BlockInfo",
+    "FactorKind",
+    "InvalidRuleError",
     "OpInfo",
     "OpInfoError",
     "OpShardingRule",
     "RuleBuilder",
     "RuleFunction",
-    "TERMINATOR_OPS",
     "UnknownOpWarning",
     "ValueInfo",
     "builtin_op_names",

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Union
 
 from shardwise.rules.exceptions import OpInfoError
 from shardwise.rules.opinfo import DYNAMIC, OpInfo, ValueInfo
 from shardwise.rules.rule import DYNAMIC_SIZE, OpShardingRule, RuleBuilder
 
 #: A rule function: ``fn(op, conservative)`` gives the op's rule, or None for no rule.
-RuleFunction = Callable[[OpInfo, bool], Union[OpShardingRule, None]]
+RuleFunction = Callable[[OpInfo, bool], OpShardingRule | None]
 
 #: Op name -> the builtin rule (Shardy's registry), filled by the family modules.
 BUILTIN: dict[str, RuleFunction] = {}
@@ -39,13 +38,17 @@ def shape_of(v: ValueInfo) -> tuple[int, ...]:
 
 def operand(op: OpInfo, i: int, what: str = "") -> ValueInfo:
     if i >= len(op.operands):
-        raise OpInfoError(f"{op.name}: expected at least {i + 1} operands{' (' + what + ')' if what else ''}, got {len(op.operands)}")
+        raise OpInfoError(
+            f"{op.name}: expected at least {i + 1} operands{' (' + what + ')' if what else ''}, got {len(op.operands)}"
+        )
     return op.operands[i]
 
 
 def result(op: OpInfo, i: int, what: str = "") -> ValueInfo:
     if i >= len(op.results):
-        raise OpInfoError(f"{op.name}: expected at least {i + 1} results{' (' + what + ')' if what else ''}, got {len(op.results)}")
+        raise OpInfoError(
+            f"{op.name}: expected at least {i + 1} results{' (' + what + ')' if what else ''}, got {len(op.results)}"
+        )
     return op.results[i]
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "parse_string",
 ]
 
+
 def _bad(op: OpInfo, name: str, expected: str, text: str) -> OpInfoError:
     return OpInfoError(f"{op.name}: attribute {name!r}: expected {expected}, got {text!r}")
 
@@ -82,7 +83,7 @@ def _int_list(text: str) -> tuple[int, ...] | None:
         return None
 
 
-_ARRAY = re.compile(r"\s*array<\s*i\d+\s*(?::(.*))?>\s*$", re.S)
+_ARRAY = re.compile(r"\s*array<\s*i\d+\s*(?::(.*))?>\s*$", re.DOTALL)
 
 
 def attr_ints(op: OpInfo, name: str, default: tuple[int, ...] | None = None) -> tuple[int, ...]:
@@ -103,7 +104,7 @@ def attr_ints(op: OpInfo, name: str, default: tuple[int, ...] | None = None) -> 
     raise _bad(op, name, "an integer array such as 'array<i64: 1, 0>'", text)
 
 
-_DENSE = re.compile(r"\s*dense<(.*)>\s*:\s*tensor<([0-9x]*?)x?([a-z]+)(\d+)>\s*$", re.S)
+_DENSE = re.compile(r"\s*dense<(.*)>\s*:\s*tensor<([0-9x]*?)x?([a-z]+)(\d+)>\s*$", re.DOTALL)
 
 
 def attr_dense_ints(op: OpInfo, name: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -237,7 +238,9 @@ def struct_list(fields: dict[str, tuple[int, ...] | int], key: str) -> tuple[int
     return v if isinstance(v, tuple) else (v,)
 
 
-def struct_int(op: OpInfo, name: str, fields: dict[str, tuple[int, ...] | int], key: str, default: int | None = None) -> int:
+def struct_int(
+    op: OpInfo, name: str, fields: dict[str, tuple[int, ...] | int], key: str, default: int | None = None
+) -> int:
     v = fields.get(key, default)
     if not isinstance(v, int):
         raise OpInfoError(f"{op.name}: attribute {name!r}: expected an integer field {key!r}, got {v!r}")

@@ -57,7 +57,9 @@ def _convolution(op: OpInfo, conservative: bool) -> OpShardingRule:
                 spatial(num_windows, False)
     if feature_groups > 1:
         b.add_factor([dims.input_feature, dims.kernel_output_feature], dims.output_feature, feature_groups)
-    b.add_factor([dims.input_feature, dims.kernel_input_feature], -1, rhs[dims.kernel_input_feature], FactorKind.REDUCTION)
+    b.add_factor(
+        [dims.input_feature, dims.kernel_input_feature], -1, rhs[dims.kernel_input_feature], FactorKind.REDUCTION
+    )
     groups = batch_groups * feature_groups
     if groups != 0:
         out_features = _cdiv(out[dims.output_feature], groups)

@@ -16,7 +16,10 @@ __all__ = ["CONTEXT_OPS", "RuleCache", "op_infos", "populate_rules", "rules_for"
 #: Ops whose rule reads more than the op itself (its name, attributes and value types): the
 #: producers of its operands (``concatenate``, ``dynamic_update_slice``), its region
 #: (``scatter``), or its results' users (custom calls). Their rules are never memoised.
-CONTEXT_OPS = frozenset({"stablehlo.concatenate", "stablehlo.dynamic_update_slice", "stablehlo.scatter", "stablehlo.custom_call"})
+CONTEXT_OPS = frozenset(
+    {"stablehlo.concatenate", "stablehlo.dynamic_update_slice", "stablehlo.scatter", "stablehlo.custom_call"}
+)
+
 
 class _Converter:
     """``OpInfo`` views of IR ops, built on demand: values seen from their producer and from
@@ -64,7 +67,9 @@ class _Converter:
         if known is not None:
             return known
         regions = tuple(
-            tuple(BlockInfo(tuple(self._operand(a) for a in b.args), tuple(self.op(o) for o in b.ops)) for b in r.blocks)
+            tuple(
+                BlockInfo(tuple(self._operand(a) for a in b.args), tuple(self.op(o) for o in b.ops)) for b in r.blocks
+            )
             for r in op.regions
         )
         operands = tuple(self._operand(v, deep) for v in op.operands)
@@ -84,7 +89,9 @@ def _plain_info(op: Op) -> OpInfo:
             return ValueInfo(t.shape, t.element_type, None, None, True)
         return ValueInfo((), str(t), None, None, False)
 
-    return OpInfo(op.name, tuple(value(v) for v in op.operands), tuple(value(r) for r in op.results), dict(op.attributes))
+    return OpInfo(
+        op.name, tuple(value(v) for v in op.operands), tuple(value(r) for r in op.results), dict(op.attributes)
+    )
 
 
 def op_infos(module: Module) -> dict[int, OpInfo]:
@@ -116,7 +123,12 @@ class RuleCache:
         if name not in CONTEXT_OPS and not is_user_op(name):
             if silently_without_rule(name, op.attributes):  # constants, terminators, ...
                 return None
-            key = (name, tuple(op.attributes.items()), tuple([v.type for v in op.operands]), tuple([r.type for r in op.results]))
+            key = (
+                name,
+                tuple(op.attributes.items()),
+                tuple([v.type for v in op.operands]),
+                tuple([r.type for r in op.results]),
+            )
             cached = self._memo.get(key)
             if cached is not None:
                 return cached

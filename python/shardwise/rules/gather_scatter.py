@@ -48,7 +48,9 @@ def _add_factors(
     if index_vector_dim < 0:
         raise OpInfoError(f"{op.name}: expected index_vector_dim >= 0, got {index_vector_dim}")
     if len(input_batching_dims) != len(indices_batching_dims):
-        raise OpInfoError(f"{op.name}: expected as many input as indices batching dimensions, got {input_batching_dims} and {indices_batching_dims}")
+        raise OpInfoError(
+            f"{op.name}: expected as many input as indices batching dimensions, got {input_batching_dims} and {indices_batching_dims}"
+        )
     input_dim = 0
     batch_pos = 0
     for slices_dim, slices_size in enumerate(slices_shape):
@@ -56,7 +58,9 @@ def _add_factors(
             while input_dim in collapsed_dims or input_dim in input_batching_dims:
                 input_dim += 1
             if input_dim >= len(input_shape):
-                raise OpInfoError(f"{op.name}: offset dimension {slices_dim} has no input dimension left in {input_shape}")
+                raise OpInfoError(
+                    f"{op.name}: offset dimension {slices_dim} has no input dimension left in {input_shape}"
+                )
             input_size = input_shape[input_dim]
             if input_size == slices_size:
                 add(input_dim, -1, slices_dim, input_size, FactorKind.PASS_THROUGH, False)
@@ -72,7 +76,9 @@ def _add_factors(
         else:
             indices_dim = batch_pos if batch_pos < index_vector_dim else batch_pos + 1
             if indices_dim >= len(indices_shape):
-                raise OpInfoError(f"{op.name}: batch dimension {slices_dim} has no indices dimension in {indices_shape}")
+                raise OpInfoError(
+                    f"{op.name}: batch dimension {slices_dim} has no indices dimension in {indices_shape}"
+                )
             explicit = indices_dim in indices_batching_dims
             input_batch = input_batching_dims[indices_batching_dims.index(indices_dim)] if explicit else -1
             kind = FactorKind.PASS_THROUGH
@@ -162,7 +168,9 @@ def _scatter(op: OpInfo, conservative: bool) -> OpShardingRule:
     nums = attr_struct(op, "scatter_dimension_numbers", "scatter")
     n = len(op.results)
     if n == 0 or len(op.operands) != 2 * n + 1:
-        raise OpInfoError(f"{op.name}: expected N inputs, the indices and N updates for N results, got {len(op.operands)} operands, {n} results")
+        raise OpInfoError(
+            f"{op.name}: expected N inputs, the indices and N updates for N results, got {len(op.operands)} operands, {n} results"
+        )
     b = RuleBuilder.for_op(op)
 
     def add(input_dim: int, indices_dim: int, slices_dim: int, size: int, kind: FactorKind, blocked: bool) -> None:

@@ -18,11 +18,7 @@ def _cholesky(op: OpInfo, conservative: bool) -> OpShardingRule:
     replication."""
     shape = operand_shape(op, 0)
     batch = len(shape) - 2
-    return (
-        RuleBuilder.for_op(op)
-        .add_pointwise(shape, lambda d: FactorKind.PASS_THROUGH if d < batch else NEED)
-        .build()
-    )
+    return RuleBuilder.for_op(op).add_pointwise(shape, lambda d: FactorKind.PASS_THROUGH if d < batch else NEED).build()
 
 
 @builtin("stablehlo.triangular_solve")

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-__all__ = ["BlockInfo", "OpInfo", "ValueInfo", "DYNAMIC"]
+__all__ = ["DYNAMIC", "BlockInfo", "OpInfo", "ValueInfo"]
 
 #: A dynamic dimension in ``ValueInfo.shape``.
 DYNAMIC = -1

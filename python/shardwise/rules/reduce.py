@@ -16,7 +16,9 @@ def _reduce(op: OpInfo, conservative: bool) -> OpShardingRule:
     dimensions in order. Init values (scalars) get no factor."""
     n = len(op.operands) // 2
     if n == 0 or len(op.operands) != 2 * n or len(op.results) != n:
-        raise OpInfoError(f"{op.name}: expected N inputs, N init values and N results, got {len(op.operands)} operands, {len(op.results)} results")
+        raise OpInfoError(
+            f"{op.name}: expected N inputs, N init values and N results, got {len(op.operands)} operands, {len(op.results)} results"
+        )
     reduced = attr_ints(op, "dimensions")
     shape = operand_shape(op, 0)
     b = RuleBuilder.for_op(op)
@@ -36,7 +38,9 @@ def _window_passthrough(op: OpInfo, window: tuple[int, ...], strides: tuple[int,
     if "padding" in op.attributes:
         _, pad = attr_dense_ints(op, "padding")
         if 2 * dim + 1 >= len(pad):
-            raise OpInfoError(f"{op.name}: attribute 'padding' has no entry for dimension {dim}: {op.attributes['padding']!r}")
+            raise OpInfoError(
+                f"{op.name}: attribute 'padding' has no entry for dimension {dim}: {op.attributes['padding']!r}"
+            )
         if pad[2 * dim] != 0 or pad[2 * dim + 1] != 0:
             return False
     for values, name in ((strides, "window_strides"), (window, "window_dimensions")):
@@ -57,9 +61,7 @@ def _reduce_window(op: OpInfo, conservative: bool) -> OpShardingRule:
         return FactorKind.PASS_THROUGH if _window_passthrough(op, window, strides, d) else FactorKind.PERMUTATION
 
     return (
-        RuleBuilder.for_op(op)
-        .add_pointwise(out, kind, lambda k: conservative and k is FactorKind.PERMUTATION)
-        .build()
+        RuleBuilder.for_op(op).add_pointwise(out, kind, lambda k: conservative and k is FactorKind.PERMUTATION).build()
     )
 
 

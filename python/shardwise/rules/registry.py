@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Union
 
 from shardwise import _native
 from shardwise.rules import (  # noqa: F401  (importing the families fills BUILTIN)
@@ -44,16 +43,16 @@ from shardwise.rules.rule import OpShardingRule
 
 __all__ = [
     "NO_RULE_OPS",
-    "RuleFunction",
     "TERMINATOR_OPS",
+    "RuleFunction",
     "builtin_op_names",
     "register_op_rule",
     "register_rule",
     "rule_for",
     "silently_without_rule",
-    "user_op_names",
     "unregister_op_rule",
     "unregister_rule",
+    "user_op_names",
 ]
 
 #: Ops Shardy's registry deliberately gives no rule, without a warning: they are handled
@@ -175,7 +174,7 @@ def builtin_op_names() -> frozenset[str]:
 
 def register_rule(
     target: str,
-    rule: Union[str, RuleFunction],
+    rule: str | RuleFunction,
     *,
     reduction_factors: Sequence[str] = (),
     need_replication_factors: Sequence[str] = (),
@@ -209,7 +208,13 @@ def register_rule(
         if not isinstance(v, int) or isinstance(v, bool):
             raise TypeError(f"factor sizes must be ints, got {k}={v!r}")
     if callable(rule):
-        if reduction_factors or need_replication_factors or permutation_factors or blocked_propagation_factors or all_sizes:
+        if (
+            reduction_factors
+            or need_replication_factors
+            or permutation_factors
+            or blocked_propagation_factors
+            or all_sizes
+        ):
             raise TypeError("factor kinds and sizes only apply to a rule given in the einsum-like notation")
         _USER_TARGETS[target] = rule
         return
@@ -237,7 +242,9 @@ def register_rule(
     def einsum_rule(op: OpInfo, conservative: bool) -> OpShardingRule:
         for v in op.operands + op.results:
             if not v.is_tensor:
-                raise OpInfoError(f"custom call @{target}: the einsum-like rule {rule!r} needs tensor operands and results, got {v!r}")
+                raise OpInfoError(
+                    f"custom call @{target}: the einsum-like rule {rule!r} needs tensor operands and results, got {v!r}"
+                )
         return OpShardingRule.from_einsum(
             rule,
             [v.shape for v in op.operands],

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Union
+from typing import Any
 
 from shardwise import _native
 from shardwise.rules.opinfo import OpInfo, ValueInfo
 
-__all__ = ["FactorKind", "OpShardingRule", "RuleBuilder", "DYNAMIC_SIZE", "NULL_DIM"]
+__all__ = ["DYNAMIC_SIZE", "NULL_DIM", "FactorKind", "OpShardingRule", "RuleBuilder"]
 
 #: A dimension a factor does not map to (Shardy's ``kNullDim``).
 NULL_DIM = -1
@@ -24,8 +24,10 @@ NULL_DIM = -1
 DYNAMIC_SIZE = -(2**63)
 
 TensorMapping = tuple[tuple[int, ...], ...]
-_RuleWire = tuple[list[int], list[list[list[int]]], list[list[list[int]]], list[int], list[int], list[int], list[int], bool]
-Shape = Union[Sequence[int], None]
+_RuleWire = tuple[
+    list[int], list[list[list[int]]], list[list[list[int]]], list[int], list[int], list[int], list[int], bool
+]
+Shape = Sequence[int] | None
 
 
 class FactorKind(enum.Enum):
@@ -64,6 +66,7 @@ def _mapping(m: Iterable[Iterable[int]], what: str) -> TensorMapping:
 
 #: Rules parsed so far, by their text (``OpShardingRule.parse``), at most 4096.
 _PARSED: dict[str, OpShardingRule] = {}
+
 
 class OpShardingRule:
     """A sharding rule: ``factor_sizes[f]`` is the size of factor ``f``; each operand and
@@ -262,7 +265,9 @@ class OpShardingRule:
         ``RuleBuilder.build`` does not). Raises ``InvalidRuleError``."""
         _native.rule_check(self._wire())
 
-    def validate(self, operand_shapes: Sequence[Shape], result_shapes: Sequence[Shape], *, exact_sizes: bool = False) -> None:
+    def validate(
+        self, operand_shapes: Sequence[Shape], result_shapes: Sequence[Shape], *, exact_sizes: bool = False
+    ) -> None:
         """Checks the rule against the op's operand and result shapes (``None`` for a value
         that is not a tensor): Shardy's verifier (one mapping per value, at least one operand
         and one result, static shapes, ranks) and no negative factor size. With
@@ -352,7 +357,9 @@ class RuleBuilder:
         self._steps.append(("dims", self._dims(operand_dims), self._dims(result_dims), size, kind.value, blocked))
         return self
 
-    def add_factor_for_all(self, dim: int, size: int, kind: FactorKind = FactorKind.PASS_THROUGH, blocked: bool = False) -> RuleBuilder:
+    def add_factor_for_all(
+        self, dim: int, size: int, kind: FactorKind = FactorKind.PASS_THROUGH, blocked: bool = False
+    ) -> RuleBuilder:
         """A factor mapped to dimension ``dim`` of every operand and result of rank >= 1."""
         self._steps.append(("all", [dim], [], size, kind.value, blocked))
         return self
@@ -384,7 +391,9 @@ class RuleBuilder:
             self.add_factor_for_all(d, size, k, blocked(k) if callable(blocked) else blocked)
         return self
 
-    def add_pointwise_if(self, shape: Sequence[int], pred: Callable[[int], bool], kind: KindFn | None = None) -> RuleBuilder:
+    def add_pointwise_if(
+        self, shape: Sequence[int], pred: Callable[[int], bool], kind: KindFn | None = None
+    ) -> RuleBuilder:
         """``add_pointwise`` restricted to the dimensions where ``pred(dim)`` holds."""
         for d, size in enumerate(shape):
             if pred(d):

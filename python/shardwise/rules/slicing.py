@@ -10,7 +10,9 @@ from shardwise.rules.opinfo import OpInfo, ValueInfo
 from shardwise.rules.rule import FactorKind, OpShardingRule, RuleBuilder
 
 #: Ops Shardy treats as constants (``sdy.constant`` and ops with MLIR's ``ConstantLike`` trait).
-CONSTANT_OPS = frozenset({"sdy.constant", "stablehlo.constant", "arith.constant", "mhlo.constant", "chlo.constant", "tosa.const"})
+CONSTANT_OPS = frozenset(
+    {"sdy.constant", "stablehlo.constant", "arith.constant", "mhlo.constant", "chlo.constant", "tosa.const"}
+)
 
 
 def _is_slice(v: ValueInfo) -> bool:

@@ -93,7 +93,17 @@ from shardwise.spmd.partition.chlo_rules import chlo_rules
 from shardwise.spmd.partition.coverage import replicated_dims
 from shardwise.spmd.partition.inline import inline_calls
 
-__all__ = ["AUTO_METHODS", "AutoProblem", "Edge", "Node", "apply_solution", "auto_shard", "build_problem", "parse_bytes", "resolve_mesh"]
+__all__ = [
+    "AUTO_METHODS",
+    "AutoProblem",
+    "Edge",
+    "Node",
+    "apply_solution",
+    "auto_shard",
+    "build_problem",
+    "parse_bytes",
+    "resolve_mesh",
+]
 
 Progress = Callable[[str, int, int], None]
 F64 = npt.NDArray[np.float64]
@@ -152,7 +162,9 @@ def _main_func(module: Module) -> Func:
             return f
     if len(funcs) == 1:
         return funcs[0]
-    raise ProgramError(f"auto_shard: expected a function @main (or exactly one function), got {[f.sym_name for f in funcs]}")
+    raise ProgramError(
+        f"auto_shard: expected a function @main (or exactly one function), got {[f.sym_name for f in funcs]}"
+    )
 
 
 def _dims(s: TensorSharding) -> tuple[tuple[str, ...], ...]:
@@ -180,7 +192,9 @@ def _computable(op: Op, strategies: list[Strategy]) -> list[Strategy]:
     return [s for s in strategies if fits(s.operands, ops_need) and fits(s.results, res_need)]
 
 
-def _op_strategies(op: Op, rule: OpShardingRule | None, mesh: Mesh, name: str, cap: int, axes: Mesh | None = None) -> tuple[list[Strategy], bool]:
+def _op_strategies(
+    op: Op, rule: OpShardingRule | None, mesh: Mesh, name: str, cap: int, axes: Mesh | None = None
+) -> tuple[list[Strategy], bool]:
     """``op``'s strategies and whether they are the user's. ``axes``: the mesh of the axes it
     may use (inside a manual computation: the free ones; default ``mesh``)."""
     if STRATEGY_ATTR in op.attributes:  # shardwise.configure (MindSpore's op.shard): exactly that strategy
@@ -212,14 +226,18 @@ def _searched_ops(ops: Sequence[Op]) -> Iterator[Op]:
     for op in ops:
         if op.name in _RETURNS:
             continue
-        if (op.name == "stablehlo.while" and len(op.regions) == 2) or (op.name in ("stablehlo.case", MANUAL) and op.regions):
+        if (op.name == "stablehlo.while" and len(op.regions) == 2) or (
+            op.name in ("stablehlo.case", MANUAL) and op.regions
+        ):
             for r in op.regions:
                 yield from _searched_ops(r.blocks[0].ops)
         else:
             yield op
 
 
-def _value_node_strategies(v: Value, mesh: Mesh, mesh_name: str, cap: int, axes: Mesh | None = None) -> tuple[list[Strategy], bool]:
+def _value_node_strategies(
+    v: Value, mesh: Mesh, mesh_name: str, cap: int, axes: Mesh | None = None
+) -> tuple[list[Strategy], bool]:
     """The strategies of a data-flow edge's node (a while's carried value, a case's result):
     the value's own shardings, as operand and result alike; only the user's when it has one.
     ``axes``: the mesh of the axes it may use (inside a manual computation: the free ones;
@@ -227,11 +245,22 @@ def _value_node_strategies(v: Value, mesh: Mesh, mesh_name: str, cap: int, axes:
     assert isinstance(v.type, TensorType)
     if v.sharding is not None:
         u = v.sharding
-        ok = [] if is_closed([u]) else [s.results[0] for s in value_strategies(v.type.shape, mesh, mesh_name=mesh_name, max_strategies=cap, axes=axes) if allows(u, s.results[0])]
+        ok = (
+            []
+            if is_closed([u])
+            else [
+                s.results[0]
+                for s in value_strategies(v.type.shape, mesh, mesh_name=mesh_name, max_strategies=cap, axes=axes)
+                if allows(u, s.results[0])
+            ]
+        )
         if ok:
             return [Strategy((), (r,), (r,), (), 1) for r in ok], False
         return [Strategy((), (u,), (u,), (), 1)], True
-    return [Strategy((), s.results, s.results, (), 1) for s in value_strategies(v.type.shape, mesh, mesh_name=mesh_name, max_strategies=cap, axes=axes)], False
+    return [
+        Strategy((), s.results, s.results, (), 1)
+        for s in value_strategies(v.type.shape, mesh, mesh_name=mesh_name, max_strategies=cap, axes=axes)
+    ], False
 
 
 def build_problem(
@@ -260,10 +289,21 @@ def build_problem(
         if not isinstance(a.type, TensorType):
             continue
         if a.sharding is not None:
-            ok = [] if is_closed([a.sharding]) else [st for st in value_strategies(a.type.shape, mesh, mesh_name=mesh_name, max_strategies=max_strategies) if allows(a.sharding, st.results[0])]
+            ok = (
+                []
+                if is_closed([a.sharding])
+                else [
+                    st
+                    for st in value_strategies(a.type.shape, mesh, mesh_name=mesh_name, max_strategies=max_strategies)
+                    if allows(a.sharding, st.results[0])
+                ]
+            )
             strats, conf = (ok, False) if ok else ([Strategy((), (), (a.sharding,), (), 1)], True)
         else:
-            strats, conf = value_strategies(a.type.shape, mesh, mesh_name=mesh_name, max_strategies=max_strategies), False
+            strats, conf = (
+                value_strategies(a.type.shape, mesh, mesh_name=mesh_name, max_strategies=max_strategies),
+                False,
+            )
         where[id(a)] = (len(nodes), 0)
         nodes.append(Node(f"%arg{i}", None, (a,), None, strats, [], 0, conf))
     ops = [op for op in func.body.ops if op.name != "func.return"]
@@ -323,7 +363,9 @@ def build_problem(
             carries[i] = len(nodes)
             for x in (v, cond.args[i], body_block.args[i]):
                 where[id(x)] = (len(nodes), 0)
-            nodes.append(Node(f"{op.where()} carry {i}", op, (v,), None, strats, [], step, conf, times=times, carry_index=i))
+            nodes.append(
+                Node(f"{op.where()} carry {i}", op, (v,), None, strats, [], step, conf, times=times, carry_index=i)
+            )
         add_ops(cond.ops, times * (n + 1))
         add_ops(body_block.ops, times * n)
         ret = body_block.ops[-1]
@@ -345,7 +387,9 @@ def build_problem(
             node = len(nodes)
             where[id(v)] = (node, 0)
             strats, conf = _value_node_strategies(v, mesh, mesh_name, max_strategies, free)
-            nodes.append(Node(f"{op.where()} result {i}", op, (v,), None, strats, [], step, conf, times=times, carry_index=i))
+            nodes.append(
+                Node(f"{op.where()} result {i}", op, (v,), None, strats, [], step, conf, times=times, carry_index=i)
+            )
             live_to[node] = step
             for r in op.regions:
                 back.append((r.blocks[0].ops[-1].operands[i], node, times))
@@ -366,26 +410,63 @@ def build_problem(
         for i, (a, outer) in enumerate(zip(body.args, op.operand_shardings)):
             if not isinstance(a.type, TensorType) or outer is None:
                 continue
-            strats, conf = manual_boundary(outer, a.type.shape, manual_around, "in", mesh, mesh_name, max_strategies, free)
+            strats, conf = manual_boundary(
+                outer, a.type.shape, manual_around, "in", mesh, mesh_name, max_strategies, free
+            )
             where[id(a)] = (len(nodes), 0)
-            nodes.append(Node(f"{op.where()} operand {i}", op, (a,), None, strats, [], step, conf, times=times, carry_index=i, manual_side="in"))
+            nodes.append(
+                Node(
+                    f"{op.where()} operand {i}",
+                    op,
+                    (a,),
+                    None,
+                    strats,
+                    [],
+                    step,
+                    conf,
+                    times=times,
+                    carry_index=i,
+                    manual_side="in",
+                )
+            )
         add_ops(body.ops, times)
         step += 1
         ret = body.ops[-1]
         for j, (v, y) in enumerate(zip(op.results, ret.operands)):
             if not isinstance(v.type, TensorType) or not isinstance(y.type, TensorType) or v.sharding is None:
                 continue
-            strats, conf = manual_boundary(v.sharding, y.type.shape, manual_around, "out", mesh, mesh_name, max_strategies, free)
+            strats, conf = manual_boundary(
+                v.sharding, y.type.shape, manual_around, "out", mesh, mesh_name, max_strategies, free
+            )
             node = len(nodes)
             where[id(v)] = (node, 0)
-            nodes.append(Node(f"{op.where()} result {j}", op, (v,), None, strats, [], step, conf, times=times, carry_index=j, manual_side="out"))
+            nodes.append(
+                Node(
+                    f"{op.where()} result {j}",
+                    op,
+                    (v,),
+                    None,
+                    strats,
+                    [],
+                    step,
+                    conf,
+                    times=times,
+                    carry_index=j,
+                    manual_side="out",
+                )
+            )
             live_to[node] = step
             back.append((y, node, times))
         free, manual_around = outer_free, outer_manual
 
     add_ops(ops, 1)
     for nd in nodes:
-        nd.costs = [_arg_cost(nd, s, mesh) if nd.op is None or nd.carry_index is not None else op_cost(nd.op, nd.rule, s, mesh, device) for s in nd.strategies]
+        nd.costs = [
+            _arg_cost(nd, s, mesh)
+            if nd.op is None or nd.carry_index is not None
+            else op_cost(nd.op, nd.rule, s, mesh, device)
+            for s in nd.strategies
+        ]
         nd.extra_seconds = [0.0] * len(nd.strategies)
         nd.extra_bytes = [0.0] * len(nd.strategies)
     reshards = ReshardCache(mesh, device.cost_model)
@@ -405,7 +486,11 @@ def build_problem(
             if src is not None and isinstance(v.type, TensorType):
                 edges.append(Edge(src[0], src[1], nd_i, k, v, nd.times))
                 last[src[0]] = max(last[src[0]], nd.step)
-    for v, carry_node, times in back:  # a body's yielded value (a branch's returned value) becomes the carried value (the result)
+    for (
+        v,
+        carry_node,
+        times,
+    ) in back:  # a body's yielded value (a branch's returned value) becomes the carried value (the result)
         src = where.get(id(v))
         if src is not None and isinstance(v.type, TensorType):
             edges.append(Edge(src[0], src[1], carry_node, 0, v, times))
@@ -436,7 +521,9 @@ def build_problem(
     pair: dict[tuple[int, int], F64] = {}
     hides = [np.array([c.hide for c in nd.costs]) if device.overlap else None for nd in nodes]
 
-    def priced(shape: Sequence[int], dtype: str, rows: Sequence[TensorSharding], cols: Sequence[TensorSharding], src_rows: bool) -> F64:
+    def priced(
+        shape: Sequence[int], dtype: str, rows: Sequence[TensorSharding], cols: Sequence[TensorSharding], src_rows: bool
+    ) -> F64:
         """Seconds to move a value from each row's sharding to each column's (``src_rows``)
         or from each column's to each row's, shape ``(len(rows), len(cols))``."""
         ru, ri = _distinct(rows)
@@ -455,7 +542,13 @@ def build_problem(
         na, nb = nodes[e.src], nodes[e.dst]
         t = e.value.type
         assert isinstance(t, TensorType)
-        m = priced(t.shape, t.element_type, [sa.results[e.result] for sa in na.strategies], [sb.operands[e.operand] for sb in nb.strategies], True)
+        m = priced(
+            t.shape,
+            t.element_type,
+            [sa.results[e.result] for sa in na.strategies],
+            [sb.operands[e.operand] for sb in nb.strategies],
+            True,
+        )
         hide = hides[e.dst]
         if hide is not None:
             m = m - np.minimum(m, hide[None, :])
@@ -467,7 +560,16 @@ def build_problem(
         t = c.value.type
         assert isinstance(t, TensorType)
         na, nb = nodes[c.arg], nodes[c.src]
-        add((c.arg, c.src), priced(t.shape, t.element_type, [sa.results[0] for sa in na.strategies], [sb.results[c.result] for sb in nb.strategies], False))
+        add(
+            (c.arg, c.src),
+            priced(
+                t.shape,
+                t.element_type,
+                [sa.results[0] for sa in na.strategies],
+                [sb.results[c.result] for sb in nb.strategies],
+                False,
+            ),
+        )
     intervals = [[nd.step, last[i] + 1] for i, nd in enumerate(nodes)]
     graph = StrategyGraph.build(
         [[_ps(nd.times * c.seconds + x) for c, x in zip(nd.costs, nd.extra_seconds)] for nd in nodes],
@@ -478,7 +580,9 @@ def build_problem(
         usage_limit=memory_budget,
         name=func.sym_name,
     )
-    return AutoProblem(module, func, mesh, mesh_name, device, nodes, edges, graph, reshards, tuple(pairs), tuple(carried))
+    return AutoProblem(
+        module, func, mesh, mesh_name, device, nodes, edges, graph, reshards, tuple(pairs), tuple(carried)
+    )
 
 
 def _distinct(shardings: Sequence[TensorSharding]) -> tuple[list[TensorSharding], npt.NDArray[np.intp]]:
@@ -500,7 +604,9 @@ def carried_pairs(func: Func) -> list[tuple[int, int]]:
         try:
             k = int(text.split(":")[0].strip())
         except ValueError:
-            raise ProgramError(f"@{func.sym_name} argument {i}: expected tf.aliasing_output = <result index> : i32, got {text!r}") from None
+            raise ProgramError(
+                f"@{func.sym_name} argument {i}: expected tf.aliasing_output = <result index> : i32, got {text!r}"
+            ) from None
         out.append((i, k))
     return _check_carry(func, out)
 
@@ -512,15 +618,19 @@ def _check_carry(func: Func, carry: Sequence[tuple[int, int]]) -> list[tuple[int
             raise SearchError(f"carry: expected (argument, result) pairs, got {pair!r}")
         i, k = pair
         if not (0 <= i < len(func.args)) or not (0 <= k < len(func.result_types)):
-            raise SearchError(f"carry: pair ({i}, {k}) out of range for @{func.sym_name} with {len(func.args)} arguments and {len(func.result_types)} results")
+            raise SearchError(
+                f"carry: pair ({i}, {k}) out of range for @{func.sym_name} with {len(func.args)} arguments and {len(func.result_types)} results"
+            )
         if str(func.args[i].type) != str(func.result_types[k]):
-            raise SearchError(f"carry: argument {i} is {func.args[i].type} but result {k} is {func.result_types[k]}; a carried value keeps its type")
+            raise SearchError(
+                f"carry: argument {i} is {func.args[i].type} but result {k} is {func.result_types[k]}; a carried value keeps its type"
+            )
         out.append((int(i), int(k)))
     return out
 
 
 def _ps(seconds: float) -> int:
-    return int(round(seconds * PS))
+    return int(round(seconds * PS))  # noqa: RUF046 (a NumPy float's round is a float before NumPy 2)
 
 
 def _arg_cost(nd: Node, s: Strategy, mesh: Mesh) -> OpCost:
@@ -566,7 +676,18 @@ def apply_solution(problem: AutoProblem, assignment: tuple[int, ...]) -> None:
         dst.op.operands[e.operand] = reshard.results[0]
 
 
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 
 
 def parse_bytes(value: int | str) -> int:
@@ -580,13 +701,15 @@ def parse_bytes(value: int | str) -> int:
     elif isinstance(value, str):
         text = value.strip().lower().replace(" ", "")
         num = text.rstrip("kmgtib")
-        unit = text[len(num):]
+        unit = text[len(num) :]
         try:
-            n = int(round(float(num) * _UNITS[unit]))
+            n = round(float(num) * _UNITS[unit])
         except (KeyError, ValueError, OverflowError):
             raise SearchError(f"memory budget: expected bytes like 16GiB, 512MB or 1000000, got {value!r}") from None
     else:
-        raise SearchError(f"memory budget: expected bytes (an int or text like 16GiB), got {type(value).__name__} {value!r}")
+        raise SearchError(
+            f"memory budget: expected bytes (an int or text like 16GiB), got {type(value).__name__} {value!r}"
+        )
     if n < 0:
         raise SearchError(f"memory budget: expected bytes >= 0, got {value!r}")
     return n
@@ -604,7 +727,9 @@ INTERRUPTED_SUFFIX = " (interrupted)"
 BASELINE_SHARE = 0.25
 
 
-def _baselines(problem: AutoProblem, plans: Mapping[str, Plan], seconds: float) -> tuple[Solution | None, dict[str, int | None]]:
+def _baselines(
+    problem: AutoProblem, plans: Mapping[str, Plan], seconds: float
+) -> tuple[Solution | None, dict[str, int | None]]:
     """The best completion of ``plans`` (each ``seconds / len(plans)`` long; fitting first, then
     cost), the search's warm start and the answer it must beat, and the cost (picoseconds) of
     each, ``None`` for one that does not fit or cannot be built on this mesh."""
@@ -718,7 +843,9 @@ def auto_shard(
     what ``shardwise.propagate`` raises."""
     if method not in AUTO_METHODS:
         raise SearchError(f"method: expected one of {', '.join(AUTO_METHODS)}, got {method!r}")
-    problem = prepare(module, mesh, memory_budget, device, carry=carry, max_strategies=max_strategies, progress=progress)
+    problem = prepare(
+        module, mesh, memory_budget, device, carry=carry, max_strategies=max_strategies, progress=progress
+    )
     if progress:
         progress("solving", 0, 1)
     if method == "bfs":

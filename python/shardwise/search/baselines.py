@@ -54,11 +54,7 @@ Plan = dict[int, tuple[tuple[str, ...], ...]]
 def argument_nodes(problem: AutoProblem) -> dict[int, int]:
     """Function-argument index -> node index of ``problem`` (tensor arguments only)."""
     index = {id(a): i for i, a in enumerate(problem.func.args)}
-    return {
-        index[id(nd.values[0])]: v
-        for v, nd in enumerate(problem.nodes)
-        if nd.op is None
-    }
+    return {index[id(nd.values[0])]: v for v, nd in enumerate(problem.nodes) if nd.op is None}
 
 
 def _names(s: TensorSharding) -> tuple[tuple[str, ...], ...]:
@@ -184,11 +180,7 @@ def inferred_plans(problem: AutoProblem) -> dict[str, Plan]:
     plans: dict[str, Plan] = {"replicated_state": {}}
     for axes in [every] + ([[a] for a in every] if len(every) > 1 else []):
         n = _size(problem.mesh, axes)
-        batch = [
-            i
-            for i, sh in enumerate(shapes)
-            if i not in carried and sh and sh[0] % n == 0
-        ]
+        batch = [i for i, sh in enumerate(shapes) if i not in carried and sh and sh[0] % n == 0]
         if not batch:
             continue
         dp = data_parallel(shapes, batch, problem.mesh, axes)
@@ -199,9 +191,7 @@ def inferred_plans(problem: AutoProblem) -> dict[str, Plan]:
     return plans
 
 
-def complete_plan(
-    problem: AutoProblem, plan: Plan, *, time_limit: float = 5.0, method: str = "auto"
-) -> Solution:
+def complete_plan(problem: AutoProblem, plan: Plan, *, time_limit: float = 5.0, method: str = "auto") -> Solution:
     """The best completion of ``plan`` on ``problem`` (module docstring): the argument nodes
     fixed to the plan's shardings (the rest replicated), every op's strategy chosen by
     :func:`shardwise.search.solve.solve` (``method``, ``time_limit`` seconds). The solution
@@ -218,11 +208,7 @@ def complete_plan(
         want = plan.get(i, tuple(() for _ in t.shape))
         if nd.configured:
             continue
-        hits = [
-            s
-            for s, st in enumerate(nd.strategies)
-            if _names(st.results[0]) == tuple(tuple(d) for d in want)
-        ]
+        hits = [s for s, st in enumerate(nd.strategies) if _names(st.results[0]) == tuple(tuple(d) for d in want)]
         if not hits:
             raise SearchError(
                 f"plan: argument {i} of shape {tuple(t.shape)}: sharding {list(want)} is not one of its {len(nd.strategies)} strategies"
@@ -230,9 +216,7 @@ def complete_plan(
         keep[v] = hits[:1]
     missing = sorted(set(plan) - set(nodes))
     if missing:
-        raise SearchError(
-            f"plan: arguments {missing} have no node (not tensors, or out of range)"
-        )
+        raise SearchError(f"plan: arguments {missing} have no node (not tensors, or out of range)")
     sub, kept = restrict(problem.graph, keep)
     sol = solve(sub, time_limit, method)
     x = tuple(int(kept[v][s]) for v, s in enumerate(sol.assignment))

@@ -91,7 +91,7 @@ class _Walk:
         ks = np.arange(use.size)
         if self.limit is None or self.first[v] >= self.last[v]:
             return ks
-        peak = float(self.est[self.first[v]:self.last[v]].max()) - self.min_use[v]
+        peak = float(self.est[self.first[v] : self.last[v]].max()) - self.min_use[v]
         ok = ks[peak + use <= self.limit]
         return ok if ok.size else ks[use == use.min()]
 
@@ -114,7 +114,7 @@ class _Walk:
         undecided neighbours, which it returns."""
         self.x[v] = s
         if self.first[v] < self.last[v]:
-            self.est[self.first[v]:self.last[v]] += float(self.graph.node_usages(v)[s]) - self.min_use[v]
+            self.est[self.first[v] : self.last[v]] += float(self.graph.node_usages(v)[s]) - self.min_use[v]
         out = []
         for e, w, first in self.adj[v]:
             if self.x[w] >= 0:
@@ -169,4 +169,6 @@ def solve_bfs(graph: StrategyGraph, configured: Mapping[int, int] | None = None)
         seed = max(rest, key=lambda v: (int(graph.node_costs(v).min()), -v))
         push(walk.decide(seed, walk.choose(seed, walk.fitting(seed))))
     score = evaluate(graph, walk.x)
-    return Solution(tuple(walk.x), score.cost, score.peak_usage, score.feasible, "bfs", False, time.perf_counter() - start)
+    return Solution(
+        tuple(walk.x), score.cost, score.peak_usage, score.feasible, "bfs", False, time.perf_counter() - start
+    )

@@ -107,8 +107,15 @@ def lower_bound(
         finally:
             clear_stop()
     r = job.result()
-    return LowerBound(int(r.bound), "lagrangian", int(r.unpriced), int(r.forests), int(r.rounds),
-                      time.perf_counter() - start, interrupted)
+    return LowerBound(
+        int(r.bound),
+        "lagrangian",
+        int(r.unpriced),
+        int(r.forests),
+        int(r.rounds),
+        time.perf_counter() - start,
+        interrupted,
+    )
 
 
 def bound_for(graph: StrategyGraph, solution: Solution, time_limit: float = 10.0) -> LowerBound:

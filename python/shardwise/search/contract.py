@@ -75,9 +75,7 @@ ROWS_PER_ROUND = 400
 
 def _clip_sum(a: I64, b: I64) -> I64:
     """``a + b`` with both sides clipped to the forbidden cost first (no int64 overflow)."""
-    out: I64 = np.minimum(
-        np.minimum(a, FORBIDDEN_COST) + np.minimum(b, FORBIDDEN_COST), FORBIDDEN_COST
-    )
+    out: I64 = np.minimum(np.minimum(a, FORBIDDEN_COST) + np.minimum(b, FORBIDDEN_COST), FORBIDDEN_COST)
     return out
 
 
@@ -104,16 +102,11 @@ class Contraction:
     def terms(self) -> int:
         """Label columns plus pairwise entries of the contracted model (what the ILP's size
         follows)."""
-        return sum(len(k) for k in self.red.keep if len(k) > 1) + sum(
-            int(m.size) for m in self.red.edges.values()
-        )
+        return sum(len(k) for k in self.red.keep if len(k) > 1) + sum(int(m.size) for m in self.red.edges.values())
 
     def expand(self, choice: Sequence[int]) -> list[int]:
         """The assignment of the original nodes for one label per unit."""
-        return [
-            int(self.labels[v][choice[int(self.unit[v])]])
-            for v in range(self.graph.num_nodes)
-        ]
+        return [int(self.labels[v][choice[int(self.unit[v])]]) for v in range(self.graph.num_nodes)]
 
     def labelling(self, assignment: Sequence[int]) -> list[int] | None:
         """The label per unit of ``assignment``, or ``None`` when some component is not at one of
@@ -166,9 +159,7 @@ def contract(graph: StrategyGraph) -> Contraction:
         a, b = (int(x) for x in graph.edges[e])
         ua, ub = int(unit[a]), int(unit[b])
         m = graph.edge_matrix(e)
-        if (
-            ua == ub
-        ):  # inside one unit (a self-edge included): both ends follow its label
+        if ua == ub:  # inside one unit (a self-edge included): both ends follow its label
             cost[ua] = _clip_sum(cost[ua], m[labels[a], labels[b]])
             continue
         sub = m[np.ix_(labels[a], labels[b])]
@@ -179,11 +170,7 @@ def contract(graph: StrategyGraph) -> Contraction:
         else:
             if ua > ub:
                 ua, ub, sub = ub, ua, sub.T
-            pairs[(ua, ub)] = (
-                _clip_sum(pairs[(ua, ub)], sub)
-                if (ua, ub) in pairs
-                else np.minimum(sub, FORBIDDEN_COST)
-            )
+            pairs[(ua, ub)] = _clip_sum(pairs[(ua, ub)], sub) if (ua, ub) in pairs else np.minimum(sub, FORBIDDEN_COST)
     constant = 0
     for u in range(nu):
         if size[u] == 1:
@@ -249,9 +236,7 @@ class _UnitUsageRows:
         for t in points:
             on = (self.first <= t) & (t < self.last)
             cols, inv = np.unique(self.col[on], return_inverse=True)
-            vals = np.bincount(
-                inv, weights=self.coef[on].astype(np.float64), minlength=len(cols)
-            )
+            vals = np.bincount(inv, weights=self.coef[on].astype(np.float64), minlength=len(cols))
             starts.append(pos)
             index.append(cols.astype(np.int32))
             value.append(vals.astype(np.float64))
@@ -286,9 +271,7 @@ def solve_contracted(
     try:
         import highspy
     except ImportError:  # pragma: no cover - highspy is a runtime dependency
-        raise SearchError(
-            "the contracted ILP needs highspy (pip install highspy)"
-        ) from None
+        raise SearchError("the contracted ILP needs highspy (pip install highspy)") from None
     t = check_time_limit(time_limit)
     return interruptible(
         lambda: _solve(highspy, graph, t, initial, threads, con, rows_from_warm),
@@ -336,11 +319,7 @@ def _solve(
         prof = usage_profile(graph, initial)  # type: ignore[arg-type]
         near = graph.usage_limit * (1 - LAZY_MARGIN)  # type: ignore[operator]
         added = {p for p in usage.binding if prof[p] > near}
-    rows = (
-        _Rows.concat([model.rows, usage.rows(sorted(added))])
-        if usage is not None
-        else model.rows
-    )
+    rows = _Rows.concat([model.rows, usage.rows(sorted(added))]) if usage is not None else model.rows
     n = len(model.obj)
     highs: list[Any] = []
     best: tuple[int, list[int]] | None = None
@@ -357,9 +336,7 @@ def _solve(
     with on_stop(cancel) as stopped:
         h = model_highs(highspy, model, rows, threads)
         highs.append(h)
-        warm = (
-            _warm(highspy, red, model, warm_labels) if warm_labels is not None else None
-        )
+        warm = _warm(highspy, red, model, warm_labels) if warm_labels is not None else None
         while True:
             left = deadline - time.perf_counter()
             if left <= 0.01 or stopped.is_set():
@@ -375,9 +352,7 @@ def _solve(
                 break
             xs = np.asarray(h.getSolution().col_value)
             choice = [
-                int(np.argmax(xs[model.col[u] : model.col[u] + len(red.keep[u])]))
-                if len(red.keep[u]) > 1
-                else 0
+                int(np.argmax(xs[model.col[u] : model.col[u] + len(red.keep[u])])) if len(red.keep[u]) > 1 else 0
                 for u in range(con.num_units)
             ]
             assignment = con.expand(choice)
@@ -400,11 +375,7 @@ def _solve(
             assert usage is not None and graph.usage_limit is not None
             prof = usage_profile(graph, assignment)
             broken = sorted(
-                (
-                    p
-                    for p in usage.binding
-                    if p not in added and prof[p] > graph.usage_limit
-                ),
+                (p for p in usage.binding if p not in added and prof[p] > graph.usage_limit),
                 key=lambda p: -prof[p],
             )[:ROWS_PER_ROUND]
             if not broken:
@@ -414,9 +385,7 @@ def _solve(
             labels = con.labelling(best[1]) if best is not None else None
             warm = _warm(highspy, red, model, labels) if labels is not None else None
     if best is None:
-        raise SearchError(
-            f"contracted ILP: no feasible assignment within {t_limit:.3g} s"
-        )
+        raise SearchError(f"contracted ILP: no feasible assignment within {t_limit:.3g} s")
     sc = evaluate(graph, best[1])
     lower = None
     if dual is not None and math.isfinite(dual):

@@ -85,9 +85,15 @@ class DeviceModel:
     def __post_init__(self) -> None:
         if not (isinstance(self.flop_rate, (int, float)) and 0 < self.flop_rate < float("inf")):
             raise SearchError(f"DeviceModel.flop_rate: expected a finite FLOP/s > 0, got {self.flop_rate!r}")
-        if isinstance(self.overlap, bool) or not isinstance(self.overlap, (int, float)) or not 0.0 <= self.overlap <= 1.0:
+        if (
+            isinstance(self.overlap, bool)
+            or not isinstance(self.overlap, (int, float))
+            or not 0.0 <= self.overlap <= 1.0
+        ):
             raise SearchError(f"DeviceModel.overlap: expected a share from 0 to 1, got {self.overlap!r}")
-        if self.memory is not None and (isinstance(self.memory, bool) or not isinstance(self.memory, int) or self.memory < 0):
+        if self.memory is not None and (
+            isinstance(self.memory, bool) or not isinstance(self.memory, int) or self.memory < 0
+        ):
             raise SearchError(f"DeviceModel.memory: expected bytes >= 0 (an int) or None, got {self.memory!r}")
 
 

@@ -77,8 +77,10 @@ class StrategyGraph:
         """
         n = len(node_costs)
         if len(node_usages) != n or len(intervals) != n:
-            raise SearchError(f"expected one cost list, usage list and interval per node; got {n} cost lists, "
-                              f"{len(node_usages)} usage lists and {len(intervals)} intervals")
+            raise SearchError(
+                f"expected one cost list, usage list and interval per node; got {n} cost lists, "
+                f"{len(node_usages)} usage lists and {len(intervals)} intervals"
+            )
         ks = [len(c) for c in node_costs]
         for v, (c, u) in enumerate(zip(node_costs, node_usages)):
             if not c:
@@ -99,8 +101,9 @@ class StrategyGraph:
             if not (0 <= a < n and 0 <= b < n):
                 raise SearchError(f"edge {e}: node pair ({a}, {b}) out of range for {n} nodes")
             if len(edge_costs[e]) != ks[a] * ks[b]:
-                raise SearchError(f"edge {e} ({a}, {b}): expected {ks[a] * ks[b]} costs ({ks[a]} x {ks[b]}), "
-                                  f"got {len(edge_costs[e])}")
+                raise SearchError(
+                    f"edge {e} ({a}, {b}): expected {ks[a] * ks[b]} costs ({ks[a]} x {ks[b]}), got {len(edge_costs[e])}"
+                )
         eoff = np.zeros(len(edges) + 1, dtype=np.int64)
         np.cumsum([len(m) for m in edge_costs], out=eoff[1:])
         flat = [x for m in edge_costs for x in m]
@@ -134,10 +137,10 @@ class StrategyGraph:
         return int(self.offsets[v + 1] - self.offsets[v])
 
     def node_costs(self, v: int) -> I64:
-        return self.cost[self.offsets[v]:self.offsets[v + 1]]
+        return self.cost[self.offsets[v] : self.offsets[v + 1]]
 
     def node_usages(self, v: int) -> I64:
-        return self.usage[self.offsets[v]:self.offsets[v + 1]]
+        return self.usage[self.offsets[v] : self.offsets[v + 1]]
 
     def time_points(self) -> tuple[int, I64, I64]:
         """The distinct starts of non-empty intervals (every usage peak is at one of them) as
@@ -150,7 +153,7 @@ class StrategyGraph:
     def edge_matrix(self, e: int) -> I64:
         """The cost matrix of edge ``e``, shape ``(k(a), k(b))``."""
         a, b = (int(x) for x in self.edges[e])
-        return self.edge_cost[self.edge_offsets[e]:self.edge_offsets[e + 1]].reshape(self.k(a), self.k(b))
+        return self.edge_cost[self.edge_offsets[e] : self.edge_offsets[e + 1]].reshape(self.k(a), self.k(b))
 
 
 @dataclass(frozen=True)

@@ -143,7 +143,15 @@ class ModelSize:
 
 
 def _count(n: int) -> str:
-    return f"{n / 1e9:.1f}G" if n >= 10**9 else f"{n / 1e6:.1f}M" if n >= 10**6 else f"{n / 1e3:.1f}k" if n >= 10**4 else str(n)
+    return (
+        f"{n / 1e9:.1f}G"
+        if n >= 10**9
+        else f"{n / 1e6:.1f}M"
+        if n >= 10**6
+        else f"{n / 1e3:.1f}k"
+        if n >= 10**4
+        else str(n)
+    )
 
 
 def _gib(n: float) -> str:
@@ -215,7 +223,9 @@ def usage_entries(graph: StrategyGraph) -> tuple[I64, npt.NDArray[np.bool_]]:
         np.subtract.at(delta, last[live], values[live])
         return np.cumsum(delta[:-1])
 
-    binding = sums((hi - lo).astype(np.float64), np.float64) > graph.usage_limit - sums(lo.astype(np.float64), np.float64)
+    binding = sums((hi - lo).astype(np.float64), np.float64) > graph.usage_limit - sums(
+        lo.astype(np.float64), np.float64
+    )
     return sums(above, np.int64), binding
 
 
@@ -259,11 +269,17 @@ def check_model(size: ModelSize, time_limit: float | None = None) -> None:
     if size.bytes > guard:
         raise ModelTooLarge(
             f"ILP model of {size} needs about {_gib(size.bytes)}, the memory guard allows {_gib(guard)} "
-            f"({MEMORY_SHARE:.0%} of the memory available); {advice}", size, guard)
+            f"({MEMORY_SHARE:.0%} of the memory available); {advice}",
+            size,
+            guard,
+        )
     if time_limit is not None and size.build_seconds() > BUILD_SHARE * time_limit:
         raise ModelTooLarge(
             f"ILP model of {size} takes about {size.build_seconds():.1f} s to build and presolve, more than "
-            f"{BUILD_SHARE:.0%} of the {time_limit:.1f} s left; {advice}", size, guard)
+            f"{BUILD_SHARE:.0%} of the {time_limit:.1f} s left; {advice}",
+            size,
+            guard,
+        )
 
 
 _BANNER_SHOWN = False
@@ -311,7 +327,9 @@ class _Rows:
     def concat(parts: Sequence[_Rows]) -> _Rows:
         offs = np.cumsum([0] + [len(r.index) for r in parts[:-1]])
         return _Rows(
-            np.concatenate([r.starts + o for r, o in zip(parts, offs, strict=True)]) if parts else np.zeros(0, np.int64),
+            np.concatenate([r.starts + o for r, o in zip(parts, offs, strict=True)])
+            if parts
+            else np.zeros(0, np.int64),
             np.concatenate([r.index for r in parts]) if parts else np.zeros(0, np.int32),
             np.concatenate([r.value for r in parts]) if parts else np.zeros(0),
             np.concatenate([r.lo for r in parts]) if parts else np.zeros(0),
@@ -320,7 +338,15 @@ class _Rows:
 
     def add_to(self, h: Any) -> None:
         if len(self.starts):
-            h.addRows(len(self.starts), self.lo, self.hi, len(self.index), self.starts.astype(np.int32), self.index, self.value)
+            h.addRows(
+                len(self.starts),
+                self.lo,
+                self.hi,
+                len(self.index),
+                self.starts.astype(np.int32),
+                self.index,
+                self.value,
+            )
 
 
 @dataclass
@@ -392,12 +418,27 @@ def _build(red: Reduced, n_nodes: int, check: Any) -> _Model:
         vb = np.ones((e, kb, ka + 1))
         vb[:, :, ka] = -1.0
         na, nb = e * ka, e * kb
-        starts = np.concatenate([np.arange(na, dtype=np.int64) * (kb + 1), na * (kb + 1) + np.arange(nb, dtype=np.int64) * (ka + 1)])
-        parts.append(_Rows(starts, np.concatenate([ya.reshape(-1), yb.reshape(-1)]).astype(np.int32),
-                           np.concatenate([va.reshape(-1), vb.reshape(-1)]), np.zeros(na + nb), np.zeros(na + nb)))
+        starts = np.concatenate(
+            [np.arange(na, dtype=np.int64) * (kb + 1), na * (kb + 1) + np.arange(nb, dtype=np.int64) * (ka + 1)]
+        )
+        parts.append(
+            _Rows(
+                starts,
+                np.concatenate([ya.reshape(-1), yb.reshape(-1)]).astype(np.int32),
+                np.concatenate([va.reshape(-1), vb.reshape(-1)]),
+                np.zeros(na + nb),
+                np.zeros(na + nb),
+            )
+        )
         check()
-    return _Model(col, nx, [(a, b, int(x)) for (a, b, _), x in zip(edges, bases, strict=True)],
-                  np.concatenate(objs), np.concatenate(ubs), _Rows.concat(parts))
+    return _Model(
+        col,
+        nx,
+        [(a, b, int(x)) for (a, b, _), x in zip(edges, bases, strict=True)],
+        np.concatenate(objs),
+        np.concatenate(ubs),
+        _Rows.concat(parts),
+    )
 
 
 def solve_ilp(
@@ -430,8 +471,9 @@ def solve_ilp(
     return interruptible(lambda: _solve_ilp(highspy, graph, t_limit, initial, threads, lazy_rows), graph, t_limit)
 
 
-def _solve_ilp(highspy: Any, graph: StrategyGraph, t_limit: float, initial: Sequence[int] | None, threads: int,
-               lazy_rows: bool) -> Solution:
+def _solve_ilp(
+    highspy: Any, graph: StrategyGraph, t_limit: float, initial: Sequence[int] | None, threads: int, lazy_rows: bool
+) -> Solution:
     start = time.perf_counter()
     deadline = start + t_limit
     warm_score = evaluate(graph, initial) if initial is not None else None
@@ -445,8 +487,12 @@ def _solve_ilp(highspy: Any, graph: StrategyGraph, t_limit: float, initial: Sequ
     size = estimate_model(graph, near=near)
     check_model(size, t_limit)
     if initial is not None and warm_score is not None:
-        offer_incumbent(graph, Solution(tuple(int(x) for x in initial), warm_score.cost, warm_score.peak_usage,
-                                        warm_score.feasible, "ilp"))
+        offer_incumbent(
+            graph,
+            Solution(
+                tuple(int(x) for x in initial), warm_score.cost, warm_score.peak_usage, warm_score.feasible, "ilp"
+            ),
+        )
     highs: list[Any] = []
 
     def cancel() -> None:
@@ -457,9 +503,19 @@ def _solve_ilp(highspy: Any, graph: StrategyGraph, t_limit: float, initial: Sequ
         return _run(highspy, graph, deadline, initial, warm_score, threads, lazy, near, size, stopped, highs)
 
 
-def _run(highspy: Any, graph: StrategyGraph, deadline: float, initial: Sequence[int] | None, warm_score: Score | None,
-         threads: int, lazy: bool, near: list[int] | None, size: ModelSize, stopped: threading.Event,
-         highs: list[Any]) -> Solution:
+def _run(
+    highspy: Any,
+    graph: StrategyGraph,
+    deadline: float,
+    initial: Sequence[int] | None,
+    warm_score: Score | None,
+    threads: int,
+    lazy: bool,
+    near: list[int] | None,
+    size: ModelSize,
+    stopped: threading.Event,
+    highs: list[Any],
+) -> Solution:
     """:func:`solve_ilp` once the model is known to fit: reductions, build, HiGHS."""
     start = time.perf_counter()
     t_limit = deadline - start
@@ -467,8 +523,16 @@ def _run(highspy: Any, graph: StrategyGraph, deadline: float, initial: Sequence[
     def fallback(why: str) -> Solution:
         if initial is None or warm_score is None:
             raise NoFeasibleSolution(f"ILP: no feasible solution within {t_limit:.3g} s ({why})")
-        return Solution(tuple(int(x) for x in initial), warm_score.cost, warm_score.peak_usage, warm_score.feasible,
-                        "ilp", False, time.perf_counter() - start, note=f"ILP: {why}; the warm start is kept")
+        return Solution(
+            tuple(int(x) for x in initial),
+            warm_score.cost,
+            warm_score.peak_usage,
+            warm_score.feasible,
+            "ilp",
+            False,
+            time.perf_counter() - start,
+            note=f"ILP: {why}; the warm start is kept",
+        )
 
     def check() -> None:
         if stopped.is_set() or time.perf_counter() >= deadline:
@@ -518,13 +582,20 @@ def _run(highspy: Any, graph: StrategyGraph, deadline: float, initial: Sequence[
             # HiGHS's dual bound of the reduced model (without the folded constant); with lazy
             # usage rows it bounds a relaxation, so it stays a lower bound.
             dual = float(h.getInfo().mip_dual_bound)
-            log.debug("HiGHS: %d columns, %d rows (%d usage rows), %.1f s of %.1f (%.1f s since the call): %s", n,
-                      h.getNumRow(), len(added), time.perf_counter() - t_run, left, time.perf_counter() - start,
-                      status_text)
+            log.debug(
+                "HiGHS: %d columns, %d rows (%d usage rows), %.1f s of %.1f (%.1f s since the call): %s",
+                n,
+                h.getNumRow(),
+                len(added),
+                time.perf_counter() - t_run,
+                left,
+                time.perf_counter() - start,
+                status_text,
+            )
             choice, optimal = None, False
             if int(h.getInfo().primal_solution_status) == 2:  # kSolutionStatusFeasible
                 xs = np.asarray(h.getSolution().col_value)
-                choice = {v: int(np.argmax(xs[model.col[v]:model.col[v] + len(red.keep[v])])) for v in free}
+                choice = {v: int(np.argmax(xs[model.col[v] : model.col[v] + len(red.keep[v])])) for v in free}
                 optimal = status == highspy.HighsModelStatus.kOptimal
             if not lazy or choice is None or stopped.is_set():
                 break
@@ -550,8 +621,16 @@ def _run(highspy: Any, graph: StrategyGraph, deadline: float, initial: Sequence[
     if dual is not None and math.isfinite(dual):
         # Less HiGHS's tolerances (1e-6 absolute, 1e-9 relative); costs are integers: round up.
         lower = math.ceil(dual - 1e-6 - abs(dual) * 1e-9) + red.constant
-    sol = Solution(tuple(assignment), sc.cost, sc.peak_usage, sc.feasible, "ilp", optimal=optimal,
-                   seconds=time.perf_counter() - start, lower_bound=lower)
+    sol = Solution(
+        tuple(assignment),
+        sc.cost,
+        sc.peak_usage,
+        sc.feasible,
+        "ilp",
+        optimal=optimal,
+        seconds=time.perf_counter() - start,
+        lower_bound=lower,
+    )
     offer_incumbent(graph, sol)
     return sol
 
@@ -583,8 +662,10 @@ class _UsageRows:
         live = np.nonzero(first_all < last_all)[0]
         first, last = first_all[live], last_all[live]  # live at time points first .. last-1
         lo = np.array([int(red.node_usage[v].min()) for v in live], dtype=np.int64)
-        spread = np.array([int(red.node_usage[v].max()) - int(red.node_usage[v].min()) if col[v] >= 0 else 0
-                           for v in live], dtype=np.int64)
+        spread = np.array(
+            [int(red.node_usage[v].max()) - int(red.node_usage[v].min()) if col[v] >= 0 else 0 for v in live],
+            dtype=np.int64,
+        )
         #: Right-hand side per time point: the limit less every live node's least usage.
         self.rhs = [limit - b for b in point_sums(npoints, first, last, lo)]
         worst = point_sums(npoints, first, last, spread)
@@ -600,7 +681,9 @@ class _UsageRows:
             cols.append(col[v] + ss)
             coefs.append((u[ss] - u.min()).astype(np.float64))
         lens = np.array([len(c) for c in cols], dtype=np.int64)
-        self.term_start = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64) if cols else np.zeros(0, np.int64)
+        self.term_start = (
+            np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64) if cols else np.zeros(0, np.int64)
+        )
         self.term_len = lens
         self.term_col = np.concatenate(cols).astype(np.int32) if cols else np.zeros(0, np.int32)
         self.term_coef = np.concatenate(coefs) if coefs else np.zeros(0)
@@ -624,10 +707,13 @@ class _UsageRows:
             pos += total
             if check is not None and i % 64 == 63:
                 check()
-        return _Rows(np.array(starts, dtype=np.int64),
-                     np.concatenate(index) if index else np.zeros(0, np.int32),
-                     np.concatenate(value) if value else np.zeros(0),
-                     np.full(len(points), -np.inf), np.array([float(self.rhs[t]) for t in points]))
+        return _Rows(
+            np.array(starts, dtype=np.int64),
+            np.concatenate(index) if index else np.zeros(0, np.int32),
+            np.concatenate(value) if value else np.zeros(0),
+            np.full(len(points), -np.inf),
+            np.array([float(self.rhs[t]) for t in points]),
+        )
 
 
 def model_highs(highspy: Any, model: _Model, rows: _Rows, threads: int) -> Any:
@@ -637,11 +723,13 @@ def model_highs(highspy: Any, model: _Model, rows: _Rows, threads: int) -> Any:
     h = new_highs(highspy)
     h.setOptionValue("threads", int(threads))
     n, nx = len(model.obj), model.nx
-    h.addCols(n, model.obj, np.zeros(n), model.ub, 0, np.array([], dtype=np.int32), np.array([], dtype=np.int32),
-              np.array([]))
+    h.addCols(
+        n, model.obj, np.zeros(n), model.ub, 0, np.array([], dtype=np.int32), np.array([], dtype=np.int32), np.array([])
+    )
     rows.add_to(h)
-    h.changeColsIntegrality(nx, np.arange(nx, dtype=np.int32),
-                            np.full(nx, int(highspy.HighsVarType.kInteger), dtype=np.uint8))
+    h.changeColsIntegrality(
+        nx, np.arange(nx, dtype=np.int32), np.full(nx, int(highspy.HighsVarType.kInteger), dtype=np.uint8)
+    )
     h.HandleUserInterrupt = True
     return h
 

@@ -29,15 +29,39 @@ if TYPE_CHECKING:
 
 #: Seconds allowed per released benchmark (IOPDDL.md, "Benchmarks" table).
 CONTEST_TIME_LIMITS: dict[str, float] = {
-    "A": 60, "B": 60, "C": 60, "D": 60, "E": 60, "F": 120, "G": 120, "H": 120, "I": 120, "J": 120,
-    "K": 180, "L": 180, "M": 180, "N": 180, "O": 180, "P": 240, "Q": 240, "R": 240, "S": 240,
-    "T": 240, "U": 300, "V": 300, "W": 300, "X": 300, "Y": 300,
+    "A": 60,
+    "B": 60,
+    "C": 60,
+    "D": 60,
+    "E": 60,
+    "F": 120,
+    "G": 120,
+    "H": 120,
+    "I": 120,
+    "J": 120,
+    "K": 180,
+    "L": 180,
+    "M": 180,
+    "N": 180,
+    "O": 180,
+    "P": 240,
+    "Q": 240,
+    "R": 240,
+    "S": 240,
+    "T": 240,
+    "U": 300,
+    "V": 300,
+    "W": 300,
+    "X": 300,
+    "Y": 300,
 }
 
 
 def _field(d: Any, key: str, where: str) -> Any:
     if not isinstance(d, dict) or key not in d:
-        raise SearchError(f"IOPDDL instance: expected key \"{where}{key}\", got {sorted(d) if isinstance(d, dict) else type(d).__name__}")
+        raise SearchError(
+            f'IOPDDL instance: expected key "{where}{key}", got {sorted(d) if isinstance(d, dict) else type(d).__name__}'
+        )
     return d[key]
 
 
@@ -74,7 +98,9 @@ def parse_instance(data: Any) -> StrategyGraph:
     edge_nodes = _integers(_field(edges, "nodes", "problem.edges."), "problem.edges.nodes")
     edge_costs = _integers(_field(edges, "costs", "problem.edges."), "problem.edges.costs")
     if len(edge_costs) != len(edge_nodes):  # checked here first: StrategyGraph.build indexed past the end
-        raise SearchError(f"IOPDDL instance: expected one cost matrix per edge ({len(edge_nodes)}), got {len(edge_costs)}")
+        raise SearchError(
+            f"IOPDDL instance: expected one cost matrix per edge ({len(edge_nodes)}), got {len(edge_costs)}"
+        )
     return StrategyGraph.build(
         _integers(_field(nodes, "costs", "problem.nodes."), "problem.nodes.costs"),
         _integers(_field(nodes, "usages", "problem.nodes."), "problem.nodes.usages"),
@@ -100,7 +126,9 @@ def read_instance(path: str | Path) -> StrategyGraph:
         except (OSError, EOFError, zlib.error) as e:
             raise SearchError(f"{path}: not a readable gzip file ({e})") from None
     if len(raw) > MAX_INSTANCE_BYTES:
-        raise SearchError(f"{path}: the instance is over {MAX_INSTANCE_BYTES >> 20} MiB (decompressed); refusing to read it")
+        raise SearchError(
+            f"{path}: the instance is over {MAX_INSTANCE_BYTES >> 20} MiB (decompressed); refusing to read it"
+        )
     try:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -170,8 +198,14 @@ def command_start() -> float | None:
 
 
 def solve_instance(
-    path: str | Path, time_limit: float, method: str = "auto", *, seed: int = 0, threads: int = 1,
-    started: float | None = None, bound_time: float = 0.0,
+    path: str | Path,
+    time_limit: float,
+    method: str = "auto",
+    *,
+    seed: int = 0,
+    threads: int = 1,
+    started: float | None = None,
+    bound_time: float = 0.0,
 ) -> tuple[list[str], Solution]:
     """:func:`solve_file`'s output lines and the :class:`Solution` they print
     (``Solution.interrupted``: a Ctrl-C stopped the search, the lines hold the best answer
@@ -200,7 +234,11 @@ def solve_instance(
 
         lb = bound_for(graph, sol, bound_time)
         gap = None if cost is None else lb.gap(cost)
-        within = "" if gap is None else f"gap {100 * gap:.2f} %: no answer costs less than {100 * (1 - gap):.2f} % of this one; "
+        within = (
+            ""
+            if gap is None
+            else f"gap {100 * gap:.2f} %: no answer costs less than {100 * (1 - gap):.2f} % of this one; "
+        )
         lines.append(f"lower bound: {lb.bound} ({within}{lb.method}, {lb.seconds:.1f} s)")
     return lines, sol
 

@@ -57,8 +57,12 @@ def network_size(graph: StrategyGraph) -> tuple[ModelSize, int]:
     per_point, binding = usage_entries(graph)
     terms = int(per_point[binding].sum())
     entries = int(graph.edge_cost.size)
-    size = ModelSize(columns=int(graph.cost.size), rows=int(binding.sum()), nonzeros=entries + terms,
-                     terms=int(graph.cost.size) + entries)
+    size = ModelSize(
+        columns=int(graph.cost.size),
+        rows=int(binding.sum()),
+        nonzeros=entries + terms,
+        terms=int(graph.cost.size) + entries,
+    )
     return size, BYTES_FIXED + BYTES_PER_ENTRY * entries + BYTES_PER_TERM * terms
 
 
@@ -73,7 +77,9 @@ def check_limited(graph: StrategyGraph) -> None:
         raise ModelTooLarge(
             f"toulbar2 network of {graph.edge_cost.size:,} edge entries and {terms:,} usage-constraint terms needs "
             f"about {need / 2**30:.1f} GiB, the memory guard allows {guard / 2**30:.1f} GiB; use method 'local' or 'penalty'",
-            size, guard)
+            size,
+            guard,
+        )
 
 
 def solve_limited(graph: StrategyGraph, time_limit: float = 10.0, *, seed: int = 0) -> Solution:

@@ -128,7 +128,9 @@ def offer_incumbent(graph: object, sol: Solution) -> None:
     :func:`interruptible` runs (kept when it is that search's graph and better: feasible first,
     then cheaper); returned if the search must be abandoned."""
     with _LOCK:
-        if graph is _TOP[0] and (not _INCUMBENT or (not sol.feasible, sol.cost) < (not _INCUMBENT[0].feasible, _INCUMBENT[0].cost)):
+        if graph is _TOP[0] and (
+            not _INCUMBENT or (not sol.feasible, sol.cost) < (not _INCUMBENT[0].feasible, _INCUMBENT[0].cost)
+        ):
             _INCUMBENT[:] = [sol]
 
 
@@ -258,10 +260,16 @@ def interruptible(run: Callable[[], Solution], graph: object = None, time_limit:
         if not done.is_set():
             if offered:  # the search is abandoned, asked to stop; its best answer so far
                 abandoned.set()
-                log.debug("search abandoned (%s): the best answer offered so far, %.6g by %s",
-                          "interrupted" if interrupted else "overran", offered[0].cost, offered[0].method)
+                log.debug(
+                    "search abandoned (%s): the best answer offered so far, %.6g by %s",
+                    "interrupted" if interrupted else "overran",
+                    offered[0].cost,
+                    offered[0].method,
+                )
                 why = "interrupted" if interrupted else f"still running {OVERRUN_SECONDS:g} s past its time limit"
-                return replace(offered[0], interrupted=interrupted, note=f"search {why}: the best answer offered so far")
+                return replace(
+                    offered[0], interrupted=interrupted, note=f"search {why}: the best answer offered so far"
+                )
             while not done.wait(POLL_SECONDS):  # nothing to answer with yet: wait for it
                 pass
         clear_stop()
@@ -281,8 +289,9 @@ def check_time_limit(time_limit: float) -> float:
     return t
 
 
-def wire(graph: StrategyGraph) -> tuple[list[int], bytes, bytes, list[tuple[int, int]], list[tuple[int, int]],
-                                       list[int], bytes, int | None]:
+def wire(
+    graph: StrategyGraph,
+) -> tuple[list[int], bytes, bytes, list[tuple[int, int]], list[tuple[int, int]], list[int], bytes, int | None]:
     """``graph`` as the one tuple the Rust search takes (``rust/src/py/search.rs``): its arrays,
     the int64 ones as little-endian bytes."""
     le = np.dtype("<i8")
@@ -340,7 +349,9 @@ def solve_local(
             raise SearchError(str(e)) from None
         except OverflowError:
             raise SearchError("initial: strategy indices must be >= 0") from None
-        sol = Solution(tuple(assign), int(cost), int(peak), bool(feasible), "local", seconds=time.perf_counter() - start)
+        sol = Solution(
+            tuple(assign), int(cost), int(peak), bool(feasible), "local", seconds=time.perf_counter() - start
+        )
         offer_incumbent(graph, sol)
         return sol
 

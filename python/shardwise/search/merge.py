@@ -106,8 +106,14 @@ def _distinct(pool: Sequence[Sequence[int]]) -> npt.NDArray[np.int64]:
     return ks
 
 
-def solve_merged(graph: StrategyGraph, pool: Sequence[Sequence[int]], time_limit: float, *, threads: int = 1,
-                 warm: Sequence[int] | None = None) -> Solution:
+def solve_merged(
+    graph: StrategyGraph,
+    pool: Sequence[Sequence[int]],
+    time_limit: float,
+    *,
+    threads: int = 1,
+    warm: Sequence[int] | None = None,
+) -> Solution:
     """The best assignment of ``graph`` using, on each node, only strategies that some
     assignment of ``pool`` chooses there: the ILP over :func:`restrict`, warm-started from
     ``warm`` (a feasible member of ``pool``) or else the pool's best feasible assignment (so never
@@ -135,8 +141,14 @@ def solve_merged(graph: StrategyGraph, pool: Sequence[Sequence[int]], time_limit
     return solve_restricted(graph, allowed, warm, t, threads, begin)
 
 
-def solve_restricted(graph: StrategyGraph, allowed: Sequence[Sequence[int]], warm: Sequence[int] | None,
-                     time_limit: float, threads: int = 1, begin: float | None = None) -> Solution:
+def solve_restricted(
+    graph: StrategyGraph,
+    allowed: Sequence[Sequence[int]],
+    warm: Sequence[int] | None,
+    time_limit: float,
+    threads: int = 1,
+    begin: float | None = None,
+) -> Solution:
     """The ILP over :func:`restrict` ``(graph, allowed)`` (over its contraction,
     :mod:`.contract`, when it has forbidden components and that is smaller), warm-started from
     ``warm`` (an assignment of ``graph`` inside ``allowed``); the answer in ``graph``'s strategy
@@ -159,8 +171,15 @@ def solve_restricted(graph: StrategyGraph, allowed: Sequence[Sequence[int]], war
         sol = solve_ilp(sub, left, initial=initial, threads=threads, lazy_rows=True)
     assignment = [allowed[v][s] for v, s in enumerate(sol.assignment)]
     sc = evaluate(graph, assignment)
-    return Solution(tuple(assignment), sc.cost, sc.peak_usage, sc.feasible, "merge", optimal=sol.optimal,
-                    seconds=time.perf_counter() - begin)
+    return Solution(
+        tuple(assignment),
+        sc.cost,
+        sc.peak_usage,
+        sc.feasible,
+        "merge",
+        optimal=sol.optimal,
+        seconds=time.perf_counter() - begin,
+    )
 
 
 class Merger:
@@ -169,8 +188,14 @@ class Merger:
     memory-row entries (:func:`merged_row_entries`; default: no bound), else one window of
     about ``window_terms`` (default: ``max_terms``) per call."""
 
-    def __init__(self, graph: StrategyGraph, max_terms: int, seed: int = 0, window_terms: int | None = None,
-                 max_rows: int | None = None) -> None:
+    def __init__(
+        self,
+        graph: StrategyGraph,
+        max_terms: int,
+        seed: int = 0,
+        window_terms: int | None = None,
+        max_rows: int | None = None,
+    ) -> None:
         self.graph = graph
         self.max_terms = max_terms
         self.max_rows = max_rows
@@ -188,7 +213,8 @@ class Merger:
             return True
         ks = _distinct(pool)
         return _terms(self.graph, ks) <= self.max_terms and (
-            self.max_rows is None or _row_entries(self.graph, ks) <= self.max_rows)
+            self.max_rows is None or _row_entries(self.graph, ks) <= self.max_rows
+        )
 
     def window(self, pool: Sequence[Sequence[int]], incumbent: Sequence[int]) -> set[int]:
         """Nodes of one window: breadth first from a random node where some assignment of
@@ -210,8 +236,9 @@ class Merger:
                     terms += int(ks[w]) + sum(int(ks[w] * ks[u]) for u in self.adj[w] if u in nodes)
         return nodes
 
-    def improve(self, pool: Sequence[Sequence[int]], incumbent: Sequence[int], time_limit: float,
-                whole: bool | None = None) -> Solution:
+    def improve(
+        self, pool: Sequence[Sequence[int]], incumbent: Sequence[int], time_limit: float, whole: bool | None = None
+    ) -> Solution:
         """The merged optimum (whole, or over one window with the rest fixed to the feasible
         ``incumbent``) within ``time_limit`` seconds; never worse than ``incumbent``.
         ``whole``: :meth:`whole` of the pool plus the incumbent, if the caller has it."""
@@ -219,8 +246,11 @@ class Merger:
         if self.whole(everything) if whole is None else whole:
             return solve_merged(self.graph, everything, time_limit, warm=incumbent)
         nodes = self.window(pool, incumbent)
-        allowed = [sorted({int(x[v]) for x in everything}) if v in nodes else [int(incumbent[v])]
-                   for v in range(self.graph.num_nodes)]
+        allowed = [
+            sorted({int(x[v]) for x in everything}) if v in nodes else [int(incumbent[v])]
+            for v in range(self.graph.num_nodes)
+        ]
         sol = solve_restricted(self.graph, allowed, incumbent, time_limit)
-        return Solution(sol.assignment, sol.cost, sol.peak_usage, sol.feasible, "merge", optimal=False,
-                        seconds=sol.seconds)
+        return Solution(
+            sol.assignment, sol.cost, sol.peak_usage, sol.feasible, "merge", optimal=False, seconds=sol.seconds
+        )

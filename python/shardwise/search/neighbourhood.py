@@ -80,14 +80,10 @@ def local_costs(graph: StrategyGraph, assignment: Sequence[int]) -> F64:
     off = graph.edge_offsets[:-1]
     # End a: row i of each edge's matrix at column x[b].
     e, i = _entries(pair, ka)
-    np.add.at(
-        out, graph.offsets[a[e]] + i, graph.edge_cost[off[e] + i * kb[e] + x[b[e]]]
-    )
+    np.add.at(out, graph.offsets[a[e]] + i, graph.edge_cost[off[e] + i * kb[e] + x[b[e]]])
     # End b: column j at row x[a].
     e, j = _entries(pair, kb)
-    np.add.at(
-        out, graph.offsets[b[e]] + j, graph.edge_cost[off[e] + x[a[e]] * kb[e] + j]
-    )
+    np.add.at(out, graph.offsets[b[e]] + j, graph.edge_cost[off[e] + x[a[e]] * kb[e] + j])
     # A self-edge: its diagonal.
     e, i = _entries(selfs, ka)
     np.add.at(out, graph.offsets[a[e]] + i, graph.edge_cost[off[e] + i * kb[e] + i])
@@ -103,9 +99,7 @@ def _entries(
     return e, np.arange(e.size) - np.repeat(np.cumsum(k[edges]) - k[edges], k[edges])
 
 
-def candidates(
-    graph: StrategyGraph, assignment: Sequence[int], m: int
-) -> list[list[int]]:
+def candidates(graph: StrategyGraph, assignment: Sequence[int], m: int) -> list[list[int]]:
     """The neighbourhood (module docstring): for each node, sorted, its strategy in
     ``assignment``, its least-usage strategy (ties: least node cost) and its ``m`` strategies of
     least :func:`local_costs` (ties: lowest index). Raises :class:`ValueError` for ``m < 0`` or
@@ -114,9 +108,7 @@ def candidates(
     if m < 0:
         raise ValueError(f"m: expected an integer >= 0, got {m}")
     if len(assignment) != n:
-        raise ValueError(
-            f"assignment: expected {n} strategies (one per node), got {len(assignment)}"
-        )
+        raise ValueError(f"assignment: expected {n} strategies (one per node), got {len(assignment)}")
     ks = graph.offsets[1:] - graph.offsets[:-1]
     node = np.repeat(np.arange(n), ks)
     local = local_costs(graph, assignment)
@@ -181,9 +173,7 @@ class Descent:
     ``m``) and that ran out of time without improving changes nothing: the next call makes it
     again."""
 
-    def __init__(
-        self, graph: StrategyGraph, threads: int = 1, full_seconds: float | None = None
-    ) -> None:
+    def __init__(self, graph: StrategyGraph, threads: int = 1, full_seconds: float | None = None) -> None:
         self.graph = graph
         self.threads = threads
         #: A full round's time limit, seconds: a round is fast when proven within
@@ -220,10 +210,7 @@ class Descent:
             # A new incumbent less than MIN_GAIN cheaper keeps m, as a round's own gain that
             # small does: on L, merges whose gains did not show in six digits sent m back to 2
             # four times in 20 s, and the descent never grew past it (+2.58 %).
-            if (
-                self._at is None
-                or not self._cost - MIN_GAIN * abs(self._cost) <= cost <= self._cost
-            ):
+            if self._at is None or not self._cost - MIN_GAIN * abs(self._cost) <= cost <= self._cost:
                 self.m = self.resume
             self._at, self._cost, self.done = x, cost, False
         if self.done or self.too_large:

@@ -86,9 +86,7 @@ class OpStrategy:
 
     def __post_init__(self) -> None:
         if (self.splits is None) == (self.axes is None):
-            raise SearchError(
-                "OpStrategy: expected exactly one of splits (MindSpore form) and axes (Shardy form)"
-            )
+            raise SearchError("OpStrategy: expected exactly one of splits (MindSpore form) and axes (Shardy form)")
         if self.splits is not None:
             for op in self.splits:
                 for n in op:
@@ -101,16 +99,12 @@ class OpStrategy:
                 for dim in op_:
                     for a in dim:
                         if not isinstance(a, str) or not a:
-                            raise SearchError(
-                                f"strategy {_axes_text(self.axes)}: expected mesh axis names, got {a!r}"
-                            )
+                            raise SearchError(f"strategy {_axes_text(self.axes)}: expected mesh axis names, got {a!r}")
 
     @staticmethod
     def mindspore(splits: Sequence[Sequence[int] | int]) -> OpStrategy:
         """The MindSpore form from nested sequences of ints (a bare int: a 1-D operand)."""
-        return OpStrategy(
-            splits=tuple((s,) if isinstance(s, int) else tuple(s) for s in splits)
-        )
+        return OpStrategy(splits=tuple((s,) if isinstance(s, int) else tuple(s) for s in splits))
 
     @staticmethod
     def shardy(axes: Sequence[Sequence[Sequence[str]]]) -> OpStrategy:
@@ -153,9 +147,7 @@ class OpStrategy:
         else:
             ops = None
         if not isinstance(ops, list) or not all(
-            isinstance(d, tuple) and all(isinstance(a, str) for a in d)
-            for o in ops
-            for d in o
+            isinstance(d, tuple) and all(isinstance(a, str) for a in d) for o in ops for d in o
         ):
             raise SearchError(
                 f'strategy {text!r}: expected MindSpore\'s ((2, 4), (4, 1)) or Shardy\'s [{{"data"}}, {{"model"}}], [{{"model"}}, {{}}]'
@@ -176,12 +168,7 @@ class OpStrategy:
             if items and all(_is_int(n) for n in items):
                 return OpStrategy.mindspore([tuple(items)])  # type: ignore[arg-type]
             if all(
-                _is_int(n)
-                or (
-                    isinstance(n, Sequence)
-                    and not isinstance(n, str)
-                    and all(_is_int(k) for k in n)
-                )
+                _is_int(n) or (isinstance(n, Sequence) and not isinstance(n, str) and all(_is_int(k) for k in n))
                 for n in items
             ):
                 return OpStrategy.mindspore(items)  # type: ignore[arg-type]
@@ -199,9 +186,7 @@ class OpStrategy:
     @property
     def ranks(self) -> tuple[int, ...]:
         """The number of dimensions given for each operand."""
-        ops: Sequence[Sequence[object]] = (
-            self.splits if self.splits is not None else self.axes or ()
-        )
+        ops: Sequence[Sequence[object]] = self.splits if self.splits is not None else self.axes or ()
         return tuple(len(o) for o in ops)
 
     def matches(self, strategy: Strategy, mesh: Mesh) -> bool:
@@ -210,20 +195,10 @@ class OpStrategy:
             return False
         if self.splits is not None:
             return mindspore_splits(strategy.operands, mesh) == self.splits
-        return (
-            tuple(
-                tuple(tuple(a.name for a in d.axes) for d in s.dims)
-                for s in strategy.operands
-            )
-            == self.axes
-        )
+        return tuple(tuple(tuple(a.name for a in d.axes) for d in s.dims) for s in strategy.operands) == self.axes
 
     def __str__(self) -> str:
-        return (
-            _splits_text(self.splits)
-            if self.splits is not None
-            else _axes_text(self.axes or ())
-        )
+        return _splits_text(self.splits) if self.splits is not None else _axes_text(self.axes or ())
 
 
 def _is_int(n: object) -> bool:
@@ -235,10 +210,7 @@ def _splits_text(splits: Splits) -> str:
 
 
 def _axes_text(axes: Axes) -> str:
-    return ", ".join(
-        "[" + ", ".join("{" + ", ".join(f'"{a}"' for a in d) + "}" for d in op) + "]"
-        for op in axes
-    )
+    return ", ".join("[" + ", ".join("{" + ", ".join(f'"{a}"' for a in d) + "}" for d in op) + "]" for op in axes)
 
 
 def mindspore_splits(shardings: Sequence[TensorSharding], mesh: Mesh) -> Splits:
@@ -283,9 +255,7 @@ def configure(op: Op, strategy: StrategyLike) -> OpStrategy:
         s = OpStrategy.of(strategy)
     except SearchError as e:
         raise SearchError(f"configure {where}: {e}") from None
-    ranks = tuple(
-        len(v.type.shape) if isinstance(v.type, TensorType) else 0 for v in op.operands
-    )
+    ranks = tuple(len(v.type.shape) if isinstance(v.type, TensorType) else 0 for v in op.operands)
     if len(s.ranks) != len(ranks):
         raise SearchError(
             f"configure {where}: strategy {s} gives {len(s.ranks)} operands, the op has {len(ranks)} (ranks {list(ranks)})"
@@ -325,20 +295,11 @@ def _axis_order(s: Strategy, order: Mapping[str, int]) -> list[int]:
 
 def _choices(valid: Sequence[Strategy], mesh: Mesh, form: str) -> str:
     if form == "splits":
-        texts = list(
-            dict.fromkeys(
-                _splits_text(mindspore_splits(s.operands, mesh)) for s in valid
-            )
-        )
+        texts = list(dict.fromkeys(_splits_text(mindspore_splits(s.operands, mesh)) for s in valid))
     else:
         texts = list(
             dict.fromkeys(
-                _axes_text(
-                    tuple(
-                        tuple(tuple(a.name for a in d.axes) for d in o.dims)
-                        for o in s.operands
-                    )
-                )
+                _axes_text(tuple(tuple(tuple(a.name for a in d.axes) for d in o.dims) for o in s.operands))
                 for s in valid
             )
         )
@@ -362,9 +323,7 @@ def select_strategy(
     s = strategy if strategy is not None else configured(op)
     if s is None:
         raise SearchError(f"{op.where()}: no configured strategy ({STRATEGY_ATTR})")
-    ranks = tuple(
-        len(v.type.shape) if isinstance(v.type, TensorType) else 0 for v in op.operands
-    )
+    ranks = tuple(len(v.type.shape) if isinstance(v.type, TensorType) else 0 for v in op.operands)
     where = op.where()
     if s.ranks != ranks:
         raise SearchError(
@@ -375,26 +334,18 @@ def select_strategy(
                        tuple(replicated(mesh, mesh_name, len(v.type.shape) if isinstance(v.type, TensorType) else 0) for v in op.results), (), 1)  # fmt: skip
         valid = [rep]
     else:
-        valid = enumerate_strategies(
-            rule, mesh, mesh_name=mesh_name, max_strategies=MATCH_CAP
-        )
+        valid = enumerate_strategies(rule, mesh, mesh_name=mesh_name, max_strategies=MATCH_CAP)
     form = "splits" if s.splits is not None else "axes"
     found = [v for v in valid if s.matches(v, mesh)]
     if not found:
-        why = (
-            " (the op has no sharding rule: only the replicated strategy)"
-            if rule is None
-            else ""
-        )
+        why = " (the op has no sharding rule: only the replicated strategy)" if rule is None else ""
         raise SearchError(
             f"configured strategy {s} of {where} on {mesh}: no valid strategy has it{why}; valid: {_choices(valid, mesh, form)}"
         )
     if len(found) == 1:
         return found[0]
     order = {a.name: i for i, a in enumerate(mesh.axes)}
-    in_order = [
-        v for v in found if _axis_order(v, order) == sorted(_axis_order(v, order))
-    ]
+    in_order = [v for v in found if _axis_order(v, order) == sorted(_axis_order(v, order))]
     pick = in_order or found
     first = pick[0]
     if all(v.operands == first.operands for v in pick[1:]):
@@ -414,12 +365,7 @@ def configure_spec(module: Module, spec: str) -> Op:
     or what :func:`configure` raises."""
     head, sep, text = spec.partition("=")
     name, hsep, index = head.strip().partition("#")
-    if (
-        not sep
-        or not name
-        or not text.strip()
-        or (hsep and not index.strip().isdigit())
-    ):
+    if not sep or not name or not text.strip() or (hsep and not index.strip().isdigit()):
         raise SearchError(
             f"--configure {spec!r}: expected NAME[#INDEX]=STRATEGY, e.g. 'stablehlo.dot_general#0=((2, 1), (1, 4))'"
         )

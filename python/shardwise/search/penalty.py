@@ -127,7 +127,7 @@ from shardwise.search.local import (
 from shardwise.search.merge import Merger
 from shardwise.search.neighbourhood import Descent
 from shardwise.search.wcsp import RelaxedSolver, WorkerStopped
-from shardwise.search.wcsp import available as available
+from shardwise.search.wcsp import available as available  # noqa: PLC0414 (re-exported)
 
 F64 = npt.NDArray[np.float64]
 
@@ -244,7 +244,7 @@ class _Profile:
         """Largest overflow along each node's liveness range (−1 for dead nodes)."""
         worst = np.full(self.graph.num_nodes, -1.0)
         for v in self.live:
-            worst[v] = over[self.start[v]:self.end[v]].max()
+            worst[v] = over[self.start[v] : self.end[v]].max()
         return worst
 
 
@@ -261,14 +261,17 @@ def _unconstrained(graph: StrategyGraph, deadline: float, seed: int) -> Solution
         pass
     rest = max(deadline - time.perf_counter(), 0.0)
     sol = solve_local(graph, rest, initial=x, seed=seed, lagrange_share=0.0)
-    return Solution(sol.assignment, sol.cost, sol.peak_usage, sol.feasible, "penalty",
-                    seconds=time.perf_counter() - begin)
+    return Solution(
+        sol.assignment, sol.cost, sol.peak_usage, sol.feasible, "penalty", seconds=time.perf_counter() - begin
+    )
 
 
 class _Shared:
     """What the trajectories share: the pool, the best feasible assignment, and the merges."""
 
-    def __init__(self, graph: StrategyGraph, time_limit: float, seed: int, stopped: threading.Event | None = None) -> None:
+    def __init__(
+        self, graph: StrategyGraph, time_limit: float, seed: int, stopped: threading.Event | None = None
+    ) -> None:
         self.graph = graph
         #: Set when a stop is requested (:func:`shardwise.search.local.request_stop`).
         self.stopped = stopped if stopped is not None else threading.Event()
@@ -333,8 +336,13 @@ class _Shared:
                 m = self.merger.improve([relaxed, repaired], best.assignment, min(MERGE_SECONDS, left))
             except ModelTooLarge:
                 break
-            log.debug("%.1f s: start merge: %.1f s, %.6g%s", self.at(), time.perf_counter() - t0,
-                      m.cost if m.feasible else float("inf"), " (optimal)" if m.optimal else "")
+            log.debug(
+                "%.1f s: start merge: %.1f s, %.6g%s",
+                self.at(),
+                time.perf_counter() - t0,
+                m.cost if m.feasible else float("inf"),
+                " (optimal)" if m.optimal else "",
+            )
             if m.feasible and m.cost < best.cost:
                 self.offer(list(m.assignment), m)
         return True
@@ -381,11 +389,17 @@ class _Shared:
         limit = left if whole and last else min(MERGE_SECONDS if whole else WINDOW_SECONDS, left)
         try:
             if last:
-                got = _bounded(lambda: self.merger.improve(pool, best.assignment, limit, whole),
-                               LAST_MERGE_OVERRUN * limit + 1.0)
+                got = _bounded(
+                    lambda: self.merger.improve(pool, best.assignment, limit, whole), LAST_MERGE_OVERRUN * limit + 1.0
+                )
                 if got is None:
-                    log.debug("%.1f s: last merge of %d abandoned, still running %.1f s into its %.1f s", self.at(),
-                              len(pool), time.perf_counter() - t0, limit)
+                    log.debug(
+                        "%.1f s: last merge of %d abandoned, still running %.1f s into its %.1f s",
+                        self.at(),
+                        len(pool),
+                        time.perf_counter() - t0,
+                        limit,
+                    )
                     self.merged_at, self.merge_stalled = len(pool), True
                     return True
                 m = got
@@ -394,9 +408,16 @@ class _Shared:
         except ModelTooLarge:  # the memory available fell below what the sub-instance needs
             log.debug("%.1f s: merge of %d refused (too large)", self.at(), len(pool))
             return True
-        log.debug("%.1f s: %s merge of %d: %.1f s of %.1f, %.6g%s", self.at(), "whole" if whole else "window",
-                  len(pool), time.perf_counter() - t0, limit, m.cost if m.feasible else float("inf"),
-                  " (optimal)" if m.optimal else "")
+        log.debug(
+            "%.1f s: %s merge of %d: %.1f s of %.1f, %.6g%s",
+            self.at(),
+            "whole" if whole else "window",
+            len(pool),
+            time.perf_counter() - t0,
+            limit,
+            m.cost if m.feasible else float("inf"),
+            " (optimal)" if m.optimal else "",
+        )
         if whole:
             self.merged_at, self.merge_seconds = len(pool), time.perf_counter() - t0
             # Only a merge given its full MERGE_SECONDS counts: one the clock cut short says little.
@@ -414,7 +435,7 @@ class _Shared:
         their 30 s, and no whole merge was made after them); the assignments of one stretch of
         rounds, with the incumbent, span a sub-instance like the start merges'
         (:meth:`merge_starts`)."""
-        fresh = pool[max(self.merged_at, 0):]
+        fresh = pool[max(self.merged_at, 0) :]
         if not fresh:
             return True
         t0 = time.perf_counter()
@@ -430,8 +451,15 @@ class _Shared:
         self.merged_at = len(pool)
         if m is None:  # too large, or left running past its bound
             return True
-        log.debug("%.1f s: relinking merge of %d new: %.1f s of %.1f, %.6g%s", self.at(), len(fresh),
-                  time.perf_counter() - t0, limit, m.cost if m.feasible else float("inf"), " (optimal)" if m.optimal else "")
+        log.debug(
+            "%.1f s: relinking merge of %d new: %.1f s of %.1f, %.6g%s",
+            self.at(),
+            len(fresh),
+            time.perf_counter() - t0,
+            limit,
+            m.cost if m.feasible else float("inf"),
+            " (optimal)" if m.optimal else "",
+        )
         if m.feasible and m.cost < best.cost:
             self.offer(list(m.assignment), m)
             self.merged_at += 1  # its own answer is nothing new to relink
@@ -445,18 +473,29 @@ class _Shared:
         usable best assignment, too little time, the descent is done at the best assignment, or
         it is :attr:`descent_slow` and this round is not one of the last)."""
         best = self.best
-        if (best is None or not self.usable() or left < 2.0 or self.stopped.is_set() or self.descent_abandoned
-                or (self.descent_slow and not last)):
+        if (
+            best is None
+            or not self.usable()
+            or left < 2.0
+            or self.stopped.is_set()
+            or self.descent_abandoned
+            or (self.descent_slow and not last)
+        ):
             return False
         limit = min(NEIGHBOURHOOD_SECONDS, left)
         t0 = time.perf_counter()
         try:
             if last:
-                got = _bounded(lambda: self.descent.step(best.assignment, limit) or best,
-                               LAST_MERGE_OVERRUN * limit + 1.0)
+                got = _bounded(
+                    lambda: self.descent.step(best.assignment, limit) or best, LAST_MERGE_OVERRUN * limit + 1.0
+                )
                 if got is None:
-                    log.debug("%.1f s: last descent round abandoned, still running %.1f s into its %.1f s",
-                              self.at(), time.perf_counter() - t0, limit)
+                    log.debug(
+                        "%.1f s: last descent round abandoned, still running %.1f s into its %.1f s",
+                        self.at(),
+                        time.perf_counter() - t0,
+                        limit,
+                    )
                     self.descent_abandoned = True
                     return False
                 sol: Solution | None = None if got is best else got
@@ -468,11 +507,18 @@ class _Shared:
             return False
         # Only a round given the full NEIGHBOURHOOD_SECONDS counts: one the clock cut short says little,
         # and one at a grown m only caps m (Descent.ceiling).
-        self.descent_slow = self.descent_slow or not (last or sol.optimal or limit < NEIGHBOURHOOD_SECONDS
-                                                      or self.descent.grown)
-        log.debug("%.1f s: neighbourhood round (m = %d): %.1f s of %.1f, %.6g%s", self.at(), self.descent.round_m,
-                  time.perf_counter() - t0, limit, sol.cost if sol.feasible else float("inf"),
-                  " (optimal)" if sol.optimal else "")
+        self.descent_slow = self.descent_slow or not (
+            last or sol.optimal or limit < NEIGHBOURHOOD_SECONDS or self.descent.grown
+        )
+        log.debug(
+            "%.1f s: neighbourhood round (m = %d): %.1f s of %.1f, %.6g%s",
+            self.at(),
+            self.descent.round_m,
+            time.perf_counter() - t0,
+            limit,
+            sol.cost if sol.feasible else float("inf"),
+            " (optimal)" if sol.optimal else "",
+        )
         if sol.feasible and sol.cost < best.cost:
             self.offer(list(sol.assignment), sol)
         return True
@@ -488,8 +534,16 @@ class _Shared:
         return WINDOWS_SHARE * self.time_limit
 
 
-def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta0: float,
-                slice_seconds: int, merging: bool, start: Future[F64]) -> None:
+def _trajectory(
+    shared: _Shared,
+    prof: _Profile,
+    deadline: float,
+    seed: int,
+    eta0: float,
+    slice_seconds: int,
+    merging: bool,
+    start: Future[F64],
+) -> None:
     """One penalty loop (module docstring) with its own toulbar2 worker, feeding ``shared``;
     ``merging``: this loop also makes the merges between rounds; ``start``: the first
     penalties (awaited once the worker has built its network)."""
@@ -546,9 +600,12 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
             # by a merge of the pool, for up to one round's time (NEIGHBOURHOOD_SECONDS) while
             # the descent has rounds to make there, when it has taken no longer than the
             # penalty rounds.
-            if (merging and descent_spent <= rounds_spent
-                    and (t0 - shared.best_at >= stale or shared.best_at >= own_since)
-                    and _descent_slot(shared, t0 + NEIGHBOURHOOD_SECONDS, deadline - build - 1.0)):
+            if (
+                merging
+                and descent_spent <= rounds_spent
+                and (t0 - shared.best_at >= stale or shared.best_at >= own_since)
+                and _descent_slot(shared, t0 + NEIGHBOURHOOD_SECONDS, deadline - build - 1.0)
+            ):
                 stale, own_since = time.perf_counter() - t0, t0
                 descent_spent += time.perf_counter() - t0
                 continue
@@ -557,14 +614,30 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
                 # Every scale taken: go on from this trajectory's cheapest repaired one.
                 cost, last_peak, chosen, prev = min(tried, key=lambda r: r[0])
                 w, tried = base * chosen, []
-                log.debug("%.1f s: trajectory %d goes on from the start prices x%.3g (repaired %.6g)", shared.at(),
-                          seed, chosen, cost)
+                log.debug(
+                    "%.1f s: trajectory %d goes on from the start prices x%.3g (repaired %.6g)",
+                    shared.at(),
+                    seed,
+                    chosen,
+                    cost,
+                )
             it += 1
-            x = solver.solve(w if scale is None else base * scale, min(seconds, int(left - build - keep)), seed + it,
-                             hint=prev if scale is None else None)
-            log.debug("%.1f s: trajectory %d round %d (%d s slice, reserve %.1f s%s)%s", shared.at(), seed, it,
-                      min(seconds, int(left - build - keep)), keep,
-                      "" if scale is None else f", start prices x{scale:.3g}", "" if x is not None else ": nothing found")
+            x = solver.solve(
+                w if scale is None else base * scale,
+                min(seconds, int(left - build - keep)),
+                seed + it,
+                hint=prev if scale is None else None,
+            )
+            log.debug(
+                "%.1f s: trajectory %d round %d (%d s slice, reserve %.1f s%s)%s",
+                shared.at(),
+                seed,
+                it,
+                min(seconds, int(left - build - keep)),
+                keep,
+                "" if scale is None else f", start prices x{scale:.3g}",
+                "" if x is not None else ": nothing found",
+            )
             if solver.interrupted:  # deadline or stop request: its answer (if any) is the last
                 if x is not None:
                     shared.offer(x)
@@ -577,15 +650,27 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
             peak = float(over.max()) if over.size else -1.0
             if log.isEnabledFor(logging.DEBUG):
                 hot_now = prof.node_overflow(over) > 0
-                log.debug("%.1f s: trajectory %d relaxed optimum %.6g, peak %+.2f %% over the limit at point %d; "
-                          "%d hot nodes, mean penalty %.4g (others %.4g)", shared.at(), seed, evaluate(graph, x).cost,
-                          100.0 * peak, int(np.argmax(over)) if over.size else -1, int(hot_now.sum()),
-                          float(w[hot_now].mean()) if hot_now.any() else 0.0,
-                          float(w[~hot_now].mean()) if (~hot_now).any() else 0.0)
+                log.debug(
+                    "%.1f s: trajectory %d relaxed optimum %.6g, peak %+.2f %% over the limit at point %d; "
+                    "%d hot nodes, mean penalty %.4g (others %.4g)",
+                    shared.at(),
+                    seed,
+                    evaluate(graph, x).cost,
+                    100.0 * peak,
+                    int(np.argmax(over)) if over.size else -1,
+                    int(hot_now.sum()),
+                    float(w[hot_now].mean()) if hot_now.any() else 0.0,
+                    float(w[~hot_now].mean()) if (~hot_now).any() else 0.0,
+                )
             if scale is not None:  # a first round: always repaired, pooled, and no penalty step
                 left = deadline - time.perf_counter()
-                p = solve_local(graph, min(max(0.5, 0.3 * slice_seconds), left), initial=x, lagrange_share=0.0,
-                                seed=seed + it) if left > 0.05 else None
+                p = (
+                    solve_local(
+                        graph, min(max(0.5, 0.3 * slice_seconds), left), initial=x, lagrange_share=0.0, seed=seed + it
+                    )
+                    if left > 0.05
+                    else None
+                )
                 if p is not None:
                     shared.offer(list(p.assignment), p)
                 cost = p.cost if p is not None and p.feasible else float("inf")
@@ -602,8 +687,9 @@ def _trajectory(shared: _Shared, prof: _Profile, deadline: float, seed: int, eta
             closest = peak < lowest_peak
             lowest_peak = min(lowest_peak, peak)
             if (peak <= REPAIR_WITHIN or closest or not shared.usable()) and left > 0.05:
-                p = solve_local(graph, min(max(0.5, 0.3 * slice_seconds), left), initial=x,
-                                lagrange_share=0.0, seed=seed + it)
+                p = solve_local(
+                    graph, min(max(0.5, 0.3 * slice_seconds), left), initial=x, lagrange_share=0.0, seed=seed + it
+                )
                 shared.offer(list(p.assignment), p)
             if merging and it % MERGE_EVERY == 0:
                 shared.merge(deadline - time.perf_counter() - build - 1.0 - shared.reserve(), windows=False)
@@ -663,8 +749,12 @@ def _polish(shared: _Shared, deadline: float, threads: int, seed: int) -> None:
     if best is None or left < 1.0 or shared.stopped.is_set():
         return
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        runs = list(pool.map(lambda s: solve_local(shared.graph, left, initial=best.assignment, lagrange_share=0.0, seed=s),
-                             range(seed + 11, seed + 11 + threads)))
+        runs = list(
+            pool.map(
+                lambda s: solve_local(shared.graph, left, initial=best.assignment, lagrange_share=0.0, seed=s),
+                range(seed + 11, seed + 11 + threads),
+            )
+        )
     origin = best.method + "+polish" if best.method in ("merge", "neighbourhood") else "polish"
     for p in sorted(runs, key=lambda r: r.cost):
         if p.feasible and p.cost < best.cost:
@@ -680,8 +770,12 @@ def _start_penalties(graph: StrategyGraph, seconds: float, seed: int) -> F64:
 
 
 def solve_penalty(
-    graph: StrategyGraph, time_limit: float = 10.0, *, seed: int = 0,
-    slice_seconds: int | Sequence[int] = SLICE_SECONDS, trajectories: int = 1,
+    graph: StrategyGraph,
+    time_limit: float = 10.0,
+    *,
+    seed: int = 0,
+    slice_seconds: int | Sequence[int] = SLICE_SECONDS,
+    trajectories: int = 1,
 ) -> Solution:
     """Best feasible assignment the penalty loop of the module docstring finds within
     ``time_limit`` seconds (wall clock). ``slice_seconds``: toulbar2's CPU-time limit per
@@ -708,7 +802,9 @@ def solve_penalty(
         raise SearchError(f"trajectories: expected an integer >= 1, got {trajectories!r}")
     slices = list(slice_seconds) if isinstance(slice_seconds, Sequence) else [slice_seconds]
     if not slices or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in slices):
-        raise SearchError(f"slice_seconds: expected whole seconds >= 1 (one, or one per trajectory), got {slice_seconds!r}")
+        raise SearchError(
+            f"slice_seconds: expected whole seconds >= 1 (one, or one per trajectory), got {slice_seconds!r}"
+        )
     return interruptible(lambda: _solve_penalty(graph, t, seed, slices, trajectories), graph, t)
 
 
@@ -718,8 +814,9 @@ def _solve_penalty(graph: StrategyGraph, t: float, seed: int, slices: list[int],
         return _penalty_loops(graph, t, seed, slices, trajectories, stopped)
 
 
-def _penalty_loops(graph: StrategyGraph, t: float, seed: int, slices: list[int], trajectories: int,
-                   stopped: threading.Event) -> Solution:
+def _penalty_loops(
+    graph: StrategyGraph, t: float, seed: int, slices: list[int], trajectories: int, stopped: threading.Event
+) -> Solution:
     begin = time.perf_counter()
     deadline = begin + t
     if graph.usage_limit is None:
@@ -747,8 +844,9 @@ def _penalty_loops(graph: StrategyGraph, t: float, seed: int, slices: list[int],
     shared.merge(WINDOW_MARGIN * (deadline - time.perf_counter()) - 1.0, windows=False, last=True)
     while shared.descend(WINDOW_MARGIN * (deadline - time.perf_counter()) - 1.0, last=True):
         pass
-    while not stopped.is_set() and not shared.merge(WINDOW_MARGIN * (deadline - time.perf_counter()) - 1.0, windows=True,
-                                                    last=True):
+    while not stopped.is_set() and not shared.merge(
+        WINDOW_MARGIN * (deadline - time.perf_counter()) - 1.0, windows=True, last=True
+    ):
         pass
     _polish(shared, deadline, trajectories, seed)
     seconds = time.perf_counter() - begin

@@ -119,14 +119,31 @@ class Report:
         from shardwise.tables import PrintableTable
 
         t = PrintableTable(title=f"auto_shard ({self.method}) on {self.mesh}", header_style="bold")
-        for col in ("node", "strategy", "MindSpore", "compute (us)", "comm (bytes)", "comm (us)", "collectives", "memory (bytes)"):
+        for col in (
+            "node",
+            "strategy",
+            "MindSpore",
+            "compute (us)",
+            "comm (bytes)",
+            "comm (us)",
+            "collectives",
+            "memory (bytes)",
+        ):
             t.add_column(col, overflow="fold")
         for n in self.nodes:
             if only_sharded and n.strategy == "replicated" and not n.comm_bytes:
                 continue
             strat = n.strategy + (" (user)" if n.configured else "")
-            t.add_row(Text(n.label), Text(strat), Text(n.mindspore), f"{n.compute_seconds * 1e6:.3f}", f"{n.comm_bytes:.0f}", f"{n.comm_seconds * 1e6:.3f}",
-                      Text(" ".join(n.collectives)), str(n.memory))
+            t.add_row(
+                Text(n.label),
+                Text(strat),
+                Text(n.mindspore),
+                f"{n.compute_seconds * 1e6:.3f}",
+                f"{n.comm_bytes:.0f}",
+                f"{n.comm_seconds * 1e6:.3f}",
+                Text(" ".join(n.collectives)),
+                str(n.memory),
+            )
         budget = "none" if self.memory_budget is None else f"{self.memory_budget}"
         t.caption = (
             f"predicted: compute {self.compute_seconds * 1e6:.3f} us, communication {self.comm_bytes:.0f} bytes "
@@ -134,11 +151,15 @@ class Report:
             f"{'' if self.feasible else ', EXCEEDED'}); solver {self.solver_seconds:.2f} s{' (optimal)' if self.optimal else ''}"
         )
         if self.baselines:
-            plans = ", ".join(f"{k} {'does not fit' if v is None else f'{v / 1e6:.3f} us'}" for k, v in self.baselines.items())
+            plans = ", ".join(
+                f"{k} {'does not fit' if v is None else f'{v / 1e6:.3f} us'}" for k, v in self.baselines.items()
+            )
             t.caption += f"; objective {self.objective_ps / 1e6:.3f} us against the textbook plans: {plans}"
         if self.lower_bound_ps is not None:
-            t.caption += (f"; no plan within the budget is below {self.lower_bound_ps / 1e6:.3f} us of objective "
-                          f"(lower bound; gap {100 * (self.gap or 0.0):.2f} %)")
+            t.caption += (
+                f"; no plan within the budget is below {self.lower_bound_ps / 1e6:.3f} us of objective "
+                f"(lower bound; gap {100 * (self.gap or 0.0):.2f} %)"
+            )
         return t
 
 
@@ -175,7 +196,9 @@ def make_report(problem: AutoProblem, solution: Solution) -> Report:
             continue
         plan = problem.reshards.plan(t.shape, t.element_type, src, tgt)
         hidden = plan.seconds - problem.nodes[e.dst].costs[x[e.dst]].exposed(plan.seconds)
-        incoming.setdefault(e.dst, []).append((e.times * plan.bytes, e.times * plan.seconds, tuple(s.kind for s in plan.steps), e.times * hidden))
+        incoming.setdefault(e.dst, []).append(
+            (e.times * plan.bytes, e.times * plan.seconds, tuple(s.kind for s in plan.steps), e.times * hidden)
+        )
     for cr in problem.carried:  # loop-carried results moved to their argument's sharding
         t = cr.value.type
         assert isinstance(t, TensorType)
@@ -189,7 +212,11 @@ def make_report(problem: AutoProblem, solution: Solution) -> Report:
     for i, (nd, xi) in enumerate(zip(problem.nodes, x)):
         c = nd.costs[xi]
         ins = incoming.get(i, [])
-        kinds = tuple(k for _, _, ks, _ in ins for k in ks) + (("reduce_scatter" if nd.strategies[xi].scatter_dims else "all_reduce",) if c.comm_bytes or nd.strategies[xi].reduction_axes else ())
+        kinds = tuple(k for _, _, ks, _ in ins for k in ks) + (
+            ("reduce_scatter" if nd.strategies[xi].scatter_dims else "all_reduce",)
+            if c.comm_bytes or nd.strategies[xi].reduction_axes
+            else ()
+        )
         n = nd.times
         rows.append(NodeReport(
             nd.label, nd.strategies[xi].describe(), nd.configured, n * c.flops, n * c.compute_seconds,
@@ -243,16 +270,22 @@ def diagnose(problem: AutoProblem, solution: Solution, top: int = 3) -> str:
     (each value at its smallest strategy; exact per time point, ``graph.time_points``) and
     the ``top`` nodes using most at the solution's peak, with their bytes per device."""
     g = problem.graph
-    npoints, first, last = g.time_points()
+    _npoints, first, last = g.time_points()
     live = np.nonzero(first < last)[0]
     profile = usage_profile(g, solution.assignment)
     bound = peak_lower_bound(g)
     t = int(np.argmax(profile)) if profile else 0
     at_peak = [int(v) for v in live if first[v] <= t < last[v]]
     at_peak.sort(key=lambda v: -int(g.node_usages(v)[solution.assignment[v]]))
-    heavy = ", ".join(f"{problem.nodes[v].label} {int(g.node_usages(v)[solution.assignment[v]]):,} B" for v in at_peak[:top])
+    heavy = ", ".join(
+        f"{problem.nodes[v].label} {int(g.node_usages(v)[solution.assignment[v]]):,} B" for v in at_peak[:top]
+    )
     budget = g.usage_limit
-    below = f"below {bound:,} B, the least any plan can peak at (every value at its smallest sharding)" if budget is not None and budget < bound else f"no plan found under it; a plan could peak as low as {bound:,} B"
+    below = (
+        f"below {bound:,} B, the least any plan can peak at (every value at its smallest sharding)"
+        if budget is not None and budget < bound
+        else f"no plan found under it; a plan could peak as low as {bound:,} B"
+    )
     return f"memory budget {budget:,} B per device is {below}; the smallest peak found is {solution.peak_usage:,} B ({solution.method}); at that peak: {heavy}"
 
 

@@ -115,7 +115,12 @@ def ilp_refusal(graph: StrategyGraph, time_limit: float) -> str | None:
 
 
 def solve(
-    graph: StrategyGraph, time_limit: float = 10.0, method: str = "auto", *, seed: int = 0, threads: int = 1,
+    graph: StrategyGraph,
+    time_limit: float = 10.0,
+    method: str = "auto",
+    *,
+    seed: int = 0,
+    threads: int = 1,
     initial: Sequence[int] | None = None,
 ) -> Solution:
     """Best assignment of ``graph`` within ``time_limit`` seconds by ``method`` (see module),
@@ -174,15 +179,30 @@ def solve(
     return replace(sol, note=note) if note and not sol.note else sol
 
 
-def _solve(graph: StrategyGraph, t: float, method: str, seed: int, threads: int, terms: int, initial: Sequence[int] | None = None) -> Solution:
+def _solve(
+    graph: StrategyGraph,
+    t: float,
+    method: str,
+    seed: int,
+    threads: int,
+    terms: int,
+    initial: Sequence[int] | None = None,
+) -> Solution:
     """:func:`solve` once the method is known (``auto``: not the ILP)."""
     start = time.perf_counter()
     if method == "auto":
-        if (graph.usage_limit is not None and penalty_available() and graph.num_nodes <= LIMITED_MAX_NODES
-                and _limited_fits(graph)):
+        if (
+            graph.usage_limit is not None
+            and penalty_available()
+            and graph.num_nodes <= LIMITED_MAX_NODES
+            and _limited_fits(graph)
+        ):
             return _with_limited(graph, t, seed, threads)
-        elif (graph.usage_limit is not None and penalty_available()
-              and t >= PENALTY_MIN_ROUNDS * PENALTY_ROUND_SECONDS_PER_TERM * terms):
+        elif (
+            graph.usage_limit is not None
+            and penalty_available()
+            and t >= PENALTY_MIN_ROUNDS * PENALTY_ROUND_SECONDS_PER_TERM * terms
+        ):
             return _hybrid(graph, t, seed, threads)
         else:
             method = "local"
@@ -204,13 +224,26 @@ def _solve(graph: StrategyGraph, t: float, method: str, seed: int, threads: int,
         return replace(warm, seconds=time.perf_counter() - start, note=f"{e}; the local search's answer is kept")
     if warm.feasible and not sol.optimal and (not sol.feasible or warm.cost < sol.cost):
         # HiGHS stopped at the time limit with a worse incumbent than its own warm start had.
-        return replace(warm, seconds=time.perf_counter() - start, note="the ILP stopped at the time limit above its warm start; the local search's answer is kept")
-    return Solution(sol.assignment, sol.cost, sol.peak_usage, sol.feasible, "ilp", sol.optimal,
-                    time.perf_counter() - start, note=sol.note)
+        return replace(
+            warm,
+            seconds=time.perf_counter() - start,
+            note="the ILP stopped at the time limit above its warm start; the local search's answer is kept",
+        )
+    return Solution(
+        sol.assignment,
+        sol.cost,
+        sol.peak_usage,
+        sol.feasible,
+        "ilp",
+        sol.optimal,
+        time.perf_counter() - start,
+        note=sol.note,
+    )
 
 
-def _contracted(graph: StrategyGraph, t: float, seed: int, threads: int, con: Contraction,
-                initial: Sequence[int] | None) -> Solution:
+def _contracted(
+    graph: StrategyGraph, t: float, seed: int, threads: int, con: Contraction, initial: Sequence[int] | None
+) -> Solution:
     """The contracted ILP (module docstring), warm-started by the local-search portfolio for
     :data:`ILP_WARM_SHARE` of the time (at most :data:`ILP_WARM_SECONDS`); when it ends early
     without proving its answer optimal, local search from the best answer for the time left."""
@@ -224,8 +257,14 @@ def _contracted(graph: StrategyGraph, t: float, seed: int, threads: int, con: Co
         # +276 %. Without usage rows the first model takes about 3 s on A, C and D, and the
         # 400 rows its answer breaks most are those that bind (the second model, done 8 to
         # 43 s into the ILP, is optimal).
-        sol = solve_contracted(graph, rest, initial=warm.assignment if warm.feasible else None, con=con,
-                               threads=threads, rows_from_warm=False)
+        sol = solve_contracted(
+            graph,
+            rest,
+            initial=warm.assignment if warm.feasible else None,
+            con=con,
+            threads=threads,
+            rows_from_warm=False,
+        )
     except SearchError:
         sol = warm
     best = _best([sol, warm])
@@ -263,9 +302,12 @@ def _hybrid(graph: StrategyGraph, time_limit: float, seed: int, threads: int) ->
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=threads - trajectories) as pool:
-        futures = [pool.submit(solve_local, graph, time_limit, seed=s) for s in range(seed, seed + threads - trajectories)]
-        pen = solve_penalty(graph, max(time_limit - (time.perf_counter() - start), 0.0), seed=seed,
-                            trajectories=trajectories)
+        futures = [
+            pool.submit(solve_local, graph, time_limit, seed=s) for s in range(seed, seed + threads - trajectories)
+        ]
+        pen = solve_penalty(
+            graph, max(time_limit - (time.perf_counter() - start), 0.0), seed=seed, trajectories=trajectories
+        )
         runs = [f.result() for f in futures]
     return _best(runs + [pen])
 
@@ -291,7 +333,9 @@ def _with_limited(graph: StrategyGraph, time_limit: float, seed: int, threads: i
         return _best([limited.result(), other])
 
 
-def _portfolio(graph: StrategyGraph, time_limit: float, seed: int, threads: int, initial: Sequence[int] | None = None) -> Solution:
+def _portfolio(
+    graph: StrategyGraph, time_limit: float, seed: int, threads: int, initial: Sequence[int] | None = None
+) -> Solution:
     """Local search with seeds ``seed .. seed+threads-1`` in parallel (each from ``initial``
     when given); the best answer (feasible first, then least cost, then lowest seed)."""
     if threads == 1:
@@ -299,5 +343,7 @@ def _portfolio(graph: StrategyGraph, time_limit: float, seed: int, threads: int,
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        runs = list(pool.map(lambda s: solve_local(graph, time_limit, seed=s, initial=initial), range(seed, seed + threads)))
+        runs = list(
+            pool.map(lambda s: solve_local(graph, time_limit, seed=s, initial=initial), range(seed, seed + threads))
+        )
     return _best(runs)

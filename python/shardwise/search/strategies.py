@@ -38,8 +38,17 @@ from shardwise.rules.rule import OpShardingRule
 from shardwise.sharding import DimSharding, TensorSharding
 
 __all__ = [
-    "DEFAULT_MAX_STRATEGIES", "Strategy", "allows", "enumerate_strategies", "free_mesh", "is_closed", "manual_boundary",
-    "rebind", "replicated", "value_strategies", "with_manual",
+    "DEFAULT_MAX_STRATEGIES",
+    "Strategy",
+    "allows",
+    "enumerate_strategies",
+    "free_mesh",
+    "is_closed",
+    "manual_boundary",
+    "rebind",
+    "replicated",
+    "value_strategies",
+    "with_manual",
 ]
 
 #: Default cap on strategies per op (the replicated one included).
@@ -107,7 +116,9 @@ def interned(mesh: Mesh, mesh_name: str, dims: tuple[tuple[str, ...], ...]) -> T
     return s
 
 
-def _sharding(mesh: Mesh, mesh_name: str, mapping: Sequence[Sequence[int]], axes: Sequence[Sequence[str]]) -> TensorSharding:
+def _sharding(
+    mesh: Mesh, mesh_name: str, mapping: Sequence[Sequence[int]], axes: Sequence[Sequence[str]]
+) -> TensorSharding:
     return interned(mesh, mesh_name, tuple(tuple(a for f in dim for a in axes[f]) for dim in mapping))
 
 
@@ -149,7 +160,9 @@ def enumerate_strategies(
     Work: ``(F + 1) ** A`` assignments for ``F`` factors and ``A`` mesh axes. Raises
     :class:`SearchError` for ``max_strategies < 1``."""
     if axes is not None and axes != mesh:
-        found_on = enumerate_strategies(rule, axes, mesh_name=mesh_name, max_strategies=max_strategies, allow_permutation=allow_permutation)
+        found_on = enumerate_strategies(
+            rule, axes, mesh_name=mesh_name, max_strategies=max_strategies, allow_permutation=allow_permutation
+        )
         return rebind(found_on, mesh, mesh_name)
     if max_strategies < 1:
         raise SearchError(f"max_strategies: expected at least 1, got {max_strategies}")
@@ -221,7 +234,11 @@ def replicated(mesh: Mesh, mesh_name: str, rank: int) -> TensorSharding:
 
 
 def value_strategies(
-    shape: Sequence[int], mesh: Mesh, *, mesh_name: str = "mesh", max_strategies: int = DEFAULT_MAX_STRATEGIES,
+    shape: Sequence[int],
+    mesh: Mesh,
+    *,
+    mesh_name: str = "mesh",
+    max_strategies: int = DEFAULT_MAX_STRATEGIES,
     axes: Mesh | None = None,
 ) -> list[Strategy]:
     """Strategies of a function argument of ``shape``: each mesh axis on one dimension or
@@ -242,7 +259,14 @@ def rebind(strategies: Sequence[Strategy], mesh: Mesh, mesh_name: str) -> list[S
         return interned(mesh, mesh_name, tuple(tuple(a.name for a in d.axes) for d in s.dims))
 
     return [
-        Strategy(s.factor_axes, tuple(map(full, s.operands)), tuple(map(full, s.results)), s.reduction_axes, s.shards, s.scatter_dims)
+        Strategy(
+            s.factor_axes,
+            tuple(map(full, s.operands)),
+            tuple(map(full, s.results)),
+            s.reduction_axes,
+            s.shards,
+            s.scatter_dims,
+        )
         for s in strategies
     ]
 
@@ -273,20 +297,35 @@ def free_mesh(mesh: Mesh, manual: Iterable[str]) -> Mesh:
     return Mesh([(a.name, a.size) for a in mesh.axes if a.name not in gone])
 
 
-def with_manual(outer: TensorSharding, local: TensorSharding, manual: Collection[str], mesh: Mesh, mesh_name: str) -> TensorSharding:
+def with_manual(
+    outer: TensorSharding, local: TensorSharding, manual: Collection[str], mesh: Mesh, mesh_name: str
+) -> TensorSharding:
     """The global sharding of a manual computation's operand or result (closed dimensions):
     per dimension the manual axes of ``outer`` (its in- or out-sharding; manual axes are
     major, Shardy's rule) then the free axes of ``local`` (the body value's sharding), the
     manual axes ``outer`` replicates or leaves unreduced kept."""
-    dims = [DimSharding([a for a in od.axes if a.name in manual] + list(ld.axes)) for od, ld in zip(outer.dims, local.dims)]
+    dims = [
+        DimSharding([a for a in od.axes if a.name in manual] + list(ld.axes)) for od, ld in zip(outer.dims, local.dims)
+    ]
     return TensorSharding(
-        mesh, dims, replicated=[a for a in outer.replicated if a.name in manual],
-        unreduced=[a for a in outer.unreduced if a.name in manual], reduction=outer.reduction, mesh_name=mesh_name,
+        mesh,
+        dims,
+        replicated=[a for a in outer.replicated if a.name in manual],
+        unreduced=[a for a in outer.unreduced if a.name in manual],
+        reduction=outer.reduction,
+        mesh_name=mesh_name,
     )
 
 
 def manual_boundary(
-    outer: TensorSharding, local_shape: Sequence[int], manual: Collection[str], side: str, mesh: Mesh, mesh_name: str, cap: int, free: Mesh
+    outer: TensorSharding,
+    local_shape: Sequence[int],
+    manual: Collection[str],
+    side: str,
+    mesh: Mesh,
+    mesh_name: str,
+    cap: int,
+    free: Mesh,
 ) -> tuple[list[Strategy], bool]:
     """The strategies of a manual computation's operand (``side`` ``"in"``) or result
     (``"out"``): each sharding of the body value (type ``local_shape``) over the ``free`` axes
@@ -294,10 +333,14 @@ def manual_boundary(
     open one takes any), paired with the global sharding it makes with ``outer``'s manual axes
     (:func:`with_manual`). Configured (the user's) when every dimension of ``outer`` is closed."""
     user = TensorSharding(
-        mesh, [DimSharding([a for a in od.axes if a.name not in manual], closed=od.closed) for od in outer.dims],
-        replicated=[a for a in outer.replicated if a.name not in manual], mesh_name=mesh_name,
+        mesh,
+        [DimSharding([a for a in od.axes if a.name not in manual], closed=od.closed) for od in outer.dims],
+        replicated=[a for a in outer.replicated if a.name not in manual],
+        mesh_name=mesh_name,
     )  # outer's free part: what it asks of the body value
-    locals_ = [s.results[0] for s in value_strategies(local_shape, mesh, mesh_name=mesh_name, max_strategies=cap, axes=free)]
+    locals_ = [
+        s.results[0] for s in value_strategies(local_shape, mesh, mesh_name=mesh_name, max_strategies=cap, axes=free)
+    ]
     locals_ = [ls for ls in locals_ if allows(user, ls)]
     if not locals_:  # the user's free axes, as written
         locals_ = [TensorSharding(mesh, [DimSharding(d.axes) for d in user.dims], mesh_name=mesh_name)]

@@ -34,7 +34,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, Any
+from typing import IO, Any, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -66,8 +66,13 @@ MAX_SECONDS = 2**31 - 1
 #: seeds) against 1.8646e9 with the defaults (hybrid best-first search; 1.8382e9 in 30 s); on
 #: K: 3.1260e9 against 3.1419e9. (Eliminating variables of degree 2 in preprocessing,
 #: ``elimDegree_preprocessing=2``, made toulbar2 crash on K.)
-RELAXED_OPTIONS: dict[str, int] = {"searchMethod": 2, "vnsInitSol": -4, "lds": 4, "restart": 10000,
-                                   "vnsNeighborVarHeur": 3}
+RELAXED_OPTIONS: dict[str, int] = {
+    "searchMethod": 2,
+    "vnsInitSol": -4,
+    "lds": 4,
+    "restart": 10000,
+    "vnsNeighborVarHeur": 3,
+}
 #: toulbar2's own defaults for the same options, for the whole problem with its knapsack
 #: constraints (:meth:`Network.solve_limited`).
 LIMITED_OPTIONS: dict[str, int] = {"searchMethod": 0, "vnsInitSol": -4, "lds": 0, "restart": -1}
@@ -193,8 +198,12 @@ class Network:
         pos = {v: i for i, v in enumerate(self.free)}
         out = []
         for nodes, room in tightest.items():
-            terms = [(pos[v], s, int(u) - least[v]) for v in nodes for s, u in enumerate(self.red.node_usage[v])
-                     if int(u) > least[v]]
+            terms = [
+                (pos[v], s, int(u) - least[v])
+                for v in nodes
+                for s, u in enumerate(self.red.node_usage[v])
+                if int(u) > least[v]
+            ]
             out.append((terms, room))
         return out
 
@@ -303,7 +312,9 @@ class RelaxedSolver:
         except (OSError, EOFError, ValueError) as e:  # ValueError: the pipe is closed
             self.close()
             if self.interrupted:
-                raise WorkerStopped("toulbar2 worker: interrupted (deadline or stop request) before it answered") from None
+                raise WorkerStopped(
+                    "toulbar2 worker: interrupted (deadline or stop request) before it answered"
+                ) from None
             raise SearchError(f"toulbar2 worker: expected a reply, got {type(e).__name__}: {e}") from None
         finally:
             if timer is not None:
@@ -356,7 +367,7 @@ class RelaxedSolver:
             except OSError:
                 pass
 
-    def __enter__(self) -> RelaxedSolver:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

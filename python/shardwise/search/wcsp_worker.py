@@ -52,7 +52,7 @@ def serve() -> None:
             else:
                 w, seconds, seed, hint = msg
                 send(out, ("ok", net.solve(w, seconds, seed, hint)))
-        except Exception as e:  # reported to the parent, which raises SearchError
+        except Exception as e:  # noqa: BLE001 (reported to the parent, which raises SearchError)
             send(out, ("error", f"{type(e).__name__}: {e}"))
 
 

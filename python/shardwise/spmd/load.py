@@ -22,9 +22,25 @@ from shardwise.ir.rewrite import Uses, erase_op
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["load_partition", "load_meta", "load_global", "load_weights", "global_weights", "run_inputs", "unpartitioned", "check_outdir"]
+__all__ = [
+    "check_outdir",
+    "global_weights",
+    "load_global",
+    "load_meta",
+    "load_partition",
+    "load_weights",
+    "run_inputs",
+    "unpartitioned",
+]
 
-_SDY_COLLECTIVES = ("sdy.all_gather", "sdy.all_slice", "sdy.all_to_all", "sdy.collective_permute", "sdy.all_reduce", "sdy.reduce_scatter")
+_SDY_COLLECTIVES = (
+    "sdy.all_gather",
+    "sdy.all_slice",
+    "sdy.all_to_all",
+    "sdy.collective_permute",
+    "sdy.all_reduce",
+    "sdy.reduce_scatter",
+)
 
 
 #: Rank ``r``'s weight blocks, relative to the partition directory (``spmd.partition.meta``).
@@ -38,12 +54,22 @@ MAX_RANKS = 1 << 16
 def _file(outdir: str | os.PathLike[str], name: str) -> Path:
     path = Path(outdir) / name
     if not path.is_file() and (path.exists() or path.is_symlink()):
-        what = "a directory" if path.is_dir() else "a dangling symbolic link" if not path.exists() else "not a regular file"
+        what = (
+            "a directory"
+            if path.is_dir()
+            else "a dangling symbolic link"
+            if not path.exists()
+            else "not a regular file"
+        )
         raise ShardwiseError(f"{outdir} is not a partition directory: {name} is {what}")
     if not path.is_file():
-        raise ShardwiseError(f"{outdir} is not a partition directory: {name} is missing (write one with 'shardwise partition IN.mlir -o OUTDIR')")
+        raise ShardwiseError(
+            f"{outdir} is not a partition directory: {name} is missing (write one with 'shardwise partition IN.mlir -o OUTDIR')"
+        )
     if path.is_symlink() and Path(outdir).resolve() not in path.resolve().parents:
-        raise ShardwiseError(f"{path} is a symbolic link out of the partition directory (to {path.resolve()}); refusing to read it")
+        raise ShardwiseError(
+            f"{path} is a symbolic link out of the partition directory (to {path.resolve()}); refusing to read it"
+        )
     return path
 
 
@@ -61,7 +87,9 @@ def entry(meta: dict[str, Any], module: Module) -> str:
     func = meta.get("func", "main")
     names = [f.sym_name for f in module.funcs]
     if not isinstance(func, str) or func not in names:
-        raise ShardwiseError(f"meta.json names the function {func!r}, but the partitioned program has {', '.join('@' + n for n in names)}")
+        raise ShardwiseError(
+            f"meta.json names the function {func!r}, but the partitioned program has {', '.join('@' + n for n in names)}"
+        )
     return func
 
 
@@ -124,11 +152,15 @@ def weight_args(meta: dict[str, Any], path: object = "meta.json") -> list[int]:
         or len(set(args)) != len(args)
         or w.get("path") != WEIGHTS_PATH
     ):
-        raise ShardwiseError(f"{path}: weights must be {{'args': [distinct argument indices below {nargs}], 'path': {WEIGHTS_PATH!r}}}, got {str(w)[:80]!r}")
+        raise ShardwiseError(
+            f"{path}: weights must be {{'args': [distinct argument indices below {nargs}], 'path': {WEIGHTS_PATH!r}}}, got {str(w)[:80]!r}"
+        )
     return list(args)
 
 
-def load_weights(outdir: str | os.PathLike[str], rank: int, meta: dict[str, Any] | None = None) -> dict[int, np.ndarray]:
+def load_weights(
+    outdir: str | os.PathLike[str], rank: int, meta: dict[str, Any] | None = None
+) -> dict[int, np.ndarray]:
     """Rank ``rank``'s weight blocks from ``weights/rank{rank}.npz`` (read with
     ``allow_pickle=False``): argument index to an array of that argument's ``local_shape`` and
     dtype in ``meta.json``; ``{}`` when the partition has no weights. ``ShardwiseError`` (one
@@ -150,7 +182,9 @@ def load_weights(outdir: str | os.PathLike[str], rank: int, meta: dict[str, Any]
         with np.load(path, allow_pickle=False) as npz:
             for i in args:
                 if f"arg{i}" not in npz.files:
-                    raise ShardwiseError(f"{path}: no array arg{i} (meta.json lists argument {i} as a weight); it has {', '.join(npz.files[:8]) or 'none'}")
+                    raise ShardwiseError(
+                        f"{path}: no array arg{i} (meta.json lists argument {i} as a weight); it has {', '.join(npz.files[:8]) or 'none'}"
+                    )
                 out[i] = npz[f"arg{i}"]
     except ShardwiseError:
         raise
@@ -166,11 +200,15 @@ def load_weights(outdir: str | os.PathLike[str], rank: int, meta: dict[str, Any]
         if want is not None and a.dtype != want and a.dtype.kind == "V" and a.dtype.itemsize == want.itemsize:
             a = out[i] = a.view(want)  # bf16 and float8 are saved as raw bytes ('|V2')
         if want is None or list(a.shape) != shape or a.dtype != want:
-            raise ShardwiseError(f"{path}: arg{i} has shape {list(a.shape)} {a.dtype.name}; meta.json says local shape {shape} {dtype}")
+            raise ShardwiseError(
+                f"{path}: arg{i} has shape {list(a.shape)} {a.dtype.name}; meta.json says local shape {shape} {dtype}"
+            )
     return out
 
 
-def global_weights(outdir: str | os.PathLike[str], global_module: Module | None = None, meta: dict[str, Any] | None = None) -> dict[int, np.ndarray]:
+def global_weights(
+    outdir: str | os.PathLike[str], global_module: Module | None = None, meta: dict[str, Any] | None = None
+) -> dict[int, np.ndarray]:
     """The global value of every weight, reassembled from all ranks' blocks
     (``weights/rank{r}.npz``) by the argument shardings of the global program: rank ``r``'s
     unpadded block goes to ``TensorSharding.device_slices`` (the inverse of
@@ -230,7 +268,11 @@ def run_inputs(
     which = list(range(n)) if ranks is None else ranks
     wanted = range(n) if global_values else which
     have = loaded or {}
-    shards = {r: have[r] if r in have else load_weights(outdir, r, meta) for r in wanted} if weight_args(meta, Path(outdir) / "meta.json") else {}
+    shards = (
+        {r: have[r] if r in have else load_weights(outdir, r, meta) for r in wanted}
+        if weight_args(meta, Path(outdir) / "meta.json")
+        else {}
+    )
     inputs = [np.asarray(x) for x in random_inputs(global_module.func(func), seed)]
     if shards and global_values:
         for i, a in _assemble(global_module, func, [shards[r] for r in range(n)]).items():

@@ -26,8 +26,9 @@ for all-reduce; one ``max(alpha_a)`` for a collective-permute).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from shardwise import _native
 from shardwise.errors import ShardwiseError
@@ -220,4 +221,14 @@ def plan_reshard(
     return ReshardPlan(tuple(out), total_bytes, seconds, naive_bytes, naive_seconds)
 
 
-__all__ = ["COLLECTIVES", "DEFAULT_BANDWIDTH", "DEFAULT_LATENCY", "CostModel", "Link", "ReshardPlan", "ReshardStep", "dtype_bytes", "plan_reshard"]
+__all__ = [
+    "COLLECTIVES",
+    "DEFAULT_BANDWIDTH",
+    "DEFAULT_LATENCY",
+    "CostModel",
+    "Link",
+    "ReshardPlan",
+    "ReshardStep",
+    "dtype_bytes",
+    "plan_reshard",
+]

@@ -17,7 +17,8 @@ unsharded; otherwise ``ShardwiseError`` is raised (the planner never emits such 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -84,14 +85,18 @@ def _groups(mesh: Mesh, refs: Sequence[AxisRef]) -> dict[int, list[int]]:
 
 
 def _fill_for(dtype: np.dtype[Any]) -> Any:
-    return np.nan if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min if np.issubdtype(dtype, np.integer) else 0
+    return (
+        np.nan if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min if np.issubdtype(dtype, np.integer) else 0
+    )
 
 
 def _shard_count(mesh: Mesh, t: TensorSharding, d: int) -> int:
     return _index(mesh, [0] * len(mesh.axes), t.dims[d].axes)[1]
 
 
-def _check_split(mesh: Mesh, major: Sequence[AxisRef], minor: Sequence[AxisRef], whole: Sequence[AxisRef], what: str) -> None:
+def _check_split(
+    mesh: Mesh, major: Sequence[AxisRef], minor: Sequence[AxisRef], whole: Sequence[AxisRef], what: str
+) -> None:
     """Checks that on every device the index over ``whole`` is the index over ``major`` then
     ``minor`` (``whole`` is ``major`` followed by ``minor``, up to splitting or merging
     sub-axes); raises ``ShardwiseError`` otherwise."""
@@ -125,9 +130,7 @@ def _check_change(shape: Sequence[int], d: int, old: int, new: int) -> None:
         )
 
 
-def shard(
-    array: Array, sharding: TensorSharding, mesh: Mesh, *, fill: Any = None, seed: int = 0
-) -> Shards:
+def shard(array: Array, sharding: TensorSharding, mesh: Mesh, *, fill: Any = None, seed: int = 0) -> Shards:
     """The per-device buffers of ``array`` under ``sharding``. With unreduced axes (sum only),
     each device of an unreduced group holds a random integer-valued addend and the group's sum
     is the block (replicas of one block hold equal addends)."""
@@ -179,7 +182,15 @@ def unshard(shards: Shards, sharding: TensorSharding, mesh: Mesh, shape: Sequenc
     return out
 
 
-def all_gather(shards: Shards, mesh: Mesh, shape: Sequence[int], before: TensorSharding, after: TensorSharding, dim_axes: Sequence[Sequence[AxisRef]], fill: Any) -> Shards:
+def all_gather(
+    shards: Shards,
+    mesh: Mesh,
+    shape: Sequence[int],
+    before: TensorSharding,
+    after: TensorSharding,
+    dim_axes: Sequence[Sequence[AxisRef]],
+    fill: Any,
+) -> Shards:
     """Per dimension ``d``, concatenates the shards of the group over ``dim_axes[d]`` (the
     minor-most axes of ``d`` under ``before``; ``after`` is what remains) in axis order."""
     cur = dict(shards)
@@ -197,7 +208,15 @@ def all_gather(shards: Shards, mesh: Mesh, shape: Sequence[int], before: TensorS
     return cur
 
 
-def all_slice(shards: Shards, mesh: Mesh, shape: Sequence[int], before: TensorSharding, after: TensorSharding, dim_axes: Sequence[Sequence[AxisRef]], fill: Any) -> Shards:
+def all_slice(
+    shards: Shards,
+    mesh: Mesh,
+    shape: Sequence[int],
+    before: TensorSharding,
+    after: TensorSharding,
+    dim_axes: Sequence[Sequence[AxisRef]],
+    fill: Any,
+) -> Shards:
     """Per dimension ``d``, each device keeps its part along the axes ``dim_axes[d]``
     (appended minor-most: ``after`` is ``before`` followed by them)."""
     cur = dict(shards)
@@ -220,7 +239,17 @@ def all_slice(shards: Shards, mesh: Mesh, shape: Sequence[int], before: TensorSh
     return cur
 
 
-def all_to_all(shards: Shards, mesh: Mesh, shape: Sequence[int], before: TensorSharding, after: TensorSharding, src_dim: int, tgt_dim: int, axes: Sequence[AxisRef], fill: Any) -> Shards:
+def all_to_all(
+    shards: Shards,
+    mesh: Mesh,
+    shape: Sequence[int],
+    before: TensorSharding,
+    after: TensorSharding,
+    src_dim: int,
+    tgt_dim: int,
+    axes: Sequence[AxisRef],
+    fill: Any,
+) -> Shards:
     """Moves ``axes`` (the minor-most axes of ``src_dim``) to the minor end of ``tgt_dim``:
     each device splits its buffer along ``tgt_dim`` into one piece per group member and
     concatenates the pieces it receives along ``src_dim``."""
@@ -244,7 +273,9 @@ def all_to_all(shards: Shards, mesh: Mesh, shape: Sequence[int], before: TensorS
     return out
 
 
-def collective_permute(shards: Shards, mesh: Mesh, shape: Sequence[int], before: TensorSharding, after: TensorSharding) -> Shards:
+def collective_permute(
+    shards: Shards, mesh: Mesh, shape: Sequence[int], before: TensorSharding, after: TensorSharding
+) -> Shards:
     """Each device receives the shard it holds under ``after`` from a device that holds it
     under ``before`` with the same unreduced coordinates (per-dimension shard counts must
     agree)."""
@@ -253,11 +284,17 @@ def collective_permute(shards: Shards, mesh: Mesh, shape: Sequence[int], before:
             raise ShardwiseError(f"collective_permute changes the shard count of dim {d}: {before} -> {after}")
     holder: dict[Any, int] = {}
     for pos, dev in enumerate(mesh.devices):
-        key = (tuple(before.device_ranges(shape, dev, meshes=mesh)), _index(mesh, _coords(mesh, pos), before.unreduced)[0])
+        key = (
+            tuple(before.device_ranges(shape, dev, meshes=mesh)),
+            _index(mesh, _coords(mesh, pos), before.unreduced)[0],
+        )
         holder.setdefault(key, dev)
     out = {}
     for pos, dev in enumerate(mesh.devices):
-        key = (tuple(after.device_ranges(shape, dev, meshes=mesh)), _index(mesh, _coords(mesh, pos), after.unreduced)[0])
+        key = (
+            tuple(after.device_ranges(shape, dev, meshes=mesh)),
+            _index(mesh, _coords(mesh, pos), after.unreduced)[0],
+        )
         if key not in holder:
             raise ShardwiseError(f"collective_permute: no device holds the block {key[0]} that device {dev} needs")
         out[dev] = shards[holder[key]].copy()
@@ -277,7 +314,9 @@ def all_reduce(shards: Shards, mesh: Mesh, axes: Sequence[AxisRef], reduction: s
     return out
 
 
-def apply_step(shards: Shards, mesh: Mesh, shape: Sequence[int], before: TensorSharding, step: ReshardStep, *, fill: Any = None) -> Shards:
+def apply_step(
+    shards: Shards, mesh: Mesh, shape: Sequence[int], before: TensorSharding, step: ReshardStep, *, fill: Any = None
+) -> Shards:
     """The buffers after ``step``, from the buffers under ``before``."""
     if fill is None:
         fill = _fill_for(next(iter(shards.values())).dtype)
@@ -299,7 +338,9 @@ def apply_step(shards: Shards, mesh: Mesh, shape: Sequence[int], before: TensorS
     raise ShardwiseError(f"unknown collective {step.kind!r}")
 
 
-def run_plan(shards: Shards, mesh: Mesh, shape: Sequence[int], src: TensorSharding, plan: ReshardPlan, *, fill: Any = None) -> Shards:
+def run_plan(
+    shards: Shards, mesh: Mesh, shape: Sequence[int], src: TensorSharding, plan: ReshardPlan, *, fill: Any = None
+) -> Shards:
     """Applies every step of ``plan`` to the buffers of a tensor sharded as ``src``."""
     before = src
     for step in plan.steps:
@@ -308,4 +349,14 @@ def run_plan(shards: Shards, mesh: Mesh, shape: Sequence[int], src: TensorShardi
     return shards
 
 
-__all__ = ["all_gather", "all_reduce", "all_slice", "all_to_all", "apply_step", "collective_permute", "run_plan", "shard", "unshard"]
+__all__ = [
+    "all_gather",
+    "all_reduce",
+    "all_slice",
+    "all_to_all",
+    "apply_step",
+    "collective_permute",
+    "run_plan",
+    "shard",
+    "unshard",
+]

@@ -27,16 +27,23 @@ from shardwise.errors import MeshError, ProgramError
 from shardwise.files import check_replaceable
 from shardwise.ir.core import Module
 from shardwise.mesh import Mesh
-from shardwise.spmd.partition.global_step import Collective, drop_empty_meshes, drop_unused_meshes, lower_to_collectives, replicate_unsupported, single_mesh
-from shardwise.spmd.partition.groups import check_device_ids
+from shardwise.spmd.load import MAX_RANKS
 from shardwise.spmd.partition.chlo_rules import chlo_rules
+from shardwise.spmd.partition.global_step import (
+    Collective,
+    drop_empty_meshes,
+    drop_unused_meshes,
+    lower_to_collectives,
+    replicate_unsupported,
+    single_mesh,
+)
+from shardwise.spmd.partition.groups import check_device_ids
 from shardwise.spmd.partition.inline import inline_calls
 from shardwise.spmd.partition.local_step import localize
-from shardwise.spmd.load import MAX_RANKS
 from shardwise.spmd.partition.meta import Weights, build_meta, check_weights, is_partition_dir, write_outdir
 from shardwise.spmd.redistribute import CostModel
 
-__all__ = ["Collective", "Partition", "entry_func", "partition", "needs_propagation"]
+__all__ = ["Collective", "Partition", "entry_func", "needs_propagation", "partition"]
 
 
 @dataclass
@@ -80,10 +87,16 @@ def entry_func(module: Module) -> str:
     names = [f.sym_name for f in module.funcs]
     if "main" in names:
         return "main"
-    public = [f.sym_name for f in module.funcs if f.regions[0].blocks and f.attributes.get("sym_visibility", '"public"') != '"private"']
+    public = [
+        f.sym_name
+        for f in module.funcs
+        if f.regions[0].blocks and f.attributes.get("sym_visibility", '"public"') != '"private"'
+    ]
     if len(public) == 1:
         return public[0]
-    raise ProgramError(f"partitioning runs @main or the module's only public function; the module has {', '.join('@' + n for n in names) or 'no function'}")
+    raise ProgramError(
+        f"partitioning runs @main or the module's only public function; the module has {', '.join('@' + n for n in names) or 'no function'}"
+    )
 
 
 def needs_propagation(module: Module) -> bool:
@@ -97,7 +110,12 @@ def needs_propagation(module: Module) -> bool:
         for v in op.results:
             s = v.sharding
             if s is None:
-                if op.name not in ("sdy.constant", "stablehlo.constant") and v.type.rank > 0 and op.parent is not None and _in_main_flow(op):
+                if (
+                    op.name not in ("sdy.constant", "stablehlo.constant")
+                    and v.type.rank > 0
+                    and op.parent is not None
+                    and _in_main_flow(op)
+                ):
                     unsharded_result = True
                 continue
             if any(d.is_open for d in s.dims):
@@ -116,7 +134,15 @@ def _in_main_flow(op: Any) -> bool:
 
     p = parent_op(op)
     while p is not None:
-        if p.name in ("stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.sort", "stablehlo.scatter", "stablehlo.select_and_scatter", "stablehlo.all_reduce", "stablehlo.reduce_scatter"):
+        if p.name in (
+            "stablehlo.reduce",
+            "stablehlo.reduce_window",
+            "stablehlo.sort",
+            "stablehlo.scatter",
+            "stablehlo.select_and_scatter",
+            "stablehlo.all_reduce",
+            "stablehlo.reduce_scatter",
+        ):
             return False
         if p.name == "func.func":
             return True
@@ -174,7 +200,9 @@ def partition(
         raise ProgramError("the module has no sdy.mesh; pass mesh= (e.g. --mesh x=2,y=4)")
     mesh_name, the_mesh = single_mesh(work)
     if the_mesh.size > MAX_RANKS:
-        raise ProgramError(f"partitioning writes one program per device: mesh @{mesh_name} = {the_mesh} has {the_mesh.size} devices, at most {MAX_RANKS} are supported")
+        raise ProgramError(
+            f"partitioning writes one program per device: mesh @{mesh_name} = {the_mesh} has {the_mesh.size} devices, at most {MAX_RANKS} are supported"
+        )
     check_device_ids(the_mesh)
     arrays = check_weights(work.func(entry_func(work)), weights)  # before the work
     with chlo_rules():

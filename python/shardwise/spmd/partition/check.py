@@ -90,7 +90,9 @@ def _fill(dtype: np.dtype[Any]) -> Any:
     return np.nan if dtype.kind in "fc" else 0
 
 
-def shard_inputs(global_module: Module, inputs: list[Any], num_ranks: int, func: str = "main", *, ranks: Sequence[int] | None = None) -> list[list[Any]]:
+def shard_inputs(
+    global_module: Module, inputs: list[Any], num_ranks: int, func: str = "main", *, ranks: Sequence[int] | None = None
+) -> list[list[Any]]:
     """Per rank (of ``ranks``, all ``num_ranks`` when ``None``), the padded local block of each
     global input (by the argument shardings of ``global_module``'s ``func``; padding filled with
     NaN for floats, 0 otherwise)."""
@@ -186,7 +188,12 @@ def _compare(i: int, ref: np.ndarray, blocks: _Blocks, exact: np.ndarray | None)
         if _is_float(ref.dtype):
             worst = max(worst, _max_diff(got, want))
         else:
-            worst = max(worst, 0.0 if np.array_equal(got, want) else float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max()))
+            worst = max(
+                worst,
+                0.0
+                if np.array_equal(got, want)
+                else float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max()),
+            )
     scale = _scale(ref)
     rel = worst / scale
     if rel <= rtol or not _is_float(ref.dtype) or exact is None or worst == float("inf"):
@@ -198,7 +205,15 @@ def _compare(i: int, ref: np.ndarray, blocks: _Blocks, exact: np.ndarray | None)
     return OutputCheck(i, tuple(ref.shape), str(ref.dtype), worst, rel, rtol, part <= bound, part, own, bound)
 
 
-def check_partition(original: Module, global_module: Module, ranks: list[Module], *, seed: int = 0, func: str = "main", device: str = "cpu") -> CheckResult:
+def check_partition(
+    original: Module,
+    global_module: Module,
+    ranks: list[Module],
+    *,
+    seed: int = 0,
+    func: str = "main",
+    device: str = "cpu",
+) -> CheckResult:
     """Runs ``ranks`` (rank ``r`` on device ``r``) in the SPMD simulator on the blocks of random
     inputs (``random_inputs(seed)`` of ``original``'s ``func``) and compares each rank's block of
     every result (by ``global_module``'s result shardings) with ``original`` run by the same
@@ -211,7 +226,15 @@ def check_partition(original: Module, global_module: Module, ranks: list[Module]
     without CuPy or a GPU."""
     f = original.func(func)
     inputs = [np.asarray(x) for x in random_inputs(f, seed)]
-    return check_with_inputs(original, global_module, ranks, inputs, shard_inputs(global_module, inputs, len(ranks), func), func=func, device=device)
+    return check_with_inputs(
+        original,
+        global_module,
+        ranks,
+        inputs,
+        shard_inputs(global_module, inputs, len(ranks), func),
+        func=func,
+        device=device,
+    )
 
 
 def check_with_inputs(
@@ -230,8 +253,15 @@ def check_with_inputs(
     ref = [to_host(x) for x in run(original, to_device(xp, inputs), func=func, xp=xp)]
     sim = simulate(ranks, [to_device(xp, blocks) for blocks in local], xp=xp, func=func)
     outputs = [[to_host(x) for x in out] for out in sim.outputs]
-    checks = compare_outputs(global_module, ref, outputs, func, exact=lambda: run(original, list(inputs), func=func, wide=True))
-    return CheckResult(checks, list(sim.collectives[0]) if sim.collectives else [], list(sim.peak_bytes), [sim.bytes_sent(r) for r in range(len(ranks))])
+    checks = compare_outputs(
+        global_module, ref, outputs, func, exact=lambda: run(original, list(inputs), func=func, wide=True)
+    )
+    return CheckResult(
+        checks,
+        list(sim.collectives[0]) if sim.collectives else [],
+        list(sim.peak_bytes),
+        [sim.bytes_sent(r) for r in range(len(ranks))],
+    )
 
 
 def compare_outputs(

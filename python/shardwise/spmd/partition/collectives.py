@@ -26,7 +26,7 @@ from shardwise.sharding import AxisRef, TensorSharding
 from shardwise.spmd.partition.emit import Emitter
 from shardwise.spmd.partition.groups import axis_size, ceil_div, groups, index_over
 
-__all__ = ["BlockState", "lower_collective", "parse_axis_lists", "parse_axis_list"]
+__all__ = ["BlockState", "lower_collective", "parse_axis_list", "parse_axis_lists"]
 
 _AXIS = re.compile(r'"[^"]*"(?::\(\d+\)\d+)?')
 
@@ -60,7 +60,9 @@ class BlockState:
 
     def start(self, k: int, axes: list[AxisRef] | None = None, device: int | None = None) -> int:
         axes = self.dims[k] if axes is None else axes
-        return index_over(self.mesh, self.rank if device is None else device, axes) * ceil_div(self.shape[k], self.count(axes))
+        return index_over(self.mesh, self.rank if device is None else device, axes) * ceil_div(
+            self.shape[k], self.count(axes)
+        )
 
     def block(self, device: int) -> tuple[int, ...]:
         return tuple(index_over(self.mesh, device, d) for d in self.dims)
@@ -77,13 +79,17 @@ class _Lowering:
         if not axes:
             return x
         if st.dims[k][len(st.dims[k]) - len(axes) :] != axes:
-            raise self.fail(f"all-gather axes {[str(a) for a in axes]} are not the minor end of dimension {k}'s {[str(a) for a in st.dims[k]]}")
+            raise self.fail(
+                f"all-gather axes {[str(a) for a in axes]} are not the minor end of dimension {k}'s {[str(a) for a in st.dims[k]]}"
+            )
         old = st.local(k)
         rest = st.dims[k][: len(st.dims[k]) - len(axes)]
         new = st.local(k, rest)
         n = st.count(axes)
         if rest and old * n != new:
-            raise self.fail(f"dimension {k} of size {st.shape[k]}: padded blocks of {old} gathered {n} ways do not nest in blocks of {new}")
+            raise self.fail(
+                f"dimension {k} of size {st.shape[k]}: padded blocks of {old} gathered {n} ways do not nest in blocks of {new}"
+            )
         y = self.em.all_gather(x, k, groups(self.mesh, axes))
         st.dims[k] = rest
         return y if old * n == new else self.em.slice(y, k, 0, new)
@@ -95,7 +101,9 @@ class _Lowering:
         new_axes = st.dims[k] + axes
         new, new_start = st.local(k, new_axes), st.start(k, new_axes)
         if st.dims[k] and old != new * st.count(axes):
-            raise self.fail(f"dimension {k} of size {st.shape[k]}: blocks of {old} sliced {st.count(axes)} ways are not blocks of {new}")
+            raise self.fail(
+                f"dimension {k} of size {st.shape[k]}: blocks of {old} sliced {st.count(axes)} ways are not blocks of {new}"
+            )
         st.dims[k] = new_axes
         return self.em.window(x, k, new_start - old_start, new)
 

@@ -108,7 +108,11 @@ def replicated_dims(op: Op) -> tuple[list[set[int]], list[set[int]]] | None:
         # dimension it ranks stays whole.
         return _same_dims(op, {_rank(op.operands[0]) - 1})
     if name == "stablehlo.sort":
-        return _same_dims(op, {parse_int(op.attributes.get("dimension", "-1 : i64")) % max(_rank(op.operands[0]), 1)}, len(op.operands))
+        return _same_dims(
+            op,
+            {parse_int(op.attributes.get("dimension", "-1 : i64")) % max(_rank(op.operands[0]), 1)},
+            len(op.operands),
+        )
     if name == "stablehlo.reduce_window" and len(op.operands) == 2 and body_kind(op.regions[0]) is not None:
         rank = _rank(op.operands[0])
         ones = (1,) * rank
@@ -140,13 +144,21 @@ def replicated_dims(op: Op) -> tuple[list[set[int]], list[set[int]]] | None:
         batching = set(dn.get("operand_batching_dims", []))
         ivd = dn.get("index_vector_dim", 0)  # the default (0) is not printed
         sizes = parse_array(op.attributes["slice_sizes"])
-        passing = _offset_pass_through(shape, [sizes[d] for d in range(len(shape))], dn.get("offset_dims", []), set(dn.get("collapsed_slice_dims", [])) | batching)
+        passing = _offset_pass_through(
+            shape,
+            [sizes[d] for d in range(len(shape))],
+            dn.get("offset_dims", []),
+            set(dn.get("collapsed_slice_dims", [])) | batching,
+        )
         # Collapsed dimensions the indices address (index-parallel: a row-sharded embedding
         # table): each rank gathers its own rows, zeros the others and the rule's reduction
         # factor all-reduces them (``local_step.shift_indices`` / ``mask_gather``).
         indexed = set(dn.get("collapsed_slice_dims", [])) & set(dn.get("start_index_map", []))
         return (
-            [set(range(len(shape))) - batching - set(passing) - indexed, {ivd} if ivd < _rank(op.operands[1]) else set()],
+            [
+                set(range(len(shape))) - batching - set(passing) - indexed,
+                {ivd} if ivd < _rank(op.operands[1]) else set(),
+            ],
             [set(dn.get("offset_dims", [])) - set(passing.values())],
         )
     if name == "stablehlo.scatter" and len(op.operands) == 3:
@@ -213,7 +225,9 @@ def replicated_dims(op: Op) -> tuple[list[set[int]], list[set[int]]] | None:
     return _all(op)
 
 
-def _offset_pass_through(shape: tuple[int, ...], sizes: Sequence[int], offset_dims: Sequence[int], skipped: set[int]) -> dict[int, int]:
+def _offset_pass_through(
+    shape: tuple[int, ...], sizes: Sequence[int], offset_dims: Sequence[int], skipped: set[int]
+) -> dict[int, int]:
     """Operand dimension -> slices (result or updates) dimension, for the offset dimensions
     taken whole: offset dims map in order to the operand dims that are neither collapsed nor
     batching (``skipped``), as in Shardy's ``addGatherScatterFactors``."""

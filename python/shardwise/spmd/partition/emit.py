@@ -11,7 +11,14 @@ from shardwise.ir.types import TensorType
 
 __all__ = ["Emitter", "zero_text"]
 
-_REDUCE_OPS = {"add": "stablehlo.add", "mul": "stablehlo.multiply", "max": "stablehlo.maximum", "min": "stablehlo.minimum", "and": "stablehlo.and", "or": "stablehlo.or"}
+_REDUCE_OPS = {
+    "add": "stablehlo.add",
+    "mul": "stablehlo.multiply",
+    "max": "stablehlo.maximum",
+    "min": "stablehlo.minimum",
+    "and": "stablehlo.and",
+    "or": "stablehlo.or",
+}
 
 
 def _i64s(v: Sequence[int]) -> str:
@@ -78,7 +85,11 @@ class Emitter:
         assert isinstance(t, TensorType)
         hi = [0] * t.rank
         hi[dim] = amount
-        attrs = {"edge_padding_low": _i64s([0] * t.rank), "edge_padding_high": _i64s(hi), "interior_padding": _i64s([0] * t.rank)}
+        attrs = {
+            "edge_padding_low": _i64s([0] * t.rank),
+            "edge_padding_high": _i64s(hi),
+            "interior_padding": _i64s([0] * t.rank),
+        }
         return self._put(Op("stablehlo.pad", [x, fill], [self._with_dim(t, dim, t.shape[dim] + amount)], attrs))
 
     def window(self, x: Value, dim: int, start: int, length: int) -> Value:
@@ -89,7 +100,9 @@ class Emitter:
         lo, hi = min(start, size), min(start + length, size)
         y = x if (lo, hi) == (0, size) else self.slice(x, dim, lo, hi)
         if hi - lo < length:
-            y = self.pad_high(y, dim, length - (hi - lo), self.constant(zero_text(t.element_type), TensorType((), t.element_type)))
+            y = self.pad_high(
+                y, dim, length - (hi - lo), self.constant(zero_text(t.element_type), TensorType((), t.element_type))
+            )
         return y
 
     def concatenate(self, xs: Sequence[Value], dim: int) -> Value:
@@ -99,7 +112,9 @@ class Emitter:
         for x in xs:
             assert isinstance(x.type, TensorType)
             size += x.type.shape[dim]
-        return self._put(Op("stablehlo.concatenate", list(xs), [self._with_dim(t, dim, size)], {"dimension": f"{dim} : i64"}))
+        return self._put(
+            Op("stablehlo.concatenate", list(xs), [self._with_dim(t, dim, size)], {"dimension": f"{dim} : i64"})
+        )
 
     def add(self, x: Value, y: Value) -> Value:
         return self._put(Op("stablehlo.add", [x, y], [x.type]))
@@ -118,7 +133,14 @@ class Emitter:
     def broadcast_in_dim(self, x: Value, shape: Sequence[int], dims: Sequence[int]) -> Value:
         t = x.type
         assert isinstance(t, TensorType)
-        return self._put(Op("stablehlo.broadcast_in_dim", [x], [TensorType(tuple(shape), t.element_type)], {"broadcast_dimensions": _i64s(dims)}))
+        return self._put(
+            Op(
+                "stablehlo.broadcast_in_dim",
+                [x],
+                [TensorType(tuple(shape), t.element_type)],
+                {"broadcast_dimensions": _i64s(dims)},
+            )
+        )
 
     def reshape(self, x: Value, shape: Sequence[int]) -> Value:
         t = x.type
@@ -139,19 +161,35 @@ class Emitter:
     def all_gather(self, x: Value, dim: int, groups: list[list[int]]) -> Value:
         t = x.type
         assert isinstance(t, TensorType)
-        attrs = {"all_gather_dim": f"{dim} : i64", "replica_groups": _dense_i64(groups), "channel_handle": self._channel(), "use_global_device_ids": "unit"}
-        return self._put(Op("stablehlo.all_gather", [x], [self._with_dim(t, dim, t.shape[dim] * len(groups[0]))], attrs))
+        attrs = {
+            "all_gather_dim": f"{dim} : i64",
+            "replica_groups": _dense_i64(groups),
+            "channel_handle": self._channel(),
+            "use_global_device_ids": "unit",
+        }
+        return self._put(
+            Op("stablehlo.all_gather", [x], [self._with_dim(t, dim, t.shape[dim] * len(groups[0]))], attrs)
+        )
 
     def all_reduce(self, x: Value, kind: str, groups: list[list[int]]) -> Value:
         t = x.type
         assert isinstance(t, TensorType)
-        attrs = {"replica_groups": _dense_i64(groups), "channel_handle": self._channel(), "use_global_device_ids": "unit"}
+        attrs = {
+            "replica_groups": _dense_i64(groups),
+            "channel_handle": self._channel(),
+            "use_global_device_ids": "unit",
+        }
         return self._put(Op("stablehlo.all_reduce", [x], [t], attrs, [self._body(kind, t.element_type)]))
 
     def reduce_scatter(self, x: Value, dim: int, kind: str, groups: list[list[int]]) -> Value:
         t = x.type
         assert isinstance(t, TensorType)
-        attrs = {"scatter_dimension": f"{dim} : i64", "replica_groups": _dense_i64(groups), "channel_handle": self._channel(), "use_global_device_ids": "unit"}
+        attrs = {
+            "scatter_dimension": f"{dim} : i64",
+            "replica_groups": _dense_i64(groups),
+            "channel_handle": self._channel(),
+            "use_global_device_ids": "unit",
+        }
         out = self._with_dim(t, dim, t.shape[dim] // len(groups[0]))
         return self._put(Op("stablehlo.reduce_scatter", [x], [out], attrs, [self._body(kind, t.element_type)]))
 
@@ -159,8 +197,18 @@ class Emitter:
         t = x.type
         assert isinstance(t, TensorType)
         n = len(groups[0])
-        out = self._with_dim(self._with_dim(t, split, t.shape[split] // n), concat, t.shape[concat] * n if split != concat else t.shape[concat])
-        attrs = {"split_dimension": f"{split} : i64", "concat_dimension": f"{concat} : i64", "split_count": f"{n} : i64", "replica_groups": _dense_i64(groups), "channel_handle": self._channel()}
+        out = self._with_dim(
+            self._with_dim(t, split, t.shape[split] // n),
+            concat,
+            t.shape[concat] * n if split != concat else t.shape[concat],
+        )
+        attrs = {
+            "split_dimension": f"{split} : i64",
+            "concat_dimension": f"{concat} : i64",
+            "split_count": f"{n} : i64",
+            "replica_groups": _dense_i64(groups),
+            "channel_handle": self._channel(),
+        }
         return self._put(Op("stablehlo.all_to_all", [x], [out], attrs))
 
     def collective_permute(self, x: Value, pairs: list[tuple[int, int]]) -> Value:

@@ -64,7 +64,9 @@ def single_mesh(module: Module) -> tuple[str, Mesh]:
         if not meshes:
             raise ProgramError("partitioning needs an sdy.mesh with axes in the module, got none")
         users = _mesh_users(module)
-        where = "; ".join(f"@{k} = {m}" + (f" (e.g. {users[k]})" if k in users else " (unused)") for k, m in meshes.items())
+        where = "; ".join(
+            f"@{k} = {m}" + (f" (e.g. {users[k]})" if k in users else " (unused)") for k, m in meshes.items()
+        )
         raise ProgramError(
             f"partitioning puts a program on one mesh, but this module has {len(meshes)} meshes with axes: {where}; "
             "reshard its values onto one mesh (the Shardonnay RFC's per-tensor meshes are not partitioned yet)"
@@ -153,7 +155,15 @@ def _relaxed(s: TensorSharding, dims: set[int]) -> TensorSharding:
 #: Ops whose tensor operands and result correspond dimension by dimension, every dimension
 #: they do not need whole being computed block by block.
 _SAME_DIMS = frozenset(
-    {"stablehlo.slice", "stablehlo.pad", "stablehlo.concatenate", "stablehlo.sort", "stablehlo.reverse", "stablehlo.dynamic_slice", "stablehlo.reduce_window"}
+    {
+        "stablehlo.slice",
+        "stablehlo.pad",
+        "stablehlo.concatenate",
+        "stablehlo.sort",
+        "stablehlo.reverse",
+        "stablehlo.dynamic_slice",
+        "stablehlo.reduce_window",
+    }
 )
 
 
@@ -205,7 +215,13 @@ def _axis_move(mesh: Mesh, op: Op, need: tuple[list[set[int]], list[set[int]]], 
         ok = True
         for v, sh, _ in tensors:
             t = v.type
-            if sh is None or not isinstance(t, TensorType) or len(sh.dims) != rank or tuple(sh.dims[d].axes) != axes or t.shape[d] % n:
+            if (
+                sh is None
+                or not isinstance(t, TensorType)
+                or len(sh.dims) != rank
+                or tuple(sh.dims[d].axes) != axes
+                or t.shape[d] % n
+            ):
                 return None  # not the same axes everywhere, or padded blocks (no all-to-all)
             if tuple(sh.dims[e].axes) != tuple(first.dims[e].axes) or t.shape[e] % (_count(mesh, sh.dims[e].axes) * n):
                 ok = False
@@ -261,7 +277,9 @@ def _needs(mesh: Mesh, op: Op, uses: Uses) -> tuple[list[set[int]], list[set[int
 
 def _needs_by_kind(mesh: Mesh, op: Op, uses: Uses) -> tuple[list[set[int]], list[set[int]]] | None:
     if op.name == "stablehlo.reshape":
-        if _padded(mesh, op.operands[0], get_sharding(op.operands[0], uses)) or _padded(mesh, op.results[0], op.results[0].sharding):
+        if _padded(mesh, op.operands[0], get_sharding(op.operands[0], uses)) or _padded(
+            mesh, op.results[0], op.results[0].sharding
+        ):
             return [set(range(op.operands[0].type.rank))], [set(range(op.results[0].type.rank))]
         return None
     if op.name in ("sdy.constant", "stablehlo.constant"):
@@ -281,7 +299,11 @@ def _needs_by_kind(mesh: Mesh, op: Op, uses: Uses) -> tuple[list[set[int]], list
     if grouped is not None:
         groups, lhs_g, rhs_o, out_f = grouped
         lhs, rhs = op.operands
-        counts = {_shard_count(mesh, lhs, get_sharding(lhs, uses), lhs_g), _shard_count(mesh, rhs, get_sharding(rhs, uses), rhs_o), _shard_count(mesh, op.results[0], op.results[0].sharding, out_f)}
+        counts = {
+            _shard_count(mesh, lhs, get_sharding(lhs, uses), lhs_g),
+            _shard_count(mesh, rhs, get_sharding(rhs, uses), rhs_o),
+            _shard_count(mesh, op.results[0], op.results[0].sharding, out_f),
+        }
         if len(counts) != 1 or groups % max(counts) or _padded(mesh, lhs, get_sharding(lhs, uses)):
             # The groups cannot be split evenly over the shards: those dims stay whole too.
             operand_dims, result_dims = need
@@ -359,7 +381,14 @@ def _axis_list(axes: tuple[AxisRef, ...]) -> str:
     return "#sdy<axis_ref_list{" + ", ".join(str(a) for a in axes) + "}>"
 
 
-def _attrs(step_kind: str, dim_axes: tuple[tuple[AxisRef, ...], ...], axes: tuple[AxisRef, ...], src: int | None, tgt: int | None, reduction: str | None) -> dict[str, str]:
+def _attrs(
+    step_kind: str,
+    dim_axes: tuple[tuple[AxisRef, ...], ...],
+    axes: tuple[AxisRef, ...],
+    src: int | None,
+    tgt: int | None,
+    reduction: str | None,
+) -> dict[str, str]:
     if step_kind == "all_gather":
         return {"gathering_axes": _axis_lists(dim_axes)}
     if step_kind == "all_slice":
@@ -388,7 +417,11 @@ def merge_equal_reshards(func: Func, uses: Uses) -> int:
     for block in blocks:
         first: dict[tuple[int, str, str], Op] = {}
         for op in list(block.ops):
-            s = op.results[0].sharding if op.name in _LOWERED and len(op.operands) == 1 and len(op.results) == 1 else None
+            s = (
+                op.results[0].sharding
+                if op.name in _LOWERED and len(op.operands) == 1 and len(op.results) == 1
+                else None
+            )
             if s is None:
                 continue
             key = (id(op.operands[0]), op.name, str(s))
@@ -400,7 +433,9 @@ def merge_equal_reshards(func: Func, uses: Uses) -> int:
     return removed
 
 
-def _lower_reshard(op: Op, uses: Uses, mesh_name: str, mesh: Mesh, model: CostModel, out: dict[int, Collective]) -> None:
+def _lower_reshard(
+    op: Op, uses: Uses, mesh_name: str, mesh: Mesh, model: CostModel, out: dict[int, Collective]
+) -> None:
     v = op.operands[0]
     tgt = op.results[0].sharding
     t = v.type
@@ -411,7 +446,13 @@ def _lower_reshard(op: Op, uses: Uses, mesh_name: str, mesh: Mesh, model: CostMo
     current = v
     for step in plan.steps:
         attrs = _attrs(step.kind, step.dim_axes, step.axes, step.src_dim, step.tgt_dim, step.reduction)
-        new = _step_op(step.kind, current, step.out.bind(mesh, mesh_name=mesh_name) if step.out.mesh is None else step.out, attrs, op.location)
+        new = _step_op(
+            step.kind,
+            current,
+            step.out.bind(mesh, mesh_name=mesh_name) if step.out.mesh is None else step.out,
+            attrs,
+            op.location,
+        )
         insert_before(op, new)
         uses.add(new)
         out[id(new)] = Collective(f"sdy.{step.kind}", op.where(), t.shape, t.element_type, step.bytes, step.text)
@@ -436,7 +477,16 @@ def _local_permutes(op: Op, uses: Uses, mesh_name: str, mesh: Mesh, model: CostM
             n = 1
             for d in local:
                 n *= d
-            out.append(Collective("sdy.collective_permute", op.where(), t.shape, t.element_type, model.cost("collective_permute", mesh, axes, n * width)[0], "reverse: blocks swapped with their mirrors"))
+            out.append(
+                Collective(
+                    "sdy.collective_permute",
+                    op.where(),
+                    t.shape,
+                    t.element_type,
+                    model.cost("collective_permute", mesh, axes, n * width)[0],
+                    "reverse: blocks swapped with their mirrors",
+                )
+            )
         return out
     for d, h in halos(mesh, op, t, src, rt, op.results[0].sharding).items():
         for side, amount in (("left", h.left), ("right", h.right)):
@@ -446,7 +496,16 @@ def _local_permutes(op: Op, uses: Uses, mesh_name: str, mesh: Mesh, model: CostM
             for k, size in enumerate(local):
                 n *= size if k != d else 1
             text = f"halo exchange: {amount} elements of dim {d} from the {'previous' if side == 'left' else 'next'} block along {{{', '.join(str(a) for a in h.axes)}}}"
-            out.append(Collective("sdy.collective_permute", op.where(), t.shape, t.element_type, model.cost("collective_permute", mesh, list(h.axes), n * width)[0], text))
+            out.append(
+                Collective(
+                    "sdy.collective_permute",
+                    op.where(),
+                    t.shape,
+                    t.element_type,
+                    model.cost("collective_permute", mesh, list(h.axes), n * width)[0],
+                    text,
+                )
+            )
     return out
 
 
@@ -510,7 +569,15 @@ def lower_to_collectives(module: Module, func: Func, model: CostModel | None = N
     return out
 
 
-def _collectives_of(op: Op, uses: Uses, mesh_name: str, mesh: Mesh, model: CostModel, planned: dict[int, Collective], out: list[Collective]) -> None:
+def _collectives_of(
+    op: Op,
+    uses: Uses,
+    mesh_name: str,
+    mesh: Mesh,
+    model: CostModel,
+    planned: dict[int, Collective],
+    out: list[Collective],
+) -> None:
     """Appends the collectives of ``op`` (one run of it) to ``out``."""
     if id(op) in planned and op.parent is not None:
         out.append(planned[id(op)])
@@ -521,17 +588,33 @@ def _collectives_of(op: Op, uses: Uses, mesh_name: str, mesh: Mesh, model: CostM
     if op.name in HALO_OPS or op.name == "stablehlo.reverse":
         out += _local_permutes(op, uses, mesh_name, mesh, model)
     elif op.name == "sdy.all_reduce":
-        out.append(Collective("sdy.all_reduce", op.where(), t.shape, t.element_type, _all_reduce_bytes(op, mesh, model), _all_reduce_text(op)))
+        out.append(
+            Collective(
+                "sdy.all_reduce",
+                op.where(),
+                t.shape,
+                t.element_type,
+                _all_reduce_bytes(op, mesh, model),
+                _all_reduce_text(op),
+            )
+        )
     elif op.name in ("sdy.reduce_scatter", "sdy.all_slice"):
         key = "reduce_scatter_axes" if op.name == "sdy.reduce_scatter" else "slicing_axes"
-        per_dim = [[AxisRef.parse(a.strip()) for a in d.split(",") if a.strip()] for d in re.findall(r"\{([^}]*)\}", op.attributes[key])]
+        per_dim = [
+            [AxisRef.parse(a.strip()) for a in d.split(",") if a.strip()]
+            for d in re.findall(r"\{([^}]*)\}", op.attributes[key])
+        ]
         src = _source_sharding(op.operands[0], uses, mesh_name, mesh)
         local = 1
         for d, dim in zip(t.shape, src.dims):
             local *= ceil_div(d, _count(mesh, dim.axes))
         n_bytes = 0.0
         if op.name == "sdy.reduce_scatter":
-            n_bytes = model.cost("reduce_scatter", mesh, [a for d in per_dim for a in d], local * dtype_bytes(t.element_type))[0]
+            n_bytes = model.cost(
+                "reduce_scatter", mesh, [a for d in per_dim for a in d], local * dtype_bytes(t.element_type)
+            )[0]
         out_s = op.results[0].sharding
-        text = f"{op.name} {op.attributes[key].removeprefix('#sdy<list_of_axis_ref_lists').removesuffix('>')}" + ("" if out_s is None else f" out_sharding={out_s.body()}")
+        text = f"{op.name} {op.attributes[key].removeprefix('#sdy<list_of_axis_ref_lists').removesuffix('>')}" + (
+            "" if out_s is None else f" out_sharding={out_s.body()}"
+        )
         out.append(Collective(op.name, op.where(), t.shape, t.element_type, n_bytes, text))

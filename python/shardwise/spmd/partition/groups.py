@@ -21,7 +21,17 @@ from shardwise.errors import MeshError
 from shardwise.mesh import Mesh
 from shardwise.sharding import AxisRef
 
-__all__ = ["axis_size", "ceil_div", "check_device_ids", "coords", "digit", "group_of", "groups", "index_over", "position"]
+__all__ = [
+    "axis_size",
+    "ceil_div",
+    "check_device_ids",
+    "coords",
+    "digit",
+    "group_of",
+    "groups",
+    "index_over",
+    "position",
+]
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -75,7 +85,9 @@ def check_device_ids(mesh: Mesh) -> None:
     ids = mesh.device_ids
     if ids and sorted(ids) != list(range(len(ids))):
         shown = ", ".join(map(str, ids[:16])) + (", ..." if len(ids) > 16 else "")
-        raise MeshError(f"mesh {mesh} has device ids [{shown}]; partitioning needs the ids 0..{len(ids) - 1} (one rank per device)")
+        raise MeshError(
+            f"mesh {mesh} has device ids [{shown}]; partitioning needs the ids 0..{len(ids) - 1} (one rank per device)"
+        )
 
 
 def axis_size(mesh: Mesh, ref: AxisRef) -> int:

@@ -119,7 +119,11 @@ def windows(op: Op, operand: TensorType) -> list[Window]:
     if op.name == "stablehlo.slice":
         start, limit = parse_array(attrs["start_indices"]), parse_array(attrs["limit_indices"])
         strides = parse_array(attrs["strides"]) if "strides" in attrs else (1,) * t.rank
-        return [Window(k, k, 1, strides[k], 1, -start[k]) for k in range(t.rank) if (start[k], limit[k], strides[k]) != (0, t.shape[k], 1)]
+        return [
+            Window(k, k, 1, strides[k], 1, -start[k])
+            for k in range(t.rank)
+            if (start[k], limit[k], strides[k]) != (0, t.shape[k], 1)
+        ]
     if op.name == "stablehlo.pad":
         lo, hi = parse_array(attrs["edge_padding_low"]), parse_array(attrs["edge_padding_high"])
         inner = parse_array(attrs["interior_padding"])
@@ -133,7 +137,11 @@ def windows(op: Op, operand: TensorType) -> list[Window]:
         pad = _pairs(attrs.get("padding"), t.rank)
         if any(b != 1 for b in base):
             return []
-        return [Window(k, k, size[k], strides[k], dil[k], pad[k][0]) for k in range(t.rank) if (size[k], strides[k], dil[k], pad[k]) != (1, 1, 1, (0, 0))]
+        return [
+            Window(k, k, size[k], strides[k], dil[k], pad[k][0])
+            for k in range(t.rank)
+            if (size[k], strides[k], dil[k], pad[k]) != (1, 1, 1, (0, 0))
+        ]
     if op.name == "stablehlo.convolution" and len(op.operands) == 2:
         d = parse_conv_dims(attrs["dimension_numbers"])
         ns = len(d.lhs_spatial)
@@ -146,11 +154,16 @@ def windows(op: Op, operand: TensorType) -> list[Window]:
             return []
         kt = op.operands[1].type
         assert isinstance(kt, TensorType)
-        return [Window(d.lhs_spatial[i], d.out_spatial[i], kt.shape[d.rhs_spatial[i]], strides[i], rhs_dil[i], pad[i][0]) for i in range(ns)]
+        return [
+            Window(d.lhs_spatial[i], d.out_spatial[i], kt.shape[d.rhs_spatial[i]], strides[i], rhs_dil[i], pad[i][0])
+            for i in range(ns)
+        ]
     return []
 
 
-def halos(mesh: Mesh, op: Op, it: TensorType, operand: TensorSharding | None, rt: TensorType, result: TensorSharding | None) -> dict[int, Halo]:
+def halos(
+    mesh: Mesh, op: Op, it: TensorType, operand: TensorSharding | None, rt: TensorType, result: TensorSharding | None
+) -> dict[int, Halo]:
     """Operand dimension -> ``Halo`` for each window of ``op`` that may stay sharded with its
     first operand (global type ``it``) sharded as ``operand`` and its result (``rt``) as
     ``result`` (module docstring: the same axes on both, even shards,

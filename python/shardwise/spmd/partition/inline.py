@@ -57,9 +57,13 @@ def _order(module: Module, symbols: SymbolTable) -> list[Func]:
             if not isinstance(callee, Func):
                 raise ProgramError(f"{call.where()} calls @{name}, which is not a function of the module")
             if not callee.regions[0].blocks:
-                raise ProgramError(f"{call.where()} calls @{name}, a declaration without a body: it cannot be partitioned")
+                raise ProgramError(
+                    f"{call.where()} calls @{name}, a declaration without a body: it cannot be partitioned"
+                )
             if callee is f or state.get(id(callee)) == 1:
-                raise ProgramError(f"{call.where()} calls @{name} recursively: recursive calls cannot be inlined for partitioning")
+                raise ProgramError(
+                    f"{call.where()} calls @{name} recursively: recursive calls cannot be inlined for partitioning"
+                )
             callees.append(callee)
         state[id(f)] = 1
         stack.append((f, callees[::-1]))
@@ -73,7 +77,9 @@ def _order(module: Module, symbols: SymbolTable) -> list[Func]:
             if pending:
                 c = pending.pop()
                 if state.get(id(c)) == 1:
-                    raise ProgramError(f"@{c.sym_name} calls itself through @{f.sym_name}: recursive calls cannot be inlined for partitioning")
+                    raise ProgramError(
+                        f"@{c.sym_name} calls itself through @{f.sym_name}: recursive calls cannot be inlined for partitioning"
+                    )
                 if id(c) not in state:
                     enter(c)
             else:

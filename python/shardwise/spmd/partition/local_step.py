@@ -34,7 +34,14 @@ from shardwise.spmd.partition.halo import Halo, halos, padding_without
 
 __all__ = ["localize"]
 
-_SDY_COLLECTIVES = {"sdy.all_gather", "sdy.all_slice", "sdy.all_to_all", "sdy.collective_permute", "sdy.all_reduce", "sdy.reduce_scatter"}
+_SDY_COLLECTIVES = {
+    "sdy.all_gather",
+    "sdy.all_slice",
+    "sdy.all_to_all",
+    "sdy.collective_permute",
+    "sdy.all_reduce",
+    "sdy.reduce_scatter",
+}
 _DROPPED_ATTRS = ("xla_shape", "mhlo.sharding", "mhlo.frontend_attributes")
 
 
@@ -113,7 +120,9 @@ class _Local:
         if op.name in _SDY_COLLECTIVES:
             gt = self.orig[orig_operands[0]][0]
             assert isinstance(gt, TensorType)
-            y = lower_collective(self.em, self.mesh, self.rank, op, op.operands[0], gt, self.orig_sharding(orig_operands[0]))
+            y = lower_collective(
+                self.em, self.mesh, self.rank, op, op.operands[0], gt, self.orig_sharding(orig_operands[0])
+            )
             if y.type != locals_[0]:
                 raise ProgramError(f"{op.where()}: rank {self.rank} lowering gives {y.type}, expected {locals_[0]}")
             self.subst[op.results[0]] = y
@@ -208,12 +217,18 @@ class _Local:
             x = self._with_halo(x, d, h, fill)
         op.operands[0] = x
         if op.name == "stablehlo.slice":
-            start, limit = list(parse_array(op.attributes["start_indices"])), list(parse_array(op.attributes["limit_indices"]))
+            start, limit = (
+                list(parse_array(op.attributes["start_indices"])),
+                list(parse_array(op.attributes["limit_indices"])),
+            )
             for d, h in kept.items():
                 start[d], limit[d] = 0, h.length
             op.attributes["start_indices"], op.attributes["limit_indices"] = _i64s(start), _i64s(limit)
         elif op.name == "stablehlo.pad":
-            lo, hi = list(parse_array(op.attributes["edge_padding_low"])), list(parse_array(op.attributes["edge_padding_high"]))
+            lo, hi = (
+                list(parse_array(op.attributes["edge_padding_low"])),
+                list(parse_array(op.attributes["edge_padding_high"])),
+            )
             for d in kept:
                 lo[d] = hi[d] = 0
             op.attributes["edge_padding_low"], op.attributes["edge_padding_high"] = _i64s(lo), _i64s(hi)
@@ -231,14 +246,19 @@ class _Local:
         chains = groups(self.mesh, list(h.axes))
         parts = []
         if h.left > 0:
-            got = self.em.collective_permute(self.em.slice(x, d, h.block - h.left, h.block), [(g[j], g[j + 1]) for g in chains for j in range(len(g) - 1)])
+            got = self.em.collective_permute(
+                self.em.slice(x, d, h.block - h.left, h.block),
+                [(g[j], g[j + 1]) for g in chains for j in range(len(g) - 1)],
+            )
             if index > 0:
                 parts.append(got)
         if index == 0 and h.before(0) > 0:
             parts.append(self._fill(t, d, h.before(0), fill))
         parts.append(x)
         if h.right > 0:
-            got = self.em.collective_permute(self.em.slice(x, d, 0, h.right), [(g[j + 1], g[j]) for g in chains for j in range(len(g) - 1)])
+            got = self.em.collective_permute(
+                self.em.slice(x, d, 0, h.right), [(g[j + 1], g[j]) for g in chains for j in range(len(g) - 1)]
+            )
             if index < h.shards - 1:
                 parts.append(got)
         if index == h.shards - 1 and h.after(index) > 0:
@@ -315,11 +335,15 @@ class _Local:
             starts = [0] * it.shape[ivd]
             for k, start, _ in sharded:
                 starts[k] = start
-            offset = self.em.constant("[" + ", ".join(map(str, starts)) + "]", TensorType((it.shape[ivd],), it.element_type))
+            offset = self.em.constant(
+                "[" + ", ".join(map(str, starts)) + "]", TensorType((it.shape[ivd],), it.element_type)
+            )
             shifted = self.em.binary("subtract", indices, self.em.broadcast_in_dim(offset, it.shape, [ivd]))
         else:
             ((_, start, _),) = sharded
-            shifted = self.em.binary("subtract", indices, self.em.broadcast_in_dim(self.em.constant(str(start), scalar), it.shape, []))
+            shifted = self.em.binary(
+                "subtract", indices, self.em.broadcast_in_dim(self.em.constant(str(start), scalar), it.shape, [])
+            )
         op.operands[1] = shifted
         if op.name == "stablehlo.scatter":
             return None
@@ -376,7 +400,9 @@ class _Local:
         assert nxt is not None
         self.em.anchor = nxt
         mask = self.em.broadcast_in_dim(in_range, rt.shape, batch_dims)
-        zeros = self.em.broadcast_in_dim(self.em.constant(zero_text(rt.element_type), TensorType((), rt.element_type)), rt.shape, [])
+        zeros = self.em.broadcast_in_dim(
+            self.em.constant(zero_text(rt.element_type), TensorType((), rt.element_type)), rt.shape, []
+        )
         self.subst[op.results[0]] = self.em.select(mask, op.results[0], zeros)
 
     def mirror(self, op: Op, s: TensorSharding | None) -> None:
@@ -386,7 +412,9 @@ class _Local:
         collective-permute (XLA's reverse handler does the same)."""
         if s is None:
             return
-        per_dim = [list(s.dims[k].axes) for k in parse_array(op.attributes["dimensions"]) if k < len(s.dims) and s.dims[k].axes]
+        per_dim = [
+            list(s.dims[k].axes) for k in parse_array(op.attributes["dimensions"]) if k < len(s.dims) and s.dims[k].axes
+        ]
         if not per_dim:
             return
         sizes = [len(groups(self.mesh, axes)[0]) for axes in per_dim]
@@ -431,7 +459,7 @@ class _Local:
         if not isinstance(gt, TensorType):
             return
         for k in dims:
-            d, size, valid = self.dim_info(gt, s, k)
+            _d, size, valid = self.dim_info(gt, s, k)
             if valid >= size:
                 continue
             t = op.operands[i].type
@@ -462,7 +490,9 @@ class _Local:
     def manual(self, op: Op) -> None:
         assert op.operand_shardings is not None
         body = op.regions[0].entry
-        for a, v, s, g in zip(body.args, op.operands, op.operand_shardings, [self.orig[v][0] for v in self.orig_operands]):
+        for a, v, s, g in zip(
+            body.args, op.operands, op.operand_shardings, [self.orig[v][0] for v in self.orig_operands]
+        ):
             a.type = self.local_type(g, s)
             a.sharding = None
             if a.type != v.type:

@@ -93,7 +93,9 @@ def check_weights(func: Func, weights: Weights | None) -> dict[int, np.ndarray]:
             i = names[key]
         else:
             known = ", ".join(list(names)[:12]) + (", ..." if len(names) > 12 else "")
-            raise ProgramError(f"weights for {key!r}: @{func.sym_name} has no such argument (known: indices 0..{n - 1}, {known})")
+            raise ProgramError(
+                f"weights for {key!r}: @{func.sym_name} has no such argument (known: indices 0..{n - 1}, {known})"
+            )
         if i in seen:
             raise ProgramError(f"weights name argument {i} twice (as {seen[i]!r} and {key!r})")
         seen[i] = key
@@ -101,11 +103,15 @@ def check_weights(func: Func, weights: Weights | None) -> dict[int, np.ndarray]:
         if not isinstance(t, TensorType) or any(d < 0 for d in t.shape):
             raise ProgramError(f"weights for argument {i} ({key!r}): its type {t} is not a static tensor")
         if not isinstance(value, np.ndarray) and not hasattr(value, "__array__"):
-            raise ProgramError(f"weights for argument {i} ({key!r}): expected an array of shape {list(t.shape)} {t.element_type}, got {type(value).__name__}")
+            raise ProgramError(
+                f"weights for argument {i} ({key!r}): expected an array of shape {list(t.shape)} {t.element_type}, got {type(value).__name__}"
+            )
         a = np.asarray(value)
         want = numpy_dtype(t.element_type)
         if tuple(a.shape) != tuple(t.shape) or a.dtype != want:
-            raise ProgramError(f"weights for argument {i} ({key!r}): expected shape {list(t.shape)} {want.name} ({t.element_type}), got shape {list(a.shape)} {a.dtype.name}")
+            raise ProgramError(
+                f"weights for argument {i} ({key!r}): expected shape {list(t.shape)} {want.name} ({t.element_type}), got shape {list(a.shape)} {a.dtype.name}"
+            )
         out[i] = a
     return dict(sorted(out.items()))
 
@@ -137,7 +143,15 @@ def build_meta(part: Partition, func: str = "main") -> dict[str, Any]:
         "arguments": [_tensor_info(a.type, b.type, a.sharding) for a, b in zip(g.args, r0.args)],
         "results": [_tensor_info(t, lt, s) for t, lt, s in zip(g.result_types, r0.result_types, g.result_shardings)],
         "collectives": [
-            {"kind": c.kind, "source": c.source, "shape": list(c.shape), "dtype": c.dtype, "bytes_per_device": c.bytes, "times": c.times, "text": c.text}
+            {
+                "kind": c.kind,
+                "source": c.source,
+                "shape": list(c.shape),
+                "dtype": c.dtype,
+                "bytes_per_device": c.bytes,
+                "times": c.times,
+                "text": c.text,
+            }
             for c in part.collectives
         ],
         "bytes_per_device": part.bytes_per_device,
