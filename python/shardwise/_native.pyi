@@ -14,7 +14,9 @@ __all__ = [
     "InvalidShardingError",
     "LowerBound",
     "MeshError",
+    "ProgramFacts",
     "ProgramWalk",
+    "PropagationOptions",
     "PropagationResult",
     "ShardingError",
     "ShardingParseError",
@@ -274,46 +276,11 @@ class PropagationResult:
     @property
     def debug_next_step(self) -> int | None: ...
 
-def propagate_shardings(
-    graph: FrozenGraph,
-    meshes: dict[str, _MeshW],
-    shardings: list[_ShardingW | None],
-    func_results: list[tuple[int, list[_ShardingW | None]]],
-    *,
-    pass_name: str = "basic",
-    strategy: str = "aggressive",
-    conservative: bool = False,
-    run_op_priority: bool = True,
-    main_func: int | None = None,
-    callees: list[tuple[int, int]] = ...,
-    symbol_users: list[int] = ...,
-    manual_axes: list[tuple[int, list[str]]] = ...,
-    sharding_groups: list[tuple[int, int]] = ...,
-    barrier_directions: list[tuple[int, str]] = ...,
-    side_effecting_ops: list[int] = ...,
-    offload_ops: list[int] = ...,
-    non_tensor_values: list[int] = ...,
-    forward_use_order_values: list[int] = ...,
-    debug_sharding_origins: bool = False,
-    debug_propagation_edges: bool = False,
-    debug_first_step: int = 0,
-    debug_skip_ops: list[int] = ...,
-    debug_explain: bool = False,
-) -> PropagationResult: ...
-
 @final
-class CandidateBatch:
+class ProgramFacts:
     def __new__(
         cls,
-        graph: FrozenGraph,
-        meshes: dict[str, _MeshW],
-        shardings: list[_ShardingW | None],
-        func_results: list[tuple[int, list[_ShardingW | None]]],
         *,
-        pass_name: str = "basic",
-        strategy: str = "aggressive",
-        conservative: bool = False,
-        run_op_priority: bool = True,
         main_func: int | None = None,
         callees: list[tuple[int, int]] = ...,
         symbol_users: list[int] = ...,
@@ -324,6 +291,43 @@ class CandidateBatch:
         offload_ops: list[int] = ...,
         non_tensor_values: list[int] = ...,
         forward_use_order_values: list[int] = ...,
+    ) -> ProgramFacts: ...
+
+@final
+class PropagationOptions:
+    def __new__(
+        cls,
+        *,
+        pass_name: str = "basic",
+        strategy: str = "aggressive",
+        conservative: bool = False,
+        run_op_priority: bool = True,
+        debug_sharding_origins: bool = False,
+        debug_propagation_edges: bool = False,
+        debug_first_step: int = 0,
+        debug_skip_ops: list[int] = ...,
+        debug_explain: bool = False,
+    ) -> PropagationOptions: ...
+
+def propagate_shardings(
+    graph: FrozenGraph,
+    meshes: dict[str, _MeshW],
+    shardings: list[_ShardingW | None],
+    func_results: list[tuple[int, list[_ShardingW | None]]],
+    facts: ProgramFacts,
+    options: PropagationOptions,
+) -> PropagationResult: ...
+
+@final
+class CandidateBatch:
+    def __new__(
+        cls,
+        graph: FrozenGraph,
+        meshes: dict[str, _MeshW],
+        shardings: list[_ShardingW | None],
+        func_results: list[tuple[int, list[_ShardingW | None]]],
+        facts: ProgramFacts,
+        options: PropagationOptions,
     ) -> CandidateBatch: ...
     def propagate(
         self,

@@ -87,7 +87,7 @@ def _single(captured: Captured, candidate: tuple[list[Any], list[Any]]) -> Any:
         for op, rs in func_results:
             if op == f:
                 rs[k] = w
-    return _native.propagate_shardings(graph, meshes, shardings, func_results, **kwargs)
+    return _native.propagate_shardings(graph, meshes, shardings, func_results, *args[4:], **kwargs)
 
 
 def _fields(out: Any) -> tuple[Any, ...]:

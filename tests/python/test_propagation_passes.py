@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 import shardwise as sw
+from shardwise import _native
 from shardwise.errors import InvalidShardingError, ProgramError
+from shardwise.ir.freeze import freeze
 from shardwise.propagation import PASSES, PropagationStats, ShardingGroupWarning, propagate
 from shardwise.rules import UnknownOpWarning
 
@@ -346,6 +348,28 @@ def test_bad_arguments_raise() -> None:
         propagate(module, "sideways")
     with pytest.raises(ValueError, match="unknown propagation strategy"):
         propagate(module, "aggressive", propagation_strategy="greedy")
+
+
+def test_native_options_and_facts_check_their_values() -> None:
+    """The typed objects that carry the pass options and the program facts across the FFI
+    refuse bad values when they are built, each with a one-line error."""
+    with pytest.raises(ValueError, match='unknown propagation pass "sideways"'):
+        _native.PropagationOptions(pass_name="sideways")
+    with pytest.raises(ValueError, match='unknown propagation strategy "greedy"'):
+        _native.PropagationOptions(strategy="greedy")
+    with pytest.raises(InvalidShardingError, match='got "SIDEWAYS"'):
+        _native.ProgramFacts(barrier_directions=[(0, "SIDEWAYS")])
+    module = sw.load_mlir(SIMPLE)
+    frozen = freeze(module)
+    with pytest.raises(ValueError, match="without debugging records"):
+        _native.CandidateBatch(
+            frozen.graph,
+            {name: m._wire() for name, m in module.meshes.items()},
+            [None] * len(frozen.values),
+            [],
+            _native.ProgramFacts(),
+            _native.PropagationOptions(debug_sharding_origins=True),
+        )
 
 
 def test_what_shardy_rejects_raises() -> None:

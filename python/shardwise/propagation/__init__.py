@@ -453,17 +453,16 @@ def _solve(
     func_results = [
         (frozen.op_index(f), [None if s is None else s._wire() for s in f.result_shardings]) for f in module.funcs
     ]
+    options = _native.PropagationOptions(
+        pass_name=pass_name, strategy=strategy, conservative=conservative, run_op_priority=run_op_priority, **debug
+    )
     return _native.propagate_shardings(
         frozen.graph,
         meshes,
         _stored(frozen),
         func_results,
-        pass_name=pass_name,
-        strategy=strategy,
-        conservative=conservative,
-        run_op_priority=run_op_priority,
-        **_facts(module, frozen, forward),
-        **debug,
+        _native.ProgramFacts(**_facts(module, frozen, forward)),
+        options,
     )
 
 

@@ -176,11 +176,10 @@ class _Prepared:
             {name: m._wire() for name, m in self.meshes.items()},
             _stored(frozen),
             func_results,
-            pass_name="user-priority",
-            strategy="aggressive",
-            conservative=conservative,
-            run_op_priority=True,
-            **_facts(base, frozen, []),
+            _native.ProgramFacts(**_facts(base, frozen, [])),
+            _native.PropagationOptions(
+                pass_name="user-priority", strategy="aggressive", conservative=conservative, run_op_priority=True
+            ),
         )
 
     def wires(self, annotations: list[tuple[tuple[str, int], Any]]) -> tuple[list[Any], list[Any]]:

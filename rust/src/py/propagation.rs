@@ -1,6 +1,7 @@
 //! Bindings for the propagation solver (`crate::propagation::{solver, layers, debug}`):
 //! `propagate_shardings`, that runs one of Shardy's four propagation passes over a frozen
-//! program, the `PropagationResult` it returns (with, on request, the records of where each
+//! program, given its `ProgramFacts` and its `PropagationOptions` (each one typed object, built
+//! once), the `PropagationResult` it returns (with, on request, the records of where each
 //! propagated axis came from), and the printers of Shardy's two debugging attributes
 //! (`sharding_origins_text`, `propagation_edges_text`). Shardings cross as the wire tuples of
 //! `wire.rs`, debugging records as the tuples below; the GIL is released while the solver
@@ -428,43 +429,125 @@ fn shardings_of(py: Python<'_>, ws: Vec<Option<ShardingW>>) -> PyResult<Vec<Opti
     ws.into_iter().map(|w| w.map(ShardingW::into_sharding).transpose()).collect::<crate::error::Result<_>>().py(py)
 }
 
-/// The solver input and pass options of `propagate_shardings`' arguments.
-#[allow(clippy::too_many_arguments)]
-fn solver_setup(
+/// The facts of a frozen program that the solver takes besides its graph (Shardy reads them
+/// from op attributes and the symbol table; `crate::propagation::program::ProgramFacts`), built
+/// once per frozen program. Every index is an op or value index of the graph.
+///
+/// Errors: `InvalidShardingError` (rule `propagation-bad-direction`) for a barrier direction
+/// other than `"NONE"`, `"FORWARD"`, `"BACKWARD"` or `"BOTH"`.
+#[pyclass(frozen, module = "shardwise._native", name = "ProgramFacts")]
+pub struct PyProgramFacts {
+    inner: ProgramFacts,
+}
+
+#[pymethods]
+impl PyProgramFacts {
+    #[new]
+    #[pyo3(signature = (
+        *, main_func=None, callees=vec![], symbol_users=vec![], manual_axes=vec![], sharding_groups=vec![],
+        barrier_directions=vec![], side_effecting_ops=vec![], offload_ops=vec![], non_tensor_values=vec![],
+        forward_use_order_values=vec![]
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        main_func: Option<u32>,
+        callees: Vec<(u32, u32)>,
+        symbol_users: Vec<u32>,
+        manual_axes: Vec<(u32, Vec<String>)>,
+        sharding_groups: Vec<(u32, i64)>,
+        barrier_directions: Vec<(u32, String)>,
+        side_effecting_ops: Vec<u32>,
+        offload_ops: Vec<u32>,
+        non_tensor_values: Vec<u32>,
+        forward_use_order_values: Vec<u32>,
+    ) -> PyResult<Self> {
+        let barrier_directions = barrier_directions
+            .into_iter()
+            .map(|(op, d)| Ok((op, direction_from_name(&d)?)))
+            .collect::<Result<Vec<_>, Error>>()
+            .py(py)?;
+        Ok(PyProgramFacts {
+            inner: ProgramFacts {
+                main_func,
+                callees,
+                symbol_users,
+                manual_axes,
+                sharding_groups,
+                barrier_directions,
+                side_effecting_ops,
+                offload_ops,
+                non_tensor_values,
+                forward_use_order_values,
+            },
+        })
+    }
+}
+
+/// How to propagate: one of Shardy's four propagation passes with its options
+/// (`crate::propagation::layers::PassOptions`), and what to record while doing so
+/// (`crate::propagation::debug::DebugOptions`: Shardy's `debug-sharding-origins` and
+/// `debug-propagation-edge-sharding`, and the records of `shardwise.explain`).
+///
+/// Errors: `ValueError` for a pass other than `"basic"`, `"aggressive"`, `"op-priority"` or
+/// `"user-priority"`, or a strategy other than `"basic"`, `"aggressive"` or
+/// `"basic-then-aggressive"`.
+#[pyclass(frozen, module = "shardwise._native", name = "PropagationOptions")]
+pub struct PyPropagationOptions {
+    pass: PassOptions,
+    debug: Option<DebugOptions>,
+}
+
+#[pymethods]
+impl PyPropagationOptions {
+    #[new]
+    #[pyo3(signature = (
+        *, pass_name="basic", strategy="aggressive", conservative=false, run_op_priority=true,
+        debug_sharding_origins=false, debug_propagation_edges=false, debug_first_step=0, debug_skip_ops=vec![],
+        debug_explain=false
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        pass_name: &str,
+        strategy: &str,
+        conservative: bool,
+        run_op_priority: bool,
+        debug_sharding_origins: bool,
+        debug_propagation_edges: bool,
+        debug_first_step: i64,
+        debug_skip_ops: Vec<u32>,
+        debug_explain: bool,
+    ) -> PyResult<Self> {
+        let pass = Pass::from_name(pass_name).ok_or_else(|| {
+            pyo3::exceptions::PyValueError::new_err(format!(
+                "unknown propagation pass {pass_name:?}; expected \"basic\", \"aggressive\", \"op-priority\" or \"user-priority\""
+            ))
+        })?;
+        let strategy = StrategyKind::from_name(strategy).ok_or_else(|| {
+            pyo3::exceptions::PyValueError::new_err(format!(
+                "unknown propagation strategy {strategy:?}; expected \"basic\", \"aggressive\" or \"basic-then-aggressive\""
+            ))
+        })?;
+        let debug = (debug_sharding_origins || debug_propagation_edges || debug_explain).then_some(DebugOptions {
+            origins: debug_sharding_origins,
+            edges: debug_propagation_edges,
+            first_step: debug_first_step,
+            skip_ops: debug_skip_ops,
+            explain: debug_explain,
+        });
+        Ok(PyPropagationOptions { pass: PassOptions { pass, strategy, conservative, run_op_priority }, debug })
+    }
+}
+
+/// The solver input of `propagate_shardings`' and `CandidateBatch`'s arguments.
+fn solver_input(
     py: Python<'_>,
     meshes: HashMap<String, MeshW>,
     shardings: Vec<Option<ShardingW>>,
     func_results: FuncResultsW,
-    pass_name: &str,
-    strategy: &str,
-    conservative: bool,
-    run_op_priority: bool,
-    main_func: Option<u32>,
-    callees: Vec<(u32, u32)>,
-    symbol_users: Vec<u32>,
-    manual_axes: Vec<(u32, Vec<String>)>,
-    sharding_groups: Vec<(u32, i64)>,
-    barrier_directions: Vec<(u32, String)>,
-    side_effecting_ops: Vec<u32>,
-    offload_ops: Vec<u32>,
-    non_tensor_values: Vec<u32>,
-    forward_use_order_values: Vec<u32>,
-    debug_sharding_origins: bool,
-    debug_propagation_edges: bool,
-    debug_first_step: i64,
-    debug_skip_ops: Vec<u32>,
-    debug_explain: bool,
-) -> PyResult<(SolverInput, PassOptions)> {
-    let pass = Pass::from_name(pass_name).ok_or_else(|| {
-        pyo3::exceptions::PyValueError::new_err(format!(
-            "unknown propagation pass {pass_name:?}; expected \"basic\", \"aggressive\", \"op-priority\" or \"user-priority\""
-        ))
-    })?;
-    let strategy = StrategyKind::from_name(strategy).ok_or_else(|| {
-        pyo3::exceptions::PyValueError::new_err(format!(
-            "unknown propagation strategy {strategy:?}; expected \"basic\", \"aggressive\" or \"basic-then-aggressive\""
-        ))
-    })?;
+    facts: &PyProgramFacts,
+    options: &PyPropagationOptions,
+) -> PyResult<SolverInput> {
     let meshes = meshes
         .into_iter()
         .map(|(k, m)| Ok((k, m.to_mesh()?)))
@@ -473,101 +556,28 @@ fn solver_setup(
     let value_shardings = shardings_of(py, shardings)?;
     let func_results =
         func_results.into_iter().map(|(f, rs)| Ok((f, shardings_of(py, rs)?))).collect::<PyResult<Vec<_>>>()?;
-    let barrier_directions = barrier_directions
-        .into_iter()
-        .map(|(op, d)| Ok((op, direction_from_name(&d)?)))
-        .collect::<Result<Vec<_>, Error>>()
-        .py(py)?;
-    let facts = ProgramFacts {
-        main_func,
-        callees,
-        symbol_users,
-        manual_axes,
-        sharding_groups,
-        barrier_directions,
-        side_effecting_ops,
-        offload_ops,
-        non_tensor_values,
-        forward_use_order_values,
-    };
-    let debug = (debug_sharding_origins || debug_propagation_edges || debug_explain).then_some(DebugOptions {
-        origins: debug_sharding_origins,
-        edges: debug_propagation_edges,
-        first_step: debug_first_step,
-        skip_ops: debug_skip_ops,
-        explain: debug_explain,
-    });
-    let input = SolverInput { meshes, value_shardings, func_results, facts, debug };
-    let options = PassOptions { pass, strategy, conservative, run_op_priority };
-    Ok((input, options))
+    Ok(SolverInput { meshes, value_shardings, func_results, facts: facts.inner.clone(), debug: options.debug.clone() })
 }
 
-/// Runs Shardy's propagation pass `pass_name` (``"basic"``, ``"aggressive"``,
-/// ``"op-priority"``, ``"user-priority"``) over `graph`; see `shardwise.propagation` for the
-/// meaning of each argument.
+/// Runs the propagation pass of `options` over `graph`, from the stored `shardings` (one per
+/// value of the graph, `None` for none) and `func_results` (`(func op, one sharding per
+/// result)`), with the program's `facts`; see `shardwise.propagation` for the meaning of each
+/// option. The GIL is released while the solver runs.
 #[pyfunction]
-#[pyo3(signature = (
-    graph, meshes, shardings, func_results, *, pass_name="basic", strategy="aggressive",
-    conservative=false, run_op_priority=true, main_func=None, callees=vec![], symbol_users=vec![],
-    manual_axes=vec![], sharding_groups=vec![], barrier_directions=vec![], side_effecting_ops=vec![],
-    offload_ops=vec![], non_tensor_values=vec![], forward_use_order_values=vec![],
-    debug_sharding_origins=false, debug_propagation_edges=false, debug_first_step=0, debug_skip_ops=vec![],
-    debug_explain=false
-))]
-#[allow(clippy::too_many_arguments)]
 fn propagate_shardings(
     py: Python<'_>,
     graph: &Bound<'_, PyGraph>,
     meshes: HashMap<String, MeshW>,
     shardings: Vec<Option<ShardingW>>,
     func_results: FuncResultsW,
-    pass_name: &str,
-    strategy: &str,
-    conservative: bool,
-    run_op_priority: bool,
-    main_func: Option<u32>,
-    callees: Vec<(u32, u32)>,
-    symbol_users: Vec<u32>,
-    manual_axes: Vec<(u32, Vec<String>)>,
-    sharding_groups: Vec<(u32, i64)>,
-    barrier_directions: Vec<(u32, String)>,
-    side_effecting_ops: Vec<u32>,
-    offload_ops: Vec<u32>,
-    non_tensor_values: Vec<u32>,
-    forward_use_order_values: Vec<u32>,
-    debug_sharding_origins: bool,
-    debug_propagation_edges: bool,
-    debug_first_step: i64,
-    debug_skip_ops: Vec<u32>,
-    debug_explain: bool,
+    facts: &Bound<'_, PyProgramFacts>,
+    options: &Bound<'_, PyPropagationOptions>,
 ) -> PyResult<PyPropagationResult> {
-    let (input, options) = solver_setup(
-        py,
-        meshes,
-        shardings,
-        func_results,
-        pass_name,
-        strategy,
-        conservative,
-        run_op_priority,
-        main_func,
-        callees,
-        symbol_users,
-        manual_axes,
-        sharding_groups,
-        barrier_directions,
-        side_effecting_ops,
-        offload_ops,
-        non_tensor_values,
-        forward_use_order_values,
-        debug_sharding_origins,
-        debug_propagation_edges,
-        debug_first_step,
-        debug_skip_ops,
-        debug_explain,
-    )?;
+    let options = options.get();
+    let input = solver_input(py, meshes, shardings, func_results, facts.get(), options)?;
+    let pass = options.pass;
     let g = graph.get().inner.clone();
-    let out = py.detach(|| propagate(&g, input, &options)).py(py)?;
+    let out = py.detach(|| propagate(&g, input, &pass)).py(py)?;
     Ok(PyPropagationResult { held: Held::Full(out) })
 }
 
@@ -606,62 +616,27 @@ pub struct PyCandidateBatch {
 
 #[pymethods]
 impl PyCandidateBatch {
+    /// Errors: `ValueError` when `options` asks for debugging records (a batch keeps none).
     #[new]
-    #[pyo3(signature = (
-        graph, meshes, shardings, func_results, *, pass_name="basic", strategy="aggressive",
-        conservative=false, run_op_priority=true, main_func=None, callees=vec![], symbol_users=vec![],
-        manual_axes=vec![], sharding_groups=vec![], barrier_directions=vec![], side_effecting_ops=vec![],
-        offload_ops=vec![], non_tensor_values=vec![], forward_use_order_values=vec![]
-    ))]
-    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         graph: &Bound<'_, PyGraph>,
         meshes: HashMap<String, MeshW>,
         shardings: Vec<Option<ShardingW>>,
         func_results: FuncResultsW,
-        pass_name: &str,
-        strategy: &str,
-        conservative: bool,
-        run_op_priority: bool,
-        main_func: Option<u32>,
-        callees: Vec<(u32, u32)>,
-        symbol_users: Vec<u32>,
-        manual_axes: Vec<(u32, Vec<String>)>,
-        sharding_groups: Vec<(u32, i64)>,
-        barrier_directions: Vec<(u32, String)>,
-        side_effecting_ops: Vec<u32>,
-        offload_ops: Vec<u32>,
-        non_tensor_values: Vec<u32>,
-        forward_use_order_values: Vec<u32>,
+        facts: &Bound<'_, PyProgramFacts>,
+        options: &Bound<'_, PyPropagationOptions>,
     ) -> PyResult<Self> {
-        let (input, options) = solver_setup(
-            py,
-            meshes,
-            shardings,
-            func_results,
-            pass_name,
-            strategy,
-            conservative,
-            run_op_priority,
-            main_func,
-            callees,
-            symbol_users,
-            manual_axes,
-            sharding_groups,
-            barrier_directions,
-            side_effecting_ops,
-            offload_ops,
-            non_tensor_values,
-            forward_use_order_values,
-            false,
-            false,
-            0,
-            vec![],
-            false,
-        )?;
+        let options = options.get();
+        if options.debug.is_some() {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "CandidateBatch: expected propagation options without debugging records, got options with debug_* set",
+            ));
+        }
+        let input = solver_input(py, meshes, shardings, func_results, facts.get(), options)?;
+        let pass = options.pass;
         let g = graph.get().inner.clone();
-        let inner = py.detach(|| CandidateBatch::new(g, input, options)).py(py)?;
+        let inner = py.detach(|| CandidateBatch::new(g, input, pass)).py(py)?;
         Ok(PyCandidateBatch { inner })
     }
 
@@ -683,6 +658,8 @@ impl PyCandidateBatch {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyPropagationResult>()?;
     m.add_class::<PyCandidateBatch>()?;
+    m.add_class::<PyProgramFacts>()?;
+    m.add_class::<PyPropagationOptions>()?;
     m.add_function(wrap_pyfunction!(propagate_shardings, m)?)?;
     m.add_function(wrap_pyfunction!(sharding_origins_text, m)?)?;
     m.add_function(wrap_pyfunction!(propagation_edges_text, m)?)?;
