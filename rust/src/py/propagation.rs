@@ -1,7 +1,7 @@
 //! Bindings for the propagation solver (`crate::propagation::{solver, layers, debug}`):
 //! `propagate_shardings`, that runs one of Shardy's four propagation passes over a frozen
-//! program, given its `ProgramFacts` and its `PropagationOptions` (each one typed object, built
-//! once), the `PropagationResult` it returns (with, on request, the records of where each
+//! program, given its `ProgramFacts` and its `PropagationOptions` (each a typed object that
+//! checks its values when built), the `PropagationResult` it returns (with, on request, the records of where each
 //! propagated axis came from), and the printers of Shardy's two debugging attributes
 //! (`sharding_origins_text`, `propagation_edges_text`). Shardings cross as the wire tuples of
 //! `wire.rs`, debugging records as the tuples below; the GIL is released while the solver
@@ -430,8 +430,8 @@ fn shardings_of(py: Python<'_>, ws: Vec<Option<ShardingW>>) -> PyResult<Vec<Opti
 }
 
 /// The facts of a frozen program that the solver takes besides its graph (Shardy reads them
-/// from op attributes and the symbol table; `crate::propagation::program::ProgramFacts`), built
-/// once per frozen program. Every index is an op or value index of the graph.
+/// from op attributes and the symbol table; `crate::propagation::program::ProgramFacts`), for
+/// one frozen program. Every index is an op or value index of the graph.
 ///
 /// Errors: `InvalidShardingError` (rule `propagation-bad-direction`) for a barrier direction
 /// other than `"NONE"`, `"FORWARD"`, `"BACKWARD"` or `"BOTH"`.
