@@ -23,7 +23,9 @@ import shutil
 import stat
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
+from shardwise._signals import held_signals
 from shardwise.errors import ShardwiseError
 
 __all__ = ["check_replaceable", "current_umask", "replace_dir", "write_atomic"]
@@ -56,21 +58,31 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise IsADirectoryError(f"{os.fspath(path)} is a directory, expected a file to write")
     if st is not None and not stat.S_ISREG(st.st_mode):
-        with open(path, "wb") as f:  # a device, FIFO or pipe: write through it
-            f.write(raw)
+        with open(path, "wb") as dev:  # a device, FIFO or pipe: write through it
+            dev.write(raw)
         return
     target = Path(os.path.realpath(path))
     mode = (st.st_mode & 0o7777) if st is not None else (0o666 & ~current_umask())
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    tmp: str | None = None
+    f: BinaryIO | None = None
     try:
-        with os.fdopen(fd, "wb") as f:
+        # Ctrl-C is held while the temporary file is created and opened, so that it is never
+        # left behind because the interrupt came before its name was recorded (CI, issue 25).
+        with held_signals():
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+            f = os.fdopen(fd, "wb")
+        with f:
             f.write(raw)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        with held_signals():
+            if f is not None:
+                f.close()
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
         raise
     _fsync_dir(target.parent)
 
@@ -136,21 +148,28 @@ def check_replaceable(
 
 def _replace(out: Path, parent: Path, fill: object) -> None:
     assert callable(fill)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+    tmp: Path | None = None
     old: Path | None = None
     try:
+        # Ctrl-C is held over each step that creates a directory and records its name, so that
+        # none is left behind by an interrupt between the two (issue 25).
+        with held_signals():
+            tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
         os.chmod(tmp, 0o777 & ~current_umask())
         fill(tmp)
         if out.exists() or out.is_symlink():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))
-            os.rename(out, old / "d")
+            with held_signals():
+                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))
+                os.rename(out, old / "d")
         os.rename(tmp, out)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None:
-            if not out.exists() and (old / "d").exists():
-                os.rename(old / "d", out)
-            shutil.rmtree(old, ignore_errors=True)
+        with held_signals():
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            if old is not None:
+                if not out.exists() and (old / "d").exists():
+                    os.rename(old / "d", out)
+                shutil.rmtree(old, ignore_errors=True)
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)  # the previous output, moved aside

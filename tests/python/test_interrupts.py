@@ -39,14 +39,14 @@ def test_sigint_during_the_jaxlib_load_arrives_after_it() -> None:
     r = subprocess.run([sys.executable, "-c", _SCRIPT], check=False, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.splitlines()
-    assert lines[0] == "interrupted in _jaxlib.py jaxlib loaded: True", r.stdout
+    assert lines[0] == "interrupted in _signals.py jaxlib loaded: True", r.stdout  # raised as the hold ends
     assert lines[1] == "context: JaxIrContext", r.stdout
 
 
 def test_held_signals_outside_the_main_thread_is_a_no_op() -> None:
     import threading
 
-    from shardwise.importers._jaxlib import held_signals
+    from shardwise._signals import held_signals
 
     seen: list[object] = []
 
@@ -86,7 +86,9 @@ def test_ctrl_c_early_in_propagate_exits_130_or_finishes(tmp_path: Path, delay: 
         assert "Traceback" not in err, err[-2000:]
     if p.returncode == 130:
         assert err.strip().splitlines()[-1] == "shardwise: interrupted", err
-        assert not out.exists()
+        # Interrupted before the output was renamed into place (none), or in the moment after
+        # (the whole output): never a part of one.
+        assert not out.exists() or out.read_text().startswith("module")
     if p.returncode == 0:
         assert out.read_text().startswith("module")
     assert sorted(q.name for q in tmp_path.iterdir() if q.name.startswith(".")) == []
