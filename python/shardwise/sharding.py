@@ -12,8 +12,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from shardwise import _native
+from shardwise.convert import dtensor, hidet, hlo, jax_spec, mindspore
 from shardwise.errors import InvalidShardingError, MeshError
 from shardwise.mesh import Mesh, check_name, text_error
+from shardwise.visualize import device_grid
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -491,8 +493,6 @@ class TensorSharding(_Frozen):
     def visualize(self, shape: Sequence[int], *, meshes: Meshes = None) -> RenderableType:
         """A rich table of which devices hold which block of a rank-1 or rank-2 tensor, like
         ``jax.debug.visualize_array_sharding``; ``print(ts.visualize(shape))`` draws it."""
-        from shardwise.visualize import device_grid
-
         return device_grid(self, shape, self.resolve_mesh(meshes))
 
     # ------------------------------------------------------------------ conversions
@@ -500,8 +500,6 @@ class TensorSharding(_Frozen):
     def to_hlo_sharding(self, meshes: Meshes = None, *, strict: bool = True) -> str:
         """XLA HLO sharding text, equal to ``str(NamedSharding(...)._to_xla_hlo_sharding(rank))``.
         See ``shardwise.convert.hlo``."""
-        from shardwise.convert import hlo
-
         return hlo.to_hlo_sharding(self, self.resolve_mesh(meshes), strict=strict)
 
     @classmethod
@@ -509,14 +507,10 @@ class TensorSharding(_Frozen):
         cls, text: str, rank: int, mesh: Mesh | None = None, *, mesh_name: str | None = _DEFAULT_NAME
     ) -> TensorSharding:
         """A sharding from XLA HLO sharding text; see ``shardwise.convert.hlo``."""
-        from shardwise.convert import hlo
-
-        return hlo.from_hlo_sharding(text, rank, mesh, mesh_name=mesh_name)
+        return hlo.from_hlo_sharding(cls, text, rank, mesh, mesh_name=mesh_name)
 
     def to_partition_spec(self, *, strict: bool = True) -> Any:
         """``jax.sharding.PartitionSpec``; see ``shardwise.convert.jax_spec``."""
-        from shardwise.convert import jax_spec
-
         return jax_spec.to_partition_spec(self, strict=strict)
 
     @classmethod
@@ -525,16 +519,12 @@ class TensorSharding(_Frozen):
     ) -> TensorSharding:
         """From a ``PartitionSpec`` (or a sequence of None / axis name / tuple of names); see
         ``shardwise.convert.jax_spec``."""
-        from shardwise.convert import jax_spec
-
-        return jax_spec.from_partition_spec(spec, mesh, rank, mesh_name=mesh_name)
+        return jax_spec.from_partition_spec(cls, DimSharding, spec, mesh, rank, mesh_name=mesh_name)
 
     def to_mindspore_layout(
         self, meshes: Meshes = None, *, strict: bool = True
     ) -> tuple[tuple[int, ...], tuple[Any, ...]]:
         """MindSpore ``(device_matrix, tensor_map)``; see ``shardwise.convert.mindspore``."""
-        from shardwise.convert import mindspore
-
         return mindspore.to_layout(self, self.resolve_mesh(meshes), strict=strict)
 
     @classmethod
@@ -546,51 +536,37 @@ class TensorSharding(_Frozen):
         *,
         mesh_name: str | None = _DEFAULT_NAME,
     ) -> TensorSharding:
-        from shardwise.convert import mindspore
-
-        return mindspore.from_layout(device_matrix, tensor_map, mesh, mesh_name=mesh_name)
+        return mindspore.from_layout(cls, device_matrix, tensor_map, mesh, mesh_name=mesh_name)
 
     def to_mindspore_strategy(self, meshes: Meshes = None) -> tuple[int, ...]:
         """MindSpore sharding strategy of this tensor: the number of shards per dimension."""
-        from shardwise.convert import mindspore
-
         return mindspore.to_strategy(self, self.resolve_mesh(meshes))
 
     @classmethod
     def from_mindspore_strategy(
         cls, strategy: Sequence[int], device_num: int, *, mesh_name: str | None = _DEFAULT_NAME
     ) -> TensorSharding:
-        from shardwise.convert import mindspore
-
-        return mindspore.from_strategy(strategy, device_num, mesh_name=mesh_name)
+        return mindspore.from_strategy(cls, strategy, device_num, mesh_name=mesh_name)
 
     def to_hidet(self, meshes: Meshes = None, *, strict: bool = True) -> list[set[int]]:
         """hidet ``TensorShardSpec.mesh_axis_per_dim``; see ``shardwise.convert.hidet``."""
-        from shardwise.convert import hidet
-
         return hidet.to_mesh_axis_per_dim(self, self.resolve_mesh(meshes), strict=strict)
 
     @classmethod
     def from_hidet(
         cls, mesh_axis_per_dim: Sequence[Iterable[int]], mesh: Mesh, *, mesh_name: str | None = _DEFAULT_NAME
     ) -> TensorSharding:
-        from shardwise.convert import hidet
-
-        return hidet.from_mesh_axis_per_dim(mesh_axis_per_dim, mesh, mesh_name=mesh_name)
+        return hidet.from_mesh_axis_per_dim(cls, mesh_axis_per_dim, mesh, mesh_name=mesh_name)
 
     def to_dtensor_placements(self, meshes: Meshes = None, *, strict: bool = True) -> tuple[tuple[Any, ...], ...]:
         """PyTorch DTensor placements as plain tuples; see ``shardwise.convert.dtensor``."""
-        from shardwise.convert import dtensor
-
         return dtensor.to_placements(self, self.resolve_mesh(meshes), strict=strict)
 
     @classmethod
     def from_dtensor_placements(
         cls, placements: Sequence[Any], mesh: Mesh, rank: int, *, mesh_name: str | None = _DEFAULT_NAME
     ) -> TensorSharding:
-        from shardwise.convert import dtensor
-
-        return dtensor.from_placements(placements, mesh, rank, mesh_name=mesh_name)
+        return dtensor.from_placements(cls, placements, mesh, rank, mesh_name=mesh_name)
 
 
 def _shape(shape: Sequence[int]) -> list[int]:

@@ -1,16 +1,17 @@
-"""Text pictures of shardings (rich), like ``jax.debug.visualize_array_sharding``."""
+"""Text pictures of shardings (rich), like ``jax.debug.visualize_array_sharding``. rich is
+imported when a picture is drawn, not with ``shardwise.sharding``, which imports this module."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-from rich import box
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from shardwise.errors import ShardingError
 from shardwise.mesh import Mesh
-from shardwise.sharding import TensorSharding
-from shardwise.tables import PrintableTable
+
+if TYPE_CHECKING:
+    from shardwise.sharding import TensorSharding
+    from shardwise.tables import PrintableTable
 
 _COLORS = ["cyan", "magenta", "green", "yellow", "blue", "red", "bright_cyan", "bright_magenta"]
 _WIDTH = 64  # characters the whole grid aims for
@@ -26,6 +27,11 @@ def device_grid(ts: TensorSharding, shape: Sequence[int], mesh: Mesh) -> Printab
     Raises ``ShardingError`` for rank > 2, a mesh of more than ``MAX_PICTURE_DEVICES`` devices,
     and the errors of ``TensorSharding.device_ranges``.
     """
+    from rich import box
+    from rich.text import Text
+
+    from shardwise.tables import PrintableTable
+
     if len(shape) not in (1, 2):
         raise ShardingError(f"device_grid draws rank-1 and rank-2 tensors, got shape {tuple(shape)}")
     if mesh.size > MAX_PICTURE_DEVICES:

@@ -8,12 +8,14 @@ accepted too. A tensor dimension sharded by several mesh axes is split by them i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardwise.convert import reject_sub_axes, require_layout_only
 from shardwise.errors import ConversionError
 from shardwise.mesh import Mesh
-from shardwise.sharding import DimSharding, TensorSharding
+
+if TYPE_CHECKING:
+    from shardwise.sharding import TensorSharding
 
 Placement = tuple[Any, ...]
 
@@ -53,9 +55,9 @@ def _placement(p: Any, i: int) -> Placement:
 
 
 def from_placements(
-    placements: Sequence[Any], mesh: Mesh, rank: int, *, mesh_name: str | None = "mesh"
+    cls: type[TensorSharding], placements: Sequence[Any], mesh: Mesh, rank: int, *, mesh_name: str | None = "mesh"
 ) -> TensorSharding:
-    """The sharding of DTensor placements (one per mesh axis) for a rank-``rank`` tensor.
+    """The sharding (a ``cls``) of DTensor placements (one per mesh axis) for a rank-``rank`` tensor.
     Raises ``ConversionError`` for a wrong count, an unknown placement, a dim out of range, or
     partial placements with different reduce ops."""
     names = mesh.axis_names
@@ -83,7 +85,6 @@ def from_placements(
     if len(ops) > 1:
         raise ConversionError(f"partial placements mix reduce ops {sorted(ops)}")
     reduction = ops.pop() if ops else "sum"
-    ds = [DimSharding(a) for a in dims]
     if mesh_name is None:
-        return TensorSharding(mesh, ds, unreduced=unreduced, reduction=reduction, inline=True)
-    return TensorSharding(mesh, ds, unreduced=unreduced, reduction=reduction, mesh_name=mesh_name)
+        return cls(mesh, dims, unreduced=unreduced, reduction=reduction, inline=True)
+    return cls(mesh, dims, unreduced=unreduced, reduction=reduction, mesh_name=mesh_name)

@@ -7,11 +7,14 @@ major to minor in mesh order.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from shardwise.convert import reject_sub_axes, require_layout_only
 from shardwise.errors import ConversionError
 from shardwise.mesh import Mesh
-from shardwise.sharding import DimSharding, TensorSharding
+
+if TYPE_CHECKING:
+    from shardwise.sharding import TensorSharding
 
 
 def to_mesh_axis_per_dim(ts: TensorSharding, mesh: Mesh, *, strict: bool = True) -> list[set[int]]:
@@ -36,9 +39,13 @@ def to_mesh_axis_per_dim(ts: TensorSharding, mesh: Mesh, *, strict: bool = True)
 
 
 def from_mesh_axis_per_dim(
-    mesh_axis_per_dim: Sequence[Iterable[int]], mesh: Mesh, *, mesh_name: str | None = "mesh"
+    cls: type[TensorSharding],
+    mesh_axis_per_dim: Sequence[Iterable[int]],
+    mesh: Mesh,
+    *,
+    mesh_name: str | None = "mesh",
 ) -> TensorSharding:
-    """The sharding of a hidet spec on ``mesh``; raises ``ConversionError`` for an index outside
+    """The sharding (a ``cls``) of a hidet spec on ``mesh``; raises ``ConversionError`` for an index outside
     the mesh (``InvalidShardingError`` for an axis used twice)."""
     names = mesh.axis_names
     dims = []
@@ -47,7 +54,7 @@ def from_mesh_axis_per_dim(
         bad = [k for k in idx if not 0 <= k < len(names)]
         if bad:
             raise ConversionError(f"dim {i}: mesh axis indices {bad} are outside mesh {mesh} with {len(names)} axes")
-        dims.append(DimSharding([names[k] for k in idx]))
+        dims.append([names[k] for k in idx])
     if mesh_name is None:
-        return TensorSharding(mesh, dims, inline=True)
-    return TensorSharding(mesh, dims, mesh_name=mesh_name)
+        return cls(mesh, dims, inline=True)
+    return cls(mesh, dims, mesh_name=mesh_name)

@@ -9,11 +9,15 @@ target mesh (``ConversionError`` when it is not one), or derives a mesh.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from shardwise import _native
 from shardwise.convert import require_layout_only
 from shardwise.errors import ConversionError
 from shardwise.mesh import Mesh, text_error
-from shardwise.sharding import TensorSharding
+
+if TYPE_CHECKING:
+    from shardwise.sharding import TensorSharding
 
 
 def to_hlo_sharding(ts: TensorSharding, mesh: Mesh, *, strict: bool = True) -> str:
@@ -28,9 +32,9 @@ def to_hlo_sharding(ts: TensorSharding, mesh: Mesh, *, strict: bool = True) -> s
 
 
 def from_hlo_sharding(
-    text: str, rank: int, mesh: Mesh | None = None, *, mesh_name: str | None = "mesh"
+    cls: type[TensorSharding], text: str, rank: int, mesh: Mesh | None = None, *, mesh_name: str | None = "mesh"
 ) -> TensorSharding:
-    """The sharding of a rank-``rank`` tensor described by HLO sharding ``text``, with closed
+    """The sharding (a ``cls``) of a rank-``rank`` tensor described by HLO sharding ``text``, with closed
     dims. On ``mesh`` when given (bound by ``mesh_name``; inlined when ``mesh_name`` is None);
     otherwise on a derived mesh with axes ``axis_0``, ``axis_1``, … (one per iota piece, or one
     per tile dim with explicit ``device_ids`` when the device list is no iota reshape).
@@ -46,4 +50,4 @@ def from_hlo_sharding(
         w, m = _native.from_hlo_sharding(text, rank, None if mesh is None else mesh._wire(), mesh_name)
     except UnicodeEncodeError as e:
         raise text_error(text, e, "an HLO sharding") from None
-    return TensorSharding._from_wire(w, mesh if mesh is not None else Mesh._from_wire(m))
+    return cls._from_wire(w, mesh if mesh is not None else Mesh._from_wire(m))

@@ -10,12 +10,14 @@ Needs jax only to build ``PartitionSpec`` objects (``to_partition_spec``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardwise.convert import reject_sub_axes, require_layout_only
 from shardwise.errors import ConversionError
 from shardwise.mesh import Mesh
-from shardwise.sharding import DimSharding, TensorSharding
+
+if TYPE_CHECKING:
+    from shardwise.sharding import DimSharding, TensorSharding
 
 
 def _jax_p() -> Any:
@@ -58,9 +60,15 @@ def to_partition_spec(ts: TensorSharding, *, strict: bool = True) -> Any:
 
 
 def from_partition_spec(
-    spec: Any, mesh: Mesh, rank: int | None = None, *, mesh_name: str | None = "mesh"
+    cls: type[TensorSharding],
+    dim: type[DimSharding],
+    spec: Any,
+    mesh: Mesh,
+    rank: int | None = None,
+    *,
+    mesh_name: str | None = "mesh",
 ) -> TensorSharding:
-    """The sharding of ``spec`` on ``mesh`` for a rank-``rank`` tensor (default: the spec's
+    """The sharding (a ``cls``, with ``dim`` dimensions) of ``spec`` on ``mesh`` for a rank-``rank`` tensor (default: the spec's
     length). Inlined in the mesh when ``mesh_name`` is None, as JAX does. Raises
     ``ConversionError`` for a spec longer than ``rank`` or an entry that is no axis name."""
     # A PartitionSpec with unreduced axes refuses iteration; its entries are `.partitions`.
@@ -72,22 +80,22 @@ def from_partition_spec(
     dims = []
     for i, entry in enumerate(partitions):
         if entry is None:
-            dims.append(DimSharding())
+            dims.append(dim())
         elif _is_unconstrained(entry):
-            dims.append(DimSharding((), closed=False))
+            dims.append(dim((), closed=False))
         elif isinstance(entry, str):
-            dims.append(DimSharding([entry]))
+            dims.append(dim([entry]))
         elif isinstance(entry, tuple) and all(isinstance(a, str) for a in entry):
-            dims.append(DimSharding(entry))
+            dims.append(dim(entry))
         else:
             raise ConversionError(
                 f"PartitionSpec entry {i} must be None, an axis name or a tuple of names, got {entry!r}"
             )
-    dims += [DimSharding() for _ in range(rank - len(partitions))]
+    dims += [dim() for _ in range(rank - len(partitions))]
     unreduced = tuple(getattr(spec, "unreduced", ()) or ())
     if mesh_name is None:
-        ts = TensorSharding(mesh, dims, unreduced=unreduced, inline=True)
+        ts = cls(mesh, dims, unreduced=unreduced, inline=True)
     else:
-        ts = TensorSharding(mesh, dims, unreduced=unreduced, mesh_name=mesh_name)
+        ts = cls(mesh, dims, unreduced=unreduced, mesh_name=mesh_name)
     ts.validate(user=True)
     return ts

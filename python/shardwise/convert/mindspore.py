@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardwise import _native
 from shardwise.convert import require_layout_only
 from shardwise.errors import ConversionError
 from shardwise.mesh import Mesh
-from shardwise.sharding import TensorSharding
+
+if TYPE_CHECKING:
+    from shardwise.sharding import TensorSharding
 
 TensorMapEntry = Any  # int (-1 or an index) or tuple of ints
 
@@ -47,13 +49,14 @@ def _entry(e: TensorMapEntry, dim: int) -> list[int]:
 
 
 def from_layout(
+    cls: type[TensorSharding],
     device_matrix: Sequence[int],
     tensor_map: Sequence[TensorMapEntry],
     mesh: Mesh | None = None,
     *,
     mesh_name: str | None = "mesh",
 ) -> TensorSharding:
-    """The sharding of a layout. On ``mesh`` when given (the device matrix must split its axes
+    """The sharding (a ``cls``) of a layout. On ``mesh`` when given (the device matrix must split its axes
     in order); otherwise on a mesh with one axis per device-matrix dimension, named ``d<k>`` with
     ``k`` the tensor-map index. Raises ``ConversionError``."""
     entries = [_entry(e, i) for i, e in enumerate(tensor_map)]
@@ -63,7 +66,7 @@ def from_layout(
     if any(not -(2**63) <= x < 2**63 for e in entries for x in e):
         raise ConversionError(f"tensor map {_shown(list(tensor_map))} must hold ints that fit in 64 bits")
     w, m = _native.from_mindspore_layout(sizes, entries, None if mesh is None else mesh._wire(), None, mesh_name)
-    return TensorSharding._from_wire(w, mesh if mesh is not None else Mesh._from_wire(m))
+    return cls._from_wire(w, mesh if mesh is not None else Mesh._from_wire(m))
 
 
 def _shown(values: list[Any]) -> str:
@@ -76,8 +79,10 @@ def to_strategy(ts: TensorSharding, mesh: Mesh) -> tuple[int, ...]:
     return tuple(math.prod(a.full_size(mesh) for a in d.axes) for d in ts.dims)
 
 
-def from_strategy(strategy: Sequence[int], device_num: int, *, mesh_name: str | None = "mesh") -> TensorSharding:
-    """The layout MindSpore derives from a strategy on ``device_num`` devices: device matrix
+def from_strategy(
+    cls: type[TensorSharding], strategy: Sequence[int], device_num: int, *, mesh_name: str | None = "mesh"
+) -> TensorSharding:
+    """The layout (a ``cls``) MindSpore derives from a strategy on ``device_num`` devices: device matrix
     ``[device_num / prod(strategy)] + strategy`` (the repeat dimension, major, only when > 1),
     dimension ``i`` mapped to device-matrix dimension ``len(strategy) - 1 - i``.
 
@@ -96,4 +101,4 @@ def from_strategy(strategy: Sequence[int], device_num: int, *, mesh_name: str | 
     n = len(strategy)
     device_matrix = ([repeat] if repeat > 1 else []) + list(strategy)
     tensor_map = [n - 1 - i if s > 1 else -1 for i, s in enumerate(strategy)]
-    return from_layout(device_matrix, tensor_map, mesh_name=mesh_name)
+    return from_layout(cls, device_matrix, tensor_map, mesh_name=mesh_name)
