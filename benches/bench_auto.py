@@ -9,16 +9,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "python"))
-
-from auto_programs import mlp, transformer_block
 from shardwise.search.auto import build_problem, resolve_mesh
 from shardwise.search.cost_model import DeviceModel
 from shardwise.search.solve import solve
+from shardwise.testing.auto_programs import mlp, transformer_block
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 """auto_shard on a large training step (issue 26, "a 20k-op training step searched in <= 60 s
-on 2 cores"): the GPT step of ``tests/python/real_models.py`` with ``--layers`` blocks (16:
+on 2 cores"): the GPT step of ``python/shardwise/testing/real_models.py`` with ``--layers`` blocks (16:
 about 20,000 ops once calls are inlined), flax + optax, lowered raw and un-annotated (calls
 kept, state donated), on a 2x4 data x model mesh under 40 % of the replicated plan's peak.
 
@@ -16,19 +16,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 import warnings
-from pathlib import Path
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "python"))
 
 import shardwise as sw
-from real_models import deep_gpt
 from shardwise.files import write_atomic
 from shardwise.search.auto import prepare
 from shardwise.search.graph import evaluate
+from shardwise.testing.real_models import deep_gpt
 
 MESH = "data=2,model=4"
 SHARE = 0.4

@@ -1,5 +1,5 @@
 """auto_shard against the textbook plans on real training steps (issue 26): each flax + optax
-model of ``tests/python/real_models.py`` lowered raw and un-annotated (calls kept, state
+model of ``python/shardwise/testing/real_models.py`` lowered raw and un-annotated (calls kept, state
 donated), on a 2x4 and an 8x1 data x model mesh, under a budget of 40 % of the replicated
 plan's peak. For each: the textbook plans' best completions (``search.baselines``), the
 search's plan, its partition's measured bytes per device and whether ``check_partition``
@@ -13,21 +13,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import sys
 import time
 import warnings
-from pathlib import Path
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "python"))
 
 import shardwise as sw
-from real_models import model_names, plain_model
 from shardwise.files import write_atomic
 from shardwise.search.auto import prepare
 from shardwise.search.baselines import complete_plan
 from shardwise.search.graph import evaluate
-from textbook import hand_plans
+from shardwise.testing.real_models import model_names, plain_model
+from shardwise.testing.textbook import hand_plans
 
 SHARE = 0.4
 MESHES = ("data=2,model=4", "data=8,model=1")

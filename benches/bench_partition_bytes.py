@@ -1,10 +1,10 @@
 """Communication of shardwise's partitioner against XLA's SPMD partitioner (issue 6).
 
 For every program of ``../shared/conformance/dev`` as Shardy propagated it (``*.out.mlir``),
-and for every real training step of ``tests/python/real_models.py`` (flax + optax, lowered raw
+and for every real training step of ``python/shardwise/testing/real_models.py`` (flax + optax, lowered raw
 with its calls: XLA compiles that text as ``jax.jit`` would, shardwise partitions it, its
 propagation then seeing the program as XLA's does), and for every single-op program of
-``tests/python/op_programs.py`` (windows, slices, pads, sorts, gathers along sharded
+``python/shardwise/testing/op_programs.py`` (windows, slices, pads, sorts, gathers along sharded
 dimensions: the ops XLA has special handlers for):
 
 * shardwise: ``shardwise.partition`` → the collectives of each rank's local StableHLO program
@@ -26,17 +26,15 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
 from bench_report import OUT, SMOKE
-from corpus import conformance_dir
 from shardwise.files import write_atomic
+from shardwise.testing.corpus import conformance_dir
 
 ROWS: list[dict[str, Any]] = []
 _DTYPE_BYTES = {
@@ -194,7 +192,7 @@ def _real_models() -> list[str]:
         import optax  # noqa: F401
     except ImportError:
         return []
-    from real_models import model_names
+    from shardwise.testing.real_models import model_names
 
     names = model_names()
     return names[:2] if SMOKE else names
@@ -202,7 +200,7 @@ def _real_models() -> list[str]:
 
 @pytest.mark.parametrize("name", _real_models())
 def test_real_model_bytes_against_xla(name: str) -> None:
-    from real_models import real_model
+    from shardwise.testing.real_models import real_model
 
     _compare(f"real: {name}", real_model(name).text)
 
@@ -212,7 +210,7 @@ def _op_programs() -> list[str]:
         import jax  # noqa: F401
     except ImportError:
         return []
-    from op_programs import op_program_names
+    from shardwise.testing.op_programs import op_program_names
 
     names = op_program_names()
     return names[:2] if SMOKE else names
@@ -220,7 +218,7 @@ def _op_programs() -> list[str]:
 
 @pytest.mark.parametrize("name", _op_programs())
 def test_op_program_bytes_against_xla(name: str) -> None:
-    from op_programs import op_program
+    from shardwise.testing.op_programs import op_program
 
     _compare(f"op: {name}", op_program(name))
 

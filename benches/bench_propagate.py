@@ -1,7 +1,7 @@
 """Propagation at scale, shardwise and Shardy side by side in one run (issue 5).
 
 Programs: N-layer transformer training steps (``jax.value_and_grad`` of unrolled attention +
-MLP layers) on a 2x4 mesh, generated now by ``tests/python/programs.py``; layer counts from
+MLP layers) on a 2x4 mesh, generated now by ``python/shardwise/testing/programs.py``; layer counts from
 ``SHARDWISE_BENCH_LAYERS`` (default ``20,160,635``: about 2.7k, 22k and 87k ops).
 
 For each program:
@@ -25,19 +25,16 @@ The session writes ``benches/results/propagation.md`` (table), ``propagation.jso
 from __future__ import annotations
 
 import os
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
 import shardwise
 from bench_report import RESULTS
-from programs import transformer_step
 from shardwise.importers.mlir import load_mlir
+from shardwise.testing.programs import transformer_step
 
 LAYERS = [int(x) for x in os.environ.get("SHARDWISE_BENCH_LAYERS", "20,160,635").split(",") if x.strip()]
 PIPELINE = "builtin.module(sdy-propagation-pipeline)"

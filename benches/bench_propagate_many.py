@@ -16,19 +16,15 @@ tests/python/test_propagate_many.py and tests/python/test_propagate_replay.py.
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
 import shardwise
 from bench_report import CANDIDATES, SMOKE
-from programs import transformer_step
 from shardwise.importers.mlir import load_mlir
-from test_propagate_many import _candidates
+from shardwise.testing.programs import random_candidates, transformer_step
 
 #: Layers of the transformer step and candidate sets per call (smaller in a smoke run).
 LAYERS, CANDIDATE_SETS = (2, 20) if SMOKE else (7, 200)
@@ -45,7 +41,7 @@ def _module() -> Any:
 @pytest.mark.parametrize("threads", [1, 2])
 def test_candidates_per_second(benchmark: Any, threads: int) -> None:
     m = _module()
-    cands = _candidates(m, CANDIDATE_SETS, seed=7)
+    cands = random_candidates(m, CANDIDATE_SETS, seed=7)
     results = benchmark.pedantic(
         shardwise.propagate_many, args=(m, cands), kwargs={"threads": threads}, rounds=3, iterations=1
     )
@@ -57,12 +53,12 @@ def test_candidates_per_second(benchmark: Any, threads: int) -> None:
 def test_batch_candidates_per_second(benchmark: Any, threads: int) -> None:
     m = _module()
     batch = shardwise.CandidateBatch(m)
-    assert batch.propagate(_candidates(m, CANDIDATE_SETS, seed=100), threads=threads).batched
+    assert batch.propagate(random_candidates(m, CANDIDATE_SETS, seed=100), threads=threads).batched
     seeds = iter(range(1000, 2000))
     drawn: list[Any] = []
 
     def fresh() -> tuple[tuple[Any, ...], dict[str, Any]]:
-        drawn.append(_candidates(m, CANDIDATE_SETS, seed=next(seeds)))
+        drawn.append(random_candidates(m, CANDIDATE_SETS, seed=next(seeds)))
         return (drawn[-1],), {"threads": threads}
 
     results = benchmark.pedantic(batch.propagate, setup=fresh, rounds=10, iterations=1)

@@ -7,14 +7,10 @@ parser/printer through jaxlib's MLIR bindings, in one run.
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
-from corpus import corpus_files, extract
 from shardwise import TensorSharding, _native
+from shardwise.testing.corpus import corpus_files, extract
 
 _COMMENT = re.compile(r"//[^\n]*")
 

@@ -1,5 +1,5 @@
 """Prepares what ``scripts/gpu-check`` needs on a GPU machine that reaches no package index:
-the real models' partitions (``tests/python/real_models.py``, lowered here with the pinned jax,
+the real models' partitions (``python/shardwise/testing/real_models.py``, lowered here with the pinned jax,
 propagated and partitioned for their 8 devices) under ``.gpu/parts/NAME``, the GPT step on one
 rank (``gpt_1rank``), the scanned MLP and the LSTM searched by ``auto_shard``
 (``auto_NAME``), a partial-manual ``shard_map`` MLP searched inside its body
@@ -21,14 +21,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # The models are lowered on a 2x4 mesh of CPU devices; set before jax is imported.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-sys.path.insert(0, str(ROOT / "tests" / "python"))
 
 import shardwise as sw
-from auto_programs import shard_map_mlp
-from corpus import conformance_dir
-from real_models import model_names, plain_model, real_model
 from shardwise.search.auto import prepare
 from shardwise.search.graph import peak_lower_bound
+from shardwise.testing.auto_programs import shard_map_mlp
+from shardwise.testing.corpus import conformance_dir
+from shardwise.testing.real_models import model_names, plain_model, real_model
 
 MESH = {"data": 2, "model": 4}
 

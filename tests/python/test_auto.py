@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from auto_programs import mlp, transformer_block
 from shardwise import Builder, Mesh, auto_shard, check_partition, partition
 from shardwise.errors import InfeasibleBudget, ProgramError, SearchError
 from shardwise.ir.core import Module
@@ -14,6 +13,7 @@ from shardwise.search import DeviceModel, StrategyGraph, evaluate, solve, solve_
 from shardwise.search.auto import build_problem, parse_bytes, resolve_mesh
 from shardwise.search.strategies import enumerate_strategies
 from shardwise.spmd.redistribute import CostModel, Link
+from shardwise.testing.auto_programs import mlp, transformer_block
 
 MESH = {"data": 2, "model": 4}
 #: No latency: the plans are decided by bytes (the programs are small enough for latency to hide them).

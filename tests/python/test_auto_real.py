@@ -18,11 +18,11 @@ pytest.importorskip("flax")
 pytest.importorskip("optax")
 
 import shardwise as sw
-from real_models import plain_model
 from shardwise.search.auto import prepare
 from shardwise.search.baselines import complete_plan
 from shardwise.search.graph import evaluate, peak_lower_bound
-from textbook import hand_plans
+from shardwise.testing.real_models import plain_model
+from shardwise.testing.textbook import hand_plans
 
 # Shardy's registry has no rule for chlo.top_k (the mixture of experts' router): the search and
 # the partitioner give it one (chlo_rules), but lookups outside them warn, as in test_real_models.

@@ -171,7 +171,7 @@ def test_bfs_is_feasible_where_the_old_walk_was_not() -> None:
 
 
 def test_bfs_walk_respects_the_memory_budget_without_configuration() -> None:
-    from auto_programs import mlp
+    from shardwise.testing.auto_programs import mlp
 
     # Unconfigured, the walk starts at the heaviest op; before, it left both (64 KiB) weights
     # replicated and the 44 KB budget exceeded (peak 137216 B).

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from corpus import _balanced, corpus_files, corpus_params, extract, require_corpus
+from corpus import balanced_end, corpus_files, corpus_params, extract, require_corpus
 from shardwise import Mesh, TensorSharding
 
 FILES = corpus_files()
@@ -99,7 +99,7 @@ def test_value_shardings_valid_for_their_shapes() -> None:
         meshes = dict(Mesh.parse_op(s) for k, s in extract(text) if k == "mesh_op")
         for m in _ARG.finditer(text):
             shape = [-1 if d == "?" else int(d) for d in m.group(1).split("x") if d]
-            ts = TensorSharding.parse(text[m.start(2) : _balanced(text, m.end(2) - 1)])
+            ts = TensorSharding.parse(text[m.start(2) : balanced_end(text, m.end(2) - 1)])
             if ts.mesh_name not in meshes:
                 continue
             ts.validate(shape, meshes=meshes)

@@ -8,13 +8,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from auto_programs import mlp
 from shardwise import auto_shard, check_partition, partition
 from shardwise.errors import SearchError
 from shardwise.search import DeviceModel
 from shardwise.search.auto import prepare
 from shardwise.search.cost_model import PS, op_cost
 from shardwise.spmd.redistribute import CostModel, Link
+from shardwise.testing.auto_programs import mlp
 
 MESH = {"data": 2, "model": 4}
 #: A slow device, so that compute and communication are of one order on a small program.

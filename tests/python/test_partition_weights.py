@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import pytest
 import shardwise as sw
-from auto_programs import mlp
 from shardwise.cli import main
 from shardwise.errors import ProgramError, SearchError, ShardwiseError
 from shardwise.execute.interpreter import run
@@ -26,6 +25,7 @@ from shardwise.spmd.load import (
     unpartitioned,
 )
 from shardwise.spmd.partition.check import compare_outputs
+from shardwise.testing.auto_programs import mlp
 
 MESH = {"data": 2, "model": 4}
 #: Replicated w1 and w2 take 64 KiB each: 44 KB per device forces both to be split 4 ways.

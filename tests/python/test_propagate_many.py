@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import os
-import random
 import signal
 import time
 
 import pytest
 import shardwise as sw
-from programs import transformer_step
 from shardwise.importers.mlir import load_mlir
+from shardwise.testing.programs import random_candidates, transformer_step
 
 pytestmark = pytest.mark.jax
 
@@ -19,25 +18,6 @@ pytestmark = pytest.mark.jax
 @pytest.fixture(scope="module")
 def step() -> sw.Module:
     return load_mlir(transformer_step(1))
-
-
-def _candidates(m: sw.Module, n: int, seed: int) -> list[dict[str, sw.TensorSharding | None]]:
-    rng = random.Random(seed)
-    mesh = m.meshes["mesh"]
-    main = m.funcs[0]
-    out: list[dict[str, sw.TensorSharding | None]] = []
-    for _ in range(n):
-        c: dict[str, sw.TensorSharding | None] = {}
-        for i in rng.sample(range(len(main.args)), 3):
-            shape = main.args[i].type.shape
-            dims: list[list[str]] = [[] for _ in shape]
-            for axis in rng.sample(["x", "y"], rng.randint(0, 2)):
-                d = rng.randrange(len(shape))
-                if shape[d] % (mesh.axis_size(axis) * (4 if dims[d] else 1)) == 0:
-                    dims[d].append(axis)
-            c[f"arg{i}"] = sw.TensorSharding(mesh, dims) if rng.random() < 0.9 else None
-        out.append(c)
-    return out
 
 
 def _one_by_one(m: sw.Module, c: dict[str, sw.TensorSharding | None]) -> str:
@@ -48,7 +28,7 @@ def _one_by_one(m: sw.Module, c: dict[str, sw.TensorSharding | None]) -> str:
 
 
 def test_batched_candidates_equal_one_by_one(step: sw.Module) -> None:
-    cands = _candidates(step, 6, seed=1)
+    cands = random_candidates(step, 6, seed=1)
     results = sw.propagate_many(step, cands, threads=2)
     assert isinstance(results, sw.CandidateResults)
     assert results.batched and len(results) == len(cands)
@@ -63,7 +43,7 @@ def test_batched_candidates_equal_one_by_one(step: sw.Module) -> None:
 def test_candidate_results_read_value_by_value(step: sw.Module) -> None:
     # Each result keeps only what differs from the unannotated program's result; reading some
     # values gives what reading all of them gives.
-    results = sw.propagate_many(step, _candidates(step, 4, seed=3), threads=2)
+    results = sw.propagate_many(step, random_candidates(step, 4, seed=3), threads=2)
     assert isinstance(results, sw.CandidateResults) and results.batched
     for r in results:
         out = r._out
@@ -76,7 +56,7 @@ def test_candidate_results_read_value_by_value(step: sw.Module) -> None:
 
 
 def test_threads_do_not_change_results(step: sw.Module) -> None:
-    cands = _candidates(step, 8, seed=2)
+    cands = random_candidates(step, 8, seed=2)
     one = sw.propagate_many(step, cands, threads=1)
     two = sw.propagate_many(step, cands, threads=2)
     assert isinstance(one, sw.CandidateResults) and isinstance(two, sw.CandidateResults)
@@ -129,7 +109,7 @@ def test_candidate_batch_calls_equal_one_by_one(step: sw.Module) -> None:
         m.meshes["mesh"], [["x"]] + [[] for _ in m.funcs[0].args[0].type.shape[1:]]
     )
     for seed, threads in ((11, 2), (12, 1), (11, 2)):
-        cands = _candidates(step, 3, seed=seed)
+        cands = random_candidates(step, 3, seed=seed)
         results = batch.propagate(cands, threads=threads)
         assert results.batched and results.threads == min(threads, os.cpu_count() or 1) and len(results) == len(cands)
         for c, r in zip(cands, results):
@@ -140,7 +120,7 @@ def test_candidate_batch_calls_equal_one_by_one(step: sw.Module) -> None:
 def test_thread_counts_beyond_the_cpus_are_capped(step: sw.Module) -> None:
     """threads=20000 once raised a PanicException (thread spawn failed) or used every thread
     the system allows; it is capped at the CPU count and gives the same results."""
-    cands = _candidates(step, 3, seed=5)
+    cands = random_candidates(step, 3, seed=5)
     results = sw.CandidateBatch(step.copy()).propagate(cands, threads=20000)
     assert results.threads == (os.cpu_count() or 1)
     for c, r in zip(cands, results):
@@ -193,7 +173,7 @@ def test_candidate_batch_in_a_forked_child(step: sw.Module) -> None:
     # parent kept) and gets the same results. A fork during another thread's call, whose lock
     # the child would find held, is not reproduced here.
     batch = sw.CandidateBatch(step)
-    cands = _candidates(step, 3, seed=31)
+    cands = random_candidates(step, 3, seed=31)
     expected = [r.main_shardings() for r in batch.propagate(cands, threads=2)]
     pid = os.fork()
     if pid == 0:  # the child: exit code 0 when the results match

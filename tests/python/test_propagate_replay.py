@@ -15,9 +15,9 @@ import pytest
 import shardwise as sw
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from programs import transformer_step
 from shardwise import _native
 from shardwise.importers.mlir import load_mlir
+from shardwise.testing.programs import transformer_step
 
 pytestmark = pytest.mark.jax
 

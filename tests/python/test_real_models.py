@@ -16,7 +16,7 @@ pytest.importorskip("flax")
 pytest.importorskip("optax")
 
 import shardwise as sw
-from real_models import model_names, real_model
+from shardwise.testing.real_models import model_names, real_model
 from shardy_oracle import shardy
 
 # Shardy's registry has no rule for the CHLO ops JAX leaves (chlo.square, chlo.top_k, ...) and

@@ -77,7 +77,7 @@ def test_a_counting_down_loop_and_nested_loops() -> None:
 
 @pytest.mark.parametrize("name", ["scan_mlp", "lstm"])
 def test_search_inside_loops_fits_a_tight_budget_and_predicts_the_partition(name: str) -> None:
-    from real_models import plain_model
+    from shardwise.testing.real_models import plain_model
 
     module = sw.load_mlir(plain_model(name).text)
     problem = prepare(module, "data=2,model=4")

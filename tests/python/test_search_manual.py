@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 import shardwise as sw
-from auto_programs import shard_map_mlp
 from shardwise.search.auto import prepare
+from shardwise.testing.auto_programs import shard_map_mlp
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy

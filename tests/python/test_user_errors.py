@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 import shardwise as sw
-from auto_programs import mlp
 from shardwise.cli import main
 from shardwise.execute.launch import launch
+from shardwise.testing.auto_programs import mlp
 
 _UNKNOWN_OPS = """
 sdy.mesh @mesh = <["x"=2]>

@@ -5,10 +5,12 @@ mixture of experts), built with ``shardwise.search.baselines`` from the models' 
 
 from __future__ import annotations
 
-from real_models import PlainModel
+from collections.abc import Callable
+
 from shardwise.errors import SearchError
 from shardwise.mesh import Mesh
 from shardwise.search.baselines import Plan, data_parallel, fsdp, tensor_parallel
+from shardwise.testing.real_models import PlainModel
 
 
 def hand_plans(model: PlainModel, mesh: Mesh) -> dict[str, Plan]:
@@ -20,7 +22,7 @@ def hand_plans(model: PlainModel, mesh: Mesh) -> dict[str, Plan]:
     specs = {i: a.megatron for i, a in enumerate(model.args) if a.kind != "input" and a.megatron}
     tp = "expert_parallel" if model.name.startswith("moe") else "megatron"
     plans: dict[str, Plan] = {}
-    builders = {
+    builders: dict[str, Callable[[], Plan]] = {
         "data_parallel": lambda: data_parallel(shapes, batch, mesh, every),
         "data_parallel(data)": lambda: data_parallel(shapes, batch, mesh, ["data"]),
         "fsdp": lambda: fsdp(shapes, batch, mesh, every),

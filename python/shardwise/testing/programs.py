@@ -6,7 +6,11 @@ About 137 ops per layer: 20 layers ~ 2.7k ops, 160 ~ 22k, 635 ~ 87k. Needs 8 dev
 
 from __future__ import annotations
 
+import random
 from typing import Any
+
+from shardwise.ir.core import Module
+from shardwise.sharding import TensorSharding
 
 #: Model sizes: width, heads, sequence length, batch.
 D, H, S, B = 64, 4, 32, 8
@@ -48,3 +52,25 @@ def transformer_step(layers: int) -> str:
     params = [weights() for _ in range(layers)]
     x = jax.ShapeDtypeStruct((B, S, D), jnp.float32, sharding=NamedSharding(mesh, P("x", None, None)))
     return str(jax.jit(jax.value_and_grad(loss)).lower(params, x).as_text())
+
+
+def random_candidates(m: Module, n: int, seed: int) -> list[dict[str, TensorSharding | None]]:
+    """``n`` seeded random candidates for ``propagate_many`` on a step of ``transformer_step``:
+    each sets 3 of main's arguments (``"arg<i>"``) to a random sharding on the ``x``/``y`` axes
+    of mesh ``mesh`` whose dims divide (or, in one case in ten, to None: unset)."""
+    rng = random.Random(seed)
+    mesh = m.meshes["mesh"]
+    main = m.funcs[0]
+    out: list[dict[str, TensorSharding | None]] = []
+    for _ in range(n):
+        c: dict[str, TensorSharding | None] = {}
+        for i in rng.sample(range(len(main.args)), 3):
+            shape = main.args[i].type.shape
+            dims: list[list[str]] = [[] for _ in shape]
+            for axis in rng.sample(["x", "y"], rng.randint(0, 2)):
+                d = rng.randrange(len(shape))
+                if shape[d] % (mesh.axis_size(axis) * (4 if dims[d] else 1)) == 0:
+                    dims[d].append(axis)
+            c[f"arg{i}"] = TensorSharding(mesh, dims) if rng.random() < 0.9 else None
+        out.append(c)
+    return out

@@ -250,10 +250,10 @@ def _cnn_bn() -> _Spec:
         def __call__(self, x: Any) -> Any:
             x = nn.Conv(16, (3, 3), name="conv1")(x)
             x = nn.relu(nn.BatchNorm(use_running_average=False, name="bn1")(x))
-            x = nn.max_pool(x, (2, 2), strides=(2, 2))  # type: ignore[no-untyped-call]
+            x = nn.max_pool(x, (2, 2), strides=(2, 2))
             x = nn.Conv(16, (3, 3), name="conv2")(x)
             x = nn.relu(nn.BatchNorm(use_running_average=False, name="bn2")(x))
-            x = nn.avg_pool(x, (2, 2), strides=(2, 2))  # type: ignore[no-untyped-call]
+            x = nn.avg_pool(x, (2, 2), strides=(2, 2))
             return nn.Dense(10, name="head")(x.reshape(x.shape[0], -1))
 
     m = CNN()

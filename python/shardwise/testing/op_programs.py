@@ -1,7 +1,7 @@
 """Single-op JAX programs along sharded dimensions, the kinds XLA's SPMD partitioner has
 special handlers for (windows, slices, pads, reverses, sorts, gathers, scatters): the "op:"
-rows of ``benches/bench_partition_bytes.py``. Each is lowered raw on the 2x4 mesh (axes
-``x``, ``y``) of ``jax_mesh.py``; needs 8 CPU devices."""
+rows of ``benches/bench_partition_bytes.py``. Each is lowered raw on a 2x4 mesh of Auto axes
+``x``, ``y``; needs 8 CPU devices (``RuntimeError`` with fewer)."""
 
 from __future__ import annotations
 
@@ -67,13 +67,15 @@ def op_program(name: str) -> str:
     """The raw ``jax.jit(...).lower(...).as_text()`` of op program ``name``."""
     import jax
     import jax.numpy as jnp
+    from jax.sharding import AxisType, NamedSharding
     from jax.sharding import PartitionSpec as P
-    from jax_mesh import mesh_2x4, sharded_arg
 
     f, args = _programs()[name]
-    mesh = mesh_2x4()
-    return str(
-        jax.jit(f)
-        .lower(*[sharded_arg(mesh, shape, P(*spec), getattr(jnp, dt) if dt else None) for shape, spec, dt in args])
-        .as_text()
-    )
+    if len(jax.devices()) < 8:
+        raise RuntimeError("op programs need 8 devices: XLA_FLAGS=--xla_force_host_platform_device_count=8 before jax")
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    abstract = [
+        jax.ShapeDtypeStruct(shape, getattr(jnp, dt) if dt else jnp.float32, sharding=NamedSharding(mesh, P(*spec)))
+        for shape, spec, dt in args
+    ]
+    return str(jax.jit(f).lower(*abstract).as_text())
