@@ -13,7 +13,7 @@ import pytest
 import shardwise as sw
 from auto_programs import mlp
 from shardwise.cli import main
-from shardwise.execute.launch import launch
+from shardwise.spmd.launch import launch
 
 _UNKNOWN_OPS = """
 sdy.mesh @mesh = <["x"=2]>

@@ -2,7 +2,7 @@
 ``load_partition``): ``partitioned.mlir``, ``rank{r}.mlir``, ``meta.json`` and, when the
 partition was given weights, ``weights/rank{r}.npz`` (layout in ``spmd.partition.meta``).
 
-Runs of a directory (``simulate_outdir``, ``check_outdir``, ``shardwise.execute.launch``) feed
+Runs of a directory (``simulate_outdir``, ``check_outdir``, ``shardwise.spmd.launch``) feed
 the saved weights to their arguments and random values (``random_inputs(seed)``) to the others;
 the unpartitioned program of a check gets the weights reassembled from the ranks' blocks
 (``global_weights``), so no global copy is stored."""
