@@ -152,7 +152,7 @@ def test_job_collectives(benchmark: Any, backend: str, tmp_path: Path) -> None:
     """One mpiexec job times every collective inside; the benchmark is the job's wall time
     (start-up included); the per-collective times go to the report."""
     pytest.importorskip("mpi4py")
-    from shardwise.execute.launch import run_job
+    from shardwise.spmd.launch import run_job
 
     if backend == "nccl":
         from shardwise.execute.nccl import gpu_count
@@ -200,7 +200,7 @@ def test_demo_end_to_end_simulator(benchmark: Any, tmp_path: Path) -> None:
 
 def test_demo_end_to_end_mpi(benchmark: Any, tmp_path: Path) -> None:
     pytest.importorskip("mpi4py")
-    from shardwise.execute.launch import launch
+    from shardwise.spmd.launch import launch
 
     outdir = _demo_partition(tmp_path)
     res = benchmark.pedantic(

@@ -466,9 +466,9 @@ def launch_outdir(
     console: Console, outdir: str, n: int, *, backend: str, check: bool, seed: int, timeout: float | None
 ) -> bool:
     """``shardwise launch -n N OUTDIR``: runs the partition on ``n`` MPI ranks
-    (``shardwise.execute.launch.launch``), prints the check table (with ``check``) and each
+    (``shardwise.spmd.launch.launch``), prints the check table (with ``check``) and each
     rank's run time; returns whether the check passed (``True`` without one)."""
-    from shardwise.execute.launch import launch
+    from shardwise.spmd.launch import launch
 
     res = launch(outdir, n, backend=backend, check=check, seed=seed, timeout=timeout)
     if res.checks is not None:

@@ -223,7 +223,7 @@ def thread_results() -> Callable[[int], list[dict[str, np.ndarray]]]:
 
 
 def _mpi_results(tmp_path: Path, n: int, reductions: str) -> list[dict[str, np.ndarray]]:
-    from shardwise.execute.launch import run_job
+    from shardwise.spmd.launch import run_job
 
     out = tmp_path / f"res{n}{reductions}.pickle"
     run_job(n, [str(Path(__file__)), str(out), reductions], timeout=120)

@@ -17,8 +17,8 @@ pytest.importorskip("array_api_compat")
 from shardwise import Builder, Mesh, load_mlir, partition
 from shardwise.cli import main
 from shardwise.errors import ShardwiseError
-from shardwise.execute.launch import LaunchError, LaunchTimeout, launch, run_job
 from shardwise.ir.core import Module
+from shardwise.spmd.launch import LaunchError, LaunchTimeout, launch, run_job
 
 
 def _leftovers(marker: str) -> list[str]:
@@ -146,6 +146,6 @@ def test_ranks_refuse_a_job_of_the_wrong_size(tmp_path: Path) -> None:
     """mpiexec started by hand with the wrong -n: every rank reports the mismatch."""
     partition(_mlp({"x": 2, "y": 2}), tmp_path / "p")
     with pytest.raises(LaunchError, match=r"has 4 ranks but the MPI job has 2; run with -n 4") as info:
-        run_job(2, ["-m", "shardwise.execute.launch", str(tmp_path / "p")], timeout=60)
+        run_job(2, ["-m", "shardwise.spmd.launch", str(tmp_path / "p")], timeout=60)
     assert info.value.rank in (0, 1)
     assert not _leftovers(str(tmp_path))

@@ -60,8 +60,8 @@ pytest.importorskip("mpi4py", reason="the NCCL backend is bootstrapped over MPI 
 
 def test_nccl_collectives_match_the_simulator(tmp_path: Path) -> None:
     import array_api_compat.numpy as xp
-    from shardwise.execute.launch import run_job
     from shardwise.execute.simulator import run_ranks
+    from shardwise.spmd.launch import run_job
 
     n = min(_gpus(), 8)
     out = tmp_path / "nccl.pickle"
@@ -93,7 +93,7 @@ def test_nccl_collectives_match_the_simulator(tmp_path: Path) -> None:
 
 def test_launch_nccl_check(tmp_path: Path) -> None:
     from shardwise import Builder, Mesh, partition
-    from shardwise.execute.launch import launch
+    from shardwise.spmd.launch import launch
 
     n = min(_gpus(), 8)
     b = Builder(Mesh({"x": n}))

@@ -135,7 +135,7 @@ def test_cli_run_check_uses_the_weights(
 def test_launch_on_mpi_ranks_uses_the_weights(
     searched: tuple[Path, sw.Partition, dict[int, np.ndarray]],
 ) -> None:
-    from shardwise.execute.launch import launch
+    from shardwise.spmd.launch import launch
 
     out, _, _ = searched
     res = launch(out, 8, backend="mpi", check=True, timeout=180, keep_outputs=True)

@@ -49,7 +49,7 @@ def test_real_model_propagates_as_shardy_and_partitions_correctly(name: str) -> 
 def test_real_model_on_8_mpi_ranks(name: str, tmp_path: Path) -> None:
     pytest.importorskip("mpi4py")
     _need_devices()
-    from shardwise.execute.launch import launch
+    from shardwise.spmd.launch import launch
 
     part = sw.partition(sw.load_mlir(real_model(name).text))
     part.write(tmp_path / "p")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import shardwise as sw
 from shardwise.cli import main
-from shardwise.execute.launch import launch
+from shardwise.spmd.launch import launch
 from shardwise.testing.auto_programs import mlp
 
 _UNKNOWN_OPS = """

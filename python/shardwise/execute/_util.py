@@ -3,6 +3,8 @@ reinterpretation, which numpy and cupy arrays both have)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from shardwise.errors import ProgramError
@@ -15,6 +17,7 @@ __all__ = [
     "is_float",
     "is_int",
     "is_low_float",
+    "quiet_fp",
     "to_int",
     "uint_of",
     "upcast",
@@ -140,3 +143,12 @@ def accumulate(xp: Any, x: Any) -> Any:
     if is_complex(xp, x) and x.dtype == xp.complex64:
         return astype(xp, x, xp.complex128)
     return x
+
+
+@contextlib.contextmanager
+def quiet_fp() -> Iterator[None]:
+    """numpy floating-point warnings off: overflow to inf, 0/0 = nan are results, not errors."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        yield

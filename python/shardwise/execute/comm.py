@@ -9,8 +9,8 @@ Semantics follow the StableHLO specification of ``all_gather``, ``all_reduce``,
 ``reduce_scatter``, ``all_to_all`` and ``collective_permute``
 (github.com/openxla/stablehlo/blob/main/docs/spec.md).
 
-Implementations: ``shardwise.execute.simulator.ThreadCommunicator`` (in-process threads); MPI
-and NCCL backends implement the same protocol.
+Implementations: ``shardwise.execute.threads.ThreadCommunicator`` (in-process threads, used by
+the simulator); MPI and NCCL backends implement the same protocol.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ followed and the op's docstring says so. Collectives (``stablehlo.all_reduce``, 
 
 The interpreter frees every value after its last use and records ``live_bytes`` /
 ``peak_bytes``: the sum of the sizes (bytes) of the arrays its environment holds.
+
+The op implementations live in the ``ops_*`` modules; they register in the op table
+(``shardwise.execute.registry``), which ``shardwise.execute.ops`` fills and this module reads.
+Ops see the interpreter only as the object passed to them.
 """
 
 from __future__ import annotations
@@ -19,35 +23,15 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from shardwise.errors import ProgramError
-from shardwise.execute._util import astype, nbytes
+from shardwise.execute._util import astype, nbytes, quiet_fp
 from shardwise.execute.comm import Communicator
 from shardwise.execute.dtypes import xp_dtype
+from shardwise.execute.ops import ELEMENTWISE, OPS
+from shardwise.execute.registry import register
 from shardwise.ir.core import Block, Func, Module, Op, Region, Value
 from shardwise.ir.types import TensorType
 
 __all__ = ["ELEMENTWISE", "OPS", "Interpreter", "register", "run"]
-
-OpFn = Callable[["Interpreter", Op, list[Any]], list[Any]]
-
-#: op name -> implementation ``fn(interpreter, op, operand_arrays) -> result_arrays``.
-OPS: dict[str, OpFn] = {}
-
-#: ops whose implementation is elementwise and shape-agnostic, so a region made only of them
-#: (a reduction or comparator body) can be evaluated on whole arrays at once.
-ELEMENTWISE: set[str] = set()
-
-
-def register(*names: str, elementwise: bool = False) -> Callable[[OpFn], OpFn]:
-    """Registers ``fn`` as the implementation of each op in ``names``."""
-
-    def deco(fn: OpFn) -> OpFn:
-        for n in names:
-            OPS[n] = fn
-            if elementwise:
-                ELEMENTWISE.add(n)
-        return fn
-
-    return deco
 
 
 #: Floating element types and the type ``wide`` interpretation computes them in.
@@ -77,6 +61,14 @@ class Interpreter:
         self._plans: dict[int, tuple[Block, list[list[Value]], list[Value]]] = {}
         self._vector_depth = 0
         self._env: dict[Value, Any] = {}
+
+    def for_rank(self, comm: Communicator | None, rank: int) -> Interpreter:
+        """A fresh interpreter of the same functions and namespace (not ``wide``) as rank
+        ``rank`` with communicator ``comm``: what an op runs a body per device with
+        (``sdy.manual_computation``)."""
+        inner = Interpreter(None, self.xp, comm, rank)
+        inner.funcs = self.funcs
+        return inner
 
     # -- values ---------------------------------------------------------------------------
     def dtype(self, v: Value) -> Any:
@@ -262,15 +254,6 @@ def _uses(op: Op) -> Iterator[Value]:
                 yield from _uses(inner)
 
 
-@contextlib.contextmanager
-def quiet_fp() -> Iterator[None]:
-    """numpy floating-point warnings off: overflow to inf, 0/0 = nan are results, not errors."""
-    import numpy as np
-
-    with np.errstate(all="ignore"):
-        yield
-
-
 def run(
     func_or_module: Func | Module,
     inputs: Sequence[Any],
@@ -322,8 +305,6 @@ def _prepare(
 
 def run_with(interp: Interpreter, f: Func, inputs: Sequence[Any]) -> list[Any]:
     """Runs ``f`` with an existing interpreter (its byte counters keep accumulating)."""
-    import shardwise.execute.ops  # noqa: F401  (registers the op implementations)
-
     if len(inputs) != len(f.args):
         raise ProgramError(f"@{f.sym_name} takes {len(f.args)} arguments, got {len(inputs)}")
 

@@ -1,4 +1,5 @@
-"""Imports every op-family module so their implementations register with the interpreter."""
+"""The complete op table: imports every op-family module so their implementations register
+(``shardwise.execute.registry``) and re-exports the table; the interpreter imports it."""
 
 from shardwise.execute import (  # noqa: F401
     ops_chlo,
@@ -15,3 +16,6 @@ from shardwise.execute import (  # noqa: F401
     ops_sort,
     ops_special,
 )
+from shardwise.execute.registry import ELEMENTWISE, OPS
+
+__all__ = ["ELEMENTWISE", "OPS"]

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from shardwise.execute._util import astype, bitcast, is_complex, itemsize, uint_of, upcast
 from shardwise.execute.devices import to_host
-from shardwise.execute.interpreter import Interpreter, register
+from shardwise.execute.ops_control import call_function
+from shardwise.execute.registry import register
 from shardwise.ir.core import Op
+
+if TYPE_CHECKING:
+    from shardwise.execute.interpreter import Interpreter
 
 
 def _unary(name: str, fn: Callable[[Any, Any], Any]) -> None:
@@ -148,6 +152,4 @@ def _imag(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
 @register("stablehlo.composite")
 def _composite(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     """Runs the ``decomposition`` function (spec: the composite's semantics)."""
-    from shardwise.execute.ops_control import call_function
-
     return call_function(it, op, op.attributes.get("decomposition", ""), args)

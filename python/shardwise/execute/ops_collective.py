@@ -9,16 +9,19 @@ communicator in the listed order."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from shardwise.errors import ProgramError
 from shardwise.execute.attrs import parse_dense, parse_int
 from shardwise.execute.comm import Communicator
-from shardwise.execute.interpreter import Interpreter, register
 from shardwise.execute.regions import body_kind
+from shardwise.execute.registry import register
 from shardwise.ir.core import Op
+
+if TYPE_CHECKING:
+    from shardwise.execute.interpreter import Interpreter
 
 
 def _comm(it: Interpreter, op: Op) -> Communicator:

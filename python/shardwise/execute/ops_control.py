@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardwise.errors import ProgramError
 from shardwise.execute._util import to_int
-from shardwise.execute.interpreter import Interpreter, register
+from shardwise.execute.registry import register
 from shardwise.ir.attrs import unquote
 from shardwise.ir.core import Op
+
+if TYPE_CHECKING:
+    from shardwise.execute.interpreter import Interpreter
 
 
 @register("stablehlo.while")

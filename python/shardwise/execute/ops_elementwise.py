@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardwise.errors import ProgramError
 from shardwise.execute._util import (
@@ -27,8 +27,11 @@ from shardwise.execute._util import (
     upcast,
 )
 from shardwise.execute.attrs import parse_enum, parse_int
-from shardwise.execute.interpreter import Interpreter, register
+from shardwise.execute.registry import register
 from shardwise.ir.core import Op
+
+if TYPE_CHECKING:
+    from shardwise.execute.interpreter import Interpreter
 
 
 def _unary_float(name: str, fn: Callable[[Any, Any], Any]) -> None:

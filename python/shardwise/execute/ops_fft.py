@@ -17,13 +17,16 @@ type, like dot products (``_util.accumulate``); XLA's float32 FFT is measured ag
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardwise.errors import ProgramError
 from shardwise.execute._util import accumulate, astype, upcast
 from shardwise.execute.attrs import parse_array, parse_enum
-from shardwise.execute.interpreter import Interpreter, register
+from shardwise.execute.registry import register
 from shardwise.ir.core import Op
+
+if TYPE_CHECKING:
+    from shardwise.execute.interpreter import Interpreter
 
 
 def _fft_namespace(xp: Any) -> Any:

@@ -6,14 +6,17 @@ operand; scatter skips updates whose window falls outside the operand (spec)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardwise.errors import ProgramError
 from shardwise.execute._util import astype, to_int
 from shardwise.execute.attrs import parse_array, parse_struct
-from shardwise.execute.interpreter import Interpreter, register
 from shardwise.execute.regions import apply_body
+from shardwise.execute.registry import register
 from shardwise.ir.core import Op, Region
+
+if TYPE_CHECKING:
+    from shardwise.execute.interpreter import Interpreter
 
 
 def _starts(args: Sequence[Any], shape: Sequence[int], sizes: Sequence[int]) -> list[int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardwise.errors import ProgramError
 from shardwise.execute._util import accumulate, astype, is_bool, is_complex, scalar_of, upcast
@@ -19,9 +19,13 @@ from shardwise.execute.attrs import (
     parse_int,
     parse_struct,
 )
-from shardwise.execute.interpreter import Interpreter, register
+from shardwise.execute.ops_elementwise import convert
 from shardwise.execute.ops_shape import pad
+from shardwise.execute.registry import register
 from shardwise.ir.core import Op
+
+if TYPE_CHECKING:
+    from shardwise.execute.interpreter import Interpreter
 
 
 def dot_general(
@@ -45,8 +49,6 @@ def dot_general(
     if xp.isdtype(a.dtype, "integral") and xp.isdtype(dtype, "integral") and a.dtype != dtype:
         a, b = astype(xp, a, dtype), astype(xp, b, dtype)
     out = xp.matmul(a, b)
-    from shardwise.execute.ops_elementwise import convert
-
     return convert(xp, xp.reshape(out, tuple(bshape + [lhs.shape[d] for d in lf] + [rhs.shape[d] for d in rf])), dtype)
 
 
@@ -136,8 +138,6 @@ def _convolution(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     perm[dims.out_feature] = 1
     for k, d in enumerate(dims.out_spatial):
         perm[d] = 2 + k
-    from shardwise.execute.ops_elementwise import convert
-
     return [convert(xp, xp.permute_dims(out, tuple(perm)), out_dtype)]
 
 

@@ -1,20 +1,25 @@
 """``sdy.manual_computation`` on the global view: the operands are split along the manual axes
 (the in_shardings' leading manual axes of each dimension), the body runs once per mesh device
-in the SPMD simulator (its collectives see device ids as ranks), and each result is assembled
-from the devices' local results along the manual axes of the out_shardings (Shardonnay RFC,
-"Manual computation")."""
+on the simulator's rank threads (``execute.threads``; its collectives see device ids as ranks,
+each device an interpreter from ``Interpreter.for_rank``), and each result is assembled from
+the devices' local results along the manual axes of the out_shardings (Shardonnay RFC, "Manual
+computation")."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardwise.errors import ProgramError
-from shardwise.execute._util import zeros
-from shardwise.execute.interpreter import Interpreter, quiet_fp, register
+from shardwise.execute._util import quiet_fp, zeros
+from shardwise.execute.registry import register
+from shardwise.execute.threads import run_ranks
 from shardwise.ir.core import Op
 from shardwise.mesh import Mesh
 from shardwise.sharding import TensorSharding
+
+if TYPE_CHECKING:
+    from shardwise.execute.interpreter import Interpreter
 
 
 def _manual_axes(op: Op) -> list[str]:
@@ -61,8 +66,6 @@ def _slices(
 
 @register("sdy.manual_computation")
 def _manual_computation(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
-    from shardwise.execute.simulator import run_ranks
-
     if it.comm is not None:
         raise ProgramError(
             f"{op.where()}: sdy.manual_computation inside an SPMD-simulated program is not supported (partition it first)"
@@ -95,8 +98,7 @@ def _manual_computation(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     def body(rank: int, comm: Any) -> list[Any]:
         coords = coords_of[rank_pos[rank]]
         local = [x[_slices(it, op, s, tuple(x.shape), mesh, coords, manual)] for x, s in zip(args, ins)]
-        inner = Interpreter(None, xp, comm, rank)
-        inner.funcs = it.funcs
+        inner = it.for_rank(comm, rank)
         with quiet_fp():  # numpy's error state is per thread
             return inner.run_block(region.entry, local, {})
 

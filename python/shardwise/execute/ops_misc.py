@@ -5,7 +5,7 @@ the deterministic random ops rng and rng_bit_generator."""
 from __future__ import annotations
 
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -13,9 +13,12 @@ from shardwise.errors import ProgramError
 from shardwise.execute._util import bitcast, itemsize
 from shardwise.execute.attrs import parse_dense, parse_enum
 from shardwise.execute.devices import to_host
-from shardwise.execute.interpreter import Interpreter, register
+from shardwise.execute.registry import register
 from shardwise.ir.attrs import unquote
 from shardwise.ir.core import Op
+
+if TYPE_CHECKING:
+    from shardwise.execute.interpreter import Interpreter
 
 
 @register("stablehlo.constant", "sdy.constant", elementwise=True)

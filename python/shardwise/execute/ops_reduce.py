@@ -5,15 +5,20 @@ the variadic argmax body) are folded pairwise, evaluated on whole arrays."""
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardwise.errors import ProgramError
 from shardwise.execute._util import accumulate, astype, is_bool, upcast
 from shardwise.execute.attrs import parse_array, parse_dense
-from shardwise.execute.interpreter import Interpreter, register
+from shardwise.execute.comm import reduce_arrays
+from shardwise.execute.ops_index import scatter_flat
 from shardwise.execute.ops_shape import pad
-from shardwise.execute.regions import body_kind, combine_fn, tree_fold
+from shardwise.execute.regions import apply_body, body_kind, combine_fn, tree_fold
+from shardwise.execute.registry import register
 from shardwise.ir.core import Op
+
+if TYPE_CHECKING:
+    from shardwise.execute.interpreter import Interpreter
 
 
 def _fast_reduce(xp: Any, x: Any, kind: str, axes: tuple[int, ...]) -> Any:
@@ -38,8 +43,6 @@ def _fast_reduce(xp: Any, x: Any, kind: str, axes: tuple[int, ...]) -> Any:
 
 
 def _combine_two(xp: Any, kind: str, a: Any, b: Any) -> Any:
-    from shardwise.execute.comm import reduce_arrays
-
     return reduce_arrays(xp, [a, b], kind)
 
 
@@ -135,8 +138,6 @@ def _select_and_scatter(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     row-major order, keeping the current choice while ``select(current, candidate)`` holds)
     receives the matching ``source`` element, combined with the ``scatter`` body into a result
     initialised to ``init_value``."""
-    from shardwise.execute.ops_index import scatter_flat
-
     xp = it.xp
     operand, source, init = args
     rank = operand.ndim
@@ -154,8 +155,6 @@ def _select_and_scatter(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     index = xp.reshape(xp.arange(count, dtype=xp.int64), operand.shape)
     select_region, scatter_region = op.regions
     sel_val = sel_idx = None
-    from shardwise.execute.regions import apply_body
-
     for _, s in slices:
         cand, cidx = operand[s], index[s]
         if sel_val is None:

@@ -3,12 +3,16 @@ pad (negative and interior padding), iota (StableHLO spec)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardwise.errors import ProgramError
 from shardwise.execute.attrs import parse_array, parse_int
-from shardwise.execute.interpreter import Interpreter, register
+from shardwise.execute.ops_elementwise import convert
+from shardwise.execute.registry import register
 from shardwise.ir.core import Op
+
+if TYPE_CHECKING:
+    from shardwise.execute.interpreter import Interpreter
 
 
 @register("stablehlo.broadcast_in_dim")
@@ -102,6 +106,4 @@ def _iota(it: Interpreter, op: Op, args: list[Any]) -> list[Any]:
     line = xp.arange(shape[dim], dtype=xp.int64)
     view = [1] * len(shape)
     view[dim] = shape[dim]
-    from shardwise.execute.ops_elementwise import convert
-
     return [xp.broadcast_to(convert(xp, xp.reshape(line, tuple(view)), dtype), shape)]

@@ -12,14 +12,17 @@ ties with the original index (which makes the sort stable), drives either
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardwise.execute._util import astype, is_float
 from shardwise.execute.attrs import parse_bool, parse_enum, parse_int
-from shardwise.execute.interpreter import Interpreter, register
 from shardwise.execute.ops_elementwise import total_order_key
 from shardwise.execute.regions import apply_body
+from shardwise.execute.registry import register
 from shardwise.ir.core import Op, Region
+
+if TYPE_CHECKING:
+    from shardwise.execute.interpreter import Interpreter
 
 _PAIR_BUDGET = 1 << 22  # elements of one pairwise-comparison chunk
 _PAIRWISE_MAX = 64  # longest row sorted by comparing all pairs

@@ -22,14 +22,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from shardwise.execute._util import astype
 from shardwise.execute.devices import to_host
-from shardwise.execute.interpreter import Interpreter, register
+from shardwise.execute.registry import register
 from shardwise.ir.core import Op
+
+if TYPE_CHECKING:
+    from shardwise.execute.interpreter import Interpreter
 
 #: Bernoulli numbers B_2, B_4, ..., B_24.
 _BERNOULLI = [

@@ -4,12 +4,14 @@ scatter, select_and_scatter, all_reduce, sort comparators)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardwise.errors import ProgramError
 from shardwise.execute._util import astype
-from shardwise.execute.interpreter import Interpreter
 from shardwise.ir.core import Op, Region
+
+if TYPE_CHECKING:
+    from shardwise.execute.interpreter import Interpreter
 
 __all__ = ["apply_body", "body_kind", "combine_fn", "tree_fold"]
 

@@ -1,5 +1,7 @@
-"""SPMD execution of sharded programs: tensor redistribution (``redistribute``) and an exact
-numpy simulation of per-device shards and collectives (``simulate``)."""
+"""SPMD execution of sharded programs: tensor redistribution (``redistribute``), an exact
+numpy simulation of per-device shards and collectives (``simulate``), the partitioner
+(``partition``), reading a partition directory (``load``) and running it on MPI ranks
+(``launch``)."""
 
 from shardwise.spmd.redistribute import CostModel, Link, ReshardPlan, ReshardStep, dtype_bytes, plan_reshard
 

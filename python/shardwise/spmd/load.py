@@ -2,7 +2,7 @@
 ``load_partition``): ``partitioned.mlir``, ``rank{r}.mlir``, ``meta.json`` and, when the
 partition was given weights, ``weights/rank{r}.npz`` (layout in ``spmd.partition.meta``).
 
-Runs of a directory (``simulate_outdir``, ``check_outdir``, ``shardwise.execute.launch``) feed
+Runs of a directory (``simulate_outdir``, ``check_outdir``, ``shardwise.spmd.launch``) feed
 the saved weights to their arguments and random values (``random_inputs(seed)``) to the others;
 the unpartitioned program of a check gets the weights reassembled from the ranks' blocks
 (``global_weights``), so no global copy is stored."""
@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from shardwise.errors import ShardwiseError
 from shardwise.ir.core import Module
 from shardwise.ir.rewrite import Uses, erase_op
+from shardwise.spmd.partition.check import check_partition, check_with_inputs, shard_inputs
+from shardwise.spmd.partition.meta import MAX_RANKS, WEIGHTS_PATH
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,14 +43,6 @@ _SDY_COLLECTIVES = (
     "sdy.all_reduce",
     "sdy.reduce_scatter",
 )
-
-
-#: Rank ``r``'s weight blocks, relative to the partition directory (``spmd.partition.meta``).
-WEIGHTS_PATH = "weights/rank{rank}.npz"
-
-#: The most ranks a partition directory may name (a tampered ``num_ranks`` is refused, not
-#: simulated).
-MAX_RANKS = 1 << 16
 
 
 def _file(outdir: str | os.PathLike[str], name: str) -> Path:
@@ -261,7 +255,6 @@ def run_inputs(
     import numpy as np
 
     from shardwise.execute.inputs import random_inputs
-    from shardwise.spmd.partition.check import shard_inputs
 
     func = entry(meta, global_module)
     n = meta["num_ranks"]
@@ -331,8 +324,6 @@ def check_outdir(outdir: str | os.PathLike[str], *, seed: int = 0, device: str =
     ``device``, ``"cpu"`` or ``"cuda"``) against ``unpartitioned(partitioned.mlir)``, both fed
     the same values (``run_inputs``: the saved weights, random values for the other arguments);
     returns a ``CheckResult``."""
-    from shardwise.spmd.partition.check import check_partition, check_with_inputs
-
     meta = load_meta(outdir)
     g = load_global(outdir)
     func = entry(meta, g)

@@ -27,7 +27,6 @@ from shardwise.errors import MeshError, ProgramError
 from shardwise.files import check_replaceable
 from shardwise.ir.core import Module
 from shardwise.mesh import Mesh
-from shardwise.spmd.load import MAX_RANKS
 from shardwise.spmd.partition.chlo_rules import chlo_rules
 from shardwise.spmd.partition.global_step import (
     Collective,
@@ -40,7 +39,7 @@ from shardwise.spmd.partition.global_step import (
 from shardwise.spmd.partition.groups import check_device_ids
 from shardwise.spmd.partition.inline import inline_calls
 from shardwise.spmd.partition.local_step import localize
-from shardwise.spmd.partition.meta import Weights, build_meta, check_weights, is_partition_dir, write_outdir
+from shardwise.spmd.partition.meta import MAX_RANKS, Weights, build_meta, check_weights, is_partition_dir, write_outdir
 from shardwise.spmd.redistribute import CostModel
 
 __all__ = ["Collective", "Partition", "entry_func", "needs_propagation", "partition"]

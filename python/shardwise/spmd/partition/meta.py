@@ -42,18 +42,24 @@ from shardwise.files import replace_dir
 from shardwise.ir.core import Func
 from shardwise.ir.types import TensorType
 from shardwise.sharding import AxisRef, TensorSharding
-from shardwise.spmd.load import WEIGHTS_PATH
 from shardwise.spmd.partition.groups import groups
 
 if TYPE_CHECKING:
     from shardwise.spmd.partition import Partition
 
-__all__ = ["META_FORMAT", "WEIGHTS_PATH", "Weights", "build_meta", "check_weights", "write_outdir"]
+__all__ = ["MAX_RANKS", "META_FORMAT", "WEIGHTS_PATH", "Weights", "build_meta", "check_weights", "write_outdir"]
 
 #: What ``partition(weights=...)`` takes: argument index or name to an array.
 Weights = Mapping[int, Any] | Mapping[str, Any] | Mapping[int | str, Any]
 
 META_FORMAT = 1
+
+#: Rank ``r``'s weight blocks, relative to the partition directory.
+WEIGHTS_PATH = "weights/rank{rank}.npz"
+
+#: The most ranks a partition directory may name: ``partition`` refuses a larger mesh, and
+#: ``spmd.load`` a tampered ``num_ranks`` (refused, not simulated).
+MAX_RANKS = 1 << 16
 
 
 def arg_names(func: Func) -> dict[str, int]:

@@ -1,6 +1,6 @@
 """Running a partition directory on MPI ranks (issue 7): ``shardwise launch -n N OUTDIR``.
 
-The driver (``launch``) starts ``mpiexec -n N python -m mpi4py -m shardwise.execute.launch
+The driver (``launch``) starts ``mpiexec -n N python -m mpi4py -m shardwise.spmd.launch
 OUTDIR ...`` with the ``mpiexec`` installed beside the Python executable (the ``mpich`` wheel's,
 from ``pip install 'shardwise[mpi]'``) in its own session, every process of the job marked by
 an environment variable, so that a timeout or an interrupt kills mpiexec, its proxies and every
@@ -319,7 +319,7 @@ def launch(
         summary = Path(tmp) / "summary.json"
         args = [
             "-m",
-            "shardwise.execute.launch",
+            "shardwise.spmd.launch",
             os.fspath(outdir),
             "--backend",
             backend,
@@ -358,7 +358,7 @@ def launch(
 
 
 # ---------------------------------------------------------------------------------------------
-# Rank side: `python -m mpi4py -m shardwise.execute.launch OUTDIR ...`
+# Rank side: `python -m mpi4py -m shardwise.spmd.launch OUTDIR ...`
 
 
 def _record_dict(r: CollectiveRecord) -> dict[str, Any]:
@@ -390,7 +390,6 @@ def _rank_run(args: argparse.Namespace, mpi: Any) -> None:
         args.outdir, g, meta, args.seed, [rank], global_values=rank == 0 and args.check, loaded={rank: weights}
     )
     local = rows[0]
-    import shardwise.execute.ops  # noqa: F401  (registers the op implementations before the timing)
 
     xp: Any = None
     comm: Any
@@ -436,7 +435,7 @@ def _rank_run(args: argparse.Namespace, mpi: Any) -> None:
 def rank_main(argv: Sequence[str] | None = None) -> None:
     """The body of each rank (run under ``python -m mpi4py``). On any error it prints
     ``shardwise launch: rank R failed:`` with the traceback to stderr and aborts the job."""
-    parser = argparse.ArgumentParser(prog="python -m mpi4py -m shardwise.execute.launch")
+    parser = argparse.ArgumentParser(prog="python -m mpi4py -m shardwise.spmd.launch")
     parser.add_argument("outdir")
     parser.add_argument("--backend", choices=BACKENDS, default="mpi")
     parser.add_argument("--check", action="store_true")
