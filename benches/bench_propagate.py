@@ -90,8 +90,8 @@ def test_shardwise(benchmark: Any, layers: int) -> None:
     e = _entry(layers)
     e["shardwise_s"] = benchmark.stats.stats.min
     # Where the time goes (one more run, per pass) and the frozen program's size.
-    from shardwise.ir.freeze import freeze
     from shardwise.passes import run_pipeline
+    from shardwise.propagation.freeze import freeze
 
     m = load_mlir(text)
     e["ops"] = sum(1 for _ in m.walk())

@@ -6,8 +6,8 @@ import pytest
 from corpus import conformance_dir
 from shardwise import Builder, Mesh, ProgramError
 from shardwise.ir import Op
-from shardwise.ir.freeze import freeze
 from shardwise.ir.types import TensorType
+from shardwise.propagation.freeze import freeze
 
 
 def test_freeze_builder_program() -> None:

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from shardwise import Builder, Mesh
 from shardwise.ir import Op
 from shardwise.ir.core import Block, Region
-from shardwise.ir.freeze import freeze
 from shardwise.ir.types import TensorType
 from shardwise.passes.data_flow import post_order
+from shardwise.propagation.freeze import freeze
 from shardwise.rules.from_ir import rules_for
 
 T = TensorType((4,), "f32")

@@ -22,8 +22,8 @@ import pytest
 import shardwise as sw
 from shardwise import _native
 from shardwise.errors import InvalidShardingError, ProgramError
-from shardwise.ir.freeze import freeze
 from shardwise.propagation import PASSES, PropagationStats, ShardingGroupWarning, propagate
+from shardwise.propagation.freeze import freeze
 from shardwise.rules import UnknownOpWarning
 
 jax_mlir = pytest.importorskip("jax._src.interpreters.mlir", reason="jax/jaxlib (the test extra) is not installed")

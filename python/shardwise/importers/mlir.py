@@ -11,8 +11,8 @@ from pathlib import Path
 from sys import intern
 from typing import Any
 
+from shardwise._jaxlib import context, diagnostics_line, ir
 from shardwise.errors import ProgramError, ShardingError
-from shardwise.importers._jaxlib import context, ir
 from shardwise.ir.attrs import unquote
 from shardwise.ir.core import Block, Func, Module, Op, Region, Value
 from shardwise.ir.gc import no_cyclic_gc
@@ -97,38 +97,6 @@ def _check_nesting(text: str, source: str | os.PathLike[str]) -> None:
             raise ProgramError(
                 f"MLIR{_name(source)} nests {what} {deepest} levels deep (line {line}); at most {limit} are read"
             )
-
-
-#: Diagnostics shown, and characters of each message, by ``diagnostics_line``.
-MAX_DIAGNOSTICS = 3
-MAX_DIAGNOSTIC_CHARS = 300
-
-
-def diagnostics_line(e: Any, path: str | None = None) -> str:
-    """One line for jaxlib's ``MLIRError`` ``e``: its first ``MAX_DIAGNOSTICS`` error
-    diagnostics as ``LOCATION: MESSAGE`` (``"-":2:1`` for text, ``PATH:2:1`` for a file),
-    each message on one line and cut at ``MAX_DIAGNOSTIC_CHARS``, and how many more there are.
-    ``str(e)`` spans many lines with a note that prints the whole failing operation (a
-    function, with its body), which made the CLI's one-line error hundreds of lines long."""
-    diags = list(getattr(e, "error_diagnostics", None) or [])
-    if not diags:
-        return _one_line(str(e))
-    parts = []
-    for d in diags[:MAX_DIAGNOSTICS]:
-        loc = str(d.location)
-        if loc.startswith("loc(") and loc.endswith(")"):
-            loc = loc[4:-1]
-        if path is not None and loc.startswith('"-":'):
-            loc = path + loc[3:]
-        loc = loc if len(loc) <= 120 else loc[:117] + "..."
-        parts.append(f"{loc}: {_one_line(str(d.message))}")
-    more = len(diags) - MAX_DIAGNOSTICS
-    return "; ".join(parts) + (f" (and {more} more error{'s' if more > 1 else ''})" if more > 0 else "")
-
-
-def _one_line(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_DIAGNOSTIC_CHARS else text[: MAX_DIAGNOSTIC_CHARS - 3] + "..."
 
 
 def _check_encodable(text: str, source: str | os.PathLike[str]) -> None:

@@ -1,7 +1,7 @@
 """Editing helpers for the program IR, in the spirit of MLIR's rewriter API: where an op or value
 lives (parent op, block, enclosing function), inserting, moving and erasing ops, use lists
-(``Uses``), replacing uses, cloning ops and regions with a value mapping (``Mapping``), block
-argument edits, and a module symbol table with MLIR's renaming of clashing symbols
+(``Uses``), replacing uses, cloning ops and regions with a value mapping (``Mapping``, from
+``ir/clone.py``), block argument edits, and a module symbol table with MLIR's renaming of clashing symbols
 (``SymbolTable``).
 
 None of these helpers verifies the IR; ``Module.to_mlir()`` does (jaxlib's verifier).
@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 from shardwise.ir.attrs import quote, unquote
-from shardwise.ir.core import Block, Func, Module, Op, Region, Value
+from shardwise.ir.clone import Mapping, clone_func, clone_op, clone_region
+from shardwise.ir.core import Block, Func, Module, Op, Value
 from shardwise.ir.types import Type
 
 __all__ = [
@@ -442,105 +443,6 @@ def replace_all_uses(old: Value, new: Value, root: Module | Op | Block, *, excep
                 op.operands[i] = new
                 n += 1
     return n
-
-
-# ---------------------------------------------------------------------------------- cloning
-
-
-class Mapping:
-    """A value mapping for cloning (MLIR's ``IRMapping``): old value -> new value."""
-
-    __slots__ = ("_map",)
-
-    def __init__(self, pairs: Iterable[tuple[Value, Value]] = ()) -> None:
-        self._map: dict[int, tuple[Value, Value]] = {}
-        for a, b in pairs:
-            self.map(a, b)
-
-    def map(self, old: Value, new: Value) -> None:
-        """Maps ``old`` to ``new``."""
-        self._map[id(old)] = (old, new)
-
-    def lookup_or_none(self, old: Value) -> Value | None:
-        """The mapped value, or ``None``."""
-        e = self._map.get(id(old))
-        return None if e is None else e[1]
-
-    def lookup_or_default(self, old: Value) -> Value:
-        """The mapped value, or ``old`` itself when unmapped."""
-        e = self._map.get(id(old))
-        return old if e is None else e[1]
-
-    def lookup(self, old: Value) -> Value:
-        """The mapped value; ``KeyError`` when unmapped."""
-        e = self._map.get(id(old))
-        if e is None:
-            raise KeyError(f"{old} is not mapped")
-        return e[1]
-
-    def __contains__(self, old: Value) -> bool:
-        return id(old) in self._map
-
-
-def _copy_value_fields(src: Value, dst: Value) -> None:
-    dst.sharding = src.sharding
-
-
-def clone_op(op: Op, mapping: Mapping | None = None) -> Op:
-    """A detached deep copy of ``op``: operands remapped through ``mapping`` (unmapped ones
-    kept), results and nested block arguments added to ``mapping``; shardings, attributes,
-    location and ``operand_shardings`` copied. A ``Func`` is cloned as a ``Func``."""
-    mapping = mapping if mapping is not None else Mapping()
-    if isinstance(op, Func):
-        return clone_func(op, op.sym_name, mapping)
-    new = Op(
-        op.name, [mapping.lookup_or_default(v) for v in op.operands], [r.type for r in op.results], dict(op.attributes)
-    )
-    new.copy_location(op)
-    new.operand_shardings = op.operand_shardings
-    for r, nr in zip(op.results, new.results):
-        _copy_value_fields(r, nr)
-        mapping.map(r, nr)
-    for region in op.regions:
-        new.add_region(clone_region(region, mapping))
-    return new
-
-
-def clone_region(region: Region, mapping: Mapping | None = None) -> Region:
-    """A detached deep copy of ``region`` (block arguments and results added to ``mapping``)."""
-    mapping = mapping if mapping is not None else Mapping()
-    new = Region()
-    blocks = []
-    for b in region.blocks:
-        nb = new.append(Block([a.type for a in b.args]))
-        for a, na in zip(b.args, nb.args):
-            _copy_value_fields(a, na)
-            mapping.map(a, na)
-        blocks.append((b, nb))
-    for b, nb in blocks:
-        for o in b.ops:
-            nb.append(clone_op(o, mapping))
-    return new
-
-
-def clone_func(func: Func, name: str, mapping: Mapping | None = None) -> Func:
-    """A detached copy of ``func`` named ``name`` (arguments, attributes, result shardings and
-    body copied)."""
-    mapping = mapping if mapping is not None else Mapping()
-    attrs = {k: v for k, v in func.attributes.items() if k != "sym_name"}
-    declaration = not func.regions[0].blocks
-    new = Func(name, func.arg_types if not declaration else (), func.result_types, attrs, declaration=declaration)
-    new.copy_location(func)
-    new.arg_attrs = [dict(d) for d in func.arg_attrs]
-    new.result_attrs = [dict(d) for d in func.result_attrs]
-    new.result_shardings = list(func.result_shardings)
-    if not declaration:
-        for a, na in zip(func.args, new.args):
-            _copy_value_fields(a, na)
-            mapping.map(a, na)
-        for o in func.body.ops:
-            new.body.append(clone_op(o, mapping))
-    return new
 
 
 # ---------------------------------------------------------------------------------- block arguments

@@ -50,12 +50,12 @@ from shardwise import _native
 from shardwise.errors import ProgramError
 from shardwise.explanation.records import Conflict, Hop, Layer, load_conflicts, load_hops, load_steps
 from shardwise.ir.core import Func, Module, Op, Value
-from shardwise.ir.freeze import Frozen, freeze
 from shardwise.ir.types import DYNAMIC, OpaqueType, TensorType
 from shardwise.mesh import Mesh
 from shardwise.passes._debug import DebugInfo, Edge, Origin, max_step
 from shardwise.passes.call_graph import PassWarning
 from shardwise.passes.propagation_passes import PROPAGATION_PASSES
+from shardwise.propagation.freeze import Frozen, freeze
 from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 
 __all__ = [

@@ -30,8 +30,8 @@ from typing import Any
 from shardwise import _native
 from shardwise.errors import ProgramError
 from shardwise.ir.core import Func, Module, Value
-from shardwise.ir.freeze import freeze
 from shardwise.ir.gc import no_cyclic_gc
+from shardwise.propagation.freeze import freeze
 from shardwise.sharding import TensorSharding
 
 __all__ = ["CandidateBatch", "CandidateResult", "CandidateResults", "propagate_many"]

@@ -4,6 +4,9 @@ Ops are numbered in pre-order over the module's top-level ops (the ``builtin.mod
 not an op of the graph); an op's results are numbered when the op is met, then the arguments
 of the blocks of its regions. ``Frozen`` keeps the Python objects behind each index so results
 can be written back.
+
+It is the bridge from the IR to the Rust solver and reads each op's sharding rule, so it sits
+above both ``shardwise.ir`` and ``shardwise.rules``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from shardwise import _native
 from shardwise.errors import ProgramError
 from shardwise.ir.core import Module, Op, Value
 from shardwise.ir.types import TensorType
+from shardwise.rules.from_ir import CONTEXT_OPS, RuleCache
+from shardwise.rules.registry import silently_without_rule, user_op_names
 
 if TYPE_CHECKING:
     from shardwise.rules.rule import OpShardingRule
@@ -89,9 +94,6 @@ def freeze(module: Module, *, rules: bool = True, conservative: bool = False) ->
 
     Raises ``ProgramError`` when an op uses a value that is not defined before it in pre-order,
     ``RecursionError`` for regions nested more than 2048 deep, and what ``rule_for`` raises."""
-    from shardwise.rules.from_ir import CONTEXT_OPS, RuleCache
-    from shardwise.rules.registry import silently_without_rule, user_op_names
-
     # The walk, the numbering and the signature classes run in Rust (``rust/src/py/walk.rs``):
     # ops of one class (name, attributes, operand and result types) share one rule, except
     # those whose rule reads more than the op (``CONTEXT_OPS``, ops with a user's rule).
