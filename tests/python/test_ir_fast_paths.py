@@ -11,8 +11,8 @@ from shardwise import Builder, Mesh
 from shardwise.ir import Op
 from shardwise.ir.core import Block, Region
 from shardwise.ir.freeze import freeze
+from shardwise.ir.sdy import post_order
 from shardwise.ir.types import TensorType
-from shardwise.passes.data_flow import post_order
 from shardwise.rules.from_ir import rules_for
 
 T = TensorType((4,), "f32")
