@@ -11,7 +11,7 @@ import re
 
 from shardwise.ir.core import Block, Func, Module, Op
 from shardwise.ir.rewrite import Uses, erase_op, insert_at_start, insert_before, move_before
-from shardwise.ir.sdy import get_sharding, is_equivalent, post_order
+from shardwise.ir.sdy import get_sharding, is_equivalent, make_sharding, post_order, with_parts
 from shardwise.mesh import Mesh
 from shardwise.passes.constants import _NO_MEMORY_EFFECT_OPS
 from shardwise.passes.registry import Options, PipelineError, register_pass
@@ -190,7 +190,6 @@ def _reduce_scatter_fusion(all_slice: Op, uses: Uses, meshes: dict[str, Mesh]) -
     """Shardy's ``ReduceScatterFusion``: ``all_slice(all_reduce(x))`` whose slicing axes start
     with all the reduction axes becomes ``reduce_scatter(x)`` (then an ``all_slice`` of the
     remaining slicing axes)."""
-    from shardwise.ir.sdy import make_sharding, with_parts
     from shardwise.passes._projection import add_axis_or_merge
 
     all_reduce = all_slice.operands[0].defining_op

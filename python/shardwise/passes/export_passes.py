@@ -40,6 +40,7 @@ from shardwise.ir.sdy import (
     post_order,
     set_callee,
     set_sharding,
+    symbol_ref,
     transform_shardings,
     with_parts,
 )
@@ -164,8 +165,6 @@ def export_named_computations(module: Module, options: Options | None = None) ->
 
 
 def _sym(name: str) -> str:
-    from shardwise.ir.sdy import symbol_ref
-
     return symbol_ref(name)
 
 

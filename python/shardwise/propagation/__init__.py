@@ -52,10 +52,12 @@ from shardwise import _native
 from shardwise.errors import PassWarning, ProgramError
 from shardwise.ir.core import Func, Module, Op, Value
 from shardwise.ir.freeze import Frozen, freeze
+from shardwise.ir.rewrite import Uses
 from shardwise.ir.types import DYNAMIC, OpaqueType, TensorType
 from shardwise.mesh import Mesh
 from shardwise.propagation.debug import DebugInfo, Edge, Origin, max_step
 from shardwise.propagation.records import Conflict, Hop, Layer, load_conflicts, load_hops, load_steps
+from shardwise.rules.rule import OpShardingRule
 from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 
 __all__ = [
@@ -544,8 +546,6 @@ def _save_debug(
 ) -> None:
     """Writes the solver's records as Shardy's ``saveOnModule`` does (for the options that are
     set) and fills ``trace``. Runs after the write back, on the module as propagation left it."""
-    from shardwise.ir.rewrite import Uses
-
     info = DebugInfo(origins, edges, Uses(module))
     info.load_solver_records(result, frozen.values, frozen.ops)
     if trace is not None:
@@ -658,8 +658,6 @@ def _write_back(module: Module, frozen: Frozen, result: _native.PropagationResul
 
 
 def _is_custom_rule(text: str) -> bool:
-    from shardwise.rules.rule import OpShardingRule
-
     try:
         return bool(OpShardingRule.parse(text).is_custom)
     except ValueError:
