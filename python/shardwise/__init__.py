@@ -15,6 +15,7 @@ that check the split program against the original (``check_partition``,
 
 from shardwise._native import __version__
 from shardwise.api import propagate
+from shardwise.batch import CandidateBatch, CandidateResults, propagate_many
 from shardwise.errors import (
     ConversionError,
     InfeasibleBudget,
@@ -36,7 +37,6 @@ from shardwise.explanation import Explanation, explain
 from shardwise.importers import from_jax, load_mlir
 from shardwise.ir import Block, Builder, Func, Module, Op, Region, TensorType, Value
 from shardwise.mesh import Mesh, MeshAxis
-from shardwise.propagation.batch import CandidateBatch, CandidateResults, propagate_many
 from shardwise.rules import (
     BlockInfo,
     FactorKind,

@@ -10,8 +10,9 @@ Pipelines are Shardy's pass-pipeline strings (as its lit tests use them) or thes
 | ``aggressive``  | ``builtin.module(sdy-aggressive-propagate{propagation-strategy=aggressive})`` |
 | ``basic``       | ``builtin.module(sdy-basic-propagate)``                                |
 
-The passes are in ``shardwise.passes`` (import/export steps) and ``shardwise.propagation``
-(the Rust solver; ``propagation_pipeline.cc`` and friends in Shardy).
+The passes are in ``shardwise.passes`` (import/export steps, the registry and the pipelines)
+and ``shardwise.propagation`` (the Rust solver; ``propagation_pipeline.cc`` and friends in
+Shardy), both below this module.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ import re
 from shardwise.errors import PipelineError
 from shardwise.ir.core import Module
 from shardwise.ir.gc import no_cyclic_gc
+from shardwise.passes.pipeline import PIPELINES as COMPOSITES
+from shardwise.passes.pipeline import expand_pipeline, run_pipeline
+from shardwise.passes.registry import PASSES
 
 __all__ = ["PIPELINES", "pipeline_text", "propagate"]
 
@@ -49,15 +53,12 @@ def pipeline_text(pipeline: str = "full", *, conservative: bool = False) -> str:
     ``PipelineError`` for a bare word that is neither a short name nor a pass or pipeline
     shardwise runs (the message lists the short names first)."""
     if pipeline not in PIPELINES:
-        if re.fullmatch(r"[\w.-]+", pipeline.strip()):
-            from shardwise.passes.pipeline import PIPELINES as COMPOSITES
-            from shardwise.passes.registry import PASSES
-
-            if pipeline.strip() not in PASSES and pipeline.strip() not in COMPOSITES:
-                raise PipelineError(
-                    f"unknown pipeline {pipeline!r}: expected a name ({', '.join(PIPELINES)}) or a Shardy pass pipeline "
-                    f"such as 'builtin.module(sdy-propagation-pipeline)'"
-                )
+        word = pipeline.strip()
+        if re.fullmatch(r"[\w.-]+", word) and word not in PASSES and word not in COMPOSITES:
+            raise PipelineError(
+                f"unknown pipeline {pipeline!r}: expected a name ({', '.join(PIPELINES)}) or a Shardy pass pipeline "
+                f"such as 'builtin.module(sdy-propagation-pipeline)'"
+            )
         if conservative:
             raise ValueError(
                 f"conservative=True needs a pipeline name {sorted(PIPELINES)}; add conservative-propagation=true to {pipeline!r}"
@@ -68,8 +69,6 @@ def pipeline_text(pipeline: str = "full", *, conservative: bool = False) -> str:
     name = _PASS_OF[pipeline]
     if pipeline == "full":
         # Shardy's composite pipeline takes no conservative option: its propagation step does.
-        from shardwise.passes.pipeline import expand_pipeline
-
         step = "sdy-user-priority-propagate{keep-sharding-rules=true}"
         text = str(expand_pipeline(PIPELINES["full"]))
         if step not in text:
@@ -92,10 +91,6 @@ def propagate(module: Module, pipeline: str = "full", *, conservative: bool = Fa
 
     Raises ``PipelineError`` for an unknown pass or option, ``ProgramError`` (op and location)
     for programs Shardy rejects, ``ShardingError`` for invalid shardings."""
-    from shardwise.passes import run_pipeline
-    from shardwise.propagation import register_passes
-
-    register_passes()
     text = pipeline_text(pipeline, conservative=conservative)
     # One pause of the cyclic collector over the copy and the pipeline (``shardwise.ir.gc``):
     # the collector then runs once after both, not once after each.

@@ -21,6 +21,8 @@
   │    attribute, shapes that do not fit the op)
   └─ ``SearchError``: a strategy graph or search input (IOPDDL instance, memory budget,
        method, assignment) is malformed or out of range
+
+and one warning, ``PassWarning`` (a ``UserWarning``): a pass did what Shardy warns about.
 """
 
 from typing import TYPE_CHECKING
@@ -96,6 +98,10 @@ class InfeasibleBudget(SearchError):
         self.report = report
 
 
+class PassWarning(UserWarning):
+    """A pass did what Shardy warns about (e.g. cloning a function called several times)."""
+
+
 __all__ = [
     "ConversionError",
     "InfeasibleBudget",
@@ -105,6 +111,7 @@ __all__ = [
     "LaunchTimeout",
     "MeshError",
     "OpInfoError",
+    "PassWarning",
     "PipelineError",
     "ProgramError",
     "RankAborted",

@@ -13,9 +13,9 @@ import shardwise as sw
 from shardwise.cli import main
 from shardwise.explanation import Explanation, UnknownValueError, explain
 from shardwise.explanation.names import resolve
-from shardwise.explanation.records import REASONS
 from shardwise.ir.core import Module, Value
 from shardwise.propagation import PropagationTrace, propagate
+from shardwise.propagation.records import REASONS
 
 pytest.importorskip("jax")  # the MLIR importer and printer are jaxlib's
 

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from shardwise import Builder, Mesh
 from shardwise.ir import Op
 from shardwise.ir.core import Block, Region
+from shardwise.ir.sdy import post_order
 from shardwise.ir.types import TensorType
-from shardwise.passes.data_flow import post_order
 from shardwise.propagation.freeze import freeze
 from shardwise.rules.from_ir import rules_for
 

@@ -396,7 +396,7 @@ def test_pipeline_errors(pipeline: str, message: str) -> None:
 @pytest.mark.parametrize("first", ["shardwise.passes", "shardwise.propagation", "shardwise.passes.call_graph"])
 def test_propagation_passes_are_registered_on_import(first: str) -> None:
     """Importing ``shardwise.passes`` registers the four propagation passes, whichever module
-    is imported first (``shardwise.propagation`` imports ``shardwise.passes``): no import
+    is imported first (``shardwise.passes`` imports ``shardwise.propagation``): no import
     cycle, no ``register_passes()`` call needed."""
     code = (
         f"import {first}\n"

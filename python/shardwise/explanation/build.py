@@ -1,18 +1,51 @@
-"""Building an ``Explanation`` from a ``PropagationTrace`` (see ``shardwise.explain``)."""
+"""``explain``: propagating a copy of a module with the solver's records on, and building an
+``Explanation`` from the ``PropagationTrace`` (see ``shardwise.explanation``). Runs pipelines,
+so it sits above ``shardwise.api``, ``shardwise.passes`` and ``shardwise.propagation``."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from shardwise import _native
-from shardwise.explanation import AxisExplanation, ChainStep, DroppedAxis, Explanation, OriginInfo
-from shardwise.explanation.names import _main, resolve, resolve_value, value_names
-from shardwise.explanation.records import REASONS, Hop
+from shardwise.api import pipeline_text
+from shardwise.explanation.model import AxisExplanation, ChainStep, DroppedAxis, Explanation, OriginInfo
+from shardwise.explanation.names import UnknownValueError, _main, resolve, resolve_value, value_names
 from shardwise.ir.core import Func, Module, Op, Value
-from shardwise.passes._debug import Origin
+from shardwise.passes.pipeline import Nested, PassStep, expand_pipeline, run_pipeline
+from shardwise.passes.registry import PASSES
+from shardwise.propagation import PASSES as PROPAGATION_PASSES
+from shardwise.propagation import PropagationTrace, propagate
+from shardwise.propagation.debug import Origin
+from shardwise.propagation.records import REASONS, Hop
 from shardwise.sharding import AxisRef
 
-__all__ = ["build", "run_with_trace"]
+__all__ = ["build", "explain", "run_with_trace"]
+
+
+def explain(
+    module: Module,
+    value: Value | str,
+    *,
+    pipeline: str = "full",
+    conservative: bool = False,
+    trace: Any = None,
+) -> Explanation:
+    """Explains the sharding ``value`` gets from propagation (see ``shardwise.explanation``).
+
+    ``module`` is left unchanged: a copy is propagated with ``pipeline`` (a name of
+    ``shardwise.api.PIPELINES`` or a Shardy pass-pipeline string with one propagation pass;
+    ``conservative`` as ``shardwise.propagate``). ``value`` is a ``Value`` of ``module`` or a
+    name of the printed, propagated module (``names``). With ``trace`` (a
+    ``PropagationTrace`` filled by ``shardwise.propagation.propagate(module, ...,
+    trace=trace)``), ``module`` is taken as already propagated and nothing is run.
+
+    Raises ``UnknownValueError`` (a ``ShardwiseError``, so ``ValueError``) for a name that
+    names no value, listing close names; ``ValueError`` for a pipeline without a propagation
+    pass; what ``shardwise.propagate`` raises."""
+    if trace is not None:
+        target, name = resolve_value(module, value) if isinstance(value, Value) else resolve(module, value)
+        return build(module, target, name, trace, {}, "given trace")
+    return run_with_trace(module, value, pipeline, conservative)
 
 
 def _path(module: Module, value: Value) -> tuple[list[int], bool, int]:
@@ -25,8 +58,6 @@ def _path(module: Module, value: Value) -> tuple[list[int], bool, int]:
             for bi, block in enumerate(region.blocks):
                 if value.owner is block:
                     return path + [ri, bi], True, value.index
-    from shardwise.explanation.names import UnknownValueError
-
     raise UnknownValueError(f"{value!r} is not a value of this module")
 
 
@@ -51,13 +82,6 @@ def _follow(module: Module, where: tuple[list[int], bool, int]) -> Value:
 
 def run_with_trace(module: Module, value: Value | str, pipeline: str, conservative: bool) -> Explanation:
     """Propagates a copy of ``module`` with ``pipeline``, recording, and explains ``value``."""
-    from shardwise.api import pipeline_text
-    from shardwise.passes import run_pipeline
-    from shardwise.passes.pipeline import Nested, PassStep, expand_pipeline
-    from shardwise.passes.propagation_passes import PROPAGATION_PASSES
-    from shardwise.passes.registry import PASSES
-    from shardwise.propagation import PropagationTrace, propagate
-
     root = expand_pipeline(pipeline_text(pipeline, conservative=conservative))
     by_shardy = {v: k for k, v in PROPAGATION_PASSES.items()}
     at = [i for i, s in enumerate(root.steps) if isinstance(s, PassStep) and s.name in by_shardy]

@@ -19,6 +19,7 @@ from typing import Any
 
 from shardwise.errors import UnknownValueError
 from shardwise.ir.core import Block, Func, Module, Op, Value
+from shardwise.ir.printer import Writer
 
 __all__ = ["UnknownValueError", "resolve", "value_names"]
 
@@ -53,9 +54,7 @@ def _walk_pairs(ours: Op, theirs: Any, out: list[tuple[Value, Any]]) -> None:
 def value_names(module: Module) -> list[tuple[Value, str, Func | None]]:
     """``(value, printed name, function)`` for every value of ``module``, in program order
     (see the module documentation)."""
-    from shardwise.exporters.mlir import _Writer
-
-    writer = _Writer()
+    writer = Writer()
     text = writer.module(module)
     values: list[Value] = []
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from shardwise.explanation import Explanation
+if TYPE_CHECKING:
+    from shardwise.explanation.model import Explanation
 
 __all__ = ["render"]
 

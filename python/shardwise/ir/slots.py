@@ -1,7 +1,7 @@
 """Where each op keeps its shardings in MLIR (Shardy's dialect definitions in
 ``shardy/dialect/sdy/ir/ops.td``): the attribute holding the shardings of the results, and of
 the operands for ops that have them. Importers move these attributes into ``Value.sharding`` /
-``Op.operand_shardings``; exporters write them back.
+``Op.operand_shardings``; the printer (``ir.printer``) writes them back.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ sub-axis shardings, closing, dropping rules and debug info), ``explicit_reshards
 ``propagation_passes`` (the propagation passes), ``pipeline`` and ``registry``.
 """
 
+from shardwise.errors import PassWarning
 from shardwise.passes import (  # noqa: F401  (importing a module registers its passes)
     call_graph,
     canonicalize,
@@ -30,7 +31,6 @@ from shardwise.passes import (  # noqa: F401  (importing a module registers its 
     meshes,
     propagation_passes,
 )
-from shardwise.passes.call_graph import PassWarning
 from shardwise.passes.pipeline import PIPELINES, expand_pipeline, parse_pipeline, run_pipeline
 from shardwise.passes.registry import PASSES, UNSUPPORTED, Options, PassInfo, PipelineError, register_pass
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from shardwise.ir.sdy import make_sharding
 from shardwise.mesh import Mesh
 from shardwise.passes import _axes
-from shardwise.passes._sdy import make_sharding
 from shardwise.rules.rule import OpShardingRule
 from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 

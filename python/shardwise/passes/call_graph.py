@@ -10,12 +10,11 @@ from __future__ import annotations
 import re
 import warnings
 
-from shardwise.errors import ProgramError
+from shardwise.errors import PassWarning, ProgramError
 from shardwise.ir.attrs import quote, unquote
 from shardwise.ir.core import Func, Module, Op, Region
 from shardwise.ir.rewrite import SymbolTable, Uses, clone_func, clone_region, erase_op, insert_before, symbol_name
-from shardwise.mesh import Mesh
-from shardwise.passes._sdy import (
+from shardwise.ir.sdy import (
     CALL,
     DATA_FLOW_EDGE,
     NAMED_COMPUTATION,
@@ -26,10 +25,12 @@ from shardwise.passes._sdy import (
     fully_replicated,
     mesh_ref,
     original_func_name,
+    post_order,
     rank_of,
     set_callee,
 )
-from shardwise.passes.data_flow import add_edges, post_order
+from shardwise.mesh import Mesh
+from shardwise.passes.data_flow import add_edges
 from shardwise.passes.registry import Options, register_pass
 from shardwise.sharding import TensorSharding
 
@@ -49,10 +50,6 @@ __all__ = [
 EXECUTION_THREAD = "execution_thread"
 #: Inherent attributes of ``func.call`` (the others are discardable).
 _CALL_INHERENT = frozenset({"callee", "arg_attrs", "res_attrs", "no_inline"})
-
-
-class PassWarning(UserWarning):
-    """A pass did what Shardy warns about (e.g. cloning a function called several times)."""
 
 
 # ---------------------------------------------------------------------------------- helpers

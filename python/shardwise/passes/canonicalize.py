@@ -11,10 +11,9 @@ import re
 
 from shardwise.ir.core import Block, Func, Module, Op
 from shardwise.ir.rewrite import Uses, erase_op, insert_at_start, insert_before, move_before
+from shardwise.ir.sdy import get_sharding, is_equivalent, make_sharding, post_order, with_parts
 from shardwise.mesh import Mesh
-from shardwise.passes._sdy import get_sharding, is_equivalent
 from shardwise.passes.constants import _NO_MEMORY_EFFECT_OPS
-from shardwise.passes.data_flow import post_order
 from shardwise.passes.registry import Options, PipelineError, register_pass
 from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 
@@ -192,7 +191,6 @@ def _reduce_scatter_fusion(all_slice: Op, uses: Uses, meshes: dict[str, Mesh]) -
     with all the reduction axes becomes ``reduce_scatter(x)`` (then an ``all_slice`` of the
     remaining slicing axes)."""
     from shardwise.passes._projection import add_axis_or_merge
-    from shardwise.passes._sdy import make_sharding, with_parts
 
     all_reduce = all_slice.operands[0].defining_op
     if all_reduce is None or all_reduce.name != "sdy.all_reduce":

@@ -8,8 +8,7 @@ from __future__ import annotations
 from shardwise.ir.attrs import quote
 from shardwise.ir.core import Func, Module, Op, Value
 from shardwise.ir.rewrite import DeferredInserts, Mapping, SymbolTable, Uses, clone_func, clone_op, enclosing, erase_ops
-from shardwise.ir.types import DYNAMIC, TensorType
-from shardwise.passes._sdy import (
+from shardwise.ir.sdy import (
     CALL,
     NAMED_COMPUTATION,
     ORIGINAL_FUNC_NAME,
@@ -19,9 +18,10 @@ from shardwise.passes._sdy import (
     callee_name,
     is_scalar,
     original_func_name,
+    post_order,
     set_callee,
 )
-from shardwise.passes.data_flow import post_order
+from shardwise.ir.types import DYNAMIC, TensorType
 from shardwise.passes.registry import Options, register_pass
 
 __all__ = ["ELEMENTWISE_OPS", "constant_or_scalar_splitter", "is_elementwise", "is_pure"]

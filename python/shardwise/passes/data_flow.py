@@ -20,7 +20,7 @@ from shardwise.ir.rewrite import (
     insert_at_start,
     insert_before,
 )
-from shardwise.passes._sdy import (
+from shardwise.ir.sdy import (
     CALL,
     DATA_FLOW_EDGE,
     DATA_FLOW_OPS,
@@ -34,6 +34,7 @@ from shardwise.passes._sdy import (
     is_static_tensor,
     lookup_data_flow_edge,
     manual_axes,
+    post_order,
     rank_of,
     result_edge_owners,
     set_sharding,
@@ -55,25 +56,6 @@ BLOCK_ARG_SHARDING_ORIGINS = "sdy.block_arg_sharding_origins"
 BLOCK_ARG_PROPAGATION_EDGES = "sdy.block_arg_propagation_edges"
 RESULT_SHARDING_ORIGINS = "sdy.result_sharding_origins"
 RESULT_PROPAGATION_EDGES = "sdy.result_propagation_edges"
-
-
-def post_order(root: Op) -> list[Op]:
-    """``root`` and its nested ops in post-order (MLIR's default walk order)."""
-    out: list[Op] = []
-
-    def visit(o: Op) -> None:
-        for r in o.regions:
-            for b in r.blocks:
-                for inner in b.ops:
-                    if inner.regions:
-                        visit(inner)  # noqa: F821 (a recursive closure, deleted after use)
-                    else:  # most ops: no call
-                        out.append(inner)
-        out.append(o)
-
-    visit(root)
-    del visit  # a recursive closure refers to itself: without this, the cycle waits for the collector
-    return out
 
 
 def add_edges(owners: Sequence[Value], uses: Uses) -> None:

@@ -11,11 +11,7 @@ from typing import TYPE_CHECKING
 from shardwise.errors import ProgramError
 from shardwise.ir.core import Block, Func, Module, Op, Value
 from shardwise.ir.rewrite import SymbolTable, Uses, erase_op
-from shardwise.ir.types import TensorType
-from shardwise.mesh import Mesh
-from shardwise.passes import _axes, _projection
-from shardwise.passes._common_axes import find_common_axes
-from shardwise.passes._sdy import (
+from shardwise.ir.sdy import (
     CALL,
     DATA_FLOW_OPS,
     MANUAL_COMPUTATION,
@@ -33,13 +29,17 @@ from shardwise.passes._sdy import (
     is_data_flow_op,
     is_equivalent,
     manual_axes,
+    post_order,
     rank_of,
     result_edge_owners,
     set_sharding,
     with_parts,
 )
+from shardwise.ir.types import TensorType
+from shardwise.mesh import Mesh
+from shardwise.passes import _axes, _projection
+from shardwise.passes._common_axes import find_common_axes
 from shardwise.passes.call_graph import func_arg_shardings
-from shardwise.passes.data_flow import post_order
 from shardwise.passes.registry import Options, register_pass
 from shardwise.rules.from_ir import CONTEXT_OPS
 from shardwise.rules.rule import OpShardingRule

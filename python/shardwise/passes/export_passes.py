@@ -15,10 +15,7 @@ from shardwise.errors import ProgramError
 from shardwise.ir.attrs import quote, unquote
 from shardwise.ir.core import Func, Module, Op, Value
 from shardwise.ir.rewrite import SymbolTable, Uses, erase_op, erase_ops, insert_after_value, insert_before
-from shardwise.ir.types import TensorType
-from shardwise.mesh import Mesh
-from shardwise.passes import _axes
-from shardwise.passes._sdy import (
+from shardwise.ir.sdy import (
     CALL,
     DATA_FLOW_EDGE,
     MANUAL_COMPUTATION,
@@ -40,13 +37,18 @@ from shardwise.passes._sdy import (
     is_static_tensor,
     manual_axes,
     original_func_name,
+    post_order,
     set_callee,
     set_sharding,
+    symbol_ref,
     transform_shardings,
     with_parts,
 )
+from shardwise.ir.types import TensorType
+from shardwise.mesh import Mesh
+from shardwise.passes import _axes
 from shardwise.passes.call_graph import func_arg_shardings, func_result_shardings
-from shardwise.passes.data_flow import _shardings_from_edges, main_func, post_order
+from shardwise.passes.data_flow import _shardings_from_edges, main_func
 from shardwise.passes.registry import Options, register_pass
 from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 
@@ -163,8 +165,6 @@ def export_named_computations(module: Module, options: Options | None = None) ->
 
 
 def _sym(name: str) -> str:
-    from shardwise.passes._sdy import symbol_ref
-
     return symbol_ref(name)
 
 

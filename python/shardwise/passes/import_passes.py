@@ -12,11 +12,7 @@ from typing import TYPE_CHECKING
 from shardwise.errors import ProgramError
 from shardwise.ir.core import Func, Module, Op, Value
 from shardwise.ir.rewrite import Uses, enclosing, erase_op, insert_after_value, insert_before, move_after, move_before
-from shardwise.ir.types import TensorType
-from shardwise.mesh import Mesh
-from shardwise.passes import _axes
-from shardwise.passes._debug import DebugInfo
-from shardwise.passes._sdy import (
+from shardwise.ir.sdy import (
     DATA_FLOW_EDGE,
     MANUAL_COMPUTATION,
     RETURN,
@@ -30,12 +26,16 @@ from shardwise.passes._sdy import (
     manual_axes,
     manual_axes_text,
     mesh_ref,
+    post_order,
     set_sharding,
     shardable_value,
     with_parts,
 )
-from shardwise.passes.data_flow import post_order
+from shardwise.ir.types import TensorType
+from shardwise.mesh import Mesh
+from shardwise.passes import _axes
 from shardwise.passes.registry import Options, register_pass
+from shardwise.propagation.debug import DebugInfo
 from shardwise.sharding import AxisRef, TensorSharding
 
 if TYPE_CHECKING:

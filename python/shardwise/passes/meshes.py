@@ -10,8 +10,8 @@ from shardwise.errors import ProgramError
 from shardwise.ir.attrs import quote, unquote
 from shardwise.ir.core import Module, Op
 from shardwise.ir.rewrite import SymbolTable, insert_after, insert_at_start, symbol_name
+from shardwise.ir.sdy import ShardingSite, make_sharding, mesh_ref, symbol_ref, transform_shardings, with_parts
 from shardwise.mesh import Mesh
-from shardwise.passes._sdy import ShardingSite, make_sharding, mesh_ref, symbol_ref, transform_shardings, with_parts
 from shardwise.passes.registry import Options, register_pass
 from shardwise.sharding import DimSharding, TensorSharding
 

@@ -1,8 +1,7 @@
 """Shardy's four propagation passes in the pass registry, under Shardy's names and options:
 ``sdy-basic-propagate``, ``sdy-aggressive-propagate``, ``sdy-op-priority-propagate`` and
 ``sdy-user-priority-propagate`` (so ``sdy-propagation-pipeline`` runs too). The work is
-``shardwise.propagation.propagate``, imported when a pass runs (``shardwise.propagation``
-imports ``shardwise.passes``, so it cannot be imported while this package loads).
+``shardwise.propagation.propagate`` (``shardwise.propagation`` sits below this package).
 
 Options: ``keep-sharding-rules``, ``conservative-propagation``, ``debug-sharding-origins``,
 ``debug-propagation-edge-sharding``, ``module-dump-directory`` (accepted and ignored: nothing
@@ -15,16 +14,12 @@ from collections.abc import Callable
 
 from shardwise.ir.core import Module
 from shardwise.passes.registry import Options, OptionValue, register_pass
+from shardwise.propagation import PASSES, propagate
 
 __all__ = ["PROPAGATION_PASSES"]
 
 #: The pass names of ``shardwise.propagation.propagate`` -> Shardy's pass names.
-PROPAGATION_PASSES = {
-    "basic": "sdy-basic-propagate",
-    "aggressive": "sdy-aggressive-propagate",
-    "op-priority": "sdy-op-priority-propagate",
-    "user-priority": "sdy-user-priority-propagate",
-}
+PROPAGATION_PASSES = PASSES
 
 _COMMON_OPTIONS: dict[str, OptionValue] = {
     "keep-sharding-rules": False,
@@ -37,8 +32,6 @@ _COMMON_OPTIONS: dict[str, OptionValue] = {
 
 def _make(pass_name: str) -> Callable[[Module, Options], None]:
     def run(module: Module, options: Options) -> None:
-        from shardwise.propagation import propagate
-
         propagate(
             module,
             pass_name,

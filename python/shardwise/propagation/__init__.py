@@ -28,12 +28,14 @@ and ``sdy.propagation_edges`` (which operand or result each axis moved from and 
 which op, at which step). The same records, as data, fill a ``PropagationTrace`` passed as
 ``trace``.
 
-``shardwise.passes`` registers the four passes under Shardy's pass names (importing it is
-enough), so that ``run_pipeline`` runs them; ``register_passes()`` is kept and changes
-nothing.
+``shardwise.passes`` (which sits above this package and imports it) registers the four passes
+under Shardy's pass names (importing it is enough), so that ``run_pipeline`` runs them;
+``register_passes()`` is kept and does nothing. ``debug`` holds the records of the debugging
+options and writes them as Shardy does; ``records`` the solver's records behind
+``shardwise.explain``.
 
 The work is done by the fixed-point solver in Rust (``rust/src/propagation/solver.rs``, the
-layers in ``layers.rs``), without the GIL. The module is frozen (``shardwise.ir.freeze``) with
+layers in ``layers.rs``), without the GIL. The module is frozen (``shardwise.propagation.freeze``) with
 Shardy's sharding rule of each op, and the facts that live in op attributes (callees, manual
 axes, sharding group ids, barrier directions, side effects) are handed over with it.
 """
@@ -47,15 +49,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from shardwise import _native
-from shardwise.errors import ProgramError
-from shardwise.explanation.records import Conflict, Hop, Layer, load_conflicts, load_hops, load_steps
+from shardwise.errors import PassWarning, ProgramError
 from shardwise.ir.core import Func, Module, Op, Value
+from shardwise.ir.rewrite import Uses
 from shardwise.ir.types import DYNAMIC, OpaqueType, TensorType
 from shardwise.mesh import Mesh
-from shardwise.passes._debug import DebugInfo, Edge, Origin, max_step
-from shardwise.passes.call_graph import PassWarning
-from shardwise.passes.propagation_passes import PROPAGATION_PASSES
+from shardwise.propagation.debug import DebugInfo, Edge, Origin, max_step
 from shardwise.propagation.freeze import Frozen, freeze
+from shardwise.propagation.records import Conflict, Hop, Layer, load_conflicts, load_hops, load_steps
+from shardwise.rules.rule import OpShardingRule
 from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 
 __all__ = [
@@ -71,8 +73,14 @@ __all__ = [
     "register_passes",
 ]
 
-#: The pass names ``propagate`` takes, with the Shardy pass each one runs.
-PASSES = PROPAGATION_PASSES
+#: The pass names ``propagate`` takes, with the Shardy pass each one runs
+#: (``shardwise.passes.propagation_passes`` registers them under these names).
+PASSES = {
+    "basic": "sdy-basic-propagate",
+    "aggressive": "sdy-aggressive-propagate",
+    "op-priority": "sdy-op-priority-propagate",
+    "user-priority": "sdy-user-priority-propagate",
+}
 
 #: Values of ``propagation_strategy`` (Shardy's ``propagation-strategy`` option).
 STRATEGIES = ("basic", "aggressive", "basic-then-aggressive")
@@ -141,11 +149,11 @@ class PropagationTrace:
     * ``first_step``, ``next_step``: steps are numbered ``first_step`` up to ``next_step - 1``,
       one per propagation through an op that changed a sharding;
     * ``steps[step]``: ``(op, layer)``, the op of each step and the layer that took it
-      (``shardwise.explanation.records.Layer``: user priority, op priority step, strategy);
+      (``shardwise.propagation.records.Layer``: user priority, op priority step, strategy);
     * ``hops``: each axis moved at each step, with the factor it travelled along
-      (``shardwise.explanation.records.Hop``);
+      (``shardwise.propagation.records.Hop``);
     * ``conflicts``: each axis an operand or result could not take along a factor, with the
-      reason and what it conflicted with (``shardwise.explanation.records.Conflict``), kept at its
+      reason and what it conflicted with (``shardwise.propagation.records.Conflict``), kept at its
       last visit. ``shardwise.explain`` reads these.
     """
 
@@ -538,8 +546,6 @@ def _save_debug(
 ) -> None:
     """Writes the solver's records as Shardy's ``saveOnModule`` does (for the options that are
     set) and fills ``trace``. Runs after the write back, on the module as propagation left it."""
-    from shardwise.ir.rewrite import Uses
-
     info = DebugInfo(origins, edges, Uses(module))
     info.load_solver_records(result, frozen.values, frozen.ops)
     if trace is not None:
@@ -652,8 +658,6 @@ def _write_back(module: Module, frozen: Frozen, result: _native.PropagationResul
 
 
 def _is_custom_rule(text: str) -> bool:
-    from shardwise.rules.rule import OpShardingRule
-
     try:
         return bool(OpShardingRule.parse(text).is_custom)
     except ValueError:
@@ -664,6 +668,6 @@ def _is_custom_rule(text: str) -> bool:
 
 
 def register_passes() -> None:
-    """Kept for callers of earlier versions: ``shardwise.passes`` registers the four passes
-    itself when it is imported (``shardwise.passes.propagation_passes``). Changes nothing."""
-    import shardwise.passes  # noqa: F401
+    """Kept for callers of earlier versions; does nothing. ``shardwise.passes`` registers the
+    four passes itself when it is imported (``shardwise.passes.propagation_passes``), and
+    ``import shardwise`` imports it."""

@@ -55,9 +55,9 @@ from shardwise.errors import InfeasibleBudget, ProgramError, SearchError
 from shardwise.ir.core import Func, Module, Op, Value
 from shardwise.ir.loops import UNKNOWN_TRIPS, trip_count
 from shardwise.ir.rewrite import insert_before
+from shardwise.ir.sdy import manual_axes
 from shardwise.ir.types import TensorType
 from shardwise.mesh import Mesh
-from shardwise.passes._sdy import manual_axes
 from shardwise.rules.from_ir import RuleCache
 from shardwise.rules.rule import OpShardingRule
 from shardwise.search.baselines import Plan, complete_plan, inferred_plans

@@ -24,9 +24,9 @@ from shardwise.execute.attrs import parse_array
 from shardwise.ir.core import Block, Func, Module, Op, Value
 from shardwise.ir.loops import times as loop_times
 from shardwise.ir.rewrite import Uses, erase_op, insert_after, insert_before
+from shardwise.ir.sdy import get_sharding, with_parts
 from shardwise.ir.types import TensorType
 from shardwise.mesh import Mesh
-from shardwise.passes._sdy import get_sharding, with_parts
 from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 from shardwise.spmd.partition.coverage import contracted_dims, grouped_feature_dims, replicated_dims
 from shardwise.spmd.partition.groups import axis_size, ceil_div

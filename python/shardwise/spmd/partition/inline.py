@@ -25,7 +25,7 @@ from __future__ import annotations
 from shardwise.errors import ProgramError
 from shardwise.ir.core import Func, Module, Op, Value
 from shardwise.ir.rewrite import Mapping, SymbolTable, Uses, clone_op, erase_op, insert_before
-from shardwise.passes._sdy import CALL, RESHARD, callee_name, fully_replicated, is_equivalent, mesh_ref
+from shardwise.ir.sdy import CALL, RESHARD, callee_name, fully_replicated, is_equivalent, mesh_ref
 from shardwise.sharding import TensorSharding
 
 __all__ = ["inline_calls"]

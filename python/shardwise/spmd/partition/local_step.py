@@ -22,9 +22,9 @@ from shardwise.execute.attrs import parse_array, parse_conv_dims, parse_int, par
 from shardwise.execute.regions import body_kind
 from shardwise.ir.core import Block, Func, Module, Op, Value
 from shardwise.ir.rewrite import erase_op, insert_before
+from shardwise.ir.sdy import get_sharding
 from shardwise.ir.types import TensorType, Type
 from shardwise.mesh import Mesh
-from shardwise.passes._sdy import get_sharding
 from shardwise.sharding import AxisRef, TensorSharding
 from shardwise.spmd.partition.collectives import lower_collective
 from shardwise.spmd.partition.emit import Emitter, _i64s, zero_text

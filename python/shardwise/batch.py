@@ -17,6 +17,9 @@ annotated values are @main's arguments and results, the program has one function
 annotated argument feeds a sharding constraint, sharding group or manual computation, and no
 mesh has a size-one axis. Otherwise each candidate runs the whole pipeline on its own (still
 identical, just not faster); ``CandidateResults.batched`` says which path ran.
+
+This module runs whole pipelines, so it sits above ``shardwise.api`` and ``shardwise.passes``,
+and uses the solver driver of ``shardwise.propagation`` (freezing, program facts, write back).
 """
 
 from __future__ import annotations
@@ -28,9 +31,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from shardwise import _native
+from shardwise.api import PIPELINES, propagate
 from shardwise.errors import ProgramError
 from shardwise.ir.core import Func, Module, Value
 from shardwise.ir.gc import no_cyclic_gc
+from shardwise.ir.rewrite import Uses
+from shardwise.passes.pipeline import expand_pipeline, run_pipeline
+from shardwise.propagation import _check_types, _facts, _main_func, _stored, _write_back
 from shardwise.propagation.freeze import freeze
 from shardwise.sharding import TensorSharding
 
@@ -60,9 +67,6 @@ def _threads(threads: int | None) -> int:
 @functools.lru_cache(maxsize=1)
 def _pipeline_halves() -> tuple[str, str]:
     """``sdy-propagation-pipeline``'s steps before and after its propagation step."""
-    from shardwise.api import PIPELINES
-    from shardwise.passes.pipeline import expand_pipeline
-
     text = str(expand_pipeline(PIPELINES["full"]))
     inner = text[len("builtin.module(") : -1]
     before, sep, after = inner.partition("," + _PROPAGATION_STEP + ",")
@@ -156,9 +160,6 @@ class _Prepared:
     __slots__ = ("base", "main_index", "main_args", "meshes", "native")
 
     def __init__(self, module: Module, conservative: bool) -> None:
-        from shardwise.passes import run_pipeline
-        from shardwise.propagation import _check_types, _facts, _stored
-
         base = module.copy()
         _check_types(base)
         run_pipeline(base, _pipeline_halves()[0])
@@ -290,10 +291,6 @@ class CandidateBatch:
         return m
 
     def _materialize(self, annotations: Mapping[tuple[str, int], TensorSharding | None], out: Any) -> Module:
-        from shardwise.api import propagate
-        from shardwise.passes import run_pipeline
-        from shardwise.propagation import _write_back
-
         p = self._prepared
         if out is None or out.group_conflicts or p is None:
             return propagate(self._annotated(annotations, self.original), conservative=self.conservative)
@@ -306,8 +303,6 @@ class CandidateBatch:
 
 
 def _main(module: Module) -> Func:
-    from shardwise.propagation import _main_func
-
     f = _main_func(module)
     if f is None:
         raise ProgramError("the module has no function to propagate")
@@ -357,8 +352,6 @@ def _guarded_args(module: Module) -> set[tuple[str, int]] | None:
     if any(a.size == 1 for m in module.meshes.values() for a in m.axes):
         return None
     main = module.funcs[0]
-    from shardwise.ir.rewrite import Uses
-
     uses = Uses(module)
     return {("arg", i) for i, a in enumerate(main.args) if any(u.name in _GUARDED_USERS for u in uses.users(a))}
 
@@ -394,8 +387,6 @@ def propagate_many(
         return CandidateBatch._over(modules, conservative).propagate(list(candidates), threads=n)
     if isinstance(modules, Module):
         modules = [modules]
-    from shardwise.api import propagate
-
     mods = list(modules)
     for m in mods:
         if not isinstance(m, Module):

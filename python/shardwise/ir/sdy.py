@@ -1,9 +1,10 @@
-"""Shardy's notions that the passes share, over the shardwise IR: building shardings like
+"""Shardy's notions that the passes, the propagation driver and the partitioner share, over the
+shardwise IR (the lowest layer that knows the ``sdy`` dialect): building shardings like
 Shardy's ``TensorShardingAttr`` helpers, the ``ShardableDataFlowOpInterface`` of ops with data
 flow edges (``shardy/dialect/sdy/ir/dialect.cc``, ``ir/extensions/stablehlo_extensions.cc``),
 ``getSharding`` / ``setSharding`` (``shardy/dialect/sdy/ir/utils.cc``), the sharding walker
-(``transforms/common/sharding_walker.cc``) and the call-graph orders of ``iterateFuncs`` /
-``walkCalls``.
+(``transforms/common/sharding_walker.cc``), MLIR's post-order walk (``post_order``) and the
+call-graph orders of ``iterateFuncs`` / ``walkCalls``.
 """
 
 from __future__ import annotations
@@ -501,6 +502,25 @@ def _results(op: Op, fn: TransformFn, transform: bool) -> None:
 
 
 # ---------------------------------------------------------------------------------- call graph
+
+
+def post_order(root: Op) -> list[Op]:
+    """``root`` and its nested ops in post-order (MLIR's default walk order)."""
+    out: list[Op] = []
+
+    def visit(o: Op) -> None:
+        for r in o.regions:
+            for b in r.blocks:
+                for inner in b.ops:
+                    if inner.regions:
+                        visit(inner)  # noqa: F821 (a recursive closure, deleted after use)
+                    else:  # most ops: no call
+                        out.append(inner)
+        out.append(o)
+
+    visit(root)
+    del visit  # a recursive closure refers to itself: without this, the cycle waits for the collector
+    return out
 
 
 def call_graph_rpo(

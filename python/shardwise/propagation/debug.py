@@ -21,12 +21,13 @@ from shardwise.errors import ProgramError
 from shardwise.ir.attrs import quote, unquote
 from shardwise.ir.core import Func, Module, Op, Value
 from shardwise.ir.rewrite import Uses, enclosing_func, owning_op
-from shardwise.passes._sdy import (
+from shardwise.ir.sdy import (
     DATA_FLOW_EDGE,
     MANUAL_COMPUTATION,
     SHARDING_CONSTRAINT,
     get_sharding,
     lookup_data_flow_edge,
+    post_order,
     shardable_value,
 )
 from shardwise.sharding import AxisRef, TensorSharding
@@ -97,8 +98,6 @@ class DebugInfo:
         """``SourceShardingHandler::prepareHandler``: the starting step and, for origins, the
         origins of every constraint, manual computation and function argument/result sharding
         (and ``sdy.sharding_origin_name`` on constraints and manual computations)."""
-        from shardwise.passes.data_flow import post_order
-
         self.step = max_step(module) + 1
         if not self.origins:
             return
@@ -338,8 +337,6 @@ def _to_self(text: str, name: str) -> str:
 
 
 def _override_to_self(module: Module, uses: Uses) -> None:
-    from shardwise.passes.data_flow import post_order
-
     ops = [o for top in list(module.ops) for o in post_order(top)]
     for op in ops:
         if (
