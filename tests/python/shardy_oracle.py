@@ -6,7 +6,7 @@ from __future__ import annotations
 def shardy(text: str, pipeline: str = "builtin.module(sdy-propagation-pipeline)") -> str:
     """``text`` parsed by jaxlib, run through ``pipeline`` by Shardy, printed."""
     from jaxlib.mlir import passmanager
-    from shardwise.importers._jaxlib import context, ir
+    from shardwise._jaxlib import context, ir
 
     with context():
         m = ir().Module.parse(text)

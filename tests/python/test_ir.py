@@ -16,7 +16,7 @@ from shardwise.importers import load_mlir
 from shardwise.ir import Builder, Func, TensorType
 
 jax = pytest.importorskip("jax")
-from shardwise.importers._jaxlib import context, ir
+from shardwise._jaxlib import context, ir
 
 FILES = corpus_files()
 

@@ -67,7 +67,7 @@ def _params(cases: list[dict[str, Any]]) -> list[Any]:
 
 def _jaxlib() -> tuple[Any, Any, Any]:
     from jaxlib.mlir import ir, passmanager
-    from shardwise.importers._jaxlib import context
+    from shardwise._jaxlib import context
 
     return ir, passmanager, context()
 

@@ -101,7 +101,7 @@ func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_matches_jaxlib(name: str) -> None:
     from jaxlib.mlir import ir, passmanager
-    from shardwise.importers._jaxlib import context
+    from shardwise._jaxlib import context
 
     pipeline, text = CASES[name]
     with context():

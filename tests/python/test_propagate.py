@@ -17,7 +17,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
-from shardwise.importers._jaxlib import context, ir
+from shardwise._jaxlib import context, ir
 
 
 def _shardy(text: str, pipeline: str = "builtin.module(sdy-propagation-pipeline)") -> str:

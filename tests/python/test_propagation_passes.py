@@ -497,13 +497,9 @@ def test_propagations_run_concurrently_in_threads() -> None:
 @pytest.fixture
 def registered() -> Any:
     """The pass registry, which has the four passes as soon as ``shardwise.passes`` is
-    imported (``register_passes()`` is kept and changes nothing)."""
+    imported."""
     from shardwise.passes import registry
-    from shardwise.propagation import register_passes
 
-    before = dict(registry.PASSES)
-    register_passes()
-    assert registry.PASSES == before
     return registry
 
 

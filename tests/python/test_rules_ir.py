@@ -12,7 +12,7 @@ from shardwise import Builder, Mesh, UnknownOpWarning, load_mlir, populate_rules
 from shardwise.cli import main
 
 jax = pytest.importorskip("jax")
-from shardwise.importers._jaxlib import context, ir
+from shardwise._jaxlib import context, ir
 
 
 def _cases() -> list[Path]:

@@ -67,7 +67,7 @@ def value_names(module: Module) -> list[tuple[Value, str, Func | None]]:
                     collect(o)
 
     try:
-        from shardwise.importers._jaxlib import context, ir
+        from shardwise._jaxlib import context, ir
     except ImportError:  # pragma: no cover - jax is a test dependency
         collect(module.op)
         return [(v, writer.names[id(v)], _func_of_value(v)) for v in values]

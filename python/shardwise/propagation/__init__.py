@@ -29,8 +29,8 @@ which op, at which step). The same records, as data, fill a ``PropagationTrace``
 ``trace``.
 
 ``shardwise.passes`` (which sits above this package and imports it) registers the four passes
-under Shardy's pass names (importing it is enough), so that ``run_pipeline`` runs them;
-``register_passes()`` is kept and does nothing. ``debug`` holds the records of the debugging
+under Shardy's pass names (importing it is enough), so that ``run_pipeline`` runs them.
+``debug`` holds the records of the debugging
 options and writes them as Shardy does; ``records`` the solver's records behind
 ``shardwise.explain``.
 
@@ -70,7 +70,6 @@ __all__ = [
     "ShardingGroupWarning",
     "ShardingOriginWarning",
     "propagate",
-    "register_passes",
 ]
 
 #: The pass names ``propagate`` takes, with the Shardy pass each one runs
@@ -662,12 +661,3 @@ def _is_custom_rule(text: str) -> bool:
         return bool(OpShardingRule.parse(text).is_custom)
     except ValueError:
         return False
-
-
-# ---------------------------------------------------------------------------- pass registry
-
-
-def register_passes() -> None:
-    """Kept for callers of earlier versions; does nothing. ``shardwise.passes`` registers the
-    four passes itself when it is imported (``shardwise.passes.propagation_passes``), and
-    ``import shardwise`` imports it."""
