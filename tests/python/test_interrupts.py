@@ -19,7 +19,7 @@ import shardwise as sw
 _SCRIPT = textwrap.dedent(
     """
     import os, signal, sys, threading, traceback
-    from shardwise.importers import _jaxlib
+    from shardwise import _jaxlib
     # A SIGINT from another thread 10 ms into the load: it must not land inside it.
     threading.Timer(0.01, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
     try:
