@@ -37,7 +37,7 @@ from shardwise.ir.core import Func, Module, Value
 from shardwise.ir.gc import no_cyclic_gc
 from shardwise.ir.rewrite import Uses
 from shardwise.passes.pipeline import expand_pipeline, run_pipeline
-from shardwise.propagation import _check_types, _facts, _main_func, _stored, _write_back
+from shardwise.propagation import _check_types, _main_func, _write_back, solver_inputs
 from shardwise.propagation.freeze import freeze
 from shardwise.sharding import TensorSharding
 
@@ -169,15 +169,13 @@ class _Prepared:
         self.main_index = frozen.op_index(main)
         self.main_args = [frozen.value_index(a) for a in main.args]
         self.meshes = dict(base.meshes)
-        func_results = [
-            (frozen.op_index(f), [None if s is None else s._wire() for s in f.result_shardings]) for f in base.funcs
-        ]
+        inputs = solver_inputs(base, frozen, [])
         self.native = _native.CandidateBatch(
             frozen.graph,
-            {name: m._wire() for name, m in self.meshes.items()},
-            _stored(frozen),
-            func_results,
-            _native.ProgramFacts(**_facts(base, frozen, [])),
+            inputs.meshes,
+            inputs.stored,
+            inputs.func_results,
+            inputs.facts,
             _native.PropagationOptions(
                 pass_name="user-priority", strategy="aggressive", conservative=conservative, run_op_priority=True
             ),

@@ -46,6 +46,7 @@ import marshal
 import re
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from shardwise import _native
@@ -69,7 +70,9 @@ __all__ = [
     "PropagationTrace",
     "ShardingGroupWarning",
     "ShardingOriginWarning",
+    "SolverInputs",
     "propagate",
+    "solver_inputs",
 ]
 
 #: The pass names ``propagate`` takes, with the Shardy pass each one runs
@@ -446,6 +449,34 @@ def _block_owner(v: Value) -> Op | None:
     return None if region is None else region.parent
 
 
+@dataclass(frozen=True)
+class SolverInputs:
+    """What the Rust solver reads of a frozen program besides its graph (``Frozen.graph``), built
+    in one place for ``propagate_shardings`` and ``CandidateBatch``: the mesh table (name to
+    mesh wire), the sharding each value stores (``None`` where none; by value index), each
+    func's result shardings (func op index, one wire or ``None`` per result), and the facts of
+    the program (``_native.ProgramFacts``)."""
+
+    meshes: dict[str, Any]
+    stored: list[Any]
+    func_results: list[tuple[int, list[Any]]]
+    facts: _native.ProgramFacts
+
+
+def solver_inputs(module: Module, frozen: Frozen, forward: Sequence[Value]) -> SolverInputs:
+    """The solver's inputs for ``module`` frozen as ``frozen``; ``forward`` lists the values
+    whose uses the solver visits in forward order (Shardy's ``forwardUseOrder``)."""
+    func_results = [
+        (frozen.op_index(f), [None if s is None else s._wire() for s in f.result_shardings]) for f in module.funcs
+    ]
+    return SolverInputs(
+        meshes={name: m._wire() for name, m in module.meshes.items()},
+        stored=_stored(frozen),
+        func_results=func_results,
+        facts=_native.ProgramFacts(**_facts(module, frozen, forward)),
+    )
+
+
 def _solve(
     module: Module,
     frozen: Frozen,
@@ -456,20 +487,12 @@ def _solve(
     forward: Sequence[Value],
     debug: dict[str, Any],
 ) -> _native.PropagationResult:
-    meshes = {name: m._wire() for name, m in module.meshes.items()}
-    func_results = [
-        (frozen.op_index(f), [None if s is None else s._wire() for s in f.result_shardings]) for f in module.funcs
-    ]
+    inputs = solver_inputs(module, frozen, forward)
     options = _native.PropagationOptions(
         pass_name=pass_name, strategy=strategy, conservative=conservative, run_op_priority=run_op_priority, **debug
     )
     return _native.propagate_shardings(
-        frozen.graph,
-        meshes,
-        _stored(frozen),
-        func_results,
-        _native.ProgramFacts(**_facts(module, frozen, forward)),
-        options,
+        frozen.graph, inputs.meshes, inputs.stored, inputs.func_results, inputs.facts, options
     )
 
 
