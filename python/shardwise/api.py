@@ -22,8 +22,7 @@ import re
 from shardwise.errors import PipelineError
 from shardwise.ir.core import Module
 from shardwise.ir.gc import no_cyclic_gc
-from shardwise.passes.pipeline import PIPELINES as COMPOSITES
-from shardwise.passes.pipeline import expand_pipeline, run_pipeline
+from shardwise.passes.pipeline import COMPOSITES, expand_pipeline, run_pipeline
 from shardwise.passes.registry import PASSES
 
 __all__ = ["PIPELINES", "pipeline_text", "propagate"]

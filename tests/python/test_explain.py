@@ -14,7 +14,7 @@ from shardwise.cli import main
 from shardwise.explanation import Explanation, UnknownValueError, explain
 from shardwise.explanation.names import resolve
 from shardwise.ir.core import Module, Value
-from shardwise.propagation import PropagationTrace, propagate
+from shardwise.propagation import PropagationTrace, run_propagation_pass
 from shardwise.propagation.records import REASONS
 
 pytest.importorskip("jax")  # the MLIR importer and printer are jaxlib's
@@ -161,7 +161,7 @@ def test_json_round_trip_and_given_trace() -> None:
     # an already recorded trace: the user-priority pass alone, the module propagated in place
     trace = PropagationTrace()
     work = sw.load_mlir(CHAIN)
-    propagate(work, "user-priority", trace=trace)
+    run_propagation_pass(work, "user-priority", trace=trace)
     t = explain(work, "%1", trace=trace)
     assert [a.axis for a in t.axes] == [a.axis for a in e.axes] and t.axes[0].origin == e.axes[0].origin
     assert trace.steps and all(layer.strategy == "aggressive" for _, layer in trace.steps.values())

@@ -22,7 +22,7 @@ import pytest
 import shardwise as sw
 from shardwise import _native
 from shardwise.errors import InvalidShardingError, ProgramError
-from shardwise.propagation import PASSES, PropagationStats, ShardingGroupWarning, propagate
+from shardwise.propagation import PASSES, PropagationStats, ShardingGroupWarning, run_propagation_pass
 from shardwise.propagation.freeze import freeze
 from shardwise.rules import UnknownOpWarning
 
@@ -32,7 +32,7 @@ from jaxlib.mlir import ir, passmanager
 
 pytestmark = [pytest.mark.jax, pytest.mark.filterwarnings("ignore::shardwise.rules.UnknownOpWarning")]
 
-#: Lit pipelines of the four passes -> (pass name, options of ``propagate``).
+#: Lit pipelines of the four passes -> (pass name, options of ``run_propagation_pass``).
 LIT_PIPELINES: dict[str, tuple[str, dict[str, Any]]] = {
     "builtin.module(sdy-basic-propagate)": ("basic", {}),
     "builtin.module(sdy-basic-propagate{conservative-propagation=true})": ("basic", {"conservative": True}),
@@ -68,7 +68,7 @@ def shardy(text: str, pipeline: str) -> str:
 
 def ours(text: str, pass_name: str, **options: Any) -> str:
     module = sw.load_mlir(text)
-    propagate(module, pass_name, **options)
+    run_propagation_pass(module, pass_name, **options)
     return module.to_mlir()
 
 
@@ -106,7 +106,7 @@ def test_lit_case_is_exact(case: dict[str, Any]) -> None:
     module = sw.load_mlir(lit / case["in"])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        propagate(module, pass_name, **options)
+        run_propagation_pass(module, pass_name, **options)
     group_warnings = [w for w in caught if issubclass(w.category, ShardingGroupWarning)]
     # Shardy's only diagnostics in these cases are its sharding group warnings.
     assert bool(group_warnings) == ("warning" in case["expected_diagnostics"])
@@ -314,11 +314,11 @@ def test_copy_or_in_place() -> None:
     module = sw.load_mlir(SIMPLE)
     before = module.to_mlir()
     stats = PropagationStats()
-    copy = propagate(module, "aggressive", in_place=False, stats=stats)
+    copy = run_propagation_pass(module, "aggressive", in_place=False, stats=stats)
     assert copy is not module and module.to_mlir() == before
     assert copy.to_mlir() == shardy(SIMPLE, "builtin.module(sdy-aggressive-propagate)")
     assert stats.rounds == 1 and stats.visits >= 4 and stats.updates >= 3 and stats.erased == stats.inserted == 0
-    assert propagate(module, "aggressive") is module
+    assert run_propagation_pass(module, "aggressive") is module
     assert module.to_mlir() == copy.to_mlir()
     assert copy.func().args[1].sharding == sw.TensorSharding.parse(
         '#sdy.sharding<@mesh, [{"a", ?}, {"b", ?}]>', module.meshes
@@ -345,9 +345,9 @@ def test_every_pass_name_and_strategy() -> None:
 def test_bad_arguments_raise() -> None:
     module = sw.load_mlir(SIMPLE)
     with pytest.raises(ValueError, match="unknown propagation pass"):
-        propagate(module, "sideways")
+        run_propagation_pass(module, "sideways")
     with pytest.raises(ValueError, match="unknown propagation strategy"):
-        propagate(module, "aggressive", propagation_strategy="greedy")
+        run_propagation_pass(module, "aggressive", propagation_strategy="greedy")
 
 
 def test_native_options_and_facts_check_their_values() -> None:
@@ -379,7 +379,7 @@ func.func @main(%arg0: tensor<?x8xf32>) -> tensor<?x8xf32> {
   return %0 : tensor<?x8xf32>
 }"""
     with pytest.raises(ProgramError, match="static shape"):
-        propagate(sw.load_mlir(dynamic), "basic")
+        run_propagation_pass(sw.load_mlir(dynamic), "basic")
     two = """
 func.func @f(%arg0: tensor<8xf32>) -> tensor<8xf32> {
   return %arg0 : tensor<8xf32>
@@ -388,7 +388,7 @@ func.func @g(%arg0: tensor<8xf32>) -> tensor<8xf32> {
   return %arg0 : tensor<8xf32>
 }"""
     with pytest.raises(ProgramError, match="@main"):
-        propagate(sw.load_mlir(two), "basic")
+        run_propagation_pass(sw.load_mlir(two), "basic")
     # Propagating a manual axis into a manual computation from outside breaks Shardy's
     # verifier: a manual axis must come before the free ones.
     manual = """
@@ -402,7 +402,7 @@ func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {
   return %1 : tensor<8xf32>
 }"""
     with pytest.raises(InvalidShardingError, match="manual axes come before free axes") as e:
-        propagate(sw.load_mlir(manual), "basic")
+        run_propagation_pass(sw.load_mlir(manual), "basic")
     assert e.value.rule == "manual-axis-after-free-axis"  # type: ignore[attr-defined]
     with pytest.raises(Exception, match="come before free axes"):
         shardy(manual, "builtin.module(sdy-basic-propagate)")
@@ -421,7 +421,7 @@ func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a
     for name, pipeline in PASSES.items():
         stats = PropagationStats()
         module = sw.load_mlir(text)
-        propagate(module, name, stats=stats)
+        run_propagation_pass(module, name, stats=stats)
         assert stats.erased == 3
         assert module.to_mlir() == shardy(text, f"builtin.module({pipeline})")
         assert [op.name for op in module.func().body.ops] == ["stablehlo.custom_call", "func.return"]
@@ -439,7 +439,7 @@ func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a
     stats = PropagationStats()
     module = sw.load_mlir(text)
     with pytest.warns(ShardingGroupWarning, match="groupID: 0"):
-        propagate(module, "basic", stats=stats)
+        run_propagation_pass(module, "basic", stats=stats)
     assert stats.inserted == 2
     assert module.to_mlir() == shardy(text, "builtin.module(sdy-basic-propagate)")
 
@@ -450,18 +450,18 @@ def test_sharding_rules_kept_or_removed() -> None:
         "stablehlo.abs %0 {sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=8, j=8}>} :",
     )
     module = sw.load_mlir(text)
-    propagate(module, "basic", keep_sharding_rules=True)
+    run_propagation_pass(module, "basic", keep_sharding_rules=True)
     rules = {op.name: op.attributes.get("sdy.sharding_rule") for op in module.func().body.ops}
     assert rules["stablehlo.add"] == "#sdy.op_sharding_rule<([i, j], [i, j])->([i, j]) {i=8, j=8}>"
     assert rules["stablehlo.abs"] is not None and rules["func.return"] is None
     assert module.to_mlir() == shardy(text, "builtin.module(sdy-basic-propagate{keep-sharding-rules=true})")
     module = sw.load_mlir(text)
-    propagate(module, "basic")
+    run_propagation_pass(module, "basic")
     assert all("sdy.sharding_rule" not in op.attributes for op in module.walk())
     assert module.to_mlir() == shardy(text, "builtin.module(sdy-basic-propagate)")
     custom = text.replace("{i=8, j=8}>", "{i=8, j=8}, custom>")
     module = sw.load_mlir(custom)
-    propagate(module, "basic")
+    run_propagation_pass(module, "basic")
     assert module.to_mlir() == shardy(custom, "builtin.module(sdy-basic-propagate)")
     assert "custom" in module.func().body.ops[1].attributes["sdy.sharding_rule"]
 
@@ -469,7 +469,7 @@ def test_sharding_rules_kept_or_removed() -> None:
 def test_unknown_ops_warn() -> None:
     text = SIMPLE.replace("stablehlo.abs %0 :", "stablehlo.custom_call @mystery(%0) : (tensor<8x8xf32>) ->")
     with pytest.warns(UnknownOpWarning):
-        module = propagate(sw.load_mlir(text), "basic")
+        module = run_propagation_pass(sw.load_mlir(text), "basic")
     assert module.to_mlir() == shardy(text, "builtin.module(sdy-basic-propagate)")
 
 
@@ -480,7 +480,7 @@ def test_propagations_run_concurrently_in_threads() -> None:
     modules = [sw.load_mlir(t) for t in texts]
 
     def work(i: int) -> None:
-        propagate(modules[i], "aggressive")
+        run_propagation_pass(modules[i], "aggressive")
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(len(texts))]
     for t in threads:
@@ -583,7 +583,7 @@ def test_trace_records_origins_and_edges_as_data() -> None:
 
     module = sw.load_mlir(TRACED)
     trace = PropagationTrace()
-    propagate(module, "aggressive", trace=trace)
+    run_propagation_pass(module, "aggressive", trace=trace)
     f = module.func("main")
     add, constraint, dot = f.body.ops[0], f.body.ops[1], f.body.ops[2]
     a, b, c = (sw.AxisRef(n) for n in "abc")

@@ -8,7 +8,7 @@ import pytest
 from shardwise.errors import InvalidShardingError, MeshError, ShardwiseError
 from shardwise.mesh import Mesh
 from shardwise.sharding import AxisRef, TensorSharding
-from shardwise.spmd import CostModel, Link, dtype_bytes, plan_reshard, simulate
+from shardwise.spmd import CostModel, Link, dtype_bytes, plan_reshard, shards
 
 MESH = Mesh({"x": 2, "y": 2, "z": 2})
 BANDWIDTH_ONLY = CostModel(Link(latency=0.0))
@@ -50,8 +50,8 @@ def test_partial_to_sharded_uses_reduce_scatter_and_simulates_exactly() -> None:
     assert p.steps[0].dim_axes == ((AxisRef("x"),), ())
     assert p.steps[0].reduction == "sum"
     data = np.arange(48, dtype=np.int32).reshape(8, 6)
-    out = simulate.run_plan(simulate.shard(data, src, mesh, seed=3), mesh, [8, 6], src, p)
-    assert np.array_equal(simulate.unshard(out, tgt, mesh, [8, 6]), data)
+    out = shards.run_plan(shards.shard(data, src, mesh, seed=3), mesh, [8, 6], src, p)
+    assert np.array_equal(shards.unshard(out, tgt, mesh, [8, 6]), data)
 
 
 def test_partial_to_replicated_all_reduces_and_keeps_target_unreduced_axes() -> None:

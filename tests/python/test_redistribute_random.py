@@ -1,6 +1,6 @@
 """Random redistributions: on 1-3-axis meshes (sizes 2, 4, 8, with sub-axes), random source and
 target shardings of random shapes (divisible and not), the plan simulated device by device
-(shardwise.spmd.simulate) leaves every device with exactly its target block, and never sends
+(shardwise.spmd.shards) leaves every device with exactly its target block, and never sends
 more bytes than gathering everything and slicing."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from shardwise.errors import InvalidShardingError
 from shardwise.mesh import Mesh
 from shardwise.sharding import AxisRef, TensorSharding
-from shardwise.spmd import CostModel, Link, plan_reshard, simulate
+from shardwise.spmd import CostModel, Link, plan_reshard
+from shardwise.spmd import shards as sim
 
 # Factorisations of an axis into consecutive pieces (pre-size, size), major to minor.
 _SPLITS = {
@@ -86,19 +87,19 @@ def test_random_plan_reaches_target_exactly(
     assert plan.bytes <= plan.naive_bytes * (1 + 1e-12) + 1e-9
     assert abs(plan.bytes - sum(s.bytes for s in plan.steps)) <= 1e-6 * max(plan.bytes, 1)
     data = np.random.default_rng(seed).integers(-1000, 1000, size=shape).astype(np.int64)
-    shards = simulate.shard(data, src, mesh, seed=seed)
+    shards = sim.shard(data, src, mesh, seed=seed)
     before = src
     for step in plan.steps:
         event(step.kind)
-        shards = simulate.apply_step(shards, mesh, shape, before, step)
+        shards = sim.apply_step(shards, mesh, shape, before, step)
         # Every intermediate layout is exactly the one the step claims.
-        assert np.array_equal(simulate.unshard(shards, step.out, mesh, shape), data)
+        assert np.array_equal(sim.unshard(shards, step.out, mesh, shape), data)
         before = step.out
     final = before
     assert [d.axes for d in final.dims] == [d.axes for d in tgt.dims]
     assert final.unreduced == tgt.unreduced
     if tgt.unreduced:
-        assert np.array_equal(simulate.unshard(shards, tgt, mesh, shape), data)
+        assert np.array_equal(sim.unshard(shards, tgt, mesh, shape), data)
     else:
         for dev, buf in shards.items():
             ranges = tgt.device_ranges(shape, dev, meshes=mesh)

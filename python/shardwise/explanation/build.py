@@ -14,7 +14,7 @@ from shardwise.ir.core import Func, Module, Op, Value
 from shardwise.passes.pipeline import Nested, PassStep, expand_pipeline, run_pipeline
 from shardwise.passes.registry import PASSES
 from shardwise.propagation import PASSES as PROPAGATION_PASSES
-from shardwise.propagation import PropagationTrace, propagate
+from shardwise.propagation import PropagationTrace, run_propagation_pass
 from shardwise.propagation.debug import Origin
 from shardwise.propagation.records import REASONS, Hop
 from shardwise.sharding import AxisRef
@@ -36,7 +36,7 @@ def explain(
     ``shardwise.api.PIPELINES`` or a Shardy pass-pipeline string with one propagation pass;
     ``conservative`` as ``shardwise.propagate``). ``value`` is a ``Value`` of ``module`` or a
     name of the printed, propagated module (``names``). With ``trace`` (a
-    ``PropagationTrace`` filled by ``shardwise.propagation.propagate(module, ...,
+    ``PropagationTrace`` filled by ``shardwise.propagation.run_propagation_pass(module, ...,
     trace=trace)``), ``module`` is taken as already propagated and nothing is run.
 
     Raises ``UnknownValueError`` (a ``ShardwiseError``, so ``ValueError``) for a name that
@@ -98,7 +98,7 @@ def run_with_trace(module: Module, value: Value | str, pipeline: str, conservati
         run_pipeline(work, str(Nested(root.anchor, root.steps[:k])))
     options = PASSES[step.name].resolve(step.options)
     trace = PropagationTrace()
-    propagate(
+    run_propagation_pass(
         work,
         by_shardy[step.name],
         conservative=bool(options.get("conservative-propagation", False)),

@@ -31,12 +31,12 @@ from shardwise.passes import (  # noqa: F401  (importing a module registers its 
     meshes,
     propagation_passes,
 )
-from shardwise.passes.pipeline import PIPELINES, expand_pipeline, parse_pipeline, run_pipeline
+from shardwise.passes.pipeline import COMPOSITES, expand_pipeline, parse_pipeline, run_pipeline
 from shardwise.passes.registry import PASSES, UNSUPPORTED, Options, PassInfo, PipelineError, register_pass
 
 __all__ = [
+    "COMPOSITES",
     "PASSES",
-    "PIPELINES",
     "UNSUPPORTED",
     "Options",
     "PassInfo",

@@ -22,7 +22,7 @@ from shardwise.ir.core import Module
 from shardwise.ir.gc import no_cyclic_gc
 from shardwise.passes.registry import PASSES, UNSUPPORTED, OptionValue, PipelineError
 
-__all__ = ["PIPELINES", "Nested", "PassStep", "expand_pipeline", "parse_pipeline", "run_pipeline"]
+__all__ = ["COMPOSITES", "Nested", "PassStep", "expand_pipeline", "parse_pipeline", "run_pipeline"]
 
 
 @dataclass
@@ -269,7 +269,7 @@ def _propagation_steps(o: Mapping[str, OptionValue]) -> str:
 
 
 #: Composite pipelines: name -> (option defaults, expansion into pipeline text).
-PIPELINES: dict[str, tuple[dict[str, OptionValue], Callable[[Mapping[str, OptionValue]], str]]] = {
+COMPOSITES: dict[str, tuple[dict[str, OptionValue], Callable[[Mapping[str, OptionValue]], str]]] = {
     "sdy-import-pipeline": (
         {"dedup-functions-fully": False},
         lambda o: _import_steps(_bool(o, "dedup-functions-fully")),
@@ -285,7 +285,7 @@ PIPELINES: dict[str, tuple[dict[str, OptionValue], Callable[[Mapping[str, Option
 
 
 def _expand_composite(step: PassStep) -> list[Step]:
-    defaults, expand = PIPELINES[step.name]
+    defaults, expand = COMPOSITES[step.name]
     opts: dict[str, OptionValue] = dict(defaults)
     for k, v in step.options.items():
         if k not in defaults:
@@ -309,7 +309,7 @@ def expand_pipeline(pipeline: str | Nested) -> Nested:
         for s in steps:
             if isinstance(s, Nested):
                 out.append(Nested(s.anchor, expand(s.steps)))  # noqa: F821 (a recursive closure, deleted after use)
-            elif s.name in PIPELINES:
+            elif s.name in COMPOSITES:
                 out.extend(expand(_expand_composite(s)))  # noqa: F821 (a recursive closure, deleted after use)
             else:
                 out.append(s)
@@ -345,7 +345,7 @@ def _bind(steps: list[Step], anchor: str) -> list[_Bound | tuple[str, list[_Boun
         info = PASSES.get(s.name)
         if info is None:
             raise PipelineError(
-                f"unknown pass {s.name!r}; shardwise runs the pipelines {', '.join(PIPELINES)} and the passes {', '.join(sorted(PASSES))}"
+                f"unknown pass {s.name!r}; shardwise runs the pipelines {', '.join(COMPOSITES)} and the passes {', '.join(sorted(PASSES))}"
             )
         if anchor == "func.func" and info.anchor != "func.func":
             raise PipelineError(f"pass {s.name} runs on builtin.module, it cannot be nested in func.func(...)")

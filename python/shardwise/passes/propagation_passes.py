@@ -1,7 +1,7 @@
 """Shardy's four propagation passes in the pass registry, under Shardy's names and options:
 ``sdy-basic-propagate``, ``sdy-aggressive-propagate``, ``sdy-op-priority-propagate`` and
 ``sdy-user-priority-propagate`` (so ``sdy-propagation-pipeline`` runs too). The work is
-``shardwise.propagation.propagate`` (``shardwise.propagation`` sits below this package).
+``shardwise.propagation.run_propagation_pass`` (``shardwise.propagation`` sits below this package).
 
 Options: ``keep-sharding-rules``, ``conservative-propagation``, ``debug-sharding-origins``,
 ``debug-propagation-edge-sharding``, ``module-dump-directory`` (accepted and ignored: nothing
@@ -14,11 +14,11 @@ from collections.abc import Callable
 
 from shardwise.ir.core import Module
 from shardwise.passes.registry import Options, OptionValue, register_pass
-from shardwise.propagation import PASSES, propagate
+from shardwise.propagation import PASSES, run_propagation_pass
 
 __all__ = ["PROPAGATION_PASSES"]
 
-#: The pass names of ``shardwise.propagation.propagate`` -> Shardy's pass names.
+#: The pass names of ``shardwise.propagation.run_propagation_pass`` -> Shardy's pass names.
 PROPAGATION_PASSES = PASSES
 
 _COMMON_OPTIONS: dict[str, OptionValue] = {
@@ -32,7 +32,7 @@ _COMMON_OPTIONS: dict[str, OptionValue] = {
 
 def _make(pass_name: str) -> Callable[[Module, Options], None]:
     def run(module: Module, options: Options) -> None:
-        propagate(
+        run_propagation_pass(
             module,
             pass_name,
             conservative=bool(options.get("conservative-propagation", False)),

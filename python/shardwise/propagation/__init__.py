@@ -1,6 +1,6 @@
 """Sharding propagation: Shardy's four propagation passes, exactly.
 
-``propagate(module, pass_name)`` runs one of
+``run_propagation_pass(module, pass_name)`` runs one of
 
 * ``"basic"``: ``sdy-basic-propagate`` (Shardy ``basic_propagation.cc``): along every factor
   of every op, the axes all tensors agree on;
@@ -71,11 +71,11 @@ __all__ = [
     "ShardingGroupWarning",
     "ShardingOriginWarning",
     "SolverInputs",
-    "propagate",
+    "run_propagation_pass",
     "solver_inputs",
 ]
 
-#: The pass names ``propagate`` takes, with the Shardy pass each one runs
+#: The pass names ``run_propagation_pass`` takes, with the Shardy pass each one runs
 #: (``shardwise.passes.propagation_passes`` registers them under these names).
 PASSES = {
     "basic": "sdy-basic-propagate",
@@ -108,7 +108,7 @@ class ShardingOriginWarning(PassWarning):
 
 
 class PropagationStats:
-    """Counters of the last ``propagate`` call: ``rounds`` (fixed-point rounds), ``visits`` (ops
+    """Counters of the last ``run_propagation_pass`` call: ``rounds`` (fixed-point rounds), ``visits`` (ops
     propagated through), ``updates`` (shardings changed), ``erased`` (dead ops removed),
     ``inserted`` (sharding constraints added for conflicting sharding groups)."""
 
@@ -129,7 +129,7 @@ class PropagationStats:
 
 
 class PropagationTrace:
-    """Where the shardings of one ``propagate`` call came from: the records behind Shardy's
+    """Where the shardings of one ``run_propagation_pass`` call came from: the records behind Shardy's
     ``debug-sharding-origins`` and ``debug-propagation-edge-sharding``, as data (the solver's
     ``rust/src/propagation/debug.rs``).
 
@@ -191,7 +191,7 @@ class PropagationTrace:
         )
 
 
-def propagate(
+def run_propagation_pass(
     module: Module,
     pass_name: str = "basic",
     *,

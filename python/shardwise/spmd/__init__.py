@@ -1,5 +1,6 @@
 """SPMD execution of sharded programs: tensor redistribution (``redistribute``), an exact
-numpy simulation of per-device shards and collectives (``simulate``), the partitioner
+numpy simulation of per-device shards and collectives (``shards``; whole programs are simulated by
+``shardwise.execute.simulator``), the partitioner
 (``partition``), reading a partition directory (``load``) and running it on MPI ranks
 (``launch``)."""
 
