@@ -4,10 +4,14 @@
 //! plus the solver's own rules: dead ops, sharding groups, manual axes, user priorities,
 //! worklist cost and errors.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use shardwise::graph::{Graph, GraphInput, NONE};
+use common::program::{sharding, Builder};
+
+use shardwise::graph::Graph;
 use shardwise::propagation::debug::{origins_dict_text, propagation_edges_text, shardy_axis_order, AxisMap};
 use shardwise::propagation::layers::{intersection, union};
 use shardwise::propagation::transforms::{
@@ -15,142 +19,13 @@ use shardwise::propagation::transforms::{
 };
 use shardwise::propagation::{
     propagate, propagate_candidates, Candidate, CandidateBatch, DebugOptions, Origin, OriginKind, Pass, PassOptions,
-    ProgramFacts, PropagationDirection as Dir, PropagationEdge, ShardingDebug, SolverInput, SolverOutput, StrategyKind,
+    PropagationDirection as Dir, PropagationEdge, ShardingDebug, SolverInput, SolverOutput, StrategyKind,
 };
-use shardwise::rule::parse_rule;
-use shardwise::text::{parse_mesh, parse_sharding, print_sharding};
+use shardwise::text::{parse_mesh, print_sharding};
 use shardwise::AxisRef;
-use shardwise::{ErrorKind, Mesh, TensorSharding};
+use shardwise::ErrorKind;
 
-// ------------------------------------------------------------------ a small program builder
-
-struct Builder {
-    g: GraphInput,
-    shardings: Vec<Option<TensorSharding>>,
-    func_results: Vec<(u32, Vec<Option<TensorSharding>>)>,
-    facts: ProgramFacts,
-    debug: Option<DebugOptions>,
-}
-
-fn empty_input() -> GraphInput {
-    GraphInput {
-        names: vec![],
-        op_name: vec![],
-        op_parent: vec![],
-        operand_counts: vec![],
-        operands: vec![],
-        result_counts: vec![],
-        results: vec![],
-        ranks: vec![],
-        dims: vec![],
-        value_block_owner: vec![],
-        rules: vec![],
-        op_rule: vec![],
-    }
-}
-
-fn sharding(text: &str) -> TensorSharding {
-    parse_sharding(text).unwrap()
-}
-
-impl Builder {
-    fn new() -> Builder {
-        Builder {
-            g: empty_input(),
-            shardings: vec![],
-            func_results: vec![],
-            facts: ProgramFacts::default(),
-            debug: None,
-        }
-    }
-
-    fn value(&mut self, shape: &[i64], owner: u32) -> u32 {
-        self.g.ranks.push(shape.len() as u32);
-        self.g.dims.extend_from_slice(shape);
-        self.g.value_block_owner.push(owner);
-        self.shardings.push(None);
-        (self.g.ranks.len() - 1) as u32
-    }
-
-    /// An op named `name` nested in `parent`, with `operands`, results of `results` shapes and
-    /// an optional rule in Shardy's text.
-    fn op(
-        &mut self,
-        name: &str,
-        parent: Option<u32>,
-        operands: &[u32],
-        results: &[&[i64]],
-        rule: Option<&str>,
-    ) -> (u32, Vec<u32>) {
-        let op = self.g.op_name.len() as u32;
-        let k = match self.g.names.iter().position(|n| n == name) {
-            Some(k) => k,
-            None => {
-                self.g.names.push(name.to_string());
-                self.g.names.len() - 1
-            }
-        };
-        self.g.op_name.push(k as u32);
-        self.g.op_parent.push(parent.unwrap_or(NONE));
-        self.g.operand_counts.push(operands.len() as u32);
-        self.g.operands.extend_from_slice(operands);
-        let vs: Vec<u32> = results.iter().map(|s| self.value(s, NONE)).collect();
-        self.g.result_counts.push(vs.len() as u32);
-        self.g.results.extend_from_slice(&vs);
-        match rule {
-            Some(text) => {
-                self.g.rules.push(parse_rule(text).unwrap());
-                self.g.op_rule.push((self.g.rules.len() - 1) as u32);
-            }
-            None => self.g.op_rule.push(NONE),
-        }
-        (op, vs)
-    }
-
-    /// A block argument of `op`.
-    fn arg(&mut self, op: u32, shape: &[i64]) -> u32 {
-        self.value(shape, op)
-    }
-
-    /// A function with arguments of `shapes` (and `num_results` results, set up at return).
-    fn func(&mut self, shapes: &[&[i64]]) -> (u32, Vec<u32>) {
-        let (f, _) = self.op("func.func", None, &[], &[], None);
-        let args = shapes.iter().map(|s| self.arg(f, s)).collect();
-        (f, args)
-    }
-
-    fn ret(&mut self, func: u32, values: &[u32], result_shardings: Vec<Option<&str>>) {
-        self.op("func.return", Some(func), values, &[], None);
-        self.func_results.push((func, result_shardings.into_iter().map(|s| s.map(sharding)).collect()));
-        if self.facts.main_func.is_none() {
-            self.facts.main_func = Some(func);
-        }
-    }
-
-    fn shard(&mut self, v: u32, text: &str) {
-        self.shardings[v as usize] = Some(sharding(text));
-    }
-
-    fn build(self, meshes: &[(&str, &str)]) -> (Graph, SolverInput) {
-        let graph = Graph::new(self.g).unwrap();
-        let meshes: HashMap<String, Mesh> =
-            meshes.iter().map(|(n, m)| (n.to_string(), parse_mesh(m).unwrap())).collect();
-        let input = SolverInput {
-            meshes,
-            value_shardings: self.shardings,
-            func_results: self.func_results,
-            facts: self.facts,
-            debug: self.debug,
-        };
-        (graph, input)
-    }
-
-    fn run(self, meshes: &[(&str, &str)], options: PassOptions) -> (Graph, SolverOutput) {
-        let (graph, input) = self.build(meshes);
-        let out = propagate(&graph, input, &options).unwrap();
-        (graph, out)
-    }
-}
+// ------------------------------------------------------------------ helpers (the builder: common/program.rs)
 
 fn pass(pass: Pass) -> PassOptions {
     PassOptions { pass, ..PassOptions::default() }
@@ -808,4 +683,28 @@ fn candidates_equal_single_propagations_on_any_number_of_threads() {
     let outs = propagate_candidates(&graph, &base, &options, &[bad], 2);
     assert!(matches!(outs[0].as_ref().unwrap_err().kind, ErrorKind::Invariant { rule: "candidate-value" }));
     assert!(propagate_candidates(&graph, &base, &options, &[], 4).is_empty());
+}
+
+/// The benchmark's program (`common::program::mlp_stack`, benches/rust/solver.rs) propagates
+/// as the Megatron plan says: every hidden activation is split on `data` and `model`, and the
+/// residual stream and the function result on `data` only (the row-split dot's reduction over
+/// `model` is not a dim sharding).
+#[test]
+fn the_benchmark_mlp_stack_propagates_the_megatron_plan() {
+    let (graph, input) = common::program::mlp_stack(3);
+    let n_values = input.value_shardings.len();
+    let out = propagate(&graph, input, &pass(Pass::UserPriority)).unwrap();
+    let texts: Vec<Option<String>> = (0..n_values as u32).map(|v| text(&out, v)).collect();
+    let hidden = s(r#"#sdy.sharding<@mesh, [{"data", ?}, {"model", ?}]>"#);
+    let stream = s(r#"#sdy.sharding<@mesh, [{"data", ?}, {?}]>"#);
+    // Values: x, then (w1, w2) per layer, then per layer the results of dot, tanh, dot, add.
+    let first = 1 + 2 * 3;
+    for l in 0..3 {
+        let v = first + 4 * l;
+        assert_eq!(texts[v], hidden, "dot 1 of layer {l}");
+        assert_eq!(texts[v + 1], hidden, "tanh of layer {l}");
+        assert_eq!(texts[v + 2], stream, "dot 2 of layer {l}");
+        assert_eq!(texts[v + 3], stream, "add of layer {l}");
+    }
+    assert_eq!(result_text(&out, 0), stream);
 }

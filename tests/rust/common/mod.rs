@@ -1,6 +1,8 @@
-//! Helpers shared by the projection and factor-propagation tests: axes and factor shardings
-//! written compactly.
+//! Helpers shared by the Rust tests: axes and factor shardings written compactly, and the
+//! program builder of `program.rs`.
 #![allow(dead_code)]
+
+pub mod program;
 
 use shardwise::propagation::{FactorSharding, TensorFactorShardings};
 use shardwise::text::parse_mesh;
