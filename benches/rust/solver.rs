@@ -10,6 +10,10 @@
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 use shardwise::propagation::{propagate, Pass, PassOptions};
 
+/// The extension module's allocator (`rust/src/py`), so that the figures are the module's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[path = "../../tests/rust/common/program.rs"]
 #[allow(dead_code)]
 mod program;
