@@ -22,7 +22,7 @@ import pytest
 import shardwise as sw
 from shardwise import _native
 from shardwise.errors import InvalidShardingError, ProgramError
-from shardwise.propagation import PASSES, PropagationStats, ShardingGroupWarning, run_propagation_pass
+from shardwise.propagation import PASS_NAMES, PropagationStats, ShardingGroupWarning, run_propagation_pass
 from shardwise.propagation.freeze import freeze
 from shardwise.rules import UnknownOpWarning
 
@@ -327,10 +327,10 @@ def test_copy_or_in_place() -> None:
 
 
 def test_every_pass_name_and_strategy() -> None:
-    for name in PASSES:
+    for name in PASS_NAMES:
         for strategy in ("basic", "aggressive", "basic-then-aggressive"):
             expected_pipeline = (
-                f"{PASSES[name]}{{propagation-strategy={strategy}}}" if name != "basic" else PASSES[name]
+                f"{PASS_NAMES[name]}{{propagation-strategy={strategy}}}" if name != "basic" else PASS_NAMES[name]
             )
             expected = shardy(SIMPLE, f"builtin.module({expected_pipeline})")
             assert ours(SIMPLE, name, propagation_strategy=strategy) == expected
@@ -338,7 +338,7 @@ def test_every_pass_name_and_strategy() -> None:
         "stablehlo.abs %0", 'stablehlo.abs %0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"a"}]>]>}'
     )
     for name in ("op-priority", "user-priority"):
-        expected = shardy(text, f"builtin.module({PASSES[name]}{{run-op-priority-propagation=false}})")
+        expected = shardy(text, f"builtin.module({PASS_NAMES[name]}{{run-op-priority-propagation=false}})")
         assert ours(text, name, run_op_priority=False) == expected
 
 
@@ -418,7 +418,7 @@ func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a
   %3 = sdy.propagation_barrier %arg0 allowed_direction=FORWARD : tensor<8x8xf32>
   return %arg0 : tensor<8x8xf32>
 }"""
-    for name, pipeline in PASSES.items():
+    for name, pipeline in PASS_NAMES.items():
         stats = PropagationStats()
         module = sw.load_mlir(text)
         run_propagation_pass(module, name, stats=stats)
@@ -620,7 +620,7 @@ def test_trace_records_origins_and_edges_as_data() -> None:
     ],
 )
 def test_debug_attributes_print_as_shardy_prints_them(options: dict[str, Any], flags: str) -> None:
-    for pass_name, shardy_name in PASSES.items():
+    for pass_name, shardy_name in PASS_NAMES.items():
         expected = shardy(TRACED, f"builtin.module({shardy_name}{{{flags}}})")
         got = ours(TRACED, pass_name, **options)
         assert got == expected

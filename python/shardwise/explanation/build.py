@@ -13,8 +13,7 @@ from shardwise.explanation.names import UnknownValueError, _main, resolve, resol
 from shardwise.ir.core import Func, Module, Op, Value
 from shardwise.passes.pipeline import Nested, PassStep, expand_pipeline, run_pipeline
 from shardwise.passes.registry import PASSES
-from shardwise.propagation import PASSES as PROPAGATION_PASSES
-from shardwise.propagation import PropagationTrace, run_propagation_pass
+from shardwise.propagation import PASS_NAMES, PropagationTrace, run_propagation_pass
 from shardwise.propagation.debug import Origin
 from shardwise.propagation.records import REASONS, Hop
 from shardwise.sharding import AxisRef
@@ -83,7 +82,7 @@ def _follow(module: Module, where: tuple[list[int], bool, int]) -> Value:
 def run_with_trace(module: Module, value: Value | str, pipeline: str, conservative: bool) -> Explanation:
     """Propagates a copy of ``module`` with ``pipeline``, recording, and explains ``value``."""
     root = expand_pipeline(pipeline_text(pipeline, conservative=conservative))
-    by_shardy = {v: k for k, v in PROPAGATION_PASSES.items()}
+    by_shardy = {v: k for k, v in PASS_NAMES.items()}
     at = [i for i, s in enumerate(root.steps) if isinstance(s, PassStep) and s.name in by_shardy]
     if len(at) != 1:
         raise ValueError(

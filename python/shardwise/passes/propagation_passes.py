@@ -14,12 +14,9 @@ from collections.abc import Callable
 
 from shardwise.ir.core import Module
 from shardwise.passes.registry import Options, OptionValue, register_pass
-from shardwise.propagation import PASSES, run_propagation_pass
+from shardwise.propagation import PASS_NAMES, run_propagation_pass
 
-__all__ = ["PROPAGATION_PASSES"]
-
-#: The pass names of ``shardwise.propagation.run_propagation_pass`` -> Shardy's pass names.
-PROPAGATION_PASSES = PASSES
+__all__: list[str] = []  # importing the module registers the passes (names: propagation.PASS_NAMES)
 
 _COMMON_OPTIONS: dict[str, OptionValue] = {
     "keep-sharding-rules": False,
@@ -43,11 +40,11 @@ def _make(pass_name: str) -> Callable[[Module, Options], None]:
             debug_propagation_edge_sharding=bool(options.get("debug-propagation-edge-sharding", False)),
         )
 
-    run.__doc__ = f"Shardy's {PROPAGATION_PASSES[pass_name]} (shardwise.propagation)."
+    run.__doc__ = f"Shardy's {PASS_NAMES[pass_name]} (shardwise.propagation)."
     return run
 
 
-for _name, _shardy_name in PROPAGATION_PASSES.items():
+for _name, _shardy_name in PASS_NAMES.items():
     _options = dict(_COMMON_OPTIONS)
     if _name != "basic":
         _options["propagation-strategy"] = "aggressive"

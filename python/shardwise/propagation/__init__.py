@@ -62,7 +62,7 @@ from shardwise.rules.rule import OpShardingRule
 from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 
 __all__ = [
-    "PASSES",
+    "PASS_NAMES",
     "STRATEGIES",
     "Edge",
     "Origin",
@@ -77,7 +77,7 @@ __all__ = [
 
 #: The pass names ``run_propagation_pass`` takes, with the Shardy pass each one runs
 #: (``shardwise.passes.propagation_passes`` registers them under these names).
-PASSES = {
+PASS_NAMES = {
     "basic": "sdy-basic-propagate",
     "aggressive": "sdy-aggressive-propagate",
     "op-priority": "sdy-op-priority-propagate",
@@ -205,7 +205,7 @@ def run_propagation_pass(
     debug_propagation_edge_sharding: bool = False,
     trace: PropagationTrace | None = None,
 ) -> Module:
-    """Runs Shardy's propagation pass ``pass_name`` (a key of ``PASSES``) on ``module`` and
+    """Runs Shardy's propagation pass ``pass_name`` (a key of ``PASS_NAMES``) on ``module`` and
     returns the module with the propagated shardings: ``module`` itself, changed in place, or
     (``in_place=False``) a changed deep copy, ``module`` left as it was.
 
@@ -246,8 +246,8 @@ def run_propagation_pass(
     constraints of conflicting sharding groups excepted). Warns ``UnknownOpWarning`` for ops
     without a rule and ``ShardingGroupWarning`` for conflicting sharding groups.
     """
-    if pass_name not in PASSES:
-        raise ValueError(f"unknown propagation pass {pass_name!r}; expected one of {sorted(PASSES)}")
+    if pass_name not in PASS_NAMES:
+        raise ValueError(f"unknown propagation pass {pass_name!r}; expected one of {sorted(PASS_NAMES)}")
     if propagation_strategy not in STRATEGIES:
         raise ValueError(f"unknown propagation strategy {propagation_strategy!r}; expected one of {list(STRATEGIES)}")
     if not in_place:
