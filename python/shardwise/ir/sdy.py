@@ -16,6 +16,7 @@ from shardwise.errors import ProgramError
 from shardwise.ir.attrs import quote, unquote
 from shardwise.ir.core import Func, Module, Op, Value
 from shardwise.ir.rewrite import SymbolTable, Uses, owning_op
+from shardwise.ir.slots import SDY_COLLECTIVES
 from shardwise.ir.types import TensorType
 from shardwise.mesh import Mesh
 from shardwise.sharding import AxisRef, DimSharding, TensorSharding
@@ -39,22 +40,11 @@ REGION_DATA_FLOW_OPS = frozenset({NAMED_COMPUTATION, MANUAL_COMPUTATION})
 RESULT_DATA_FLOW_OPS = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.optimization_barrier"})
 #: Every op implementing Shardy's ``ShardableDataFlowOpInterface``.
 DATA_FLOW_OPS = REGION_DATA_FLOW_OPS | RESULT_DATA_FLOW_OPS
-#: Shardy's collective ops (``CollectiveOpInterface``): their result sharding is ``out_sharding``.
-COLLECTIVES = frozenset(
-    {
-        "sdy.all_gather",
-        "sdy.all_slice",
-        "sdy.all_to_all",
-        "sdy.collective_permute",
-        "sdy.all_reduce",
-        "sdy.reduce_scatter",
-        "sdy.sharded_to_unreduced",
-        "sdy.replicated_to_unreduced",
-    }
-)
 #: Collectives whose ``out_sharding`` the IR keeps as attribute text (``ir/slots.py`` has no
 #: slot for them).
 OUT_SHARDING_ATTR_OPS = frozenset({"sdy.sharded_to_unreduced", "sdy.replicated_to_unreduced"})
+#: Shardy's collective ops (``CollectiveOpInterface``): their result sharding is ``out_sharding``.
+COLLECTIVES = frozenset(SDY_COLLECTIVES) | OUT_SHARDING_ATTR_OPS
 TERMINATORS = frozenset({"func.return", "stablehlo.return", "sdy.return", "mhlo.return"})
 
 MeshRef = tuple[str | None, Mesh | None]

@@ -20,7 +20,9 @@ class Slot(NamedTuple):
 
 DEFAULT_RESULT_SLOT = Slot("sdy.sharding", "per_value")
 
-_SDY_COLLECTIVES = (
+#: Shardy's collectives that move a sharding (all but the two ``*_to_unreduced`` ones): their
+#: ``out_sharding`` is a result slot; the partitioner lowers them and the loader checks them.
+SDY_COLLECTIVES = (
     "sdy.all_gather",
     "sdy.all_slice",
     "sdy.all_to_all",
@@ -35,7 +37,7 @@ RESULT_SLOTS: dict[str, Slot] = {
     "sdy.data_flow_edge": Slot("sharding", "single"),
     "sdy.manual_computation": Slot("out_shardings", "per_value", True),
     "sdy.named_computation": Slot("out_shardings", "per_value"),
-    **{name: Slot("out_sharding", "single", True) for name in _SDY_COLLECTIVES},
+    **{name: Slot("out_sharding", "single", True) for name in SDY_COLLECTIVES},
 }
 
 OPERAND_SLOTS: dict[str, Slot] = {

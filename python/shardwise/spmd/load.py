@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from shardwise.errors import ShardwiseError
 from shardwise.ir.core import Module
 from shardwise.ir.rewrite import Uses, erase_op
+from shardwise.ir.slots import SDY_COLLECTIVES
 from shardwise.spmd.partition.check import check_partition, check_with_inputs, shard_inputs
 from shardwise.spmd.partition.meta import MAX_RANKS, WEIGHTS_PATH
 
@@ -34,15 +35,6 @@ __all__ = [
     "run_inputs",
     "unpartitioned",
 ]
-
-_SDY_COLLECTIVES = (
-    "sdy.all_gather",
-    "sdy.all_slice",
-    "sdy.all_to_all",
-    "sdy.collective_permute",
-    "sdy.all_reduce",
-    "sdy.reduce_scatter",
-)
 
 
 def _file(outdir: str | os.PathLike[str], name: str) -> Path:
@@ -294,7 +286,7 @@ def unpartitioned(global_module: Module) -> Module:
     m = global_module.copy()
     uses = Uses(m.op)
     for op in list(m.walk()):
-        if op.name in _SDY_COLLECTIVES and op.parent is not None:
+        if op.name in SDY_COLLECTIVES and op.parent is not None:
             uses.replace_all_uses(op.results[0], op.operands[0])
             erase_op(op, uses)
     return m

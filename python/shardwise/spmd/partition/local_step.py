@@ -23,6 +23,7 @@ from shardwise.execute.regions import body_kind
 from shardwise.ir.core import Block, Func, Module, Op, Value
 from shardwise.ir.rewrite import erase_op, insert_before
 from shardwise.ir.sdy import get_sharding
+from shardwise.ir.slots import SDY_COLLECTIVES
 from shardwise.ir.types import TensorType, Type
 from shardwise.mesh import Mesh
 from shardwise.sharding import AxisRef, TensorSharding
@@ -34,14 +35,6 @@ from shardwise.spmd.partition.halo import Halo, halos, padding_without
 
 __all__ = ["localize"]
 
-_SDY_COLLECTIVES = {
-    "sdy.all_gather",
-    "sdy.all_slice",
-    "sdy.all_to_all",
-    "sdy.collective_permute",
-    "sdy.all_reduce",
-    "sdy.reduce_scatter",
-}
 _DROPPED_ATTRS = ("xla_shape", "mhlo.sharding", "mhlo.frontend_attributes")
 
 
@@ -117,7 +110,7 @@ class _Local:
                 self.block(blk)
         self.orig_operands = orig_operands
         self.em.anchor = op
-        if op.name in _SDY_COLLECTIVES:
+        if op.name in SDY_COLLECTIVES:
             gt = self.orig[orig_operands[0]][0]
             assert isinstance(gt, TensorType)
             y = lower_collective(
