@@ -12,14 +12,13 @@ from sys import intern
 from typing import Any
 
 from shardwise._jaxlib import context, diagnostics_line, ir
-from shardwise.errors import ProgramError, ShardingError
+from shardwise.errors import ProgramError
+from shardwise.importers.shardings import ShardingReader
 from shardwise.ir.attrs import unquote
 from shardwise.ir.core import Block, Func, Module, Op, Region, Value
 from shardwise.ir.gc import no_cyclic_gc
-from shardwise.ir.slots import OPERAND_SLOTS, Slot, result_slot
 from shardwise.ir.types import Type, parse_type
 from shardwise.mesh import Mesh
-from shardwise.sharding import TensorSharding
 
 
 def load_mlir(source: str | os.PathLike[str]) -> Module:
@@ -164,15 +163,15 @@ def _attributes_from_asm(o: Any) -> dict[str, str]:
     return {"value": m.group(1)}
 
 
-class _Importer:
+class _Importer(ShardingReader):
     """One walk over jaxlib's module. jaxlib uniques types and attributes in its context, so
     each distinct one is printed once (``type_of``, ``text_of``; a transformer step has about
     a dozen distinct result types and thirty attributes), and op locations are kept unprinted
     (``Op.location``): printing them all took 37-50 ms of a 22k-op step's 330 ms."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.values: dict[Any, Value] = {}
-        self.meshes: dict[str, Mesh] = {}
         self.types: dict[Any, Type] = {}
         self.texts: dict[Any, str] = {}
 
@@ -283,49 +282,3 @@ class _Importer:
             raise ProgramError(
                 f"{user.name} at {user.location}: operand defined outside the module or after its use"
             ) from None
-
-    def sharding(self, text: str | None, op: Op, what: str) -> TensorSharding | None:
-        if text is None:
-            return None
-        try:
-            return TensorSharding.parse(text, self._meshes_for(text))
-        except ShardingError as e:
-            raise _located(e, f"{op.where()}, {what}") from None
-
-    def _meshes_for(self, text: str) -> dict[str, Mesh] | None:
-        return self.meshes if self.meshes else None
-
-    def take_shardings(self, op: Op) -> None:
-        slot = result_slot(op.name)
-        # A result-less op (a side-effecting custom call) may carry a maximal sharding that
-        # places it on one device; it stays an attribute of the op.
-        shardings = self._take(op, slot, "results") if op.results else None
-        if shardings is not None:
-            if len(shardings) != len(op.results):
-                raise ProgramError(
-                    f"{op.where()}: {len(shardings)} shardings in {slot.attribute} for {len(op.results)} results"
-                )
-            for v, s in zip(op.results, shardings):
-                v.sharding = s
-        if op.name in OPERAND_SLOTS:
-            op.operand_shardings = self._take(op, OPERAND_SLOTS[op.name], "operands")
-
-    def _take(self, op: Op, slot: Slot, what: str) -> tuple[TensorSharding, ...] | None:
-        text = op.attributes.pop(slot.attribute, None)
-        if text is None:
-            return None
-        try:
-            if slot.form == "single":
-                return (TensorSharding.parse(text, self._meshes_for(text)),)
-            return TensorSharding.parse_per_value(text, self._meshes_for(text))
-        except ShardingError as e:
-            raise _located(e, f"{op.where()}, {what}") from None
-
-
-def _located(e: ShardingError, where: str) -> ShardingError:
-    """The same error class and attributes, its message prefixed with the op and location."""
-    new = type(e)(f"{where}: {e}")
-    for attr in ("rule", "offset"):
-        if hasattr(e, attr):
-            setattr(new, attr, getattr(e, attr))
-    return new

@@ -28,6 +28,14 @@ create_exception!(
     "A conversion to or from another format cannot express the value."
 );
 
+create_exception!(
+    shardwise,
+    MlirReadError,
+    ShardwiseError,
+    "The native MLIR reader could not read the text: `line`, `column`, and `unsupported` (valid \
+     MLIR it has no grammar for, which jaxlib may read)."
+);
+
 /// Longest message handed to Python; longer ones keep their head and tail.
 const MAX_MESSAGE: usize = 600;
 
@@ -80,5 +88,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("InvalidShardingError", py.get_type::<InvalidShardingError>())?;
     m.add("MeshError", py.get_type::<MeshError>())?;
     m.add("ConversionError", py.get_type::<ConversionError>())?;
+    m.add("MlirReadError", py.get_type::<MlirReadError>())?;
     Ok(())
 }

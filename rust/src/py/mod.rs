@@ -3,6 +3,7 @@
 
 mod errors;
 mod graph;
+mod mlir;
 mod propagation;
 mod redistribution;
 mod rule;
@@ -279,6 +280,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     rule::register(m)?;
     graph::register(m)?;
+    mlir::register(m)?;
     walk::register(m)?;
     propagation::register(m)?;
     redistribution::register(m)?;

@@ -1,0 +1,183 @@
+"""The program IR built from the native MLIR reader's tables (``shardwise._native.read_mlir``,
+``rust/src/mlir``): no jaxlib, one pass over flat arrays.
+
+The reader hands every op in its generic shape (the custom forms JAX and Shardy print are
+turned into the attributes jaxlib's parser would give), so the module built here equals the one
+``shardwise.importers.mlir`` builds from jaxlib's parse of the same text; the tests compare the
+two over the conformance corpus and real JAX programs.
+"""
+
+from __future__ import annotations
+
+from sys import intern
+
+from shardwise._native import FuncTables, ProgramTables
+from shardwise.errors import ProgramError
+from shardwise.importers.shardings import ShardingReader
+from shardwise.ir.attrs import unquote
+from shardwise.ir.core import Block, Func, Module, Op, Region, Value
+from shardwise.ir.types import Type, parse_type
+from shardwise.mesh import Mesh
+
+__all__ = ["build_module"]
+
+
+def build_module(t: ProgramTables) -> Module:
+    """The module the tables describe. Raises ``ShardingError`` (with the op and location) for
+    shardings shardwise rejects, ``ProgramError`` for a function with several blocks."""
+    return _Builder(t).module()
+
+
+class _Builder(ShardingReader):
+    def __init__(self, t: ProgramTables) -> None:
+        super().__init__()
+        self.t = t
+        self.strings = t.strings
+        self.names: dict[int, str] = {}
+        self.types: dict[int, Type] = {}
+        self.values: list[Value | None] = [None] * len(t.value_types)
+        self.value_types = t.value_types
+        self.op_names = t.op_names
+        self.op_locs = t.op_locs
+        self.operand_offsets = t.operand_offsets
+        self.operands = t.operands
+        self.result_offsets = t.result_offsets
+        self.attr_offsets = t.attr_offsets
+        self.attr_names = t.attr_names
+        self.attr_values = t.attr_values
+        self.region_offsets = t.region_offsets
+        self.region_blocks = t.region_blocks
+        self.block_args = t.block_args
+        self.block_op_offsets = t.block_op_offsets
+        self.block_ops = t.block_ops
+        self.funcs: dict[int, FuncTables] = {f.op: f for f in t.funcs}
+
+    def name(self, i: int) -> str:
+        """Interned string ``i`` (op and attribute names: passes compare them by identity)."""
+        n = self.names.get(i)
+        if n is None:
+            n = self.names[i] = intern(self.strings[i])
+        return n
+
+    def type(self, i: int) -> Type:
+        ty = self.types.get(i)
+        if ty is None:
+            ty = self.types[i] = parse_type(self.strings[i])
+        return ty
+
+    def attrs(self, op: int) -> dict[str, str]:
+        s = self.strings
+        names, values = self.attr_names, self.attr_values
+        return {self.name(names[k]): s[values[k]] for k in range(self.attr_offsets[op], self.attr_offsets[op + 1])}
+
+    def blocks_of(self, op: int) -> list[tuple[int, int]]:
+        """Each region of ``op`` as its (first, end) block."""
+        rb = self.region_blocks
+        return [(rb[2 * r], rb[2 * r + 1]) for r in range(self.region_offsets[op], self.region_offsets[op + 1])]
+
+    def block_ops_of(self, b: int) -> list[int]:
+        return self.block_ops[self.block_op_offsets[2 * b] : self.block_op_offsets[2 * b + 1]]
+
+    def module(self) -> Module:
+        module = Module()
+        module.op.attributes = self.attrs(0)
+        module.op.location = self.strings[self.op_locs[0]]
+        (regions,) = [self.blocks_of(0)]
+        top = self.block_ops_of(regions[0][0]) if regions and regions[0][1] > regions[0][0] else []
+        for i in top:
+            if self.strings[self.op_names[i]] == "sdy.mesh":
+                attrs = self.attrs(i)
+                self.meshes[unquote(attrs["sym_name"])] = Mesh.parse(attrs["mesh"])
+        body = module.op.regions[0].entry
+        # Pre-order over an explicit stack of (block, its op ids, next index).
+        stack: list[tuple[Block, list[int], int]] = [(body, top, 0)]
+        while stack:
+            block, ops, k = stack.pop()
+            if k == len(ops):
+                continue
+            stack.append((block, ops, k + 1))
+            i = ops[k]
+            op = self.func(i) if i in self.funcs else self.op(i)
+            block.append(op)
+            pending = self.regions(i, op)
+            for inner_block, inner_ops in reversed(pending):
+                stack.append((inner_block, inner_ops, 0))
+        return module
+
+    def operand_values(self, i: int) -> list[Value]:
+        values = self.values
+        out = []
+        for v in self.operands[self.operand_offsets[i] : self.operand_offsets[i + 1]]:
+            value = values[v]
+            if value is None:  # the reader resolves names, so only a reader bug gets here
+                raise ProgramError(f"{self.strings[self.op_names[i]]}: operand read before its definition")
+            out.append(value)
+        return out
+
+    def op(self, i: int) -> Op:
+        first, end = self.result_offsets[2 * i], self.result_offsets[2 * i + 1]
+        vt = self.value_types
+        op = Op(
+            self.name(self.op_names[i]),
+            self.operand_values(i),
+            [self.type(vt[v]) for v in range(first, end)],
+            self.attrs(i),
+        )
+        op._location = self.strings[self.op_locs[i]]
+        for k, v in enumerate(op.results):
+            self.values[first + k] = v
+        self.take_shardings(op)
+        return op
+
+    def regions(self, i: int, op: Op) -> list[tuple[Block, list[int]]]:
+        """Adds ``op``'s regions and blocks (their arguments bound); returns each block with the
+        ops still to be built into it. A function's one block exists already."""
+        out: list[tuple[Block, list[int]]] = []
+        is_func = isinstance(op, Func)
+        vt = self.value_types
+        for r, (b0, b1) in enumerate(self.blocks_of(i)):
+            if is_func:
+                if b1 - b0 > 1:
+                    raise ProgramError(f"{op.where()}: functions with several blocks are not supported")
+                if b1 == b0:
+                    continue
+                block = op.regions[0].entry
+                a0 = self.block_args[2 * b0]
+                for k, v in enumerate(block.args):
+                    self.values[a0 + k] = v
+                out.append((block, self.block_ops_of(b0)))
+                continue
+            region = Region()
+            for b in range(b0, b1):
+                a0, a1 = self.block_args[2 * b], self.block_args[2 * b + 1]
+                block = region.append(Block([self.type(vt[v]) for v in range(a0, a1)]))
+                for k, v in enumerate(block.args):
+                    self.values[a0 + k] = v
+                out.append((block, self.block_ops_of(b)))
+            op.add_region(region)
+            del r
+        return out
+
+    def func(self, i: int) -> Func:
+        f_t = self.funcs[i]
+        attrs = self.attrs(i)
+        name = unquote(attrs.pop("sym_name"))
+        has_body = any(b1 > b0 for b0, b1 in self.blocks_of(i))
+        f = Func(
+            name,
+            [self.type(t) for t in f_t.arg_types],
+            [self.type(t) for t in f_t.result_types],
+            attrs,
+            self.strings[self.op_locs[i]],
+            declaration=not has_body,
+        )
+        s = self.strings
+        for k, pairs in enumerate(f_t.arg_attrs):
+            d = {self.name(n): s[v] for n, v in pairs}
+            f.args[k].sharding = self.sharding(d.pop("sdy.sharding", None), f, f"argument {k}") if has_body else None
+            f.arg_attrs[k] = d
+        for k, pairs in enumerate(f_t.result_attrs):
+            d = {self.name(n): s[v] for n, v in pairs}
+            f.result_shardings[k] = self.sharding(d.pop("sdy.sharding", None), f, f"result {k}")
+            f.result_attrs[k] = d
+        return f

@@ -1,0 +1,110 @@
+//! The program as flat arenas: ops, values, blocks and regions indexed by `u32`, with every
+//! name, attribute text, type text and location interned once ([`Interner`]). This is what the
+//! native MLIR reader (`crate::mlir`) builds; the Python IR is built from it in one pass
+//! (`python/shardwise/importers/native.py`). No PyO3 type here.
+//!
+//! Layout (compressed sparse rows): op `i`'s operands are
+//! `operands[op.operands.0 .. op.operands.1]`; its results are the values
+//! `op.results.0 .. op.results.1` (consecutive); its attributes
+//! `attrs[op.attrs.0 .. op.attrs.1]`; its regions `regions[op.regions.0 .. op.regions.1]`,
+//! each a range of `blocks`, each block a range of `values` (its arguments) and of `block_ops`.
+//! Ops are numbered in pre-order (an op before the ops of its regions).
+
+use crate::fast_hash::FastMap;
+
+/// A half-open range `start..end` into one of [`Program`]'s arrays.
+pub type Span = (u32, u32);
+
+/// Strings stored once and named by index.
+#[derive(Debug, Default, Clone)]
+pub struct Interner {
+    pub strings: Vec<String>,
+    index: FastMap<String, u32>,
+}
+
+impl Interner {
+    /// The index of `s`, adding it when new.
+    pub fn intern(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.index.get(s) {
+            return i;
+        }
+        let i = self.strings.len() as u32;
+        self.strings.push(s.to_string());
+        self.index.insert(s.to_string(), i);
+        i
+    }
+
+    pub fn get(&self, i: u32) -> &str {
+        &self.strings[i as usize]
+    }
+}
+
+/// One op: its name, operands (value ids), results (value ids), attributes (name, text), regions
+/// and location (an interned `loc(...)` text).
+#[derive(Debug, Clone, Copy)]
+pub struct OpData {
+    pub name: u32,
+    pub operands: Span,
+    pub results: Span,
+    pub attrs: Span,
+    pub regions: Span,
+    pub loc: u32,
+}
+
+/// One block: its arguments (a range of value ids) and its ops (a range of `block_ops`).
+#[derive(Debug, Clone, Copy)]
+pub struct BlockData {
+    pub args: Span,
+    pub ops: Span,
+}
+
+/// What a `func.func` carries besides its attributes: the types of its arguments and results
+/// and their attribute dictionaries (ranges of `attrs`), as `function_type`, `arg_attrs` and
+/// `res_attrs` hold them in MLIR's generic form.
+#[derive(Debug, Clone, Default)]
+pub struct FuncData {
+    pub op: u32,
+    pub arg_types: Vec<u32>,
+    pub result_types: Vec<u32>,
+    pub arg_attrs: Vec<Span>,
+    pub result_attrs: Vec<Span>,
+}
+
+/// A whole module. `module` is the `builtin.module` op (op 0); values carry interned type text.
+#[derive(Debug, Clone, Default)]
+pub struct Program {
+    pub strings: Interner,
+    pub ops: Vec<OpData>,
+    pub operands: Vec<u32>,
+    /// The type (interned text) of each value.
+    pub value_types: Vec<u32>,
+    pub attrs: Vec<(u32, u32)>,
+    /// Each region's range of `blocks`.
+    pub regions: Vec<Span>,
+    pub blocks: Vec<BlockData>,
+    pub block_ops: Vec<u32>,
+    pub funcs: Vec<FuncData>,
+}
+
+impl Program {
+    pub fn op_name(&self, op: u32) -> &str {
+        self.strings.get(self.ops[op as usize].name)
+    }
+
+    /// The attribute `name` of `op`, if it has one.
+    pub fn attr(&self, op: u32, name: &str) -> Option<&str> {
+        let (a, b) = self.ops[op as usize].attrs;
+        self.attrs[a as usize..b as usize]
+            .iter()
+            .find(|(n, _)| self.strings.get(*n) == name)
+            .map(|&(_, v)| self.strings.get(v))
+    }
+
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}

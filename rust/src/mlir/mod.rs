@@ -1,0 +1,68 @@
+//! The native MLIR reader: StableHLO + sdy text, in MLIR's generic op form and in the custom
+//! (pretty) forms jaxlib prints for the ops JAX and Shardy emit, read into a [`Program`] with
+//! every op in its generic shape (operands, result types, attributes as jaxlib prints them in
+//! the generic form, regions), so that it equals what jaxlib's parser hands the Python
+//! importer (`shardwise.importers.mlir`). Op formats follow the declarative assembly formats and
+//! custom printers of openxla/stablehlo (`StablehloOps.td`, `AssemblyFormat.cpp`) and
+//! openxla/shardy (`dialect/sdy/ir/ops.td`, `parsers.cc`).
+//!
+//! A construct the reader does not know (an op's custom form it has no grammar for, a
+//! successor list, an attribute alias) is a [`ReadError`] with `unsupported` set, so that the
+//! caller can hand the text to jaxlib instead; malformed text is one with `unsupported` unset.
+//! Every walk is a loop over an explicit stack: deep nesting cannot overflow the stack.
+
+mod attr;
+mod cursor;
+mod ops;
+mod reader;
+mod sdy;
+
+use std::fmt;
+
+use crate::ir::Program;
+
+/// Why text could not be read: where (1-based line and column, byte offset), what, and whether
+/// the text may be valid MLIR that this reader does not know (`unsupported`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadError {
+    pub line: usize,
+    pub column: usize,
+    pub offset: usize,
+    pub unsupported: bool,
+    pub message: String,
+}
+
+impl ReadError {
+    fn at(src: &str, offset: usize, unsupported: bool, message: String) -> Self {
+        let offset = offset.min(src.len());
+        let before = &src.as_bytes()[..offset];
+        let line = before.iter().filter(|&&c| c == b'\n').count() + 1;
+        let line_start = before.iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1);
+        ReadError { line, column: offset - line_start + 1, offset, unsupported, message }
+    }
+
+    pub(crate) fn syntax(src: &str, offset: usize, message: impl Into<String>) -> Self {
+        Self::at(src, offset, false, message.into())
+    }
+
+    pub(crate) fn unsupported(src: &str, offset: usize, message: impl Into<String>) -> Self {
+        Self::at(src, offset, true, message.into())
+    }
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}, column {}: {}", self.line, self.column, self.message)
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// Reads a module from MLIR text: `module [@name] [attributes {...}] { ops }`, or top-level ops
+/// (an implicit module), followed by location aliases (`#loc1 = loc(...)`).
+///
+/// Ops without a `loc(...)` get `loc("-":line:column)` of their name, as jaxlib's parser gives
+/// them. Errors: [`ReadError`].
+pub fn read(text: &str) -> Result<Program, ReadError> {
+    reader::Reader::new(text).module()
+}

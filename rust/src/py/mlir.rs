@@ -1,0 +1,152 @@
+//! `read_mlir`: the native MLIR reader (`crate::mlir`) for Python, returning the program's
+//! flat tables (`ProgramTables`), from which `shardwise.importers.native` builds the IR.
+
+use pyo3::prelude::*;
+
+use super::errors::MlirReadError;
+use crate::ir::Program;
+use crate::mlir;
+
+/// A read module as flat tables (see `crate::ir` for the layout). Ranges are given as offset
+/// arrays: op `i`'s operands are `operands[operand_offsets[i]:operand_offsets[i + 1]]`, and
+/// likewise for attributes (`attr_offsets`), regions (`region_offsets`, into `region_blocks`:
+/// each region's first and end block), and block ops (`block_op_offsets`, into `block_ops`).
+#[pyclass(frozen, module = "shardwise._native")]
+pub struct ProgramTables {
+    #[pyo3(get)]
+    strings: Vec<String>,
+    #[pyo3(get)]
+    op_names: Vec<u32>,
+    #[pyo3(get)]
+    op_locs: Vec<u32>,
+    #[pyo3(get)]
+    operand_offsets: Vec<u32>,
+    #[pyo3(get)]
+    operands: Vec<u32>,
+    #[pyo3(get)]
+    result_offsets: Vec<u32>,
+    #[pyo3(get)]
+    attr_offsets: Vec<u32>,
+    #[pyo3(get)]
+    attr_names: Vec<u32>,
+    #[pyo3(get)]
+    attr_values: Vec<u32>,
+    #[pyo3(get)]
+    region_offsets: Vec<u32>,
+    #[pyo3(get)]
+    region_blocks: Vec<u32>,
+    #[pyo3(get)]
+    block_args: Vec<u32>,
+    #[pyo3(get)]
+    block_op_offsets: Vec<u32>,
+    #[pyo3(get)]
+    block_ops: Vec<u32>,
+    #[pyo3(get)]
+    value_types: Vec<u32>,
+    #[pyo3(get)]
+    funcs: Vec<FuncTables>,
+}
+
+/// What a `func.func` op carries besides its attributes: argument and result types (interned
+/// strings) and attribute dictionaries (pairs of interned name and value).
+#[pyclass(frozen, module = "shardwise._native")]
+#[derive(Clone)]
+pub struct FuncTables {
+    #[pyo3(get)]
+    op: u32,
+    #[pyo3(get)]
+    arg_types: Vec<u32>,
+    #[pyo3(get)]
+    result_types: Vec<u32>,
+    #[pyo3(get)]
+    arg_attrs: Vec<Vec<(u32, u32)>>,
+    #[pyo3(get)]
+    result_attrs: Vec<Vec<(u32, u32)>>,
+}
+
+fn tables(p: Program) -> ProgramTables {
+    let n = p.ops.len();
+    let mut t = ProgramTables {
+        strings: Vec::new(),
+        op_names: Vec::with_capacity(n),
+        op_locs: Vec::with_capacity(n),
+        operand_offsets: Vec::with_capacity(n + 1),
+        operands: Vec::with_capacity(p.operands.len()),
+        result_offsets: Vec::with_capacity(2 * n),
+        attr_offsets: Vec::with_capacity(n + 1),
+        attr_names: Vec::new(),
+        attr_values: Vec::new(),
+        region_offsets: Vec::with_capacity(n + 1),
+        region_blocks: Vec::new(),
+        block_args: Vec::with_capacity(2 * p.blocks.len()),
+        block_op_offsets: Vec::with_capacity(2 * p.blocks.len()),
+        block_ops: p.block_ops.clone(),
+        value_types: p.value_types.clone(),
+        funcs: Vec::new(),
+    };
+    t.operand_offsets.push(0);
+    t.attr_offsets.push(0);
+    t.region_offsets.push(0);
+    for op in &p.ops {
+        t.op_names.push(op.name);
+        t.op_locs.push(op.loc);
+        t.operands.extend_from_slice(&p.operands[op.operands.0 as usize..op.operands.1 as usize]);
+        t.operand_offsets.push(t.operands.len() as u32);
+        t.result_offsets.push(op.results.0);
+        t.result_offsets.push(op.results.1);
+        for &(k, v) in &p.attrs[op.attrs.0 as usize..op.attrs.1 as usize] {
+            t.attr_names.push(k);
+            t.attr_values.push(v);
+        }
+        t.attr_offsets.push(t.attr_names.len() as u32);
+        for &(b0, b1) in &p.regions[op.regions.0 as usize..op.regions.1 as usize] {
+            t.region_blocks.push(b0);
+            t.region_blocks.push(b1);
+        }
+        t.region_offsets.push(t.region_blocks.len() as u32 / 2);
+    }
+    for b in &p.blocks {
+        t.block_args.push(b.args.0);
+        t.block_args.push(b.args.1);
+        t.block_op_offsets.push(b.ops.0);
+        t.block_op_offsets.push(b.ops.1);
+    }
+    let span = |s: &(u32, u32)| p.attrs[s.0 as usize..s.1 as usize].to_vec();
+    t.funcs = p
+        .funcs
+        .iter()
+        .map(|f| FuncTables {
+            op: f.op,
+            arg_types: f.arg_types.clone(),
+            result_types: f.result_types.clone(),
+            arg_attrs: f.arg_attrs.iter().map(span).collect(),
+            result_attrs: f.result_attrs.iter().map(span).collect(),
+        })
+        .collect();
+    t.strings = p.strings.strings;
+    t
+}
+
+/// Reads MLIR text natively (no jaxlib) with the GIL released. Raises `MlirReadError` with
+/// `line`, `column` and `unsupported` (valid MLIR this reader has no grammar for) set.
+#[pyfunction]
+fn read_mlir(py: Python<'_>, text: &str) -> PyResult<ProgramTables> {
+    match py.detach(|| mlir::read(text).map(tables)) {
+        Ok(t) => Ok(t),
+        Err(e) => {
+            let err = MlirReadError::new_err(e.to_string());
+            let value = err.value(py);
+            value.setattr("line", e.line)?;
+            value.setattr("column", e.column)?;
+            value.setattr("unsupported", e.unsupported)?;
+            Err(err)
+        }
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ProgramTables>()?;
+    m.add_class::<FuncTables>()?;
+    m.add_function(wrap_pyfunction!(read_mlir, m)?)?;
+    Ok(())
+}
