@@ -5,6 +5,7 @@ bindings and walked once.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from pathlib import Path
@@ -12,7 +13,9 @@ from sys import intern
 from typing import Any
 
 from shardwise._jaxlib import context, diagnostics_line, ir
+from shardwise._native import MlirReadError, read_mlir
 from shardwise.errors import ProgramError
+from shardwise.importers.native import build_module
 from shardwise.importers.shardings import ShardingReader
 from shardwise.ir.attrs import unquote
 from shardwise.ir.core import Block, Func, Module, Op, Region, Value
@@ -21,18 +24,41 @@ from shardwise.ir.types import Type, parse_type
 from shardwise.mesh import Mesh
 
 
-def load_mlir(source: str | os.PathLike[str]) -> Module:
+#: The readers ``load_mlir`` can use: ``"auto"`` (the native reader, and jaxlib for text it
+#: cannot read when jax is installed), ``"native"`` (no jaxlib) and ``"jaxlib"``.
+READERS = ("auto", "native", "jaxlib")
+
+
+def load_mlir(source: str | os.PathLike[str], *, reader: str = "auto") -> Module:
     """Reads a module from MLIR text or from a file path.
 
-    Raises ``ProgramError`` for text jaxlib cannot parse or verify (the message carries MLIR's
-    diagnostics with line and column), for regions nested more than ``MAX_NESTING`` levels deep
-    or brackets of all kinds more than ``MAX_BRACKETS`` (checked before jaxlib's recursive
-    parser sees the text: about 2,500 levels of regions crash it),
-    ``ShardingError`` (with the op and location) for shardings shardwise rejects,
-    ``ImportError`` without jax.
+    ``reader``: ``"auto"`` reads with the native reader (``rust/src/mlir``: no jaxlib, about
+    1 µs per op) and hands text it cannot read (an op form it has no grammar for, malformed
+    text) to jaxlib when jax is installed; ``"native"`` never uses jaxlib; ``"jaxlib"`` always
+    does (its parser also runs the dialects' verifiers).
+
+    Raises ``ProgramError`` for text that cannot be read (with the line and column; with
+    jaxlib, MLIR's diagnostics), for regions nested more than ``MAX_NESTING`` levels deep or
+    brackets of all kinds more than ``MAX_BRACKETS`` (checked before jaxlib's recursive parser
+    sees the text: about 2,500 levels of regions crash it), ``ShardingError`` (with the op and
+    location) for shardings shardwise rejects, ``ImportError`` when only jaxlib could read the
+    text and jax is not installed, ``ValueError`` for an unknown ``reader``.
     """
+    if reader not in READERS:
+        raise ValueError(f"reader must be one of {', '.join(READERS)}, got {reader!r}")
     text, path = _read(source)
+    # The passes after reading walk regions recursively in places: the same nesting bound
+    # holds for both readers.
     _check_nesting(text, source)
+    if reader != "jaxlib":
+        try:
+            tables = read_mlir(text)
+        except MlirReadError as e:
+            if reader == "native" or not _jax_available():
+                raise ProgramError(f"cannot parse MLIR{_name(source)}: {e}") from None
+        else:
+            with no_cyclic_gc():
+                return build_module(tables)
     _ir = ir()
     with context():
         try:
@@ -47,6 +73,11 @@ def load_mlir(source: str | os.PathLike[str]) -> Module:
                 return _Importer().module(mlir_module.operation)
             except RecursionError:
                 raise ProgramError(f"MLIR{_name(source)} nests its ops too deeply to be read") from None
+
+
+def _jax_available() -> bool:
+    """Whether jaxlib's MLIR bindings can be imported (without importing them)."""
+    return importlib.util.find_spec("jaxlib") is not None
 
 
 #: The deepest brace nesting (regions, and the attribute dictionaries inside them) read; real

@@ -13,7 +13,7 @@ from sys import intern
 
 from shardwise._native import FuncTables, ProgramTables
 from shardwise.errors import ProgramError
-from shardwise.importers.shardings import ShardingReader
+from shardwise.importers.shardings import ShardingReader, check_rank
 from shardwise.ir.attrs import unquote
 from shardwise.ir.core import Block, Func, Module, Op, Region, Value
 from shardwise.ir.types import Type, parse_type
@@ -174,10 +174,15 @@ class _Builder(ShardingReader):
         s = self.strings
         for k, pairs in enumerate(f_t.arg_attrs):
             d = {self.name(n): s[v] for n, v in pairs}
-            f.args[k].sharding = self.sharding(d.pop("sdy.sharding", None), f, f"argument {k}") if has_body else None
+            sharding = self.sharding(d.pop("sdy.sharding", None), f, f"argument {k}")
+            if has_body and sharding is not None:
+                f.args[k].sharding = check_rank(sharding, f.args[k].type, f, f"argument {k}")
             f.arg_attrs[k] = d
         for k, pairs in enumerate(f_t.result_attrs):
             d = {self.name(n): s[v] for n, v in pairs}
-            f.result_shardings[k] = self.sharding(d.pop("sdy.sharding", None), f, f"result {k}")
+            sharding = self.sharding(d.pop("sdy.sharding", None), f, f"result {k}")
+            if sharding is not None:
+                check_rank(sharding, f.result_types[k], f, f"result {k}")
+            f.result_shardings[k] = sharding
             f.result_attrs[k] = d
         return f

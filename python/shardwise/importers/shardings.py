@@ -8,10 +8,11 @@ from __future__ import annotations
 from shardwise.errors import ProgramError, ShardingError
 from shardwise.ir.core import Op
 from shardwise.ir.slots import OPERAND_SLOTS, Slot, result_slot
+from shardwise.ir.types import TensorType, Type
 from shardwise.mesh import Mesh
 from shardwise.sharding import TensorSharding
 
-__all__ = ["ShardingReader"]
+__all__ = ["ShardingReader", "check_rank"]
 
 
 class ShardingReader:
@@ -42,10 +43,12 @@ class ShardingReader:
                 raise ProgramError(
                     f"{op.where()}: {len(shardings)} shardings in {slot.attribute} for {len(op.results)} results"
                 )
-            for v, s in zip(op.results, shardings):
-                v.sharding = s
+            for i, (v, s) in enumerate(zip(op.results, shardings)):
+                v.sharding = check_rank(s, v.type, op, f"result {i}")
         if op.name in OPERAND_SLOTS:
             op.operand_shardings = self._take(op, OPERAND_SLOTS[op.name], "operands")
+            for i, (v, s) in enumerate(zip(op.operands, op.operand_shardings or ())):
+                check_rank(s, v.type, op, f"operand {i}")
 
     def _take(self, op: Op, slot: Slot, what: str) -> tuple[TensorSharding, ...] | None:
         text = op.attributes.pop(slot.attribute, None)
@@ -57,6 +60,16 @@ class ShardingReader:
             return TensorSharding.parse_per_value(text, self._meshes_for(text))
         except ShardingError as e:
             raise _located(e, f"{op.where()}, {what}") from None
+
+
+def check_rank(sharding: TensorSharding, type: Type, op: Op, what: str) -> TensorSharding:
+    """``sharding``, or ``ProgramError`` when its rank is not the tensor's (Shardy's verifier
+    rule, checked here for the native reader, which runs no verifier). A sharding on a mesh
+    without axes (a maximal mesh) has no dimensions whatever the rank."""
+    maximal = sharding.rank == 0 and isinstance(sharding.mesh, Mesh) and not sharding.mesh.axes
+    if isinstance(type, TensorType) and sharding.rank != type.rank and not maximal:
+        raise ProgramError(f"{op.where()}, {what}: sharding doesn't match tensor rank: {sharding.rank} != {type.rank}")
+    return sharding
 
 
 def _located(e: ShardingError, where: str) -> ShardingError:

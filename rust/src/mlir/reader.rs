@@ -159,6 +159,11 @@ impl<'a> Reader<'a> {
                 }
             }
         }
+        // Text holding one generic `"builtin.module"` op is that module (as for jaxlib).
+        if !explicit && top.len() == 1 && self.p.op_name(top[0]) == "builtin.module" {
+            self.p.ops[module_op as usize] = self.p.ops[top[0] as usize];
+            return Ok(self.p);
+        }
         let b0 = self.p.block_ops.len() as u32;
         self.p.block_ops.extend_from_slice(&top);
         let blk = self.p.blocks.len() as u32;
