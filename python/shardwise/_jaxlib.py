@@ -6,6 +6,7 @@ verifier. A leaf: both the MLIR reader (``shardwise.importers.mlir``) and the wr
 from __future__ import annotations
 
 import functools
+import importlib.util
 from typing import Any
 
 from shardwise._signals import held_signals
@@ -24,6 +25,14 @@ def context() -> Any:
                 "reading and writing MLIR needs jaxlib's MLIR bindings: pip install 'shardwise[jax]'"
             ) from e
         return jmlir.make_ir_context()
+
+
+def jax_available() -> bool:
+    """Whether jaxlib can be imported (looked up without importing it)."""
+    try:
+        return importlib.util.find_spec("jaxlib") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def ir() -> Any:

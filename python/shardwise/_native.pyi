@@ -41,6 +41,7 @@ __all__ = [
     "mesh_print",
     "mlir_quote",
     "mlir_unquote",
+    "print_mlir",
     "propagate_shardings",
     "propagation_edges_text",
     "read_mlir",
@@ -136,7 +137,8 @@ class ProgramTables:
     @property
     def funcs(self) -> list[FuncTables]: ...
 
-def read_mlir(text: str) -> ProgramTables: ...
+def read_mlir(text: str, source_name: str = "-") -> ProgramTables: ...
+def print_mlir(text: str) -> str: ...
 
 @final
 class ProgramWalk:

@@ -5,14 +5,13 @@ bindings and walked once.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 from pathlib import Path
 from sys import intern
 from typing import Any
 
-from shardwise._jaxlib import context, diagnostics_line, ir
+from shardwise._jaxlib import context, diagnostics_line, ir, jax_available
 from shardwise._native import MlirReadError, read_mlir
 from shardwise.errors import ProgramError
 from shardwise.importers.native import build_module
@@ -22,7 +21,6 @@ from shardwise.ir.core import Block, Func, Module, Op, Region, Value
 from shardwise.ir.gc import no_cyclic_gc
 from shardwise.ir.types import Type, parse_type
 from shardwise.mesh import Mesh
-
 
 #: The readers ``load_mlir`` can use: ``"auto"`` (the native reader, and jaxlib for text it
 #: cannot read when jax is installed), ``"native"`` (no jaxlib) and ``"jaxlib"``.
@@ -52,9 +50,12 @@ def load_mlir(source: str | os.PathLike[str], *, reader: str = "auto") -> Module
     _check_nesting(text, source)
     if reader != "jaxlib":
         try:
-            tables = read_mlir(text)
+            tables = read_mlir(text, path or "-")
+        except UnicodeEncodeError:
+            _check_encodable(text, source)  # a lone surrogate: not Unicode, cannot be read
+            raise
         except MlirReadError as e:
-            if reader == "native" or not _jax_available():
+            if reader == "native" or not jax_available():
                 raise ProgramError(f"cannot parse MLIR{_name(source)}: {e}") from None
         else:
             with no_cyclic_gc():
@@ -73,11 +74,6 @@ def load_mlir(source: str | os.PathLike[str], *, reader: str = "auto") -> Module
                 return _Importer().module(mlir_module.operation)
             except RecursionError:
                 raise ProgramError(f"MLIR{_name(source)} nests its ops too deeply to be read") from None
-
-
-def _jax_available() -> bool:
-    """Whether jaxlib's MLIR bindings can be imported (without importing them)."""
-    return importlib.util.find_spec("jaxlib") is not None
 
 
 #: The deepest brace nesting (regions, and the attribute dictionaries inside them) read; real

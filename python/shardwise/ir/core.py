@@ -96,10 +96,11 @@ class Module:
             new.op = clone_op(self.op)
         return new
 
-    def to_mlir(self, *, generic: bool = False) -> str:
-        """The module as MLIR text with shardings in Shardy's printed form (jaxlib's printer;
-        ``generic=True`` gives the generic op form without jax). See ``shardwise.ir.printer``."""
-        return to_mlir(self, generic=generic)
+    def to_mlir(self, *, generic: bool = False, printer: str = "auto") -> str:
+        """The module as MLIR text with shardings in Shardy's printed form (jaxlib's printer
+        when jax is installed, else shardwise's native one; ``generic=True`` gives the generic
+        op form). See ``shardwise.ir.printer.to_mlir``."""
+        return to_mlir(self, generic=generic, printer=printer)
 
     def save(self, path: str) -> None:
         """Writes ``to_mlir()`` to ``path`` atomically (temporary file, then rename)."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from shardwise._jaxlib import context, diagnostics_line, ir
+from shardwise._jaxlib import context, diagnostics_line, ir, jax_available
+from shardwise._native import MlirReadError, print_mlir
 from shardwise.errors import ProgramError
 from shardwise.files import write_atomic
 from shardwise.ir.attrs import attr_name
@@ -25,13 +26,32 @@ if TYPE_CHECKING:
 __all__ = ["Writer", "save", "to_mlir"]
 
 
-def to_mlir(module: Module, *, generic: bool = False) -> str:
-    """MLIR text of ``module``: jaxlib's custom form, or (``generic=True``, no jax needed) the
-    generic op form. Raises ``ProgramError`` when jaxlib rejects the module (the message has
-    MLIR's diagnostics), ``ImportError`` without jax for the custom form."""
+#: The printers ``to_mlir`` can use for the custom form: ``"auto"`` (jaxlib when jax is
+#: installed, else the native one), ``"native"`` and ``"jaxlib"``.
+PRINTERS = ("auto", "native", "jaxlib")
+
+
+def to_mlir(module: Module, *, generic: bool = False, printer: str = "auto") -> str:
+    """MLIR text of ``module``: the custom form as jaxlib prints it, or (``generic=True``) the
+    generic op form.
+
+    ``printer``: ``"jaxlib"`` parses the generic form with jaxlib, which verifies the module
+    with the dialects' verifiers, and prints it; ``"native"`` prints it with shardwise's own
+    printer (``rust/src/mlir/printer.rs``: no jax needed, no verifier run; byte-identical to
+    jaxlib's printing on the conformance corpus and real JAX programs, measured in
+    ``tests/python/test_native_reader.py``); ``"auto"`` is jaxlib when jax is installed, else
+    native. Raises ``ProgramError`` when jaxlib rejects the module (the message has MLIR's
+    diagnostics), ``ValueError`` for an unknown ``printer``."""
+    if printer not in PRINTERS:
+        raise ValueError(f"printer must be one of {', '.join(PRINTERS)}, got {printer!r}")
     text = Writer().module(module)
     if generic:
         return text
+    if printer == "native" or (printer == "auto" and not jax_available()):
+        try:
+            return print_mlir(text)
+        except MlirReadError as e:  # only a writer bug gets here: the text is ours
+            raise ProgramError(f"the module cannot be printed natively: {e}") from None
     _ir = ir()
     with context():
         try:

@@ -15,6 +15,20 @@ pub(crate) fn canonical(value: &str) -> Result<String, String> {
     if v.starts_with('#') && !v.contains('<') && !v.contains('.') {
         return Err(format!("attribute alias {v} is not read natively"));
     }
+    // Shardy's attributes as Shardy prints them (`crate::text` prints them as Shardy does).
+    if v.starts_with("#sdy.sharding<") {
+        if let Ok(t) = crate::text::parse_sharding(&v) {
+            return Ok(crate::text::print_sharding(&t));
+        }
+    } else if v.starts_with("#sdy.sharding_per_value<") {
+        if let Ok(ts) = crate::text::parse_sharding_per_value(&v) {
+            return Ok(crate::text::print_sharding_per_value(&ts));
+        }
+    } else if v.starts_with("#sdy.mesh<") {
+        if let Ok(m) = crate::text::parse_mesh(&v) {
+            return Ok(crate::text::print_mesh(&m));
+        }
+    }
     if v.contains("#stablehlo.mesh<") || v.contains("#stablehlo.replica_group_mesh_axes<") {
         return Err("stablehlo mesh attributes are printed by jaxlib in another spelling".into());
     }

@@ -13,9 +13,14 @@
 
 mod attr;
 mod cursor;
+mod names;
 mod ops;
+mod printer;
 mod reader;
 mod sdy;
+mod sdy_print;
+
+pub use printer::print;
 
 use std::fmt;
 
@@ -64,5 +69,12 @@ impl std::error::Error for ReadError {}
 /// Ops without a `loc(...)` get `loc("-":line:column)` of their name, as jaxlib's parser gives
 /// them. Errors: [`ReadError`].
 pub fn read(text: &str) -> Result<Program, ReadError> {
-    reader::Reader::new(text).module()
+    read_named(text, "-")
+}
+
+/// [`read`], with `source_name` (a file path) in the implicit locations instead of `-`.
+pub fn read_named(text: &str, source_name: &str) -> Result<Program, ReadError> {
+    let mut r = reader::Reader::new(text);
+    r.source_name = crate::mlir::reader::quote(source_name);
+    r.module()
 }

@@ -41,7 +41,7 @@ pub(crate) enum Types {
 }
 
 /// Ops whose custom form is `operands attr-dict : T` (or a functional type).
-const SAME_TYPE: &[&str] = &[
+pub(crate) const SAME_TYPE: &[&str] = &[
     "abs",
     "add",
     "and",

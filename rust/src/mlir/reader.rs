@@ -23,6 +23,8 @@ pub(crate) struct OpBuild<'a> {
     pub func: Option<FuncData>,
     /// Where the op's name starts (its implicit location).
     pub at: usize,
+    /// Whether the op is written in the generic form.
+    pub generic: bool,
 }
 
 /// How one region of an op is to be read: its entry block's arguments when the op's custom
@@ -76,6 +78,8 @@ pub(crate) struct Reader<'a> {
     line_pos: usize,
     line: usize,
     line_start: usize,
+    /// The quoted file name of implicit locations (`"-"` for text).
+    pub(crate) source_name: String,
 }
 
 /// The deepest nesting of regions read (each level is an op and its region on the stack).
@@ -92,6 +96,7 @@ impl<'a> Reader<'a> {
             line_pos: 0,
             line: 1,
             line_start: 0,
+            source_name: "\"-\"".to_string(),
         }
     }
 
@@ -108,6 +113,7 @@ impl<'a> Reader<'a> {
 
     pub(crate) fn module(mut self) -> Result<Program, super::ReadError> {
         self.aliases()?;
+        self.c.ws();
         let at = self.c.pos;
         let mut build = OpBuild { name: "builtin.module".into(), at, ..Default::default() };
         let explicit = self.c.eat_kw("module") || self.c.eat_kw("builtin.module");
@@ -122,7 +128,8 @@ impl<'a> Reader<'a> {
             }
             self.c.expect("{")?;
         }
-        let loc = self.implicit_loc(if explicit { at } else { 0 });
+        // jaxlib's parser gives an implicit module line 0, column 0.
+        let loc = if explicit { self.implicit_loc(at) } else { self.intern(&format!("loc({}:0:0)", self.source_name)) };
         let module_op = self.p.ops.len() as u32;
         self.p.ops.push(placeholder());
         let mut top: Vec<u32> = Vec::new();
@@ -239,7 +246,7 @@ impl<'a> Reader<'a> {
             }
         }
         self.line_pos = at;
-        let text = format!("loc(\"-\":{}:{})", self.line, at - self.line_start + 1);
+        let text = format!("loc({}:{}:{})", self.source_name, self.line, at - self.line_start + 1);
         self.intern(&text)
     }
 
@@ -502,6 +509,7 @@ impl<'a> Reader<'a> {
     /// (`done`); one with regions is pushed with its first region opened.
     fn push_op(&mut self, stack: &mut Vec<Frame<'a>>, done: &mut Option<u32>) -> Res<()> {
         let names = self.result_defs()?;
+        self.c.ws();
         let at = self.c.pos;
         let op_id = self.p.ops.len() as u32;
         self.p.ops.push(placeholder());
@@ -514,7 +522,9 @@ impl<'a> Reader<'a> {
             let (build, tail) = ops::custom_head(self, &name, at, &names)?;
             (build, Some(tail))
         };
-        let implicit = self.implicit_loc(at);
+        // StableHLO's reduce parser takes its location after the op name (jaxlib 0.10.2).
+        let loc_at = if frame_name_is_reduce(&build) { at + "stablehlo.reduce".len() } else { at };
+        let implicit = self.implicit_loc(loc_at);
         let mut frame = Frame {
             build,
             names,
@@ -568,7 +578,7 @@ impl<'a> Reader<'a> {
             let at = self.c.pos;
             return Err(self.c.unsupported(at, format!("{name}: successor blocks are not supported")));
         }
-        let mut build = OpBuild { name, operands, at, ..Default::default() };
+        let mut build = OpBuild { name, operands, at, generic: true, ..Default::default() };
         if self.c.eat("<") {
             let props = self.attr_dict()?;
             build.attrs.extend(props);
@@ -851,6 +861,11 @@ impl<'a> Reader<'a> {
         }
         Ok(op)
     }
+}
+
+/// Whether `b` is a `stablehlo.reduce` in its custom form.
+fn frame_name_is_reduce(b: &OpBuild<'_>) -> bool {
+    b.name == "stablehlo.reduce" && !b.generic
 }
 
 fn placeholder() -> OpData {

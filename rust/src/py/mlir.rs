@@ -127,11 +127,30 @@ fn tables(p: Program) -> ProgramTables {
     t
 }
 
-/// Reads MLIR text natively (no jaxlib) with the GIL released. Raises `MlirReadError` with
+/// Reads MLIR text natively (no jaxlib) with the GIL released; ops without a location get
+/// `loc("SOURCE_NAME":line:column)`. Raises `MlirReadError` with
 /// `line`, `column` and `unsupported` (valid MLIR this reader has no grammar for) set.
 #[pyfunction]
-fn read_mlir(py: Python<'_>, text: &str) -> PyResult<ProgramTables> {
-    match py.detach(|| mlir::read(text).map(tables)) {
+#[pyo3(signature = (text, source_name="-"))]
+fn read_mlir(py: Python<'_>, text: &str, source_name: &str) -> PyResult<ProgramTables> {
+    match py.detach(|| mlir::read_named(text, source_name).map(tables)) {
+        Ok(t) => Ok(t),
+        Err(e) => {
+            let err = MlirReadError::new_err(e.to_string());
+            let value = err.value(py);
+            value.setattr("line", e.line)?;
+            value.setattr("column", e.column)?;
+            value.setattr("unsupported", e.unsupported)?;
+            Err(err)
+        }
+    }
+}
+
+/// Reads MLIR text natively and prints it as jaxlib prints it (custom forms, MLIR's value
+/// names, no locations), with the GIL released. Raises `MlirReadError` as `read_mlir`.
+#[pyfunction]
+fn print_mlir(py: Python<'_>, text: &str) -> PyResult<String> {
+    match py.detach(|| mlir::read(text).map(|p| mlir::print(&p))) {
         Ok(t) => Ok(t),
         Err(e) => {
             let err = MlirReadError::new_err(e.to_string());
@@ -148,5 +167,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ProgramTables>()?;
     m.add_class::<FuncTables>()?;
     m.add_function(wrap_pyfunction!(read_mlir, m)?)?;
+    m.add_function(wrap_pyfunction!(print_mlir, m)?)?;
     Ok(())
 }
