@@ -9,10 +9,12 @@ For each program:
 * ``shardwise``: ``shardwise.propagate`` (``sdy-propagation-pipeline``) on a module loaded
   beforehand (parsing excluded), and the time of each pass of the pipeline;
 * ``shardy``: jaxlib's ``sdy-propagation-pipeline`` on a module parsed beforehand;
-* ``load``: ``shardwise.load_mlir`` (import through jaxlib's MLIR bindings), measured apart;
+* ``load``: ``shardwise.load_mlir`` (the native reader), measured apart, and
+  ``load_mlir(reader="jaxlib")`` (import through jaxlib's MLIR bindings) beside it;
 * end to end, text to text: ``Module.to_mlir`` of the propagated module (shardwise's writer,
-  then jaxlib's parser and printer), and Shardy's ``ir.Module.parse`` and printing of its
-  propagated module, so that reading + propagating + writing compare side by side;
+  then jaxlib's parser and printer, which verifies), ``to_mlir(printer="native")`` beside it,
+  and Shardy's ``ir.Module.parse`` and printing of its propagated module, so that reading +
+  propagating + writing compare side by side; the native output is checked equal to jaxlib's;
 * the frozen program's bytes per op; the two results compared value by value (identical
   module text after a round trip through shardwise's loader).
 
@@ -80,6 +82,13 @@ def test_load(benchmark: Any, layers: int) -> None:
 
 
 @pytest.mark.parametrize("layers", LAYERS)
+def test_load_jaxlib(benchmark: Any, layers: int) -> None:
+    text = _text(layers)
+    benchmark.pedantic(load_mlir, args=(text,), kwargs={"reader": "jaxlib"}, rounds=_rounds(layers), iterations=1)
+    _entry(layers)["load_jaxlib_s"] = benchmark.stats.stats.min
+
+
+@pytest.mark.parametrize("layers", LAYERS)
 def test_shardwise(benchmark: Any, layers: int) -> None:
     text = _text(layers)
 
@@ -123,6 +132,14 @@ def test_to_mlir(benchmark: Any, layers: int) -> None:
     module = shardwise.propagate(load_mlir(_text(layers)))
     benchmark.pedantic(module.to_mlir, rounds=_rounds(layers), iterations=1)
     _entry(layers)["write_s"] = benchmark.stats.stats.min
+
+
+@pytest.mark.parametrize("layers", LAYERS)
+def test_to_mlir_native(benchmark: Any, layers: int) -> None:
+    module = shardwise.propagate(load_mlir(_text(layers)))
+    text = benchmark.pedantic(module.to_mlir, kwargs={"printer": "native"}, rounds=_rounds(layers), iterations=1)
+    _entry(layers)["write_native_s"] = benchmark.stats.stats.min
+    assert text == module.to_mlir(printer="jaxlib")
 
 
 @pytest.mark.parametrize("layers", LAYERS)

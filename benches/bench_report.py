@@ -12,8 +12,8 @@ from typing import Any
 
 from shardwise.files import write_atomic
 
-#: layers -> {"ops", "load_s", "shardwise_s", "write_s", "shardy_s", "shardy_parse_s",
-#: "shardy_print_s", "passes", "frozen_bytes_per_op", ...}
+#: layers -> {"ops", "load_s", "load_jaxlib_s", "shardwise_s", "write_s", "write_native_s",
+#: "shardy_s", "shardy_parse_s", "shardy_print_s", "passes", "frozen_bytes_per_op", ...}
 RESULTS: dict[int, dict[str, Any]] = {}
 #: The timings of reading, propagating and writing MLIR text, shardwise's and Shardy's.
 _END_TO_END = ("load_s", "shardwise_s", "write_s", "shardy_parse_s", "shardy_s", "shardy_print_s")
@@ -35,8 +35,11 @@ def _us_per_op(e: dict[str, Any], key: str) -> float | None:
 def table() -> str:
     """The Markdown table of every measured program size."""
     lines = [
-        "| layers | ops | shardwise µs/op | Shardy µs/op | Shardy / shardwise | load_mlir µs/op | frozen bytes/op | identical |",
-        "|---:|---:|---:|---:|---:|---:|---:|:---:|",
+        (
+            "| layers | ops | shardwise µs/op | Shardy µs/op | Shardy / shardwise | load_mlir µs/op (jaxlib's) "
+            "| to_mlir µs/op (native) | frozen bytes/op | identical |"
+        ),
+        "|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
     ]
     for layers in sorted(RESULTS):
         e = RESULTS[layers]
@@ -45,9 +48,10 @@ def table() -> str:
         fmt = lambda x: "–" if x is None else f"{x:.1f}"
         frozen = e.get("frozen_bytes_per_op")
         ident = {True: "yes", False: "NO"}.get(e.get("identical"), "–")  # type: ignore[call-overload]
+        load_j, write, write_n = (_us_per_op(e, k) for k in ("load_jaxlib_s", "write_s", "write_native_s"))
         lines.append(
-            f"| {layers} | {e.get('ops', '–')} | {fmt(ours)} | {fmt(theirs)} | {ratio} | {fmt(load)} | "
-            f"{'–' if frozen is None else f'{frozen:.0f}'} | {ident} |"
+            f"| {layers} | {e.get('ops', '–')} | {fmt(ours)} | {fmt(theirs)} | {ratio} | {fmt(load)} ({fmt(load_j)}) | "
+            f"{fmt(write)} ({fmt(write_n)}) | {'–' if frozen is None else f'{frozen:.0f}'} | {ident} |"
         )
     ends = [e for _, e in sorted(RESULTS.items()) if all(k in e for k in _END_TO_END)]
     if ends:
@@ -98,8 +102,10 @@ def plot(path: Path) -> None:
     for key, label in (
         ("shardwise_s", "shardwise.propagate"),
         ("shardy_s", "Shardy (jaxlib)"),
-        ("load_s", "shardwise.load_mlir"),
-        ("write_s", "shardwise Module.to_mlir"),
+        ("load_s", "shardwise.load_mlir (native reader)"),
+        ("load_jaxlib_s", "load_mlir through jaxlib"),
+        ("write_s", "shardwise Module.to_mlir (jaxlib's printer)"),
+        ("write_native_s", "Module.to_mlir (native printer)"),
     ):
         pts = [(e["ops"], _us_per_op(e, key)) for e in rows if key in e]
         if pts:

@@ -123,6 +123,25 @@ def test_real_jax_step_prints_as_jaxlib_after_propagation(name: str) -> None:
     assert out.to_mlir(printer="native") == out.to_mlir(printer="jaxlib")
 
 
+def _generated() -> list[str]:
+    from shardwise.testing.op_programs import op_program_names
+
+    return op_program_names()
+
+
+@pytest.mark.parametrize("name", [*_generated(), "transformer_step"])
+def test_generated_jax_program_reads_and_prints_as_jaxlib(name: str) -> None:
+    from shardwise._jaxlib import context, ir
+    from shardwise.testing.op_programs import op_program
+    from shardwise.testing.programs import transformer_step
+
+    text = transformer_step(2) if name == "transformer_step" else op_program(name)
+    assert _same_as_jaxlib(text)
+    with context():
+        expected = str(ir().Module.parse(text))
+    assert _native.print_mlir(text) == expected
+
+
 def test_unsupported_text_falls_back_to_jaxlib_and_native_refuses_it() -> None:
     text = next(p for p in _corpus_cases() if str(p).endswith("lift_inlined_meshes__008.in.mlir")).read_text()
     assert load_mlir(text).funcs  # auto: jaxlib reads it
