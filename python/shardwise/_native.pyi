@@ -39,6 +39,7 @@ __all__ = [
     "mesh_op_print",
     "mesh_parse",
     "mesh_print",
+    "mlir_nesting",
     "mlir_quote",
     "mlir_unquote",
     "print_mlir",
@@ -139,6 +140,7 @@ class ProgramTables:
 
 def read_mlir(text: str, source_name: str = "-") -> ProgramTables: ...
 def print_mlir(text: str) -> str: ...
+def mlir_nesting(text: str, max_braces: int, max_brackets: int) -> tuple[tuple[int, int], tuple[int, int]]: ...
 
 @final
 class ProgramWalk:

@@ -12,7 +12,7 @@ from sys import intern
 from typing import Any
 
 from shardwise._jaxlib import context, diagnostics_line, ir, jax_available
-from shardwise._native import MlirReadError, read_mlir
+from shardwise._native import MlirReadError, mlir_nesting, read_mlir
 from shardwise.errors import ProgramError
 from shardwise.importers.native import build_module
 from shardwise.importers.shardings import ShardingReader
@@ -84,42 +84,22 @@ MAX_NESTING = 256
 #: nested braces, 10,000 nested ``[`` and 100,000 nested ``tuple<``, ``loc(fused[`` or
 #: ``dense<[``; real programs nest a few dozen.
 MAX_BRACKETS = 1024
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_COMMENT = re.compile(r"//[^\n]*")
 
 
 def _check_nesting(text: str, source: str | os.PathLike[str]) -> None:
     """``ProgramError`` (with the line) when braces outside string literals and comments nest
     deeper than ``MAX_NESTING``, or brackets of all kinds together (the ``>`` of a function
     type's ``->`` aside) deeper than ``MAX_BRACKETS``, before jaxlib's recursive parser sees
-    them; a vectorised scan, linear in the text."""
+    them; one pass over the bytes in Rust (``shardwise._native.mlir_nesting``)."""
     if text.count("{") <= MAX_NESTING and sum(map(text.count, "{[(<")) <= MAX_BRACKETS:
         return
-    import numpy as np
-
-    blank = _STRING.sub(lambda m: " " * len(m.group(0)), text)
-    if "//" in text:
-        blank = _COMMENT.sub(lambda m: " " * len(m.group(0)), blank)
-    code = blank.encode("utf-8", "replace")
-    chars = np.frombuffer(code, dtype=np.uint8)
-    # One lookup over the text: 1 and 2 for braces, 3 and 4 for the other brackets (open and
-    # close); the rest of the work is on the few positions found.
-    table = np.zeros(256, dtype=np.uint8)
-    for o, c in ("{}", "[]", "()", "<>"):
-        table[ord(o)], table[ord(c)] = (1, 2) if o == "{" else (3, 4)
-    where = np.flatnonzero(np.take(table, chars))
-    kinds = np.take(table, chars[where])
-    arrow = (chars[where] == ord(">")) & (chars[np.maximum(where - 1, 0)] == ord("-"))  # ->
-    opens, closes = (kinds == 1) | (kinds == 3), ((kinds == 2) | (kinds == 4)) & ~arrow
-    for steps, limit, what in (
-        ((kinds == 1).astype(np.int64) - (kinds == 2), MAX_NESTING, "regions"),
-        (opens.astype(np.int64) - closes, MAX_BRACKETS, "brackets"),
-    ):
-        depth = np.cumsum(steps)
-        deepest = int(depth.max()) if depth.size else 0
+    try:
+        nesting = mlir_nesting(text, MAX_NESTING, MAX_BRACKETS)
+    except UnicodeEncodeError:
+        _check_encodable(text, source)
+        raise
+    for (deepest, line), limit, what in zip(nesting, (MAX_NESTING, MAX_BRACKETS), ("regions", "brackets")):
         if deepest > limit:
-            at = int(where[int(np.argmax(depth > limit))])
-            line = code.count(b"\n", 0, at) + 1
             raise ProgramError(
                 f"MLIR{_name(source)} nests {what} {deepest} levels deep (line {line}); at most {limit} are read"
             )

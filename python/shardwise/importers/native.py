@@ -66,9 +66,11 @@ class _Builder(ShardingReader):
         return ty
 
     def attrs(self, op: int) -> dict[str, str]:
-        s = self.strings
-        names, values = self.attr_names, self.attr_values
-        return {self.name(names[k]): s[values[k]] for k in range(self.attr_offsets[op], self.attr_offsets[op + 1])}
+        a0, a1 = self.attr_offsets[op], self.attr_offsets[op + 1]
+        if a0 == a1:
+            return {}
+        name, s = self.name, self.strings
+        return {name(n): s[v] for n, v in zip(self.attr_names[a0:a1], self.attr_values[a0:a1])}
 
     def blocks_of(self, op: int) -> list[tuple[int, int]]:
         """Each region of ``op`` as its (first, end) block."""
@@ -104,34 +106,25 @@ class _Builder(ShardingReader):
                 stack.append((inner_block, inner_ops, 0))
         return module
 
-    def operand_values(self, i: int) -> list[Value]:
-        values = self.values
-        out = []
-        for v in self.operands[self.operand_offsets[i] : self.operand_offsets[i + 1]]:
-            value = values[v]
-            if value is None:  # the reader resolves names, so only a reader bug gets here
-                raise ProgramError(f"{self.strings[self.op_names[i]]}: operand read before its definition")
-            out.append(value)
-        return out
-
     def op(self, i: int) -> Op:
         first, end = self.result_offsets[2 * i], self.result_offsets[2 * i + 1]
-        vt = self.value_types
-        op = Op(
-            self.name(self.op_names[i]),
-            self.operand_values(i),
-            [self.type(vt[v]) for v in range(first, end)],
-            self.attrs(i),
-        )
+        vt, types, values = self.value_types, self.types, self.values
+        oo = self.operand_offsets
+        operands = [values[v] for v in self.operands[oo[i] : oo[i + 1]]]
+        if None in operands:  # the reader resolves names first: only a reader bug gets here
+            raise ProgramError(f"{self.strings[self.op_names[i]]}: operand read before its definition")
+        result_types = [types.get(t) or self.type(t) for t in vt[first:end]]
+        op = Op(self.name(self.op_names[i]), operands, result_types, self.attrs(i))  # type: ignore[arg-type]
         op._location = self.strings[self.op_locs[i]]
-        for k, v in enumerate(op.results):
-            self.values[first + k] = v
+        values[first:end] = op.results
         self.take_shardings(op)
         return op
 
     def regions(self, i: int, op: Op) -> list[tuple[Block, list[int]]]:
         """Adds ``op``'s regions and blocks (their arguments bound); returns each block with the
         ops still to be built into it. A function's one block exists already."""
+        if self.region_offsets[i] == self.region_offsets[i + 1]:
+            return []
         out: list[tuple[Block, list[int]]] = []
         is_func = isinstance(op, Func)
         vt = self.value_types

@@ -78,3 +78,59 @@ pub fn read_named(text: &str, source_name: &str) -> Result<Program, ReadError> {
     r.source_name = crate::mlir::reader::quote(source_name);
     r.module()
 }
+
+/// How deeply `text` nests braces (`{`: regions and attribute dictionaries) and brackets of all
+/// kinds together (`{ [ ( <`, the `>` of `->` aside), outside string literals and `//`
+/// comments: for each, the deepest depth and the 1-based line where it first exceeds `limits`
+/// (0 when it never does). One pass over the bytes.
+pub fn nesting(text: &str, limits: (usize, usize)) -> [(usize, usize); 2] {
+    let b = text.as_bytes();
+    let (mut braces, mut brackets) = (0usize, 0usize);
+    let mut out = [(0usize, 0usize); 2];
+    let mut line = 1;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\n' => line += 1,
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    } else if b[i] == b'\n' {
+                        line += 1;
+                    }
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i + 1 < b.len() && b[i + 1] != b'\n' {
+                    i += 1;
+                }
+            }
+            c @ (b'{' | b'[' | b'(' | b'<') => {
+                brackets += 1;
+                if c == b'{' {
+                    braces += 1;
+                }
+                for (k, depth) in [(0, braces), (1, brackets)] {
+                    out[k].0 = out[k].0.max(depth);
+                    let limit = if k == 0 { limits.0 } else { limits.1 };
+                    if depth > limit && out[k].1 == 0 {
+                        out[k].1 = line;
+                    }
+                }
+            }
+            b'>' if i > 0 && b[i - 1] == b'-' => {}
+            c @ (b'}' | b']' | b')' | b'>') => {
+                brackets = brackets.saturating_sub(1);
+                if c == b'}' {
+                    braces = braces.saturating_sub(1);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}

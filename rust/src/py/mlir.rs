@@ -163,10 +163,24 @@ fn print_mlir(py: Python<'_>, text: &str) -> PyResult<String> {
     }
 }
 
+/// `((deepest braces, line first over max_braces), (deepest brackets, line first over
+/// max_brackets))` of `text` (lines 0 when never over); see `crate::mlir::nesting`.
+#[pyfunction]
+fn mlir_nesting(
+    py: Python<'_>,
+    text: &str,
+    max_braces: usize,
+    max_brackets: usize,
+) -> ((usize, usize), (usize, usize)) {
+    let [a, b] = py.detach(|| mlir::nesting(text, (max_braces, max_brackets)));
+    (a, b)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ProgramTables>()?;
     m.add_class::<FuncTables>()?;
     m.add_function(wrap_pyfunction!(read_mlir, m)?)?;
     m.add_function(wrap_pyfunction!(print_mlir, m)?)?;
+    m.add_function(wrap_pyfunction!(mlir_nesting, m)?)?;
     Ok(())
 }
