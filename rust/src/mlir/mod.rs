@@ -13,12 +13,14 @@
 
 mod attr;
 mod cursor;
+mod locations;
 mod names;
 mod ops;
 mod printer;
 mod reader;
 mod sdy;
 mod sdy_print;
+mod stablehlo_print;
 
 pub use printer::print;
 
