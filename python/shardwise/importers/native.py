@@ -31,7 +31,6 @@ def build_module(t: ProgramTables) -> Module:
 class _Builder(ShardingReader):
     def __init__(self, t: ProgramTables) -> None:
         super().__init__()
-        self.t = t
         self.strings = t.strings
         self.names: dict[int, str] = {}
         self.types: dict[int, Type] = {}
@@ -84,11 +83,13 @@ class _Builder(ShardingReader):
         module = Module()
         module.op.attributes = self.attrs(0)
         module.op.location = self.strings[self.op_locs[0]]
-        (regions,) = [self.blocks_of(0)]
+        regions = self.blocks_of(0)
         top = self.block_ops_of(regions[0][0]) if regions and regions[0][1] > regions[0][0] else []
         for i in top:
             if self.strings[self.op_names[i]] == "sdy.mesh":
                 attrs = self.attrs(i)
+                if "sym_name" not in attrs or "mesh" not in attrs:
+                    raise ProgramError(f"sdy.mesh at {self.strings[self.op_locs[i]]}: needs sym_name and mesh")
                 self.meshes[unquote(attrs["sym_name"])] = Mesh.parse(attrs["mesh"])
         body = module.op.regions[0].entry
         # Pre-order over an explicit stack of (block, its op ids, next index).
@@ -128,14 +129,16 @@ class _Builder(ShardingReader):
         out: list[tuple[Block, list[int]]] = []
         is_func = isinstance(op, Func)
         vt = self.value_types
-        for r, (b0, b1) in enumerate(self.blocks_of(i)):
+        for b0, b1 in self.blocks_of(i):
             if is_func:
                 if b1 - b0 > 1:
                     raise ProgramError(f"{op.where()}: functions with several blocks are not supported")
                 if b1 == b0:
                     continue
                 block = op.regions[0].entry
-                a0 = self.block_args[2 * b0]
+                a0, a1 = self.block_args[2 * b0], self.block_args[2 * b0 + 1]
+                if a1 - a0 != len(block.args) or any(self.type(vt[a0 + k]) != v.type for k, v in enumerate(block.args)):
+                    raise ProgramError(f"{op.where()}: the entry block's arguments do not match the function type")
                 for k, v in enumerate(block.args):
                     self.values[a0 + k] = v
                 out.append((block, self.block_ops_of(b0)))
@@ -148,12 +151,13 @@ class _Builder(ShardingReader):
                     self.values[a0 + k] = v
                 out.append((block, self.block_ops_of(b)))
             op.add_region(region)
-            del r
         return out
 
     def func(self, i: int) -> Func:
         f_t = self.funcs[i]
         attrs = self.attrs(i)
+        if "sym_name" not in attrs:
+            raise ProgramError(f"func.func at {self.strings[self.op_locs[i]]}: no sym_name")
         name = unquote(attrs.pop("sym_name"))
         has_body = any(b1 > b0 for b0, b1 in self.blocks_of(i))
         f = Func(
