@@ -448,8 +448,9 @@ fn dot(r: &mut Reader<'_>, b: &mut OpBuild<'_>, plain: bool, declared: usize) ->
     sig(r, b, Types::Same, declared)
 }
 
-/// `constant [attr-dict] dense<...> : tensor<...>`: `value` is the typed literal.
-fn constant(r: &mut Reader<'_>, b: &mut OpBuild<'_>) -> Res<()> {
+/// `constant [attr-dict] dense<...> : tensor<...>` (`stablehlo.constant`, `sdy.constant`):
+/// `value` is the typed literal.
+pub(crate) fn constant(r: &mut Reader<'_>, b: &mut OpBuild<'_>) -> Res<()> {
     let mut attrs = Vec::new();
     r.opt_attr_dict(&mut attrs)?;
     b.attrs = attrs;

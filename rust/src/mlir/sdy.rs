@@ -89,26 +89,7 @@ pub(crate) fn custom_head<'a>(
             b.attrs.push(r.attr("out_sharding", &format!("#sdy.sharding{g}")));
             sig(r, &mut b, Types::Same, declared)?;
         }
-        "constant" => {
-            let mut attrs = Vec::new();
-            r.opt_attr_dict(&mut attrs)?;
-            b.attrs = attrs;
-            let at = r.c.pos;
-            let start = r.c.pos;
-            r.c.ws();
-            let start = start.max(r.c.pos);
-            r.c.expect_ident("a literal such as dense<...>")?;
-            if r.c.b.get(r.c.pos) == Some(&b'<') {
-                r.c.group()?;
-            }
-            let literal = r.c.src[start..r.c.pos].to_string();
-            r.c.expect(":")?;
-            let t = r.ty()?;
-            let text = format!("{literal} : {}", r.p.strings.get(t));
-            let text = super::attr::canonical(&text).map_err(|m| r.c.unsupported(at, m))?;
-            b.attrs.push(r.attr("value", &text));
-            b.result_types = vec![t];
-        }
+        "constant" => super::ops::constant(r, &mut b)?,
         "return" => {
             b.operands = r.uses()?.0;
             sig(r, &mut b, Types::Operands, 0)?;

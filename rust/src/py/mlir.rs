@@ -133,34 +133,29 @@ fn tables(p: Program) -> ProgramTables {
 #[pyfunction]
 #[pyo3(signature = (text, source_name="-"))]
 fn read_mlir(py: Python<'_>, text: &str, source_name: &str) -> PyResult<ProgramTables> {
-    match py.detach(|| mlir::read_named(text, source_name).map(tables)) {
-        Ok(t) => Ok(t),
-        Err(e) => {
-            let err = MlirReadError::new_err(e.to_string());
-            let value = err.value(py);
-            value.setattr("line", e.line)?;
-            value.setattr("column", e.column)?;
-            value.setattr("unsupported", e.unsupported)?;
-            Err(err)
+    py.detach(|| mlir::read_named(text, source_name).map(tables)).map_err(|e| read_error(py, e))
+}
+
+/// The Python `MlirReadError` of `e`, with `line`, `column` and `unsupported`.
+fn read_error(py: Python<'_>, e: mlir::ReadError) -> PyErr {
+    let err = MlirReadError::new_err(e.to_string());
+    let value = err.value(py);
+    for (k, v) in [("line", e.line), ("column", e.column)] {
+        if let Err(x) = value.setattr(k, v) {
+            return x;
         }
     }
+    if let Err(x) = value.setattr("unsupported", e.unsupported) {
+        return x;
+    }
+    err
 }
 
 /// Reads MLIR text natively and prints it as jaxlib prints it (custom forms, MLIR's value
 /// names, no locations), with the GIL released. Raises `MlirReadError` as `read_mlir`.
 #[pyfunction]
 fn print_mlir(py: Python<'_>, text: &str) -> PyResult<String> {
-    match py.detach(|| mlir::read(text).map(|p| mlir::print(&p))) {
-        Ok(t) => Ok(t),
-        Err(e) => {
-            let err = MlirReadError::new_err(e.to_string());
-            let value = err.value(py);
-            value.setattr("line", e.line)?;
-            value.setattr("column", e.column)?;
-            value.setattr("unsupported", e.unsupported)?;
-            Err(err)
-        }
-    }
+    py.detach(|| mlir::read(text).map(|p| mlir::print(&p))).map_err(|e| read_error(py, e))
 }
 
 /// `((deepest braces, line first over max_braces), (deepest brackets, line first over
