@@ -82,27 +82,37 @@ fn value_at(v: &str, depth: usize, in_array: bool) -> Result<String, String> {
     Ok(v)
 }
 
-/// `text` split at its top-level commas (outside brackets and strings).
-fn split_top(text: &str) -> Vec<&str> {
+/// Calls `visit(offset, byte)` for each byte of `text` outside brackets and string literals
+/// (the `>` of `->` closes nothing).
+fn at_top_level(text: &str, mut visit: impl FnMut(usize, u8)) {
     let b = text.as_bytes();
-    let (mut depth, mut in_str, mut start) = (0i32, false, 0);
-    let mut out = Vec::new();
+    let (mut depth, mut in_str) = (0i32, false);
     let mut i = 0;
     while i < b.len() {
         match b[i] {
             b'\\' if in_str => i += 1,
             b'"' => in_str = !in_str,
-            b'<' | b'(' | b'[' | b'{' if !in_str => depth += 1,
-            b'>' if !in_str && i > 0 && b[i - 1] == b'-' => {}
-            b'>' | b')' | b']' | b'}' if !in_str => depth -= 1,
-            b',' if !in_str && depth == 0 => {
-                out.push(&text[start..i]);
-                start = i + 1;
-            }
+            _ if in_str => {}
+            b'<' | b'(' | b'[' | b'{' => depth += 1,
+            b'>' if i > 0 && b[i - 1] == b'-' => {}
+            b'>' | b')' | b']' | b'}' => depth -= 1,
+            c if depth == 0 => visit(i, c),
             _ => {}
         }
         i += 1;
     }
+}
+
+/// `text` split at its top-level commas (outside brackets and strings); nothing for blank text.
+pub(crate) fn split_top(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    at_top_level(text, |i, c| {
+        if c == b',' {
+            out.push(&text[start..i]);
+            start = i + 1;
+        }
+    });
     if !text.trim().is_empty() {
         out.push(&text[start..]);
     }
@@ -116,23 +126,13 @@ fn is_int(v: &str) -> bool {
 
 /// `literal : type` split at the last top-level ` : `.
 fn split_type(v: &str) -> Option<(&str, &str)> {
-    let mut depth = 0i32;
-    let mut in_str = false;
     let b = v.as_bytes();
     let mut last = None;
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'\\' if in_str => i += 1,
-            b'"' => in_str = !in_str,
-            b'<' | b'(' | b'[' | b'{' if !in_str => depth += 1,
-            b'>' if !in_str && i > 0 && b[i - 1] == b'-' => {}
-            b'>' | b')' | b']' | b'}' if !in_str => depth -= 1,
-            b':' if !in_str && depth == 0 && i > 0 && b[i - 1] == b' ' => last = Some(i),
-            _ => {}
+    at_top_level(v, |i, c| {
+        if c == b':' && i > 0 && b[i - 1] == b' ' {
+            last = Some(i);
         }
-        i += 1;
-    }
+    });
     last.map(|i| (v[..i].trim_end(), v[i + 1..].trim_start()))
 }
 

@@ -51,6 +51,11 @@ fn attr_name(name: &str, out: &mut String) {
     }
 }
 
+/// The value of attribute `name` among an op's `(name, value)` pairs.
+pub(crate) fn attr_value<'p>(attrs: &[(&str, &'p str)], name: &str) -> Option<&'p str> {
+    attrs.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+}
+
 /// `[1, 2]` of `array<i64: 1, 2>` (`[]` of `array<i64>`).
 pub(crate) fn array_list(text: &str, elem: &str) -> Option<String> {
     let inner = text.strip_prefix("array<")?.strip_suffix('>')?;
@@ -335,7 +340,7 @@ impl<'p> Printer<'p> {
         after: &mut Vec<Work>,
     ) -> bool {
         let Some(f) = self.p.funcs.iter().find(|f| f.op == op) else { return false };
-        let get = |k: &str| attrs.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+        let get = |k: &str| attr_value(attrs, k);
         let Some(name) = get("sym_name") else { return false };
         line.push_str("func.func ");
         if let Some(vis) = get("sym_visibility") {
@@ -418,7 +423,7 @@ impl<'p> Printer<'p> {
         line: &mut String,
         after: &mut Vec<Work>,
     ) -> bool {
-        let get = |k: &str| attrs.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+        let get = |k: &str| attr_value(attrs, k);
         let ops = self.operands(op);
         let (r0, r1) = self.results(op);
         let nres = r1 - r0;

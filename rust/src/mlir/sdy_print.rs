@@ -1,6 +1,6 @@
 //! The custom forms of Shardy's `sdy` ops as jaxlib prints them (the inverse of `sdy.rs`).
 
-use super::printer::{Printer, Work};
+use super::printer::{attr_value, Printer, Work};
 
 /// Writes the custom form of sdy op `op` into `line` (its regions into `after`); false when
 /// it has none here or its attributes are not in the shape the form needs.
@@ -15,7 +15,7 @@ pub(crate) fn custom<'p>(
     line: &mut String,
     after: &mut Vec<Work>,
 ) -> bool {
-    let get = |k: &str| attrs.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+    let get = |k: &str| attr_value(attrs, k);
     let ops = pr.operands_of(op);
     let (r0, r1) = pr.results_of(op);
     let p = pr.program();

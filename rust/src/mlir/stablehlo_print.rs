@@ -2,12 +2,12 @@
 //! (`convolution`, `reduce`, `while`), and the attribute helpers they share with
 //! `printer.rs`.
 
-use super::printer::{array_list, Printer, Work};
+use super::printer::{array_list, attr_value, Printer, Work};
 use crate::ir::Span;
 
 impl<'p> Printer<'p> {
     pub(crate) fn convolution(&self, op: u32, attrs: &[(&'p str, &'p str)], line: &mut String) -> bool {
-        let get = |k: &str| attrs.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+        let get = |k: &str| attr_value(attrs, k);
         let Some(dn) = get("dimension_numbers").and_then(|t| t.strip_prefix("#stablehlo.conv<")?.strip_suffix('>'))
         else {
             return false;
@@ -62,7 +62,7 @@ impl<'p> Printer<'p> {
         line: &mut String,
         after: &mut Vec<Work>,
     ) -> bool {
-        let get = |k: &str| attrs.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+        let get = |k: &str| attr_value(attrs, k);
         let ops = self.operands(op);
         let n = ops.len() / 2;
         let (q0, q1) = self.p.ops[op as usize].regions;
@@ -189,7 +189,7 @@ pub(crate) fn dot_dims(text: &str) -> Option<String> {
     let inner = text.strip_prefix("#stablehlo.dot<")?.strip_suffix('>')?;
     let mut fields = std::collections::BTreeMap::new();
     if !inner.is_empty() {
-        for part in split_fields(inner) {
+        for part in super::attr::split_top(inner) {
             let (k, v) = part.split_once(" = ")?;
             fields.insert(k.trim(), v.trim());
         }
@@ -213,25 +213,6 @@ pub(crate) fn dot_dims(text: &str) -> Option<String> {
         }
     }
     Some(out)
-}
-
-/// `a = [1], b = [2, 3]` split at the commas between fields.
-fn split_fields(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let (mut depth, mut start) = (0i32, 0);
-    for (i, c) in text.bytes().enumerate() {
-        match c {
-            b'[' | b'<' | b'(' | b'{' => depth += 1,
-            b']' | b'>' | b')' | b'}' => depth -= 1,
-            b',' if depth == 0 => {
-                out.push(&text[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(&text[start..]);
-    out
 }
 
 /// `[[1, 1], [0, 2]]` of `dense<1> : tensor<2x2xi64>` or `dense<[[1, 1], [0, 2]]> : ...`.
