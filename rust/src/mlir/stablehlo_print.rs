@@ -86,7 +86,7 @@ impl<'p> Printer<'p> {
             line.push_str(&format!("({} init: {})", self.names.text(ops[i]), self.names.text(ops[n + i])));
         }
         let body = &self.p.block_ops[block.ops.0 as usize..block.ops.1 as usize];
-        let compact = self.compact_reducer(body, block.args, n);
+        let compact = self.compact_reducer(op, body, block.args, n);
         if let Some(inner) = compact {
             line.push_str(&format!(" applies {inner}"));
         }
@@ -118,8 +118,13 @@ impl<'p> Printer<'p> {
         true
     }
 
-    /// The op of a body `OP(%a, %b); return` that StableHLO prints as `applies OP`.
-    fn compact_reducer(&self, body: &[u32], args: Span, n: usize) -> Option<&'p str> {
+    /// The op of a body `OP(%a, %b); return` that StableHLO prints as `applies OP`: the
+    /// eligibility rules E1–E5 of `isReduceEligibleForCompactPrint` (openxla/stablehlo
+    /// `AssemblyFormat.cpp`): one commutative binary StableHLO op without regions whose
+    /// operands are the block's arguments, typed as a scalar of the first input's element
+    /// type, and whose result the terminator returns. The inner op's attributes are not
+    /// looked at, and the compact form does not print them (as jaxlib's printer).
+    fn compact_reducer(&self, op: u32, body: &[u32], args: Span, n: usize) -> Option<&'p str> {
         if n != 1 || body.len() != 2 {
             return None;
         }
@@ -127,15 +132,16 @@ impl<'p> Printer<'p> {
         let name = self.p.op_name(inner);
         let ops = self.operands(inner);
         let (r0, r1) = self.results(inner);
+        let elem = super::verify::element_type(self.ty(self.operands(op)[0]))?;
         let ok = self.p.op_name(ret) == "stablehlo.return"
             && self.operands(ret) == [r0]
             && r1 - r0 == 1
             && ops == [args.0, args.0 + 1]
-            && name.starts_with("stablehlo.")
-            && self.p.ops[inner as usize].attrs.0 == self.p.ops[inner as usize].attrs.1
+            && COMMUTATIVE.contains(&name)
             && self.p.ops[inner as usize].regions.0 == self.p.ops[inner as usize].regions.1
             && self.ty(args.0) == self.ty(args.0 + 1)
-            && self.ty(args.0) == self.ty(r0);
+            && self.ty(args.0) == self.ty(r0)
+            && self.ty(args.0).strip_prefix("tensor<").and_then(|t| t.strip_suffix('>')) == Some(elem);
         ok.then_some(name)
     }
 
@@ -185,6 +191,17 @@ impl<'p> Printer<'p> {
 }
 
 /// `, batching_dims = [0] x [0], contracting_dims = [2] x [1]` of `#stablehlo.dot<...>`.
+/// The binary StableHLO ops with the `Commutative` trait (`StablehloOps.td`).
+const COMMUTATIVE: [&str; 7] = [
+    "stablehlo.add",
+    "stablehlo.and",
+    "stablehlo.maximum",
+    "stablehlo.minimum",
+    "stablehlo.multiply",
+    "stablehlo.or",
+    "stablehlo.xor",
+];
+
 pub(crate) fn dot_dims(text: &str) -> Option<String> {
     let inner = text.strip_prefix("#stablehlo.dot<")?.strip_suffix('>')?;
     let mut fields = std::collections::BTreeMap::new();
