@@ -12,7 +12,7 @@ from typing import Any
 
 from shardwise.files import write_atomic
 
-#: layers -> {"ops", "load_s", "load_jaxlib_s", "shardwise_s", "write_s", "write_native_s",
+#: layers -> {"ops", "load_s", "load_jaxlib_s", "shardwise_s", "write_s", "write_jaxlib_s",
 #: "shardy_s", "shardy_parse_s", "shardy_print_s", "passes", "frozen_bytes_per_op", ...}
 RESULTS: dict[int, dict[str, Any]] = {}
 #: The timings of reading, propagating and writing MLIR text, shardwise's and Shardy's.
@@ -37,7 +37,7 @@ def table() -> str:
     lines = [
         (
             "| layers | ops | shardwise µs/op | Shardy µs/op | Shardy / shardwise | load_mlir µs/op (jaxlib's) "
-            "| to_mlir µs/op (native) | frozen bytes/op | identical |"
+            "| to_mlir µs/op (jaxlib's) | frozen bytes/op | identical |"
         ),
         "|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
     ]
@@ -48,10 +48,10 @@ def table() -> str:
         fmt = lambda x: "–" if x is None else f"{x:.1f}"
         frozen = e.get("frozen_bytes_per_op")
         ident = {True: "yes", False: "NO"}.get(e.get("identical"), "–")  # type: ignore[call-overload]
-        load_j, write, write_n = (_us_per_op(e, k) for k in ("load_jaxlib_s", "write_s", "write_native_s"))
+        load_j, write, write_j = (_us_per_op(e, k) for k in ("load_jaxlib_s", "write_s", "write_jaxlib_s"))
         lines.append(
             f"| {layers} | {e.get('ops', '–')} | {fmt(ours)} | {fmt(theirs)} | {ratio} | {fmt(load)} ({fmt(load_j)}) | "
-            f"{fmt(write)} ({fmt(write_n)}) | {'–' if frozen is None else f'{frozen:.0f}'} | {ident} |"
+            f"{fmt(write)} ({fmt(write_j)}) | {'–' if frozen is None else f'{frozen:.0f}'} | {ident} |"
         )
     ends = [e for _, e in sorted(RESULTS.items()) if all(k in e for k in _END_TO_END)]
     if ends:
@@ -104,8 +104,8 @@ def plot(path: Path) -> None:
         ("shardy_s", "Shardy (jaxlib)"),
         ("load_s", "shardwise.load_mlir (native reader)"),
         ("load_jaxlib_s", "load_mlir through jaxlib"),
-        ("write_s", "shardwise Module.to_mlir (jaxlib's printer)"),
-        ("write_native_s", "Module.to_mlir (native printer)"),
+        ("write_s", "shardwise Module.to_mlir (native verifier and printer)"),
+        ("write_jaxlib_s", "Module.to_mlir through jaxlib"),
     ):
         pts = [(e["ops"], _us_per_op(e, key)) for e in rows if key in e]
         if pts:

@@ -16,6 +16,7 @@ __all__ = [
     "LowerBound",
     "MeshError",
     "MlirReadError",
+    "MlirVerifyError",
     "ProgramFacts",
     "ProgramTables",
     "ProgramWalk",
@@ -90,6 +91,12 @@ class MlirReadError(ShardwiseError):
     column: int
     unsupported: bool
 
+class MlirVerifyError(ShardwiseError):
+    op_index: int
+    op_name: str
+    location: str
+    detail: str
+
 @final
 class FuncTables:
     @property
@@ -139,7 +146,7 @@ class ProgramTables:
     def funcs(self) -> list[FuncTables]: ...
 
 def read_mlir(text: str, source_name: str = "-") -> ProgramTables: ...
-def print_mlir(text: str) -> str: ...
+def print_mlir(text: str, *, verify: bool = False, strict: bool = False) -> str: ...
 def mlir_nesting(text: str, max_braces: int, max_brackets: int) -> tuple[tuple[int, int], tuple[int, int]]: ...
 
 @final

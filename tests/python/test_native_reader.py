@@ -6,7 +6,8 @@ flax/optax training steps lowered raw (calls, ``chlo``, ``while`` and all),
   types, attributes as jaxlib prints them, shardings and locations), or the text is refused as
   unsupported and ``load_mlir`` hands it to jaxlib;
 * the native printer prints the text byte for byte as jaxlib prints it, and so does
-  ``to_mlir(printer="native")`` after propagation.
+  ``to_mlir(printer="native")`` after propagation;
+* the native verifier accepts every module jaxlib's verifiers accept.
 
 And without jax installed, a JAX program loads, propagates and saves, with the text jaxlib
 would have written."""
@@ -106,9 +107,11 @@ def test_corpus_prints_as_jaxlib_prints_it() -> None:
         except _ir.MLIRError:
             continue
         try:
-            got = _native.print_mlir(text)
+            # Verified natively (no module jaxlib accepts is refused), and no op printed in
+            # the generic form that jaxlib prints in its custom form.
+            got = _native.print_mlir(text, verify=True, strict=True)
         except _native.MlirReadError as e:
-            assert e.unsupported, f"{path}: {e}"
+            assert e.unsupported and e.line > 0, f"{path}: {e}"
             continue
         assert got == expected, path
         printed += 1
@@ -142,7 +145,7 @@ def test_generated_jax_program_reads_and_prints_as_jaxlib(name: str) -> None:
     assert _same_as_jaxlib(text)
     with context():
         expected = str(ir().Module.parse(text))
-    assert _native.print_mlir(text) == expected
+    assert _native.print_mlir(text, verify=True, strict=True) == expected
 
 
 def test_unsupported_text_falls_back_to_jaxlib_and_native_refuses_it() -> None:
@@ -229,3 +232,148 @@ def test_floats_print_digit_for_digit_as_mlir_prints_them() -> None:
         ref = load_mlir(text, reader="jaxlib").funcs[0].body.ops
         got = load_mlir(text, reader="native").funcs[0].body.ops
         assert [o.attributes for o in got] == [o.attributes for o in ref], ty
+
+
+# -- the native verifier behind ``to_mlir`` --
+
+
+def _mlp() -> Module:
+    from shardwise import Mesh
+    from shardwise.ir import Builder
+
+    b = Builder(Mesh({"x": 2, "y": 2}))
+    x = b.arg((8, 4), sharding=b.sharding([["x"], None]))
+    w = b.arg((4, 2))
+    return b.ret(b.tanh(b.dot_general(x, w, contracting=((1,), (0,)))))
+
+
+def _break(m: Module, how: str) -> str:
+    """Breaks ``m`` as a buggy pass or a user's Builder program could; the op the native
+    verifier is to name."""
+    from shardwise.ir.types import TensorType
+    from shardwise.sharding import DimSharding, TensorSharding
+
+    f = m.funcs[0]
+    dot = next(op for op in m.op.walk() if op.name == "stablehlo.dot_general")
+    tanh = next(op for op in m.op.walk() if op.name == "stablehlo.tanh")
+    if how == "operand count":
+        tanh.operands.append(tanh.operands[0])
+        return "stablehlo.tanh: expects 1 operands, got 2"
+    if how == "sharding rank":
+        s = f.args[0].sharding
+        assert s is not None and s.mesh is not None
+        f.args[0].sharding = TensorSharding(s.mesh, [*s.dims, DimSharding((), closed=True)], mesh_name=s.mesh_name)
+        return "func.func: argument 0: invalid sharding"
+    if how == "result shape":
+        dot.results[0].type = TensorType((8, 3), "f32")
+        return "stablehlo.dot_general: result shape [8, 3] is not the [8, 2]"
+    assert how == "return type"
+    f.result_types[0] = TensorType((8, 3), "f32")
+    return "func.return: has operand types (tensor<8x2xf32>), but the enclosing function returns (tensor<8x3xf32>)"
+
+
+@pytest.mark.parametrize("how", ["operand count", "sharding rank", "result shape", "return type"])
+def test_to_mlir_refuses_a_broken_module_as_jaxlib_does(how: str, tmp_path: Path) -> None:
+    m = _mlp()
+    assert m.to_mlir() == m.to_mlir(printer="jaxlib")
+    want = _break(m, how)
+    for printer in ("auto", "native", "jaxlib"):
+        with pytest.raises(ProgramError, match="does not verify") as e:
+            m.to_mlir(printer=printer)
+        assert "\n" not in str(e.value)
+        if printer != "jaxlib":  # the op, and what is wrong
+            assert str(e.value).startswith(f"the module does not verify: {want}"), str(e.value)
+    out = tmp_path / "m.mlir"
+    with pytest.raises(ProgramError):
+        m.save(out)
+    assert not out.exists()
+
+
+def test_auto_prints_through_jaxlib_an_op_the_native_printer_has_no_custom_form_for() -> None:
+    """``stablehlo.composite`` has a custom form in jaxlib that the native printer lacks: it
+    prints the op in the generic form (valid MLIR), and ``auto`` hands the module to jaxlib."""
+    import jax
+    import jax.numpy as jnp
+
+    double = jax.lax.composite(lambda x: x * 2, name="my.double")
+    text = jax.jit(lambda x: double(x)).lower(jnp.ones((4,))).as_text()
+    m = load_mlir(text)
+    assert m.to_mlir() == m.to_mlir(printer="jaxlib")
+    assert '"stablehlo.composite"(%arg0)' in m.to_mlir(printer="native")
+    with pytest.raises(_native.MlirReadError, match="no custom form for 'stablehlo.composite'") as e:
+        _native.print_mlir(m.to_mlir(generic=True), strict=True)
+    assert e.value.unsupported
+
+
+@pytest.mark.skipif(conformance_dir() is None, reason="needs ../shared/conformance")
+def test_mutated_corpus_modules_native_verifier_never_refuses_what_jaxlib_accepts() -> None:
+    """Seeded mutations of corpus modules at the IR level (an operand dropped or added, a
+    result dimension grown, a sharding's rank changed): the native verifier refuses no module
+    jaxlib accepts (but those jaxlib accepts and then prints as text it cannot read back, such
+    as a ``stablehlo.reduce`` with an odd number of operands), and refuses every mutation of
+    the kinds it checks (operand counts, sharding ranks) that jaxlib refuses."""
+    import random
+
+    from shardwise._jaxlib import context, ir
+    from shardwise.ir.types import TensorType
+    from shardwise.sharding import DimSharding, TensorSharding
+
+    rng = random.Random(7)
+
+    def refused(m: Module, printer: str) -> bool:
+        try:
+            m.to_mlir(printer=printer)
+        except ProgramError:
+            return True
+        return False
+
+    def mutate(m: Module) -> str | None:
+        ops = [op for op in m.op.walk() if op.name not in ("builtin.module", "func.func", "sdy.mesh")]
+        if not ops:
+            return None
+        op = rng.choice(ops)
+        kind = rng.choice(["drop operand", "add operand", "result shape", "sharding rank"])
+        if kind == "drop operand" and op.operands:
+            op.operands.pop(rng.randrange(len(op.operands)))
+        elif kind == "add operand" and op.operands:
+            op.operands.append(op.operands[0])
+        elif kind == "result shape" and op.results and isinstance(op.results[0].type, TensorType):
+            t = op.results[0].type
+            if not t.rank or min(t.shape) < 0:
+                return None
+            shape = list(t.shape)
+            shape[rng.randrange(len(shape))] += 1
+            op.results[0].type = TensorType(tuple(shape), t.element_type)
+        elif kind == "sharding rank":
+            v = next((v for v in op.results if v.sharding is not None and v.sharding.mesh is not None), None)
+            if v is None or v.sharding is None or v.sharding.mesh is None or not v.sharding.mesh.axes:
+                return None
+            s = v.sharding
+            v.sharding = TensorSharding(s.mesh, [*s.dims, DimSharding((), closed=True)], mesh_name=s.mesh_name)
+        else:
+            return None
+        return kind
+
+    files = corpus_files()
+    rng.shuffle(files)
+    seen: dict[str, list[int]] = {}
+    for path in files[:250]:
+        text = path.read_text()
+        try:
+            load_mlir(text, reader="jaxlib").to_mlir(printer="jaxlib")
+        except ProgramError:
+            continue
+        m = load_mlir(text)
+        kind = mutate(m)
+        if kind is None:
+            continue
+        j, n = refused(m, "jaxlib"), refused(m, "native")
+        if n and not j:  # only where jaxlib's verifier missed it: its print does not parse
+            with context(), pytest.raises(ir().MLIRError):
+                ir().Module.parse(m.to_mlir(printer="jaxlib"))
+        counts = seen.setdefault(kind, [0, 0])
+        counts[0] += j
+        counts[1] += j and n
+    assert sum(c[0] for c in seen.values()) >= 50, seen
+    for kind in ("drop operand", "add operand", "sharding rank"):
+        assert seen[kind][1] == seen[kind][0], (kind, seen)

@@ -221,4 +221,11 @@ def test_an_empty_module_is_written_and_a_module_that_does_not_verify_is_one_lin
     m.func("main").result_types[0] = sw.TensorType((3,), "f32")
     with pytest.raises(sw.ProgramError) as e:
         m.to_mlir()
+    # The native verifier names the op and where it was read from.
+    assert str(e.value) == (
+        'the module does not verify: func.return at loc("-":1:55): has operand types (tensor<2xf32>), '
+        "but the enclosing function returns (tensor<3xf32>)"
+    )
+    with pytest.raises(sw.ProgramError) as e:
+        m.to_mlir(printer="jaxlib")
     assert "\n" not in str(e.value) and "doesn't match function result type" in str(e.value)

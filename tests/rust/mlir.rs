@@ -193,3 +193,116 @@ fn floats_print_as_mlir_prints_them() {
         assert_eq!(got, format!("dense<{want}> : tensor<{ty}>"), "{lit} {ty}");
     }
 }
+
+#[test]
+fn the_verifier_accepts_a_valid_step_and_names_each_broken_rule() {
+    use shardwise::mlir::verify;
+    verify(&read(STEP).expect("reads")).expect("the step verifies");
+    // (what is replaced, by what, a fragment of the error); each edit keeps the text readable.
+    let cases = [
+        (
+            "%2 = stablehlo.maximum %0, %1 : tensor<8x4xf32>",
+            "%2 = \"stablehlo.maximum\"(%0) : (tensor<8x4xf32>) -> tensor<8x4xf32>",
+            "'stablehlo.maximum' op expects 2 operands, got 1",
+        ),
+        (
+            "%1 = stablehlo.broadcast_in_dim %cst, dims = [] : (tensor<f32>) -> tensor<8x4xf32>",
+            "%1 = stablehlo.broadcast_in_dim %cst, dims = [0] : (tensor<f32>) -> tensor<8x4xf32>",
+            "broadcast_dimensions [0] has 1 entries for an operand of rank 0",
+        ),
+        (
+            "contracting_dims = [1] x [0]",
+            "contracting_dims = [0] x [0]",
+            "contracting dimension sizes differ: lhs dimension 0 is 8, rhs dimension 0 is 16",
+        ),
+        (
+            "return %5 : tensor<8x4xf32>\n  }\n  func.func private",
+            "return %0 : tensor<8x4xf32>\n  }\n  func.func private",
+            "",
+        ),
+        ("@mesh, [{\"x\"}, {?}]", "@mesh, [{\"x\"}]", "sharding: invalid sharding"),
+        ("@mesh, [{\"x\"}, {}]>}", "@other, [{\"x\"}, {}]>}", "argument 0: unknown mesh @other"),
+        ("@mesh, [{\"x\"}, {}]>}", "@mesh, [{\"q\"}, {}]>}", "argument 0: invalid sharding"),
+        ("func.call @g(%4)", "func.call @h(%4)", "calls @h, which is not a function of the module"),
+        (
+            "stablehlo.return %1, %iterArg_0 : tensor<8x4xf32>, tensor<8x4xf32>",
+            "\"stablehlo.foo\"(%1) : (tensor<8x4xf32>) -> ()",
+            "has a block that does not end in 'stablehlo.return'",
+        ),
+        ("func.func private @g(", "func.func private @main(", "redefinition of symbol @main"),
+        (
+            "%5 = func.call @g(%4)",
+            "%9 = \"sdy.reshard\"(%2) <{sharding = #sdy.sharding<@mesh, [{\"x\"}, {?}]>}> : (tensor<8x4xf32>) -> tensor<8x4xf16>\n    %5 = func.call @g(%4)",
+            "requires the same type for its operand and result",
+        ),
+        (
+            "stablehlo.return %1, %iterArg_0 : tensor<8x4xf32>, tensor<8x4xf32>",
+            "stablehlo.return %1 : tensor<8x4xf32>",
+            "region 1 of 'stablehlo.while' returns (tensor<8x4xf32>), expected (tensor<8x4xf32>, tensor<8x4xf32>)",
+        ),
+    ];
+    for (from, to, want) in cases {
+        assert!(STEP.contains(from), "{from}");
+        let text = STEP.replace(from, to);
+        let p = read(&text).unwrap_or_else(|e| panic!("{to}: {e}"));
+        if want.is_empty() {
+            verify(&p).expect(to); // a valid change
+            continue;
+        }
+        let e = verify(&p).expect_err(to);
+        assert!(e.to_string().contains(want), "{to}: {e}");
+        assert!(e.to_string().starts_with("loc("), "{e}");
+    }
+}
+
+#[test]
+fn the_verifier_checks_shapes_of_common_ops() {
+    use shardwise::mlir::verify;
+    let module = |body: &str| {
+        format!(
+            "func.func @f(%a: tensor<2x3xf32>, %b: tensor<3x4xf32>, %i: tensor<i32>) -> tensor<2x3xf32> {{\n{body}\n  return %a : tensor<2x3xf32>\n}}\n"
+        )
+    };
+    let cases = [
+        ("%0 = stablehlo.reshape %a : (tensor<2x3xf32>) -> tensor<6xf32>", ""),
+        ("%0 = stablehlo.reshape %a : (tensor<2x3xf32>) -> tensor<5xf32>", "different element counts"),
+        ("%0 = stablehlo.transpose %a, dims = [1, 0] : (tensor<2x3xf32>) -> tensor<3x2xf32>", ""),
+        ("%0 = stablehlo.transpose %a, dims = [1, 0] : (tensor<2x3xf32>) -> tensor<2x3xf32>", "is not the operand's"),
+        ("%0 = stablehlo.transpose %a, dims = [1, 1] : (tensor<2x3xf32>) -> tensor<3x3xf32>", "is not a permutation"),
+        ("%0 = stablehlo.concatenate %a, %a, dim = 0 : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>", ""),
+        ("%0 = stablehlo.concatenate %a, %a, dim = 0 : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<5x3xf32>", "add up to 4"),
+        ("%0 = stablehlo.dot %a, %b : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>", ""),
+        ("%0 = stablehlo.dot %b, %a : (tensor<3x4xf32>, tensor<2x3xf32>) -> tensor<3x3xf32>", "contracting dimension sizes differ: lhs 4, rhs 2"),
+        ("%0 = stablehlo.dynamic_slice %a, %i, %i, sizes = [1, 1] : (tensor<2x3xf32>, tensor<i32>, tensor<i32>) -> tensor<1x1xf32>", ""),
+        ("%0 = stablehlo.dynamic_slice %a, %i, sizes = [1, 1] : (tensor<2x3xf32>, tensor<i32>) -> tensor<1x1xf32>", "expects 2 start indices"),
+        ("%0 = stablehlo.add %a, %b : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x3xf32>", "operand 1 has shape [3, 4]"),
+        ("%0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>", ""),
+        ("%0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4x1xf32>", "result shape [2, 4, 1] is not the [2, 4]"),
+        ("%0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x5xf32>", "is not the [2, 4]"),
+    ];
+    for (body, want) in cases {
+        let p = read(&module(body)).unwrap_or_else(|e| panic!("{body}: {e}"));
+        match verify(&p) {
+            Ok(()) => assert!(want.is_empty(), "{body} verified"),
+            Err(e) => assert!(!want.is_empty() && e.to_string().contains(want), "{body}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn ten_thousand_nested_regions_verify_and_print_without_recursion() {
+    let depth = 10_000;
+    let mut text = String::from("func.func @f(%a: tensor<i32>) -> tensor<i32> {\n");
+    for _ in 0..depth {
+        text.push_str("%r = \"test.wrap\"(%a) ({\n");
+    }
+    text.push_str("\"test.yield\"(%a) : (tensor<i32>) -> ()\n");
+    for _ in 0..depth {
+        text.push_str("}) : (tensor<i32>) -> tensor<i32>\n\"test.yield\"(%r) : (tensor<i32>) -> ()\n");
+    }
+    text.push_str("return %a : tensor<i32>\n}\n");
+    let p = read(&text).expect("reads");
+    shardwise::mlir::verify(&p).expect("verifies");
+    let printed = shardwise::mlir::print(&p);
+    assert_eq!(printed.matches("test.wrap").count(), depth);
+}

@@ -97,9 +97,9 @@ class Module:
         return new
 
     def to_mlir(self, *, generic: bool = False, printer: str = "auto") -> str:
-        """The module as MLIR text with shardings in Shardy's printed form (jaxlib's printer
-        when jax is installed, else shardwise's native one; ``generic=True`` gives the generic
-        op form). See ``shardwise.ir.printer.to_mlir``."""
+        """The module as MLIR text with shardings in Shardy's printed form, verified and printed
+        natively (jaxlib's printer for an op the native one has no custom form for;
+        ``generic=True`` gives the generic op form). See ``shardwise.ir.printer.to_mlir``."""
         return to_mlir(self, generic=generic, printer=printer)
 
     def save(self, path: str) -> None:

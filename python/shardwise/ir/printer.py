@@ -2,17 +2,19 @@
 part of the IR and the parser, ``shardwise.importers.mlir``, is not).
 
 The IR is written in MLIR's generic op form (every attribute in the attribute dictionary, the
-shardings put back where ``ir/slots.py`` says), which jaxlib parses, verifies and prints in the
-usual custom form; so shardings come out exactly as Shardy prints them.
+shardings put back where ``ir/slots.py`` says), which the native printer (or jaxlib) reads,
+verifies and prints in the usual custom form; so shardings come out exactly as Shardy prints
+them.
 """
 
 from __future__ import annotations
 
 import os
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from shardwise._jaxlib import context, diagnostics_line, ir, jax_available
-from shardwise._native import MlirReadError, print_mlir
+from shardwise._native import MlirReadError, MlirVerifyError, print_mlir
 from shardwise.errors import ProgramError
 from shardwise.files import write_atomic
 from shardwise.ir.attrs import attr_name
@@ -26,8 +28,8 @@ if TYPE_CHECKING:
 __all__ = ["Writer", "save", "to_mlir"]
 
 
-#: The printers ``to_mlir`` can use for the custom form: ``"auto"`` (jaxlib when jax is
-#: installed, else the native one), ``"native"`` and ``"jaxlib"``.
+#: The printers ``to_mlir`` can use for the custom form: ``"auto"`` (shardwise's own, with
+#: jaxlib for an op it has no custom form for), ``"native"`` and ``"jaxlib"``.
 PRINTERS = ("auto", "native", "jaxlib")
 
 
@@ -35,23 +37,42 @@ def to_mlir(module: Module, *, generic: bool = False, printer: str = "auto") -> 
     """MLIR text of ``module``: the custom form as jaxlib prints it, or (``generic=True``) the
     generic op form.
 
-    ``printer``: ``"jaxlib"`` parses the generic form with jaxlib, which verifies the module
-    with the dialects' verifiers, and prints it; ``"native"`` prints it with shardwise's own
-    printer (``rust/src/mlir/printer.rs``: no jax needed, no verifier run; byte-identical to
-    jaxlib's printing on the conformance corpus and real JAX programs, measured in
-    ``tests/python/test_native_reader.py``); ``"auto"`` is jaxlib when jax is installed, else
-    native. Raises ``ProgramError`` when jaxlib rejects the module (the message has MLIR's
-    diagnostics), ``ValueError`` for an unknown ``printer``."""
+    ``printer``:
+
+    * ``"native"``: shardwise's native verifier (``rust/src/mlir/verify.rs``: op arities, the
+      shapes of element-wise ops, ``reshape``, ``transpose``, ``broadcast_in_dim``,
+      ``concatenate`` and ``dot_general``, terminators and return types, calls against their
+      callee's signature, unique symbols, shardings against their meshes and ranks) and
+      printer (``rust/src/mlir/printer.rs``, byte-identical to jaxlib's printing on the
+      conformance corpus and real JAX programs, measured in
+      ``tests/python/test_native_reader.py``); no jax needed. An op it has no custom form for
+      is printed in the generic form.
+    * ``"jaxlib"``: jaxlib parses the generic form, which runs every dialect's verifier
+      (element types and the type inference of every op too), and prints it.
+    * ``"auto"`` (the default): ``"native"``, except that a module with an op of a dialect
+      jaxlib knows but the native printer has no custom form for is printed by jaxlib when jax
+      is installed.
+
+    Raises ``ProgramError`` when the module does not verify (the message names the op, its
+    location and the rule), ``ValueError`` for an unknown ``printer``."""
     if printer not in PRINTERS:
         raise ValueError(f"printer must be one of {', '.join(PRINTERS)}, got {printer!r}")
     text = Writer().module(module)
     if generic:
         return text
-    if printer == "native" or (printer == "auto" and not jax_available()):
+    if printer != "jaxlib":
+        strict = printer == "auto" and jax_available()
         try:
-            return print_mlir(text)
-        except MlirReadError as e:  # only a writer bug gets here: the text is ours
-            raise ProgramError(f"the module cannot be printed natively: {e}") from None
+            return print_mlir(text, verify=True, strict=strict)
+        except MlirVerifyError as e:
+            # The op in the module: its name and the location it was read from (the text
+            # verified is the writer's, whose lines mean nothing to the user).
+            op = next(islice(module.op.walk(), e.op_index, None), None)
+            where = op.where() if op is not None and op.name == e.op_name else e.op_name
+            raise ProgramError(f"the module does not verify: {where}: {e.detail}") from None
+        except MlirReadError as e:
+            if not (strict and e.unsupported):  # only a writer bug gets here: the text is ours
+                raise ProgramError(f"the module cannot be printed natively: {e}") from None
     _ir = ir()
     with context():
         try:

@@ -4,7 +4,7 @@ lives (parent op, block, enclosing function), inserting, moving and erasing ops,
 ``ir/clone.py``), block argument edits, and a module symbol table with MLIR's renaming of clashing symbols
 (``SymbolTable``).
 
-None of these helpers verifies the IR; ``Module.to_mlir()`` does (jaxlib's verifier).
+None of these helpers verifies the IR; ``Module.to_mlir()`` does (the native verifier, or jaxlib's).
 
 Use lists follow MLIR's order: a value's most recent use comes first (so, right after import, in
 reverse program order). Passes that must reproduce MLIR's iteration over users rely on this.

@@ -21,8 +21,10 @@ mod reader;
 mod sdy;
 mod sdy_print;
 mod stablehlo_print;
+mod verify;
 
-pub use printer::print;
+pub use printer::{print, print_checked};
+pub use verify::{verify, VerifyError};
 
 use std::fmt;
 

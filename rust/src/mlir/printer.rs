@@ -11,13 +11,27 @@ use crate::ir::{Program, Span};
 
 /// The text of `p` in jaxlib's printed form.
 pub fn print(p: &Program) -> String {
+    print_checked(p).0
+}
+
+/// [`print`], and the first op of a dialect jaxlib knows (`stablehlo`, `chlo`, `sdy`, `func`,
+/// `mhlo`) that was printed in the generic form, for want of its custom form here: jaxlib
+/// would print that op in its custom form, so the text is not certain to be jaxlib's.
+pub fn print_checked(p: &Program) -> (String, Option<u32>) {
     let mut owner = vec![u32::MAX; p.regions.len()];
     for (i, op) in p.ops.iter().enumerate() {
         for r in op.regions.0..op.regions.1 {
             owner[r as usize] = i as u32;
         }
     }
-    Printer { p, names: Names::new(p), out: String::with_capacity(64 * p.ops.len() + 64), owner }.module()
+    let printer = Printer {
+        p,
+        names: Names::new(p),
+        out: String::with_capacity(64 * p.ops.len() + 64),
+        owner,
+        generic_known: std::cell::Cell::new(None),
+    };
+    printer.module()
 }
 
 pub(crate) struct Printer<'p> {
@@ -26,6 +40,8 @@ pub(crate) struct Printer<'p> {
     out: String,
     /// The op owning each region.
     owner: Vec<u32>,
+    /// The first op of a known dialect printed in the generic form.
+    generic_known: std::cell::Cell<Option<u32>>,
 }
 
 /// What is left to print of an op whose regions are being printed.
@@ -38,6 +54,42 @@ pub(crate) enum Work {
     /// A region: its blocks' ops at `indent`, the entry block's header printed or not.
     Region(u32, usize, bool),
 }
+
+/// The dialects whose ops jaxlib prints with their custom printers.
+const KNOWN_DIALECTS: [&str; 5] = ["stablehlo.", "chlo.", "sdy.", "func.", "mhlo."];
+
+/// The ops of those dialects that have no custom assembly format, so that jaxlib prints them in
+/// the generic form too (the StableHLO ops without `assemblyFormat` or a custom printer in
+/// openxla/stablehlo `StablehloOps.td`).
+const JAXLIB_GENERIC: [&str; 27] = [
+    "stablehlo.all_gather",
+    "stablehlo.all_reduce",
+    "stablehlo.all_to_all",
+    "stablehlo.async_done",
+    "stablehlo.async_start",
+    "stablehlo.batch_norm_grad",
+    "stablehlo.batch_norm_inference",
+    "stablehlo.batch_norm_training",
+    "stablehlo.case",
+    "stablehlo.collective_broadcast",
+    "stablehlo.collective_permute",
+    "stablehlo.dynamic_conv",
+    "stablehlo.dynamic_gather",
+    "stablehlo.gather",
+    "stablehlo.if",
+    "stablehlo.infeed",
+    "stablehlo.map",
+    "stablehlo.outfeed",
+    "stablehlo.recv",
+    "stablehlo.reduce_scatter",
+    "stablehlo.reduce_window",
+    "stablehlo.scatter",
+    "stablehlo.select_and_scatter",
+    "stablehlo.send",
+    "stablehlo.sort",
+    "stablehlo.torch_index_select",
+    "stablehlo.triangular_solve",
+];
 
 fn attr_name(name: &str, out: &mut String) {
     let b = name.as_bytes();
@@ -187,10 +239,10 @@ impl<'p> Printer<'p> {
         out.push_str(" = ");
     }
 
-    fn module(mut self) -> String {
+    fn module(mut self) -> (String, Option<u32>) {
         let p = self.p;
         if p.ops.is_empty() {
-            return "module {\n}\n".to_string();
+            return ("module {\n}\n".to_string(), None);
         }
         let attrs = self.attrs(0);
         let mut head = String::from("module");
@@ -208,7 +260,7 @@ impl<'p> Printer<'p> {
         let (r0, _) = p.ops[0].regions;
         let mut work = vec![Work::Text("}\n".into()), Work::Region(r0, 2, false)];
         self.run(&mut work);
-        self.out
+        (self.out, self.generic_known.get())
     }
 
     fn run(&mut self, work: &mut Vec<Work>) {
@@ -275,6 +327,10 @@ impl<'p> Printer<'p> {
         if !ok {
             line.truncate(mark);
             after.clear();
+            let known = KNOWN_DIALECTS.iter().any(|d| name.starts_with(d));
+            if known && !JAXLIB_GENERIC.contains(&name) && self.generic_known.get().is_none() {
+                self.generic_known.set(Some(op));
+            }
             self.lhs(op, line);
             self.generic(op, name, &attrs, indent, line, after);
         }
@@ -293,7 +349,7 @@ impl<'p> Printer<'p> {
         line.push('(');
         self.value_list(self.operands(op), line);
         line.push(')');
-        let known = ["stablehlo.", "chlo.", "sdy.", "func.", "mhlo."].iter().any(|d| name.starts_with(d));
+        let known = KNOWN_DIALECTS.iter().any(|d| name.starts_with(d));
         let (props, rest): (Vec<_>, Vec<_>) = attrs.iter().partition(|(n, _)| known && !n.contains('.'));
         if !props.is_empty() {
             line.push_str(" <");

@@ -36,6 +36,15 @@ create_exception!(
      MLIR it has no grammar for, which jaxlib may read)."
 );
 
+create_exception!(
+    shardwise,
+    MlirVerifyError,
+    ShardwiseError,
+    "A module breaks a rule of the native verifier (`crate::mlir::verify`): `op_index` (in a \
+     pre-order walk from the module op), `op_name` and `location` name the op, `detail` says \
+     what is wrong."
+);
+
 /// Longest message handed to Python; longer ones keep their head and tail.
 const MAX_MESSAGE: usize = 600;
 
@@ -89,5 +98,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MeshError", py.get_type::<MeshError>())?;
     m.add("ConversionError", py.get_type::<ConversionError>())?;
     m.add("MlirReadError", py.get_type::<MlirReadError>())?;
+    m.add("MlirVerifyError", py.get_type::<MlirVerifyError>())?;
     Ok(())
 }

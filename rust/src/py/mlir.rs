@@ -3,7 +3,7 @@
 
 use pyo3::prelude::*;
 
-use super::errors::MlirReadError;
+use super::errors::{MlirReadError, MlirVerifyError};
 use crate::ir::Program;
 use crate::mlir;
 
@@ -151,11 +151,65 @@ fn read_error(py: Python<'_>, e: mlir::ReadError) -> PyErr {
     err
 }
 
+/// Why `print_mlir` gave no text.
+enum PrintFailure {
+    Read(mlir::ReadError),
+    Verify(mlir::VerifyError),
+    /// An op jaxlib would print in its custom form had to be printed in the generic form.
+    Generic(String),
+}
+
 /// Reads MLIR text natively and prints it as jaxlib prints it (custom forms, MLIR's value
-/// names, no locations), with the GIL released. Raises `MlirReadError` as `read_mlir`.
+/// names, no locations), with the GIL released.
+///
+/// With `verify`, the module is first checked by the native verifier (`crate::mlir::verify`:
+/// op arities, the shapes of common ops, terminators, calls, shardings against their meshes).
+/// With `strict`, an op of a dialect jaxlib knows that this printer has no custom form for is
+/// an error instead of being printed in the generic form.
+///
+/// Raises `MlirReadError` as `read_mlir` (and with `unsupported` set for `strict`), and
+/// `MlirVerifyError` (`op_index`: the op's place in a pre-order walk from the module op,
+/// `op_name`, `location`, `detail`: what is wrong) when the module does not verify.
 #[pyfunction]
-fn print_mlir(py: Python<'_>, text: &str) -> PyResult<String> {
-    py.detach(|| mlir::read(text).map(|p| mlir::print(&p))).map_err(|e| read_error(py, e))
+#[pyo3(signature = (text, *, verify=false, strict=false))]
+fn print_mlir(py: Python<'_>, text: &str, verify: bool, strict: bool) -> PyResult<String> {
+    let printed = py.detach(|| {
+        let p = mlir::read(text).map_err(PrintFailure::Read)?;
+        if verify {
+            mlir::verify(&p).map_err(PrintFailure::Verify)?;
+        }
+        let (out, generic) = mlir::print_checked(&p);
+        match generic {
+            Some(op) if strict => Err(PrintFailure::Generic(p.op_name(op).to_string())),
+            _ => Ok(out),
+        }
+    });
+    printed.map_err(|f| match f {
+        PrintFailure::Read(e) => read_error(py, e),
+        PrintFailure::Verify(e) => {
+            let err = MlirVerifyError::new_err(e.to_string());
+            let value = err.value(py);
+            let set = value
+                .setattr("op_index", e.op)
+                .and_then(|_| value.setattr("op_name", &e.name))
+                .and_then(|_| value.setattr("location", &e.loc))
+                .and_then(|_| value.setattr("detail", &e.message));
+            if let Err(x) = set {
+                return x;
+            }
+            err
+        }
+        PrintFailure::Generic(name) => read_error(
+            py,
+            mlir::ReadError {
+                line: 0,
+                column: 0,
+                offset: 0,
+                unsupported: true,
+                message: format!("the native printer has no custom form for '{name}'"),
+            },
+        ),
+    })
 }
 
 /// `((deepest braces, line first over max_braces), (deepest brackets, line first over
