@@ -37,7 +37,7 @@ use crate::sharding::{MeshRef, TensorSharding};
 mod shapes;
 
 pub(crate) use shapes::element_type;
-use shapes::{signature, tensor_dims};
+use shapes::{signature, tensor_dims, Count, Rule};
 
 /// Why a module does not verify: the op (its place in a pre-order walk from the module op,
 /// its name and location text) and what is wrong.
@@ -73,9 +73,15 @@ struct Verifier<'p> {
     func_data: FastMap<u32, usize>,
     /// (sharding text, type text) pairs already validated.
     checked: HashSet<(u32, u32)>,
+    /// (per-value sharding text, value types) pairs already validated.
+    checked_per_value: HashSet<(String, Vec<u32>)>,
     /// The ops reachable from the module op, in pre-order, and each op's place in it.
     order: Vec<u32>,
     position: Vec<u32>,
+    /// The dimension sizes of each type (by interned string; `None` for other strings).
+    type_dims: Vec<Option<Vec<i64>>>,
+    /// Each op name's signature (by interned string), looked up once.
+    signatures: FastMap<u32, Option<(Count, Count, Rule)>>,
 }
 
 /// Verifies `p` (see the module documentation); the first violation found, in op order.
@@ -86,9 +92,17 @@ pub fn verify(p: &Program) -> Result<(), VerifyError> {
         funcs: FastMap::default(),
         func_data: p.funcs.iter().enumerate().map(|(i, f)| (f.op, i)).collect(),
         checked: HashSet::new(),
+        checked_per_value: HashSet::new(),
         order: pre_order(p),
         position: Vec::new(),
+        type_dims: vec![None; p.strings.strings.len()],
+        signatures: FastMap::default(),
     };
+    for &t in &p.value_types {
+        if v.type_dims[t as usize].is_none() {
+            v.type_dims[t as usize] = tensor_dims(p.strings.get(t));
+        }
+    }
     v.position = vec![u32::MAX; p.ops.len()];
     for (i, &op) in v.order.iter().enumerate() {
         v.position[op as usize] = i as u32;
@@ -184,7 +198,9 @@ impl<'p> Verifier<'p> {
         let name = self.p.op_name(op);
         let n_in = self.operands(op).len();
         let n_out = self.results(op).len();
-        if let Some((ins, outs, rule)) = signature(name) {
+        let id = self.p.ops[op as usize].name;
+        let sig = *self.signatures.entry(id).or_insert_with(|| signature(name));
+        if let Some((ins, outs, rule)) = sig {
             if !ins.admits(n_in) {
                 return Err(self.err(op, format!("expects {} operands, got {n_in}", ins.text())));
             }
@@ -361,6 +377,12 @@ impl<'p> Verifier<'p> {
     }
 
     fn per_value(&mut self, op: u32, text: &str, what: &str, values: &[u32]) -> Result<(), VerifyError> {
+        // A propagated program holds few distinct (shardings, types) pairs: each is checked once.
+        let key = (text.to_string(), values.iter().map(|&v| self.p.value_types[v as usize]).collect::<Vec<u32>>());
+        if self.checked_per_value.contains(&key) {
+            return Ok(());
+        }
+        self.checked_per_value.insert(key);
         let ts = crate::text::parse_sharding_per_value(text).map_err(|e| self.err(op, format!("{what}: {e}")))?;
         if ts.len() != values.len() {
             return Err(self.err(op, format!("{what}: {} shardings for {} values", ts.len(), values.len())));
@@ -393,8 +415,9 @@ impl<'p> Verifier<'p> {
         let results: Vec<u32> = self.results(op).collect();
         let operands = self.operands(op);
         if let Some(text) = self.attr(op, "sdy.sharding_rule") {
-            let shapes =
-                |vs: &mut dyn Iterator<Item = u32>| -> Vec<Option<Vec<i64>>> { vs.map(|v| self.dims(v)).collect() };
+            let shapes = |vs: &mut dyn Iterator<Item = u32>| -> Vec<Option<Vec<i64>>> {
+                vs.map(|v| self.dims(v).map(<[i64]>::to_vec)).collect()
+            };
             let ins = shapes(&mut operands.iter().copied());
             let outs = shapes(&mut results.iter().copied());
             crate::rule::parse_rule(text)

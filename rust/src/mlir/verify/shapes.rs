@@ -248,8 +248,9 @@ fn dims_text(d: &[i64]) -> String {
 }
 
 impl<'p> Verifier<'p> {
-    pub(super) fn dims(&self, value: u32) -> Option<Vec<i64>> {
-        tensor_dims(self.ty(value))
+    /// The dimension sizes of `value`'s type (parsed once per distinct type).
+    pub(super) fn dims(&self, value: u32) -> Option<&[i64]> {
+        self.type_dims[self.p.value_types[value as usize] as usize].as_deref()
     }
 
     pub(super) fn shapes(&self, op: u32, rule: Rule) -> Result<(), VerifyError> {
@@ -261,13 +262,13 @@ impl<'p> Verifier<'p> {
                 let Some(want) = outs.first().and_then(|&r| self.dims(r)) else { return Ok(()) };
                 for (i, &v) in ins.iter().enumerate() {
                     let Some(d) = self.dims(v) else { continue };
-                    if !(same_dims(&d, &want) || (scalars.contains(&i) && d.is_empty())) {
+                    if !(same_dims(d, want) || (scalars.contains(&i) && d.is_empty())) {
                         return Err(self.err(
                             op,
                             format!(
                                 "requires the same shape for all operands and results: operand {i} has shape {}, the result {}",
-                                dims_text(&d),
-                                dims_text(&want)
+                                dims_text(d),
+                                dims_text(want)
                             ),
                         ));
                     }
@@ -322,13 +323,13 @@ impl<'p> Verifier<'p> {
             }
             Rule::Reshape => {
                 if let (Some(a), Some(b)) = (self.dims(ins[0]), self.dims(outs[0])) {
-                    if a.iter().chain(&b).all(|&d| d >= 0) && a.iter().product::<i64>() != b.iter().product::<i64>() {
+                    if a.iter().chain(b).all(|&d| d >= 0) && a.iter().product::<i64>() != b.iter().product::<i64>() {
                         return Err(self.err(
                             op,
                             format!(
                                 "operand shape {} and result shape {} have different element counts",
-                                dims_text(&a),
-                                dims_text(&b)
+                                dims_text(a),
+                                dims_text(b)
                             ),
                         ));
                     }
@@ -376,13 +377,13 @@ impl<'p> Verifier<'p> {
             ));
         }
         let want: Vec<i64> = perm.iter().map(|&p| a[p as usize]).collect();
-        if !same_dims(&want, &b) {
+        if !same_dims(&want, b) {
             return Err(self.err(
                 op,
                 format!(
                     "result shape {} is not the operand's {} permuted ({})",
-                    dims_text(&b),
-                    dims_text(&a),
+                    dims_text(b),
+                    dims_text(a),
                     dims_text(&want)
                 ),
             ));
@@ -434,8 +435,8 @@ impl<'p> Verifier<'p> {
         let mut total = 0i64;
         for (i, &v) in ins.iter().enumerate() {
             let Some(d) = self.dims(v) else { return Ok(()) };
-            let mut other = d.clone();
-            let mut want = out.clone();
+            let mut other = d.to_vec();
+            let mut want = out.to_vec();
             if d.len() == out.len() {
                 other[dim as usize] = -1;
                 want[dim as usize] = -1;
@@ -445,8 +446,8 @@ impl<'p> Verifier<'p> {
                     op,
                     format!(
                         "operand {i} has shape {}, which differs from the result's {} outside dimension {dim}",
-                        dims_text(&d),
-                        dims_text(&out)
+                        dims_text(d),
+                        dims_text(out)
                     ),
                 ));
             }
@@ -476,10 +477,10 @@ impl<'p> Verifier<'p> {
             return Err(self.err(op, format!("contracting dimension sizes differ: lhs {p}, rhs {q}")));
         }
         let want: Vec<i64> = a[..a.len() - 1].iter().chain(&b[1..]).copied().collect();
-        if !same_dims(&o, &want) {
+        if !same_dims(o, &want) {
             return Err(self.err(
                 op,
-                format!("result shape {} is not the {} of the free dimensions", dims_text(&o), dims_text(&want)),
+                format!("result shape {} is not the {} of the free dimensions", dims_text(o), dims_text(&want)),
             ));
         }
         Ok(())
@@ -528,14 +529,14 @@ impl<'p> Verifier<'p> {
             (0..d.len() as i64).filter(|i| !batch.contains(i) && !contract.contains(i)).map(|i| d[i as usize]).collect()
         };
         let mut want: Vec<i64> = lb.iter().map(|&i| a[i as usize]).collect();
-        want.extend(free(&a, &lb, &lc));
-        want.extend(free(&b, &rb, &rc));
-        if !same_dims(&o, &want) {
+        want.extend(free(a, &lb, &lc));
+        want.extend(free(b, &rb, &rc));
+        if !same_dims(o, &want) {
             return Err(self.err(
                 op,
                 format!(
                     "result shape {} is not the {} of the batching and free dimensions",
-                    dims_text(&o),
+                    dims_text(o),
                     dims_text(&want)
                 ),
             ));
