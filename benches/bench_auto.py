@@ -11,7 +11,8 @@ import argparse
 import os
 import time
 
-from shardwise.search.auto import build_problem, resolve_mesh
+from shardwise.search.auto import resolve_mesh
+from shardwise.search.build import build_problem
 from shardwise.search.cost_model import DeviceModel
 from shardwise.search.solve import solve
 from shardwise.testing.auto_programs import mlp, transformer_block

@@ -10,7 +10,8 @@ from shardwise.errors import InfeasibleBudget, ProgramError, SearchError
 from shardwise.ir.core import Module
 from shardwise.rules.rule import OpShardingRule
 from shardwise.search import DeviceModel, StrategyGraph, evaluate, solve, solve_bfs
-from shardwise.search.auto import build_problem, parse_bytes, resolve_mesh
+from shardwise.search.auto import parse_bytes, resolve_mesh
+from shardwise.search.build import build_problem
 from shardwise.search.strategies import enumerate_strategies
 from shardwise.spmd.redistribute import CostModel, Link
 from shardwise.testing.auto_programs import mlp, transformer_block

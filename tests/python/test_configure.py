@@ -22,7 +22,8 @@ from shardwise import (
 from shardwise.errors import SearchError
 from shardwise.ir.core import Module, Op
 from shardwise.search import DeviceModel, evaluate, solve_bfs
-from shardwise.search.auto import build_problem, resolve_mesh
+from shardwise.search.auto import resolve_mesh
+from shardwise.search.build import build_problem
 from shardwise.search.op_strategy import STRATEGY_ATTR, configure_spec
 from shardwise.search.report import Report
 from shardwise.spmd.redistribute import CostModel, Link
