@@ -4,15 +4,19 @@
 //! dialect's verifier.
 //!
 //! Checked (each from the verifier named):
-//! * operand and result counts of the `stablehlo`, `sdy` and `func` ops in [`signature`]
-//!   (the ops' ODS definitions in openxla/stablehlo `StablehloOps.td` and openxla/shardy
+//! * operand and result counts of the `stablehlo`, `sdy` and `func` ops in `shapes.rs`'s
+//!   table (the ops' ODS definitions in openxla/stablehlo `StablehloOps.td` and openxla/shardy
 //!   `dialect/sdy/ir/ops.td`);
 //! * shapes of element-wise ops (MLIR's `SameOperandsAndResultShape`, with the scalar operands
 //!   `select` and `clamp` allow), `reshape` (element counts), `transpose` (a permutation),
-//!   `broadcast_in_dim`, `concatenate` and `dot_general` (dimension sizes), as StableHLO's
-//!   `TypeInference.cpp` infers them;
+//!   `broadcast_in_dim`, `concatenate`, `dot` and `dot_general` (dimension sizes), the start
+//!   indices of `dynamic_slice` and `dynamic_update_slice`, as StableHLO's `TypeInference.cpp`
+//!   infers them; one type for the operand and result of the sdy ops that have one of each
+//!   (`SameOperandsAndResultType`);
 //! * terminators: a function body ends in `func.return` with the function's result types, a
-//!   StableHLO region in `stablehlo.return`, an sdy region in `sdy.return`;
+//!   StableHLO region in `stablehlo.return`, an sdy region in `sdy.return`; what the regions
+//!   of `while`, `reduce`, `reduce_window`, `scatter`, `case`, `if`, `sort` and the sdy
+//!   computations take and return ([`Verifier::contract`]);
 //! * `func.call`: the callee exists and the operand and result types are its signature's;
 //!   function and mesh symbols are unique;
 //! * sharding rules (`sdy.sharding_rule`): one mapping per operand and result, of its rank
@@ -20,11 +24,12 @@
 //! * shardings (`sdy.sharding` on function arguments, results and ops, and the inherent
 //!   sharding attributes of sdy ops): they parse, name a mesh the module defines, have one
 //!   sharding per value, and pass [`crate::sharding::TensorSharding::validate`] against the
-//!   mesh and the tensor's shape (Shardy's `verifyTensorShardingAttr`).
+//!   mesh and the tensor's shape (Shardy's `verifyTensorShardingAttr`; a value of another
+//!   type, a token, takes a sharding of rank 0).
 //!
 //! What is not checked: element types, the type inference of the other ops, attribute
-//! contents beyond the dimension lists above. Each distinct (sharding text, type) pair is
-//! validated once.
+//! contents beyond the dimension lists above. Each distinct type is parsed once, and each
+//! distinct (shardings, types) pair validated once.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -75,8 +80,7 @@ struct Verifier<'p> {
     checked: HashSet<(u32, u32)>,
     /// (per-value sharding text, value types) pairs already validated.
     checked_per_value: HashSet<(String, Vec<u32>)>,
-    /// The ops reachable from the module op, in pre-order, and each op's place in it.
-    order: Vec<u32>,
+    /// Each op's place in a pre-order walk from the module op (`u32::MAX` if unreachable).
     position: Vec<u32>,
     /// The dimension sizes of each type (by interned string; `None` for other strings).
     type_dims: Vec<Option<Vec<i64>>>,
@@ -93,8 +97,7 @@ pub fn verify(p: &Program) -> Result<(), VerifyError> {
         func_data: p.funcs.iter().enumerate().map(|(i, f)| (f.op, i)).collect(),
         checked: HashSet::new(),
         checked_per_value: HashSet::new(),
-        order: pre_order(p),
-        position: Vec::new(),
+        position: vec![u32::MAX; p.ops.len()],
         type_dims: vec![None; p.strings.strings.len()],
         signatures: FastMap::default(),
     };
@@ -103,12 +106,12 @@ pub fn verify(p: &Program) -> Result<(), VerifyError> {
             v.type_dims[t as usize] = tensor_dims(p.strings.get(t));
         }
     }
-    v.position = vec![u32::MAX; p.ops.len()];
-    for (i, &op) in v.order.iter().enumerate() {
+    let order = pre_order(p);
+    for (i, &op) in order.iter().enumerate() {
         v.position[op as usize] = i as u32;
     }
-    v.symbols()?;
-    for &op in &v.order.clone() {
+    v.symbols(&order)?;
+    for &op in &order {
         v.op(op)?;
     }
     Ok(())
@@ -169,8 +172,8 @@ impl<'p> Verifier<'p> {
     }
 
     /// Functions and meshes: unique names, meshes parsed.
-    fn symbols(&mut self) -> Result<(), VerifyError> {
-        for op in self.order.clone() {
+    fn symbols(&mut self, order: &[u32]) -> Result<(), VerifyError> {
+        for &op in order {
             let kind = self.p.op_name(op);
             if kind != "func.func" && kind != "sdy.mesh" {
                 continue;
