@@ -164,9 +164,16 @@ def test_invalid_sharding_names_the_op() -> None:
       return %arg0 : tensor<8xf32>
     }
     """
-    # jaxlib's verifier (Shardy's rules) rejects it first, with the location.
-    with pytest.raises(ProgramError, match=r"sharding doesn't match tensor rank: 2 != 1"):
+    # The native verifier (Shardy's rules) rejects it first, with the op and location;
+    # jaxlib's verifier with its own words.
+    with pytest.raises(ProgramError) as e:
         load_mlir(text)
+    assert str(e.value) == (
+        'invalid MLIR: func.func at loc("-":3:5): argument 0: invalid sharding #sdy.sharding<@mesh, [{"x"}, {}]>: '
+        "expected 1 dimension shardings for a tensor of rank 1 (shape [8]), got 2"
+    )
+    with pytest.raises(ProgramError, match=r"sharding doesn't match tensor rank: 2 != 1"):
+        load_mlir(text, reader="jaxlib")
 
 
 def test_save_is_atomic(tmp_path: Path) -> None:

@@ -377,3 +377,26 @@ def test_mutated_corpus_modules_native_verifier_never_refuses_what_jaxlib_accept
     assert sum(c[0] for c in seen.values()) >= 50, seen
     for kind in ("drop operand", "add operand", "sharding rank"):
         assert seen[kind][1] == seen[kind][0], (kind, seen)
+
+
+def test_load_mlir_verifies_what_it_reads(tmp_path: Path) -> None:
+    """A program that only a verifier rejects (here a ``dot_general`` whose result shape is
+    not the operands') is refused at load with the op and its place in the file (jax
+    installed or not); ``reader="jaxlib"`` refuses it with MLIR's diagnostics."""
+    path = tmp_path / "bad.mlir"
+    path.write_text(
+        "func.func @main(%a: tensor<2x3xf32>, %b: tensor<3x4xf32>) -> tensor<2x5xf32> {\n"
+        "  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : "
+        "(tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x5xf32>\n"
+        "  return %0 : tensor<2x5xf32>\n"
+        "}\n"
+    )
+    for reader in ("native", "auto"):
+        with pytest.raises(ProgramError) as e:
+            load_mlir(path, reader=reader)
+        assert str(e.value) == (
+            f'invalid MLIR from {path}: stablehlo.dot_general at loc("{path}":2:8): '
+            "result shape [2, 5] is not the [2, 4] of the batching and free dimensions"
+        )
+    with pytest.raises(ProgramError, match="cannot parse MLIR"):
+        load_mlir(path, reader="jaxlib")

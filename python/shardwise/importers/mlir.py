@@ -12,7 +12,7 @@ from sys import intern
 from typing import Any
 
 from shardwise._jaxlib import context, diagnostics_line, ir, jax_available
-from shardwise._native import MlirReadError, mlir_nesting, read_mlir
+from shardwise._native import MlirReadError, MlirVerifyError, mlir_nesting, read_mlir
 from shardwise.errors import ProgramError
 from shardwise.importers.native import build_module
 from shardwise.importers.shardings import ShardingReader
@@ -32,13 +32,15 @@ def load_mlir(source: str | os.PathLike[str], *, reader: str = "auto") -> Module
 
     ``reader``: ``"auto"`` reads with the native reader (``rust/src/mlir``: no jaxlib; on a
     transformer step 1.1-1.8 µs per op to read the text, 5.8-7.8 with the IR built, about
-    half the time through jaxlib) and hands text it cannot read (an op form it has no grammar
-    for, malformed text) to jaxlib when jax is installed; ``"native"`` never uses jaxlib;
-    ``"jaxlib"`` always does (its parser also runs the dialects' verifiers). Ops without a
+    half the time through jaxlib), which also runs the native verifier (``to_mlir`` says what
+    it checks), and hands text it cannot read (an op form it has no grammar for, malformed
+    text) to jaxlib when jax is installed (a module that does not verify is refused:
+    ``reader="jaxlib"`` has jaxlib's verifiers decide instead); ``"native"`` never uses
+    jaxlib; ``"jaxlib"`` always does (its parser runs every dialect's verifier). Ops without a
     location get ``loc("PATH":line:column)`` (``"-"`` for text).
 
     Raises ``ProgramError`` for text that cannot be read (with the line and column; with
-    jaxlib, MLIR's diagnostics), for regions nested more than ``MAX_NESTING`` levels deep or
+    jaxlib, MLIR's diagnostics) or a module that does not verify (the op and its location), for regions nested more than ``MAX_NESTING`` levels deep or
     brackets of all kinds more than ``MAX_BRACKETS`` (checked before jaxlib's recursive parser
     sees the text: about 2,500 levels of regions crash it), ``ShardingError`` (with the op and
     location) for shardings shardwise rejects, ``ImportError`` for ``reader="jaxlib"`` without
@@ -52,13 +54,15 @@ def load_mlir(source: str | os.PathLike[str], *, reader: str = "auto") -> Module
     _check_nesting(text, source)
     if reader != "jaxlib":
         try:
-            tables = read_mlir(text, path or "-")
+            tables = read_mlir(text, path or "-", verify=True)
         except UnicodeEncodeError:
             _check_encodable(text, source)  # a lone surrogate: not Unicode, cannot be read
             raise
         except MlirReadError as e:
             if reader == "native" or not jax_available():
                 raise ProgramError(f"cannot parse MLIR{_name(source)}: {e}") from None
+        except MlirVerifyError as e:  # jaxlib would refuse it too: no fallback
+            raise ProgramError(f"invalid MLIR{_name(source)}: {e.op_name} at {e.location}: {e.detail}") from None
         else:
             with no_cyclic_gc():
                 return build_module(tables)

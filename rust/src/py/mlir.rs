@@ -128,12 +128,21 @@ fn tables(p: Program) -> ProgramTables {
 }
 
 /// Reads MLIR text natively (no jaxlib) with the GIL released; ops without a location get
-/// `loc("SOURCE_NAME":line:column)`. Raises `MlirReadError` with
-/// `line`, `column` and `unsupported` (valid MLIR this reader has no grammar for) set.
+/// `loc("SOURCE_NAME":line:column)`. With `verify`, the module read is checked by the native
+/// verifier (`crate::mlir::verify`). Raises `MlirReadError` with `line`, `column` and
+/// `unsupported` (valid MLIR this reader has no grammar for) set, and `MlirVerifyError` as
+/// `print_mlir`.
 #[pyfunction]
-#[pyo3(signature = (text, source_name="-"))]
-fn read_mlir(py: Python<'_>, text: &str, source_name: &str) -> PyResult<ProgramTables> {
-    py.detach(|| mlir::read_named(text, source_name).map(tables)).map_err(|e| read_error(py, e))
+#[pyo3(signature = (text, source_name="-", *, verify=false))]
+fn read_mlir(py: Python<'_>, text: &str, source_name: &str, verify: bool) -> PyResult<ProgramTables> {
+    let read = py.detach(|| {
+        let p = mlir::read_named(text, source_name).map_err(PrintFailure::Read)?;
+        if verify {
+            mlir::verify(&p).map_err(PrintFailure::Verify)?;
+        }
+        Ok(tables(p))
+    });
+    read.map_err(|f| failure(py, f))
 }
 
 /// The Python `MlirReadError` of `e`, with `line`, `column` and `unsupported`.
@@ -151,7 +160,7 @@ fn read_error(py: Python<'_>, e: mlir::ReadError) -> PyErr {
     err
 }
 
-/// Why `print_mlir` gave no text.
+/// Why `read_mlir` or `print_mlir` gave no result.
 enum PrintFailure {
     Read(mlir::ReadError),
     Verify(mlir::VerifyError),
@@ -184,7 +193,12 @@ fn print_mlir(py: Python<'_>, text: &str, verify: bool, strict: bool) -> PyResul
             _ => Ok(out),
         }
     });
-    printed.map_err(|f| match f {
+    printed.map_err(|f| failure(py, f))
+}
+
+/// The Python exception of a failed read, verification or strict print.
+fn failure(py: Python<'_>, f: PrintFailure) -> PyErr {
+    match f {
         PrintFailure::Read(e) => read_error(py, e),
         PrintFailure::Verify(e) => {
             let err = MlirVerifyError::new_err(e.to_string());
@@ -209,7 +223,7 @@ fn print_mlir(py: Python<'_>, text: &str, verify: bool, strict: bool) -> PyResul
                 message: format!("the native printer has no custom form for '{name}'"),
             },
         ),
-    })
+    }
 }
 
 /// `((deepest braces, line first over max_braces), (deepest brackets, line first over
