@@ -39,10 +39,11 @@ def to_mlir(module: Module, *, generic: bool = False, printer: str = "auto") -> 
 
     ``printer``:
 
-    * ``"native"``: shardwise's native verifier (``rust/src/mlir/verify.rs``: op arities, the
+    * ``"native"``: shardwise's native verifier (``rust/src/mlir/verify/``: op arities, the
       shapes of element-wise ops, ``reshape``, ``transpose``, ``broadcast_in_dim``,
-      ``concatenate`` and ``dot_general``, terminators and return types, calls against their
-      callee's signature, unique symbols, shardings against their meshes and ranks) and
+      ``concatenate``, ``dot`` and ``dot_general``, what regions take and return, terminators
+      and return types, calls against their callee's signature, unique symbols, sharding rules
+      against the op, shardings against their meshes and shapes; sources in the module) and
       printer (``rust/src/mlir/printer.rs``, byte-identical to jaxlib's printing on the
       conformance corpus and real JAX programs, measured in
       ``tests/python/test_native_reader.py``); no jax needed. An op it has no custom form for
