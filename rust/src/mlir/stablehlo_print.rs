@@ -190,7 +190,6 @@ impl<'p> Printer<'p> {
     }
 }
 
-/// `, batching_dims = [0] x [0], contracting_dims = [2] x [1]` of `#stablehlo.dot<...>`.
 /// The binary StableHLO ops with the `Commutative` trait (`StablehloOps.td`).
 const COMMUTATIVE: [&str; 7] = [
     "stablehlo.add",
@@ -202,6 +201,7 @@ const COMMUTATIVE: [&str; 7] = [
     "stablehlo.xor",
 ];
 
+/// `, batching_dims = [0] x [0], contracting_dims = [2] x [1]` of `#stablehlo.dot<...>`.
 pub(crate) fn dot_dims(text: &str) -> Option<String> {
     let inner = text.strip_prefix("#stablehlo.dot<")?.strip_suffix('>')?;
     let mut fields = std::collections::BTreeMap::new();

@@ -1,8 +1,8 @@
 //! The op signatures and shape rules of the native verifier: operand and result counts from
 //! the ops' ODS definitions (openxla/stablehlo `StablehloOps.td`, openxla/shardy
 //! `dialect/sdy/ir/ops.td`), and the shapes StableHLO's `TypeInference.cpp` infers for
-//! element-wise ops, `reshape`, `transpose`, `broadcast_in_dim`, `concatenate` and
-//! `dot_general`.
+//! element-wise ops, `reshape`, `transpose`, `broadcast_in_dim`, `concatenate`, `dot`,
+//! `dot_general` and the start indices of dynamic slices.
 
 use super::{Verifier, VerifyError};
 
@@ -128,8 +128,8 @@ pub(super) fn signature(name: &str) -> Option<(Count, Count, Rule)> {
             | "reduce_scatter"
             | "collective_permute"
             | "collective_broadcast"
-            | "broadcast"
-            | "real_dynamic_slice" => (N(1), N(1), Rule::None),
+            | "broadcast" => (N(1), N(1), Rule::None),
+            "real_dynamic_slice" => (N(4), N(1), Rule::None),
             "dot" => (N(2), N(1), Rule::Dot),
             "pad" | "gather" | "convolution" | "triangular_solve" | "dynamic_reshape" | "dynamic_broadcast_in_dim" => {
                 (N(2), N(1), Rule::None)
