@@ -157,9 +157,8 @@ fn mangled_text_is_an_error_never_a_panic() {
     }
 }
 
-#[test]
-fn ten_thousand_nested_regions_read_without_recursion() {
-    let depth = 10_000;
+/// A function whose body nests `depth` regions, one op deep each.
+fn nested(depth: usize) -> String {
     let mut text = String::from("func.func @f(%a: tensor<i32>) -> tensor<i32> {\n");
     for _ in 0..depth {
         text.push_str("%r = \"test.wrap\"(%a) ({\n");
@@ -169,7 +168,13 @@ fn ten_thousand_nested_regions_read_without_recursion() {
         text.push_str("}) : (tensor<i32>) -> tensor<i32>\n\"test.yield\"(%r) : (tensor<i32>) -> ()\n");
     }
     text.push_str("return %a : tensor<i32>\n}\n");
-    let p = read(&text).expect("reads");
+    text
+}
+
+#[test]
+fn ten_thousand_nested_regions_read_without_recursion() {
+    let depth = 10_000;
+    let p = read(&nested(depth)).expect("reads");
     assert_eq!(p.ops.len(), 1 + 1 + 2 * depth + 1 + 1);
 }
 
@@ -292,16 +297,7 @@ fn the_verifier_checks_shapes_of_common_ops() {
 #[test]
 fn ten_thousand_nested_regions_verify_and_print_without_recursion() {
     let depth = 10_000;
-    let mut text = String::from("func.func @f(%a: tensor<i32>) -> tensor<i32> {\n");
-    for _ in 0..depth {
-        text.push_str("%r = \"test.wrap\"(%a) ({\n");
-    }
-    text.push_str("\"test.yield\"(%a) : (tensor<i32>) -> ()\n");
-    for _ in 0..depth {
-        text.push_str("}) : (tensor<i32>) -> tensor<i32>\n\"test.yield\"(%r) : (tensor<i32>) -> ()\n");
-    }
-    text.push_str("return %a : tensor<i32>\n}\n");
-    let p = read(&text).expect("reads");
+    let p = read(&nested(depth)).expect("reads");
     shardwise::mlir::verify(&p).expect("verifies");
     let printed = shardwise::mlir::print(&p);
     assert_eq!(printed.matches("test.wrap").count(), depth);

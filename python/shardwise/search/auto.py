@@ -5,34 +5,10 @@ sharding propagation, ``bfs.py``).
 0. Calls are inlined first (``spmd.partition.inline``, as XLA's ``CallInliner`` before its
    partitioner): each call site of ``jax.nn.relu``, a flax layer or an optax update gets its
    own strategies, and the module returned is the inlined one.
-1. (Steps 1-3 are ``build.py``'s ``build_problem``.) Each function argument and each top-level
-   op of the function is a node; its strategies come
-   from its factor rule (``strategies.py``), its costs from ``cost_model.py``. A
-   ``stablehlo.while`` (``lax.scan``, ``fori_loop``, flax's ``nn.scan``) is searched inside: one
-   node per carried tensor (its operand, result and block arguments share one sharding, Shardy's
-   data-flow edge), whose strategies are the value's, and a node per op of its cond and body,
-   whose costs and reshards count ``trip_count`` times (``ir/loops.py``; the cond's one more).
-   A ``stablehlo.case`` (``lax.cond``, ``lax.switch``) likewise: a node per op of every branch,
-   each counted once as if its branch ran (an upper bound), and a node per result. An
-   ``sdy.manual_computation`` (``jax.shard_map``): a node per operand and per result (its in-
-   or out-sharding's free dimensions, decided with the body value; the manual axes as the user
-   wrote them) and a node per body op on its local types, with strategies over the free axes
-   only (none when every axis is manual). Values the user
-   already sharded are configured: an argument with a sharding has only the strategies it
-   allows, an op whose result has a sharding keeps only strategies giving one it allows (a
-   closed dimension as written, an open one its axes then any more: ``strategies.allows``;
-   when none does, one strategy with the user's result shardings and replicated operands
-   stands for it); fully closed ones are left as the user wrote them. Ops
-   without a rule have one strategy: replicated operands and results.
-2. Each producer -> consumer value is an edge whose matrix is the resharding seconds from the
-   producer's result sharding to the consumer's operand sharding (``plan_reshard``); several
-   values between the same two nodes add up. A function result with a user sharding adds
-   the reshard to it to its producer's own cost.
-3. Liveness: the program order (a loop's cond and body ops in place of the loop) gives
-   arguments step 0 and the ``j``-th op step ``j + 1``; a node lives over
-   ``[its step, last use + 1)`` (results returned by the function live to the end, a loop's
-   carried values and the values its body yields back to the end of the loop) and uses its
-   results' bytes per device; ``memory_budget`` bounds the total at every step.
+1-3. ``build.py`` (``build_problem``) makes the strategy graph: a node per function argument
+   and per op (inside loops, branches and manual computations too) with its strategies and
+   costs, an edge per producer -> consumer value with its resharding seconds, and each node's
+   live range and bytes per device for the memory budget.
 4. ``solve`` (``ilp``, ``local``, ``auto``) or ``solve_bfs`` picks one strategy per node.
 5. The chosen sharding of every decided value is written as a closed sharding (function
    argument shardings, op result shardings) on a copy of the module; ``shardwise.propagate``

@@ -12,16 +12,22 @@ its method.
    ``sdy.manual_computation`` (``jax.shard_map``): a node per operand and per result (its in-
    or out-sharding's free dimensions, decided with the body value; the manual axes as the user
    wrote them) and a node per body op on its local types, with strategies over the free axes
-   only (none when every axis is manual). Values the user already sharded are configured (see
-   ``auto.py``). Ops without a rule have one strategy: replicated operands and results.
+   only (none when every axis is manual). Values the user already sharded are configured:
+   an argument with a sharding has only the strategies it allows, an op whose result has a
+   sharding keeps only strategies giving one it allows (a closed dimension as written, an
+   open one its axes then any more: ``strategies.allows``; when none does, one strategy with
+   the user's result shardings and replicated operands stands for it); fully closed ones are
+   left as the user wrote them. Ops without a rule have one strategy: replicated operands and
+   results.
 2. Each producer -> consumer value is an edge whose matrix is the resharding seconds from the
    producer's result sharding to the consumer's operand sharding (``plan_reshard``); several
    values between the same two nodes add up. A function result with a user sharding adds
    the reshard to it to its producer's own cost.
 3. Liveness: the program order (a loop's cond and body ops in place of the loop) gives
    arguments step 0 and the ``j``-th op step ``j + 1``; a node lives over
-   ``[its step, last use + 1)`` and uses its results' bytes per device; ``memory_budget``
-   bounds the total at every step.
+   ``[its step, last use + 1)`` (results returned by the function live to the end, a loop's
+   carried values and the values its body yields back to the end of the loop) and uses its
+   results' bytes per device; ``memory_budget`` bounds the total at every step.
 """
 
 from __future__ import annotations
