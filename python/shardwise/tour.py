@@ -18,7 +18,7 @@ from shardwise.errors import ShardingError
 from shardwise.mesh import Mesh
 from shardwise.sharding import TensorSharding
 
-__all__ = ["DEMO_MESH", "demo", "demo_program", "demo_propagation", "formats_table", "show"]
+__all__ = ["demo", "demo_program", "demo_propagation", "formats_table", "show"]
 
 
 def _try(f: Callable[[], Any]) -> Text:
@@ -66,7 +66,7 @@ def show(console: Console, ts: TensorSharding, shape: Sequence[int] | None, *, u
     console.print(formats_table(ts, shape))
 
 
-DEMO_MESH = '#sdy.mesh<["x"=2, "y"=4]>'
+_DEMO_MESH = '#sdy.mesh<["x"=2, "y"=4]>'
 _DEMO_SHAPE = (8, 16)
 _DEMO_SHARDINGS = [
     ('#sdy.sharding<@mesh, [{"x"}, {"y"}]>', "batch on x, features on y"),
@@ -87,7 +87,7 @@ _DEMO_INVALID = [
 
 def demo(console: Console) -> None:
     """Parse, validate, print and picture the bundled example shardings."""
-    mesh = Mesh.parse(DEMO_MESH)
+    mesh = Mesh.parse(_DEMO_MESH)
     meshes = {"mesh": mesh}
     console.rule(f"shardwise {__version__}: the sharding representation")
     console.print(Text(f"mesh @mesh = {mesh.body()}: {mesh.size} devices, axes {mesh.shape}"))
@@ -130,7 +130,7 @@ def demo_program(console: Console) -> None:
     from shardwise.ir.builder import Builder
     from shardwise.rules.from_ir import rules_for
 
-    mesh = Mesh.parse(DEMO_MESH)
+    mesh = Mesh.parse(_DEMO_MESH)
     b = Builder(mesh)
     x = b.arg((8, 16), sharding=b.sharding([["x"], None]))
     w1 = b.arg((16, 32), sharding=b.sharding([None, ["y"]]))
