@@ -93,11 +93,13 @@ impl Program {
 
     /// The attribute `name` of `op`, if it has one.
     pub fn attr(&self, op: u32, name: &str) -> Option<&str> {
+        self.attr_id(op, name).map(|v| self.strings.get(v))
+    }
+
+    /// The interned text of attribute `name` of `op`, if it has one.
+    pub fn attr_id(&self, op: u32, name: &str) -> Option<u32> {
         let (a, b) = self.ops[op as usize].attrs;
-        self.attrs[a as usize..b as usize]
-            .iter()
-            .find(|(n, _)| self.strings.get(*n) == name)
-            .map(|&(_, v)| self.strings.get(v))
+        self.attrs[a as usize..b as usize].iter().find(|(n, _)| self.strings.get(*n) == name).map(|&(_, v)| v)
     }
 
     pub fn len(&self) -> usize {

@@ -79,7 +79,7 @@ struct Verifier<'p> {
     /// (sharding text, type text) pairs already validated.
     checked: HashSet<(u32, u32)>,
     /// (per-value sharding text, value types) pairs already validated.
-    checked_per_value: HashSet<(String, Vec<u32>)>,
+    checked_per_value: HashSet<(u32, Vec<u32>)>,
     /// Each op's place in a pre-order walk from the module op (`u32::MAX` if unreachable).
     position: Vec<u32>,
     /// The dimension sizes of each type (by interned string; `None` for other strings).
@@ -379,13 +379,14 @@ impl<'p> Verifier<'p> {
         t.validate(mesh, shape.as_deref(), false).map_err(|e| self.err(op, format!("{what}: {}", e.message)))
     }
 
-    fn per_value(&mut self, op: u32, text: &str, what: &str, values: &[u32]) -> Result<(), VerifyError> {
+    /// Checks a per-value sharding attribute (`text`: its interned text) against `values`.
+    fn per_value(&mut self, op: u32, text: u32, what: &str, values: &[u32]) -> Result<(), VerifyError> {
         // A propagated program holds few distinct (shardings, types) pairs: each is checked once.
-        let key = (text.to_string(), values.iter().map(|&v| self.p.value_types[v as usize]).collect::<Vec<u32>>());
-        if self.checked_per_value.contains(&key) {
+        let key = (text, values.iter().map(|&v| self.p.value_types[v as usize]).collect::<Vec<u32>>());
+        if !self.checked_per_value.insert(key) {
             return Ok(());
         }
-        self.checked_per_value.insert(key);
+        let text = self.s(text);
         let ts = crate::text::parse_sharding_per_value(text).map_err(|e| self.err(op, format!("{what}: {e}")))?;
         if ts.len() != values.len() {
             return Err(self.err(op, format!("{what}: {} shardings for {} values", ts.len(), values.len())));
@@ -427,7 +428,7 @@ impl<'p> Verifier<'p> {
                 .and_then(|rule| rule.validate(&ins, &outs, false))
                 .map_err(|e| self.err(op, format!("sdy.sharding_rule: {}", e.message)))?;
         }
-        if let Some(text) = self.attr(op, "sdy.sharding") {
+        if let Some(text) = self.p.attr_id(op, "sdy.sharding") {
             // A result-less op (a side-effecting custom call) may carry a maximal sharding.
             if !results.is_empty() {
                 self.per_value(op, text, "result sharding", &results)?;
@@ -453,7 +454,7 @@ impl<'p> Verifier<'p> {
             }
             "sdy.manual_computation" | "sdy.named_computation" => {
                 for (attr, values) in [("in_shardings", operands), ("out_shardings", &results[..])] {
-                    if let Some(text) = self.attr(op, attr) {
+                    if let Some(text) = self.p.attr_id(op, attr) {
                         self.per_value(op, text, attr, values)?;
                     }
                 }

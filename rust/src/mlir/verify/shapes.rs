@@ -323,7 +323,10 @@ impl<'p> Verifier<'p> {
             }
             Rule::Reshape => {
                 if let (Some(a), Some(b)) = (self.dims(ins[0]), self.dims(outs[0])) {
-                    if a.iter().chain(b).all(|&d| d >= 0) && a.iter().product::<i64>() != b.iter().product::<i64>() {
+                    // Static shapes whose element counts fit in an i64 (no overflow on user input).
+                    let count =
+                        |d: &[i64]| d.iter().try_fold(1i64, |n, &x| if x < 0 { None } else { n.checked_mul(x) });
+                    if matches!((count(a), count(b)), (Some(x), Some(y)) if x != y) {
                         return Err(self.err(
                             op,
                             format!(
@@ -451,7 +454,8 @@ impl<'p> Verifier<'p> {
                     ),
                 ));
             }
-            total = if total < 0 || d[dim as usize] < 0 { -1 } else { total + d[dim as usize] };
+            total =
+                if total < 0 || d[dim as usize] < 0 { -1 } else { total.checked_add(d[dim as usize]).unwrap_or(-1) };
         }
         if !same(total, out[dim as usize]) {
             return Err(self.err(
