@@ -5,12 +5,14 @@ method's hybrid, and a clean standard output for the contest CLI."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import itertools
 import logging
 import random
 import time
 from pathlib import Path
+from typing import Self
 
 import numpy as np
 import pytest
@@ -53,18 +55,43 @@ def _hot_pair() -> StrategyGraph:
     )
 
 
+@functools.cache
+def _worker_figures() -> tuple[float, float]:
+    """The real toulbar2 worker's exchange rate and build seconds for ``_hot_pair()``."""
+    with RelaxedSolver(_hot_pair()) as solver:
+        return solver.exchange_rate, solver.build_seconds
+
+
+class _Scripted:
+    """Stands in for the toulbar2 worker when every relaxed solve is scripted: built at once,
+    with the real worker's exchange rate. The real worker's start (a Python process importing
+    pytoulbar2, about 0.7 s) took over 2 s on a loaded machine (CI ran the suite on 2 workers),
+    which left a 6 s search too little time for the rounds its test counts."""
+
+    def __init__(self, graph: StrategyGraph, x: list[int], seen: list[np.ndarray]) -> None:
+        assert graph.num_nodes == 2, "scripted solves stand in for the worker of _hot_pair() only"
+        self.exchange_rate, self.build_seconds = _worker_figures()
+        self.interrupted = False
+        self._x, self._seen = x, seen
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def solve(self, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None) -> list[int] | None:
+        self._seen.append(np.array(w))
+        return list(self._x)
+
+
 def _always(monkeypatch: pytest.MonkeyPatch, x: list[int]) -> list[np.ndarray]:
-    """Every relaxed solve answers ``x``; returns the list its penalty vectors go to."""
+    """Every relaxed solve answers ``x`` (:class:`_Scripted` stands in for the worker); returns
+    the list its penalty vectors go to."""
     penalty = importlib.import_module("shardwise.search.penalty")
     seen: list[np.ndarray] = []
-
-    def always(
-        self: RelaxedSolver, w: np.ndarray, seconds: int, seed: int, hint: list[int] | None = None
-    ) -> list[int] | None:
-        seen.append(np.array(w))
-        return list(x)
-
-    monkeypatch.setattr(penalty.RelaxedSolver, "solve", always)
+    _worker_figures()  # the real worker's start, before the search's clock runs
+    monkeypatch.setattr(penalty, "RelaxedSolver", lambda graph, deadline=None: _Scripted(graph, x, seen))
     return seen
 
 
@@ -352,8 +379,10 @@ def test_a_failed_worker_ends_only_its_trajectory(monkeypatch: pytest.MonkeyPatc
     sol = solve_penalty(g, 3.0, trajectories=2, slice_seconds=1)
     assert sol.feasible and sol.assignment == (0, 1) and sol.cost == 3
     everyone = True
+    # Raised as soon as both workers failed, so a long limit costs nothing; with 2 s, the
+    # workers of a loaded machine were not even started by the deadline (nothing failed).
     with pytest.raises(SearchError, match="toulbar2 worker: expected a reply"):
-        solve_penalty(g, 2.0, trajectories=2, slice_seconds=1)
+        solve_penalty(g, 20.0, trajectories=2, slice_seconds=1)
 
 
 def test_stalled_rounds_boost_the_hot_penalties(monkeypatch: pytest.MonkeyPatch) -> None:
