@@ -1,6 +1,6 @@
 """Fault campaign (issue 25): the fault suite of ``tests/python/test_faults.py``, larger. Runs
 ``--cases`` generated broken inputs (mutated MLIR, shardings and meshes, IOPDDL instances,
-tampered partition directories; ``tests/python/faults.py``) in memory-limited worker processes
+tampered partition directories; ``shardwise.testing.faults``) in memory-limited worker processes
 with a per-case timeout, and ``--signals`` SIGINT and SIGTERM trials per command at random times
 during ``propagate``, ``partition``, ``iopddl`` and ``launch``. Prints a table per category
 (inputs tried, crashes, hangs, data loss, errors that are not one line, other problems) and
@@ -9,10 +9,10 @@ writes it, with every problem found and how to replay it, to ``benches/faults.md
 
     python benches/fault_campaign.py [--cases 4000] [--seed 1] [--signals 5] [-o benches/faults.md]
 
-Unlike the CI run, the campaign counts the known issues (``faults.KNOWN_ISSUES``, marked
-"known" in the report) with the rest, and takes seed programs from ``../shared/conformance``
-too. ``SHARDWISE_BENCH_SMOKE=1``:
-a few cases of each kind, the report in ``$SHARDWISE_BENCH_OUT``.
+Unlike the CI run, the campaign counts the known issues
+(``shardwise.testing.faults.KNOWN_ISSUES``, marked "known" in the report) with the rest, and
+takes seed programs from ``../shared/conformance`` too. ``SHARDWISE_BENCH_SMOKE=1``: a few cases
+of each kind, the report in ``$SHARDWISE_BENCH_OUT``.
 """
 
 from __future__ import annotations
@@ -29,12 +29,9 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
-
-import faults
 from shardwise import __version__
 from shardwise.files import write_atomic
+from shardwise.testing import faults
 
 SMOKE = os.environ.get("SHARDWISE_BENCH_SMOKE", "") not in ("", "0")
 #: The share of ``--cases`` each category gets.
@@ -210,7 +207,7 @@ def main() -> None:
         f" seed programs: {'the suite' if args.no_corpus else 'the suite and ../shared/conformance'})."
     )
     columns = (
-        "What the columns count (`tests/python/faults.py` has the rules): *accepted*: inputs the API"
+        "What the columns count (`shardwise.testing.faults` has the rules): *accepted*: inputs the API"
         " took without an error (the rest were refused, as they should be, with a shardwise error);"
         " *crashes*: a worker killed by a signal or dying; *hangs*: a case past its timeout;"
         " *data loss*: an existing output changed by a failed command, a written output that does not"
@@ -242,7 +239,7 @@ def main() -> None:
         ]
     if found:
         lines += [
-            "Problems found (`python tests/python/faults.py --replay CATEGORY SEED I` reruns one):",
+            "Problems found (`python -m shardwise.testing.faults --replay CATEGORY SEED I` reruns one):",
             "",
         ]
         for o in found:

@@ -4,9 +4,9 @@ per-case timeout, real ``shardwise`` processes that must refuse bad input with e
 one line while keeping the user's outputs, and SIGINT / SIGTERM at seeded random times during
 ``propagate``, ``partition``, ``iopddl`` and ``launch``.
 
-The generators, the worker and the checks are in ``faults.py``; ``benches/fault_campaign.py``
-runs the same corpus larger. A failure names the case and how to replay it
-(``python tests/python/faults.py --replay CATEGORY SEED I``).
+The generators, the worker and the checks are in ``shardwise.testing.faults``;
+``benches/fault_campaign.py`` runs the same corpus larger. A failure names the case and how to
+replay it (``python -m shardwise.testing.faults --replay CATEGORY SEED I``).
 
 The last section holds one test per problem the suite found and that was fixed elsewhere
 (each failed before its fix).
@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from faults import (
+from shardwise.testing.faults import (
     CATEGORIES,
     MAX_ERROR_CHARS,
     SEEDS,
@@ -59,8 +59,9 @@ MIN_ACCEPTED = {"sharding": 0.05, "mlir": 0.25, "iopddl": 0.08, "outdir": 0.2}
 
 @pytest.mark.parametrize("category", CATEGORIES)
 def test_fuzz_corpus(category: str, tmp_path: Path) -> None:
-    """Every case of the category's corpus (``faults.py``) keeps every rule: no crash, no hang,
-    only shardwise errors, one error line, outputs untouched or complete, nothing left."""
+    """Every case of the category's corpus (``shardwise.testing.faults``) keeps every rule: no
+    crash, no hang, only shardwise errors, one error line, outputs untouched or complete, nothing
+    left."""
     work = tmp_path / "work"
     outcomes = run_cases(category, SEED, CASES[category], work, case_timeout=30)
     assert sorted(o.i for o in outcomes) == list(range(CASES[category])), "every case reports once"

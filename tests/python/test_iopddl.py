@@ -12,23 +12,9 @@ from shardwise.cli import main
 from shardwise.errors import SearchError
 from shardwise.search import evaluate, read_instance, score, solve
 from shardwise.search.iopddl import contest_time_limit
+from shardwise.testing.iopddl import EXAMPLE
 
 IOPDDL = Path(__file__).resolve().parents[3] / "shared" / "iopddl"
-EXAMPLE = {
-    "problem": {
-        "name": "example",
-        "nodes": {
-            "intervals": [[30, 70], [40, 70], [50, 120], [110, 140], [110, 150]],
-            "costs": [[15], [55, 65], [25, 45, 35], [85, 75], [95]],
-            "usages": [[10], [25, 25], [15, 20, 15], [10, 10], [15]],
-        },
-        "edges": {
-            "nodes": [[0, 1], [0, 2], [1, 3], [2, 4], [3, 4]],
-            "costs": [[30, 40], [50, 10, 40], [90, 10, 20, 80], [60, 20, 30], [70, 60]],
-        },
-        "usage_limit": 50,
-    }
-}
 
 
 @pytest.fixture
