@@ -400,3 +400,90 @@ def test_load_mlir_verifies_what_it_reads(tmp_path: Path) -> None:
         )
     with pytest.raises(ProgramError, match="cannot parse MLIR"):
         load_mlir(path, reader="jaxlib")
+
+
+#: The ops whose shapes the verifier infers beyond their operand counts
+#: (``rust/src/mlir/verify/slicing.rs`` and ``window.rs``).
+INFERRED = ("slice", "pad", "gather", "convolution", "dynamic_slice", "iota", "reduce", "reduce_window")
+
+
+@pytest.mark.skipif(conformance_dir() is None, reason="needs ../shared/conformance")
+def test_mutated_slicing_and_windowed_ops_are_refused_as_jaxlib_refuses_them() -> None:
+    """Seeded mutations of the ops in :data:`INFERRED` in corpus modules: an integer of one of
+    their attributes moved (by -1, +1, +2, or to 0 or -1), or one dimension of a result or an
+    operand changed. The native verifier refuses exactly what jaxlib refuses, but where jaxlib
+    finds the fault at another op whose shapes are not inferred natively (an operand changed
+    at its definition)."""
+    import random
+    import re
+
+    from shardwise.ir.types import TensorType
+
+    rng = random.Random(11)
+    names = {f"stablehlo.{n}" for n in INFERRED}
+    files = [p for p in corpus_files() if any(f"stablehlo.{n}" in p.read_text() for n in INFERRED[:6])]
+    assert len(files) >= 20, len(files)
+
+    def refused(m: Module, printer: str) -> bool:
+        try:
+            m.to_mlir(printer=printer)
+        except ProgramError:
+            return True
+        return False
+
+    def mutate(m: Module) -> str | None:
+        ops = [op for op in m.op.walk() if op.name in names]
+        if not ops:
+            return None
+        op = rng.choice(ops)
+        kind = rng.choice(["attribute", "attribute", "result", "operand"])
+        if kind == "attribute":
+            keys = [
+                k for k, v in op.attributes.items() if re.search(r"\d", v) and "." not in k and k != "precision_config"
+            ]
+            if not keys:
+                return None
+            key = rng.choice(keys)
+            text = op.attributes[key]
+            # Integers, not the digits of a type (i64, tensor<2x2xi64>).
+            nums = [
+                n
+                for n in re.finditer(r"-?\d+", text)
+                if not re.match(r"[a-z]", text[max(n.start() - 1, 0)]) and text[n.end() : n.end() + 1] not in ("x", "i")
+            ]
+            if not nums:
+                return None
+            n = rng.choice(nums)
+            new = rng.choice([int(n.group()) - 1, int(n.group()) + 1, int(n.group()) + 2, 0, -1])
+            op.attributes[key] = text[: n.start()] + str(new) + text[n.end() :]
+            return f"{op.name} {key}"
+        values = [
+            v
+            for v in (op.results if kind == "result" else op.operands)
+            if isinstance(v.type, TensorType) and v.type.rank and min(v.type.shape) >= 0
+        ]
+        if not values:
+            return None
+        v = rng.choice(values)
+        shape = list(v.type.shape)
+        i = rng.randrange(len(shape))
+        shape[i] = max(shape[i] + rng.choice([-1, 1, 2]), 0)
+        v.type = TensorType(tuple(shape), v.type.element_type)
+        return f"{op.name} {kind}"
+
+    counts = {"jaxlib refused": 0, "native too": 0, "operand missed": 0}
+    trials = 0
+    while trials < 200:
+        m = load_mlir(rng.choice(files).read_text())
+        kind = mutate(m)
+        if kind is None:
+            continue
+        trials += 1
+        j, n = refused(m, "jaxlib"), refused(m, "native")
+        assert j or not n, f"{kind}: refused natively, accepted by jaxlib"
+        if j and not n:
+            assert kind.endswith("operand"), f"{kind}: refused by jaxlib only"
+            counts["operand missed"] += 1
+        counts["jaxlib refused"] += j
+        counts["native too"] += j and n
+    assert counts["jaxlib refused"] >= 100, counts

@@ -300,6 +300,118 @@ fn the_verifier_checks_shapes_of_common_ops() {
 }
 
 #[test]
+fn the_verifier_infers_the_shapes_of_slicing_and_windowed_ops() {
+    // Each pair: a line (in the forms jax 0.10.2 emits) and the text the refusal contains, or ""
+    // where it verifies; the shapes are StableHLO's type inference (TypeInference.cpp).
+    use shardwise::mlir::verify;
+    let module = |body: &str| {
+        format!(
+            "func.func @f(%x: tensor<8x12xf32>, %s: tensor<f32>, %i: tensor<i32>, %n: tensor<4x16x16x3xf32>, \
+             %k: tensor<3x3x3x16xf32>, %d: tensor<4x8x8x16xf32>, %w: tensor<3x3x1x16xf32>, %t: tensor<4x10xf32>, \
+             %j: tensor<4x1x1xi32>, %e: tensor<100x32xf32>, %ids: tensor<2x8x1xi32>) -> tensor<f32> {{\n{body}\n  return %s : tensor<f32>\n}}\n"
+        )
+    };
+    let reduce_window = |pad: &str, out: &str| {
+        format!(
+            "%0 = \"stablehlo.reduce_window\"(%n, %s) <{{padding = {pad}, window_dimensions = array<i64: 1, 3, 3, 1>, \
+             window_strides = array<i64: 1, 2, 2, 1>}}> ({{\n  ^bb0(%a: tensor<f32>, %b: tensor<f32>):\n    \
+             %1 = stablehlo.maximum %a, %b : tensor<f32>\n    stablehlo.return %1 : tensor<f32>\n  }}) : \
+             (tensor<4x16x16x3xf32>, tensor<f32>) -> {out}"
+        )
+    };
+    let conv = |window: &str, groups: &str, lhs: &str, rhs: &str, out: &str| {
+        format!(
+            "%0 = stablehlo.convolution({lhs}) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {{{window}}} \
+             {{batch_group_count = 1 : i64, feature_group_count = {groups} : i64}} : ({rhs}) -> {out}"
+        )
+    };
+    let k = "tensor<4x16x16x3xf32>, tensor<3x3x3x16xf32>";
+    let dw = "tensor<4x8x8x16xf32>, tensor<3x3x1x16xf32>";
+    let gather = |numbers: &str, sizes: &str, operands: &str, out: &str| {
+        format!(
+            "%0 = \"stablehlo.gather\"({operands}) <{{dimension_numbers = #stablehlo.gather<{numbers}>, \
+             indices_are_sorted = false, slice_sizes = array<i64: {sizes}>}}> : {out}"
+        )
+    };
+    let cases: Vec<(String, &str)> = vec![
+        ("%0 = stablehlo.slice %x [1:8:2, 0:12:3] : (tensor<8x12xf32>) -> tensor<4x4xf32>".into(), ""),
+        ("%0 = stablehlo.slice %x [1:8:2, 0:12:3] : (tensor<8x12xf32>) -> tensor<4x5xf32>".into(), "is not the [4, 4] of the slice"),
+        ("%0 = stablehlo.slice %x [0:9, 0:12] : (tensor<8x12xf32>) -> tensor<9x12xf32>".into(), "slice [0, 9) of dimension 0 is out of range"),
+        ("%0 = stablehlo.slice %x [0:8] : (tensor<8x12xf32>) -> tensor<8xf32>".into(), "has 1 start indices for an operand of rank 2"),
+        ("%0 = stablehlo.pad %x, %s, low = [1, -1], high = [2, 0], interior = [1, 0] : (tensor<8x12xf32>, tensor<f32>) -> tensor<18x11xf32>".into(), ""),
+        ("%0 = stablehlo.pad %x, %s, low = [1, -1], high = [2, 0], interior = [1, 0] : (tensor<8x12xf32>, tensor<f32>) -> tensor<18x12xf32>".into(), "is not the [18, 11] of the padded operand"),
+        ("%0 = stablehlo.pad %x, %s, low = [0, 0], high = [0, 0], interior = [-1, 0] : (tensor<8x12xf32>, tensor<f32>) -> tensor<1x12xf32>".into(), "interior padding -1 of dimension 0 is negative"),
+        ("%0 = stablehlo.pad %x, %x, low = [0, 0], high = [0, 0], interior = [0, 0] : (tensor<8x12xf32>, tensor<8x12xf32>) -> tensor<8x12xf32>".into(), "expected a scalar"),
+        ("%0 = stablehlo.dynamic_slice %x, %i, %i, sizes = [2, 4] : (tensor<8x12xf32>, tensor<i32>, tensor<i32>) -> tensor<2x4xf32>".into(), ""),
+        ("%0 = stablehlo.dynamic_slice %x, %i, %i, sizes = [2, 4] : (tensor<8x12xf32>, tensor<i32>, tensor<i32>) -> tensor<2x5xf32>".into(), "is not the [2, 4] of the slice sizes"),
+        ("%0 = stablehlo.dynamic_slice %x, %i, %i, sizes = [9, 4] : (tensor<8x12xf32>, tensor<i32>, tensor<i32>) -> tensor<9x4xf32>".into(), "slice size 9 of dimension 0 is out of range"),
+        ("%0 = stablehlo.iota dim = 1 : tensor<8x12xi32>".into(), ""),
+        ("%0 = stablehlo.iota dim = 2 : tensor<8x12xi32>".into(), "iota dimension 2 is out of range"),
+        ("%0 = stablehlo.reduce(%x init: %s) applies stablehlo.add across dimensions = [1] : (tensor<8x12xf32>, tensor<f32>) -> tensor<8xf32>".into(), ""),
+        ("%0 = stablehlo.reduce(%x init: %s) applies stablehlo.add across dimensions = [1] : (tensor<8x12xf32>, tensor<f32>) -> tensor<12xf32>".into(), "is not the [8] of the input without its reduced dimensions"),
+        ("%0 = stablehlo.reduce(%x init: %s) applies stablehlo.add across dimensions = [1, 1] : (tensor<8x12xf32>, tensor<f32>) -> tensor<8xf32>".into(), "are not distinct dimensions"),
+        (reduce_window("dense<[[0, 0], [1, 1], [1, 1], [0, 0]]> : tensor<4x2xi64>", "tensor<4x8x8x3xf32>"), ""),
+        (reduce_window("dense<0> : tensor<4x2xi64>", "tensor<4x7x7x3xf32>"), ""),
+        (reduce_window("dense<0> : tensor<4x2xi64>", "tensor<4x8x8x3xf32>"), "is not the [4, 7, 7, 3] of the windowed input"),
+        (reduce_window("dense<0> : tensor<3x2xi64>", "tensor<4x7x7x3xf32>"), "padding has shape [3, 2], expected [4, 2]"),
+        (conv("stride = [2, 2], pad = [[0, 1], [0, 1]], lhs_dilate = [1, 1], rhs_dilate = [1, 1]", "1", "%n, %k", k, "tensor<4x8x8x16xf32>"), ""),
+        (conv("stride = [2, 2], pad = [[0, 1], [0, 1]], lhs_dilate = [1, 1], rhs_dilate = [1, 1]", "1", "%n, %k", k, "tensor<4x9x8x16xf32>"), "is not the [4, 8, 8, 16] of the convolution"),
+        (conv("stride = [1, 1], pad = [[2, 1], [2, 1]], lhs_dilate = [2, 2], rhs_dilate = [1, 1]", "1", "%n, %k", k, "tensor<4x32x32x16xf32>"), ""),
+        (conv("stride = [1, 1], pad = [[0, 0], [0, 0]], lhs_dilate = [1, 1], rhs_dilate = [2, 2]", "1", "%n, %k", k, "tensor<4x12x12x16xf32>"), ""),
+        (conv("stride = [0, 1]", "1", "%n, %k", k, "tensor<4x14x14x16xf32>"), "window_strides 0 of window dimension 0 is not positive"),
+        (conv("stride = [1, 1], pad = [[1, 2], [0, 1]]", "16", "%d, %w", dw, "tensor<4x9x7x16xf32>"), ""),
+        (conv("stride = [1, 1], pad = [[1, 2], [0, 1]]", "8", "%d, %w", dw, "tensor<4x9x7x16xf32>"), "is not feature_group_count 8 times the kernel's input features 1"),
+        (gather("collapsed_slice_dims = [1], operand_batching_dims = [0], start_indices_batching_dims = [0], start_index_map = [1], index_vector_dim = 2", "1, 1", "%t, %j", "(tensor<4x10xf32>, tensor<4x1x1xi32>) -> tensor<4x1xf32>"), ""),
+        (gather("collapsed_slice_dims = [1], operand_batching_dims = [0], start_indices_batching_dims = [0], start_index_map = [1], index_vector_dim = 2", "1, 1", "%t, %j", "(tensor<4x10xf32>, tensor<4x1x1xi32>) -> tensor<4x2xf32>"), "is not the [4, 1] of the gather"),
+        (gather("collapsed_slice_dims = [1], operand_batching_dims = [0], start_indices_batching_dims = [0], start_index_map = [1], index_vector_dim = 2", "1, 2", "%t, %j", "(tensor<4x10xf32>, tensor<4x1x1xi32>) -> tensor<4x1xf32>"), "slice size 2 of collapsed or batching dimension 1 is above 1"),
+        // An embedding lookup: index_vector_dim left out (0 is not printed), then the implied trailing 1.
+        (gather("offset_dims = [2], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 2", "1, 32", "%e, %ids", "(tensor<100x32xf32>, tensor<2x8x1xi32>) -> tensor<2x8x32xf32>"), ""),
+        (gather("offset_dims = [0], collapsed_slice_dims = [1], start_index_map = [1]", "8, 1", "%x, %i", "(tensor<8x12xf32>, tensor<i32>) -> tensor<8xf32>"), ""),
+        (gather("offset_dims = [2], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 2", "1, 32", "%e, %ids", "(tensor<100x32xf32>, tensor<2x8x1xi32>) -> tensor<2x32x8xf32>"), "is not the [2, 8, 32] of the gather"),
+        (gather("offset_dims = [2], collapsed_slice_dims = [0], start_index_map = [0, 1], index_vector_dim = 2", "1, 32", "%e, %ids", "(tensor<100x32xf32>, tensor<2x8x1xi32>) -> tensor<2x8x32xf32>"), "start_index_map has 2 entries"),
+    ];
+    for (body, want) in cases {
+        let p = read(&module(&body)).unwrap_or_else(|e| panic!("{body}: {e}"));
+        match verify(&p) {
+            Ok(()) => assert!(want.is_empty(), "{body} verified"),
+            Err(e) => assert!(!want.is_empty() && e.to_string().contains(want), "{body}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn the_verifier_checks_the_local_shapes_of_manual_computations() {
+    // Shardy's verifyManualComputationValue: the region's values have the global shapes divided
+    // by the manual axes of their dimension shardings, which come before the free axes.
+    use shardwise::mlir::verify;
+    let module = |global: &str, dims: &str, local: &str| {
+        format!(
+            "sdy.mesh @mesh = <[\"x\"=2, \"y\"=4]>\n\
+             func.func @f(%a: tensor<{global}xf32>) -> tensor<{global}xf32> {{\n  \
+             %0 = sdy.manual_computation(%a) in_shardings=[<@mesh, [{dims}]>] out_shardings=[<@mesh, [{dims}]>] \
+             manual_axes={{\"x\"}} (%b: tensor<{local}xf32>) {{\n    sdy.return %b : tensor<{local}xf32>\n  }} : \
+             (tensor<{global}xf32>) -> tensor<{global}xf32>\n  return %0 : tensor<{global}xf32>\n}}\n"
+        )
+    };
+    let cases = [
+        ("8x4", "{\"x\"}, {}", "4x4", ""),
+        ("8x4", "{\"x\", \"y\"}, {}", "4x4", ""),
+        ("8x4", "{}, {\"y\"}", "8x4", ""),
+        ("8x4", "{\"x\"}, {}", "8x4", "region operand 0 has type tensor<8x4xf32>, expected the local shape [4, 4]"),
+        ("8x4", "{\"y\", \"x\"}, {}", "4x4", "manual axis \"x\" comes after a free axis in dimension 0"),
+        ("9x4", "{\"x\"}, {}", "4x4", "dimension 0 of size 9 does not divide by its manual axes' size 2"),
+    ];
+    for (global, dims, local, want) in cases {
+        let text = module(global, dims, local);
+        let p = read(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        match verify(&p) {
+            Ok(()) => assert!(want.is_empty(), "{text} verified"),
+            Err(e) => assert!(!want.is_empty() && e.to_string().contains(want), "{text}: {e}"),
+        }
+    }
+}
+
+#[test]
 fn ten_thousand_nested_regions_verify_and_print_without_recursion() {
     let depth = 10_000;
     let p = read(&nested(depth)).expect("reads");

@@ -10,7 +10,9 @@
 //! * shapes of element-wise ops (MLIR's `SameOperandsAndResultShape`, with the scalar operands
 //!   `select` and `clamp` allow), `reshape` (element counts), `transpose` (a permutation),
 //!   `broadcast_in_dim`, `concatenate`, `dot` and `dot_general` (dimension sizes), the start
-//!   indices of `dynamic_slice` and `dynamic_update_slice`, as StableHLO's `TypeInference.cpp`
+//!   indices of `dynamic_slice` and `dynamic_update_slice`, and the attributes and result
+//!   shapes of `slice`, `dynamic_slice`, `pad`, `gather`, `iota`, `reduce` (`slicing.rs`),
+//!   `convolution` and `reduce_window` (`window.rs`), as StableHLO's `TypeInference.cpp`
 //!   infers them; one type for the operand and result of the sdy ops that have one of each
 //!   (`SameOperandsAndResultType`);
 //! * terminators: a function body ends in `func.return` with the function's result types, a
@@ -25,10 +27,13 @@
 //!   sharding attributes of sdy ops): they parse, name a mesh the module defines, have one
 //!   sharding per value, and pass [`crate::sharding::TensorSharding::validate`] against the
 //!   mesh and the tensor's shape (Shardy's `verifyTensorShardingAttr`; a value of another
-//!   type, a token, takes a sharding of rank 0).
+//!   type, a token, takes a sharding of rank 0);
+//! * the local shapes of `sdy.manual_computation`'s region (`manual.rs`, Shardy's
+//!   `verifyManualComputationValue`).
 //!
-//! What is not checked: element types, the type inference of the other ops, attribute
-//! contents beyond the dimension lists above. Each distinct type is parsed once, and each
+//! What is not checked: element types (but a manual computation's), the type inference of
+//! the other ops (`scatter`, `select_and_scatter`, `sort`'s comparator, the collectives, ...),
+//! attribute contents beyond those above. Each distinct type is parsed once, and each
 //! distinct (shardings, types) pair validated once.
 
 use std::collections::HashSet;
@@ -39,7 +44,10 @@ use crate::ir::Program;
 use crate::mesh::Mesh;
 use crate::sharding::{MeshRef, TensorSharding};
 
+mod manual;
 mod shapes;
+mod slicing;
+mod window;
 
 pub(crate) use shapes::element_type;
 use shapes::{signature, tensor_dims, Count, Rule};
@@ -457,6 +465,9 @@ impl<'p> Verifier<'p> {
                     if let Some(text) = self.p.attr_id(op, attr) {
                         self.per_value(op, text, attr, values)?;
                     }
+                }
+                if name == "sdy.manual_computation" {
+                    self.manual_shapes(op, operands, &results)?;
                 }
             }
             _ => {}

@@ -2,7 +2,8 @@
 //! the ops' ODS definitions (openxla/stablehlo `StablehloOps.td`, openxla/shardy
 //! `dialect/sdy/ir/ops.td`), and the shapes StableHLO's `TypeInference.cpp` infers for
 //! element-wise ops, `reshape`, `transpose`, `broadcast_in_dim`, `concatenate`, `dot`,
-//! `dot_general` and the start indices of dynamic slices.
+//! `dot_general` and the start indices of dynamic slices; the ops that take parts of a
+//! tensor are in `slicing.rs`, the windowed ones in `window.rs`.
 
 use super::{Verifier, VerifyError};
 
@@ -41,8 +42,6 @@ pub(super) enum Rule {
     Elementwise(&'static [usize]),
     /// As many results as operands (`while`, `optimization_barrier`, `all_reduce`, ...).
     ResultPerOperand,
-    /// `n` operands of which half are inputs and half init values, `n / 2` results.
-    Reduction,
     /// `n` leading operands, then one start index per dimension of the first operand.
     StartIndices(usize),
     /// `n` inputs, one index tensor, `n` updates; `n` results.
@@ -55,6 +54,19 @@ pub(super) enum Rule {
     /// `stablehlo.dot`: vector or matrix operands, the lhs's last dimension contracted with the
     /// rhs's first.
     Dot,
+    /// `stablehlo.reduce`: `n` operands of which half are inputs and half init values, `n / 2`
+    /// results, which drop the reduced dimensions.
+    Reduce,
+    /// `stablehlo.reduce_window`: the operands and results of `Reduce`; the results are the
+    /// windowed inputs.
+    ReduceWindow,
+    /// `StartIndices(1)` whose result has the `slice_sizes`.
+    DynamicSlice,
+    Slice,
+    Pad,
+    Gather,
+    Convolution,
+    Iota,
     /// The result's type is the operand's (MLIR's `SameOperandsAndResultType`: the sdy ops).
     SameType,
 }
@@ -113,14 +125,15 @@ pub(super) fn signature(name: &str) -> Option<(Count, Count, Rule)> {
             | "compare" => (N(2), N(1), E),
             "select" => (N(3), N(1), Rule::Elementwise(&[0])),
             "clamp" => (N(3), N(1), Rule::Elementwise(&[0, 2])),
-            "constant" | "iota" | "create_token" | "replica_id" | "partition_id" => (N(0), N(1), Rule::None),
+            "constant" | "create_token" | "replica_id" | "partition_id" => (N(0), N(1), Rule::None),
+            "iota" => (N(0), N(1), Rule::Iota),
             "reshape" => (N(1), N(1), Rule::Reshape),
             "transpose" => (N(1), N(1), Rule::Transpose),
             "broadcast_in_dim" => (N(1), N(1), Rule::BroadcastInDim),
             "concatenate" => (AtLeast(1), N(1), Rule::Concatenate),
             "dot_general" => (N(2), N(1), Rule::DotGeneral),
+            "slice" => (N(1), N(1), Rule::Slice),
             "bitcast_convert"
-            | "slice"
             | "reverse"
             | "get_tuple_element"
             | "cholesky"
@@ -131,13 +144,15 @@ pub(super) fn signature(name: &str) -> Option<(Count, Count, Rule)> {
             | "broadcast" => (N(1), N(1), Rule::None),
             "real_dynamic_slice" => (N(4), N(1), Rule::None),
             "dot" => (N(2), N(1), Rule::Dot),
-            "pad" | "gather" | "convolution" | "triangular_solve" | "dynamic_reshape" | "dynamic_broadcast_in_dim" => {
-                (N(2), N(1), Rule::None)
-            }
-            "dynamic_slice" => (AtLeast(1), N(1), Rule::StartIndices(1)),
+            "pad" => (N(2), N(1), Rule::Pad),
+            "gather" => (N(2), N(1), Rule::Gather),
+            "convolution" => (N(2), N(1), Rule::Convolution),
+            "triangular_solve" | "dynamic_reshape" | "dynamic_broadcast_in_dim" => (N(2), N(1), Rule::None),
+            "dynamic_slice" => (AtLeast(1), N(1), Rule::DynamicSlice),
             "dynamic_update_slice" => (AtLeast(2), N(1), Rule::StartIndices(2)),
             "select_and_scatter" => (N(3), N(1), Rule::None),
-            "reduce" | "reduce_window" => (AtLeast(2), AtLeast(1), Rule::Reduction),
+            "reduce" => (AtLeast(2), AtLeast(1), Rule::Reduce),
+            "reduce_window" => (AtLeast(2), AtLeast(1), Rule::ReduceWindow),
             "while" | "optimization_barrier" | "all_reduce" | "all_gather" | "all_to_all" => {
                 (Any, Any, Rule::ResultPerOperand)
             }
@@ -219,7 +234,7 @@ pub(crate) fn element_type(ty: &str) -> Option<&str> {
 }
 
 /// The integers of `array<i64: 1, 2>` (or a bracketed list `[1, 2]`).
-fn int_list(text: &str) -> Option<Vec<i64>> {
+pub(super) fn int_list(text: &str) -> Option<Vec<i64>> {
     let t = text.trim();
     let inner = if let Some(a) = t.strip_prefix("array<i64").and_then(|a| a.strip_suffix('>')) {
         a.strip_prefix(':').unwrap_or(a)
@@ -234,15 +249,15 @@ fn int_list(text: &str) -> Option<Vec<i64>> {
 }
 
 /// Two sizes agree when equal or when either is dynamic.
-fn same(a: i64, b: i64) -> bool {
+pub(super) fn same(a: i64, b: i64) -> bool {
     a == b || a < 0 || b < 0
 }
 
-fn same_dims(a: &[i64], b: &[i64]) -> bool {
+pub(super) fn same_dims(a: &[i64], b: &[i64]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(&x, &y)| same(x, y))
 }
 
-fn dims_text(d: &[i64]) -> String {
+pub(super) fn dims_text(d: &[i64]) -> String {
     let v: Vec<String> = d.iter().map(|&x| if x < 0 { "?".into() } else { x.to_string() }).collect();
     format!("[{}]", v.join(", "))
 }
@@ -282,33 +297,24 @@ impl<'p> Verifier<'p> {
                     ));
                 }
             }
-            Rule::Reduction => {
-                if ins.len() % 2 != 0 || outs.len() != ins.len() / 2 {
-                    return Err(self.err(
-                        op,
-                        format!(
-                            "expects as many inputs as init values and one result for each: {} operands, {} results",
-                            ins.len(),
-                            outs.len()
-                        ),
-                    ));
-                }
+            Rule::Reduce => {
+                self.reduction_counts(op, ins, &outs)?;
+                self.reduce(op, ins, &outs)?;
             }
-            Rule::StartIndices(lead) => {
-                if let Some(d) = self.dims(ins[0]) {
-                    if ins.len() != lead + d.len() {
-                        return Err(self.err(
-                            op,
-                            format!(
-                                "expects {} start indices for an operand of rank {}, got {}",
-                                d.len(),
-                                d.len(),
-                                ins.len() - lead.min(ins.len())
-                            ),
-                        ));
-                    }
-                }
+            Rule::ReduceWindow => {
+                self.reduction_counts(op, ins, &outs)?;
+                self.reduce_window(op, ins, &outs)?;
             }
+            Rule::StartIndices(lead) => self.start_indices(op, ins, lead)?,
+            Rule::DynamicSlice => {
+                self.start_indices(op, ins, 1)?;
+                self.dynamic_slice(op, ins[0], outs[0])?;
+            }
+            Rule::Slice => self.slice(op, ins[0], outs[0])?,
+            Rule::Pad => self.pad(op, ins[0], ins[1], outs[0])?,
+            Rule::Gather => self.gather(op, ins[0], ins[1], outs[0])?,
+            Rule::Convolution => self.convolution(op, ins[0], ins[1], outs[0])?,
+            Rule::Iota => self.iota(op, outs[0])?,
             Rule::Scatter => {
                 if ins.len() != 2 * outs.len() + 1 {
                     return Err(self.err(
@@ -359,7 +365,38 @@ impl<'p> Verifier<'p> {
         Ok(())
     }
 
-    fn int_attr(&self, op: u32, name: &str) -> Result<Vec<i64>, VerifyError> {
+    fn reduction_counts(&self, op: u32, ins: &[u32], outs: &[u32]) -> Result<(), VerifyError> {
+        if ins.len() % 2 != 0 || outs.len() != ins.len() / 2 {
+            return Err(self.err(
+                op,
+                format!(
+                    "expects as many inputs as init values and one result for each: {} operands, {} results",
+                    ins.len(),
+                    outs.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn start_indices(&self, op: u32, ins: &[u32], lead: usize) -> Result<(), VerifyError> {
+        if let Some(d) = self.dims(ins[0]) {
+            if ins.len() != lead + d.len() {
+                return Err(self.err(
+                    op,
+                    format!(
+                        "expects {} start indices for an operand of rank {}, got {}",
+                        d.len(),
+                        d.len(),
+                        ins.len() - lead.min(ins.len())
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn int_attr(&self, op: u32, name: &str) -> Result<Vec<i64>, VerifyError> {
         let text = self.attr(op, name).ok_or_else(|| self.err(op, format!("requires attribute '{name}'")))?;
         int_list(text).ok_or_else(|| self.err(op, format!("attribute '{name}' is not a list of integers: {text}")))
     }

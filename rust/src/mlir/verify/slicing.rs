@@ -1,0 +1,328 @@
+//! Shape rules of the ops that take parts of a tensor: `slice`, `dynamic_slice`, `pad`,
+//! `gather`, `iota` and the reduced dimensions of `reduce`, as StableHLO's type inference
+//! checks and infers them (openxla/stablehlo `dialect/TypeInference.cpp`: `inferSliceOp`,
+//! `inferDynamicSliceOp`, `inferPadOp`, `verifyGather` + `inferGatherOp`, `verifyIotaOp`,
+//! `verifyReduceOpInputsAndInferShape`; the constraint names of the StableHLO spec, such as
+//! `gather_c9`, are given where a check is made). A size of `-1` is dynamic and agrees with
+//! any size; an attribute the verifier cannot read is left to jaxlib's verifier (no refusal).
+
+use super::shapes::{dims_text, int_list, same, same_dims};
+use super::{Verifier, VerifyError};
+
+/// The integer list of field `key` in a StableHLO struct attribute
+/// (`#stablehlo.gather<offset_dims = [1], index_vector_dim = 1>`): empty when the field is
+/// absent (StableHLO leaves empty lists out), `None` when it does not read as integers.
+pub(super) fn struct_list(text: &str, key: &str) -> Option<Vec<i64>> {
+    match struct_field(text, key) {
+        None => Some(Vec::new()),
+        Some(v) => int_list(&v[..v.find(']').map_or(v.len(), |i| i + 1)]),
+    }
+}
+
+/// The text after `key = ` in a StableHLO struct attribute, `None` when the field is absent.
+pub(super) fn struct_field<'t>(text: &'t str, key: &str) -> Option<&'t str> {
+    let mut rest = text;
+    while let Some(i) = rest.find(key) {
+        let before = rest[..i].chars().next_back();
+        let after = &rest[i + key.len()..];
+        if !before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            if let Some(v) = after.trim_start().strip_prefix('=') {
+                return Some(v.trim_start());
+            }
+        }
+        rest = after;
+    }
+    None
+}
+
+/// The integer of a struct field (`index_vector_dim = 1`): 0 when the field is absent
+/// (StableHLO leaves a 0 out), `None` when it does not read as an integer.
+fn struct_int(text: &str, key: &str) -> Option<i64> {
+    let Some(v) = struct_field(text, key) else { return Some(0) };
+    let end = v.find(|c: char| !(c.is_ascii_digit() || c == '-')).unwrap_or(v.len());
+    v[..end].parse().ok()
+}
+
+/// Whether `dims` is sorted without repeats.
+fn sorted_unique(dims: &[i64]) -> bool {
+    dims.windows(2).all(|w| w[0] < w[1])
+}
+
+fn unique(dims: &[i64]) -> bool {
+    let mut v = dims.to_vec();
+    v.sort_unstable();
+    sorted_unique(&v)
+}
+
+fn in_bounds(dims: &[i64], rank: usize) -> bool {
+    dims.iter().all(|&d| d >= 0 && (d as usize) < rank)
+}
+
+impl<'p> Verifier<'p> {
+    /// The integer list attribute `name`, or `None` when the op does not carry it (a
+    /// malformed one is an error).
+    pub(super) fn optional_ints(&self, op: u32, name: &str) -> Result<Option<Vec<i64>>, VerifyError> {
+        match self.attr(op, name) {
+            None => Ok(None),
+            Some(text) => int_list(text)
+                .map(Some)
+                .ok_or_else(|| self.err(op, format!("attribute '{name}' is not a list of integers: {text}"))),
+        }
+    }
+
+    /// The result `r` against the shape `want` the op's type inference gives.
+    pub(super) fn inferred(&self, op: u32, r: u32, want: &[i64], what: &str) -> Result<(), VerifyError> {
+        let Some(got) = self.dims(r) else { return Ok(()) };
+        if !same_dims(got, want) {
+            return Err(
+                self.err(op, format!("result shape {} is not the {} of {what}", dims_text(got), dims_text(want)))
+            );
+        }
+        Ok(())
+    }
+
+    /// `stablehlo.slice` (slice_c2 to slice_c5).
+    pub(super) fn slice(&self, op: u32, x: u32, r: u32) -> Result<(), VerifyError> {
+        let start = self.int_attr(op, "start_indices")?;
+        let limit = self.int_attr(op, "limit_indices")?;
+        let strides = self.int_attr(op, "strides")?;
+        if limit.len() != start.len() || strides.len() != start.len() {
+            return Err(self.err(
+                op,
+                format!(
+                    "start_indices, limit_indices and strides differ in length: {}, {} and {}",
+                    start.len(),
+                    limit.len(),
+                    strides.len()
+                ),
+            ));
+        }
+        let Some(a) = self.dims(x) else { return Ok(()) };
+        if start.len() != a.len() {
+            return Err(self.err(op, format!("has {} start indices for an operand of rank {}", start.len(), a.len())));
+        }
+        let mut want = Vec::with_capacity(a.len());
+        for i in 0..a.len() {
+            let (s, l, k) = (start[i], limit[i], strides[i]);
+            if s < 0 || s > l || (a[i] >= 0 && l > a[i]) {
+                return Err(
+                    self.err(op, format!("slice [{s}, {l}) of dimension {i} is out of range for its size {}", a[i]))
+                );
+            }
+            if k <= 0 {
+                return Err(self.err(op, format!("stride {k} of dimension {i} is not positive")));
+            }
+            want.push((l - s + k - 1) / k);
+        }
+        self.inferred(op, r, &want, "the slice")
+    }
+
+    /// `stablehlo.dynamic_slice`'s sizes (dynamic_slice_c2, c4, c5; the start indices are
+    /// counted by the `StartIndices` rule).
+    pub(super) fn dynamic_slice(&self, op: u32, x: u32, r: u32) -> Result<(), VerifyError> {
+        let sizes = self.int_attr(op, "slice_sizes")?;
+        let Some(a) = self.dims(x) else { return Ok(()) };
+        if sizes.len() != a.len() {
+            return Err(self.err(op, format!("has {} slice sizes for an operand of rank {}", sizes.len(), a.len())));
+        }
+        for (i, (&s, &d)) in sizes.iter().zip(a).enumerate() {
+            if s < 0 || (d >= 0 && s > d) {
+                return Err(self.err(op, format!("slice size {s} of dimension {i} is out of range for its size {d}")));
+            }
+        }
+        self.inferred(op, r, &sizes, "the slice sizes")
+    }
+
+    /// `stablehlo.pad` (pad_c2 to pad_c4).
+    pub(super) fn pad(&self, op: u32, x: u32, value: u32, r: u32) -> Result<(), VerifyError> {
+        let low = self.int_attr(op, "edge_padding_low")?;
+        let high = self.int_attr(op, "edge_padding_high")?;
+        let interior = self.int_attr(op, "interior_padding")?;
+        if let Some(v) = self.dims(value) {
+            if !v.is_empty() {
+                return Err(self.err(op, format!("padding value has shape {}, expected a scalar", dims_text(v))));
+            }
+        }
+        if high.len() != low.len() || interior.len() != low.len() {
+            return Err(self.err(
+                op,
+                format!(
+                    "edge_padding_low, edge_padding_high and interior_padding differ in length: {}, {} and {}",
+                    low.len(),
+                    high.len(),
+                    interior.len()
+                ),
+            ));
+        }
+        let Some(a) = self.dims(x) else { return Ok(()) };
+        if low.len() != a.len() {
+            return Err(self.err(op, format!("has {} paddings for an operand of rank {}", low.len(), a.len())));
+        }
+        let mut want = Vec::with_capacity(a.len());
+        for i in 0..a.len() {
+            if interior[i] < 0 {
+                return Err(self.err(op, format!("interior padding {} of dimension {i} is negative", interior[i])));
+            }
+            if a[i] < 0 {
+                want.push(-1);
+                continue;
+            }
+            let size = (a[i] - 1)
+                .max(0)
+                .checked_mul(interior[i])
+                .and_then(|n| n.checked_add(a[i]))
+                .and_then(|n| n.checked_add(low[i]))
+                .and_then(|n| n.checked_add(high[i]));
+            match size {
+                Some(n) if n >= 0 => want.push(n),
+                _ => return Err(self.err(op, format!("padding makes dimension {i} negative or too large"))),
+            }
+        }
+        self.inferred(op, r, &want, "the padded operand")
+    }
+
+    /// `stablehlo.iota` (iota_c1: the dimension within the result's rank, not a scalar).
+    pub(super) fn iota(&self, op: u32, r: u32) -> Result<(), VerifyError> {
+        let text = self.attr(op, "iota_dimension").unwrap_or("");
+        let Some(d) = crate::mlir::printer::int_of(text, "i64") else {
+            return Err(self.err(op, "requires an integer attribute 'iota_dimension'".into()));
+        };
+        let Some(rank) = self.dims(r).map(<[i64]>::len) else { return Ok(()) };
+        if rank == 0 || d < 0 || d as usize >= rank {
+            return Err(self.err(op, format!("iota dimension {d} is out of range for a result of rank {rank}")));
+        }
+        Ok(())
+    }
+
+    /// The reduced dimensions of `stablehlo.reduce` (reduce_c1, c4, c5, c7): each result has
+    /// its input's shape without them.
+    pub(super) fn reduce(&self, op: u32, ins: &[u32], outs: &[u32]) -> Result<(), VerifyError> {
+        let dims = self.int_attr(op, "dimensions")?;
+        let inputs = &ins[..ins.len() / 2];
+        let Some(a) = self.dims(inputs[0]) else { return Ok(()) };
+        for (i, &v) in inputs.iter().enumerate().skip(1) {
+            if self.dims(v).is_some_and(|d| !same_dims(d, a)) {
+                return Err(self.err(op, format!("input {i} differs in shape from input 0")));
+            }
+        }
+        if !in_bounds(&dims, a.len()) || !unique(&dims) {
+            return Err(self.err(
+                op,
+                format!("dimensions {} are not distinct dimensions of an input of rank {}", dims_text(&dims), a.len()),
+            ));
+        }
+        let want: Vec<i64> = (0..a.len()).filter(|i| !dims.contains(&(*i as i64))).map(|i| a[i]).collect();
+        for &r in outs {
+            self.inferred(op, r, &want, "the input without its reduced dimensions")?;
+        }
+        Ok(())
+    }
+
+    /// `stablehlo.gather` (gather_c1 to gather_c23).
+    pub(super) fn gather(&self, op: u32, x: u32, idx: u32, r: u32) -> Result<(), VerifyError> {
+        let text = self.attr(op, "dimension_numbers").unwrap_or("");
+        let fields = (
+            struct_list(text, "offset_dims"),
+            struct_list(text, "collapsed_slice_dims"),
+            struct_list(text, "operand_batching_dims"),
+            struct_list(text, "start_indices_batching_dims"),
+            struct_list(text, "start_index_map"),
+            struct_int(text, "index_vector_dim"),
+        );
+        let (Some(offset), Some(collapsed), Some(batching), Some(idx_batching), Some(index_map), Some(ivd)) = fields
+        else {
+            return Err(self.err(op, format!("dimension_numbers do not read as a gather's: {text}")));
+        };
+        let sizes = self.int_attr(op, "slice_sizes")?;
+        let (Some(a), Some(s)) = (self.dims(x), self.dims(idx)) else { return Ok(()) };
+        let fail = |m: String| Err(self.err(op, m));
+        if offset.len() + collapsed.len() + batching.len() != a.len() {
+            return fail(format!(
+                "offset_dims, collapsed_slice_dims and operand_batching_dims have {} entries for an operand of rank {}",
+                offset.len() + collapsed.len() + batching.len(),
+                a.len()
+            ));
+        }
+        if ivd < 0 || ivd as usize > s.len() {
+            return fail(format!("index_vector_dim {ivd} is out of range for start indices of rank {}", s.len()));
+        }
+        let index_size = if ivd as usize == s.len() { 1 } else { s[ivd as usize] };
+        if index_size >= 0 && index_size != index_map.len() as i64 {
+            return fail(format!(
+                "start_index_map has {} entries, the index vector dimension of the start indices {index_size}",
+                index_map.len()
+            ));
+        }
+        if !sorted_unique(&offset) || !sorted_unique(&collapsed) || !sorted_unique(&batching) {
+            return fail(
+                "offset_dims, collapsed_slice_dims and operand_batching_dims must be sorted, without repeats".into(),
+            );
+        }
+        if !in_bounds(&collapsed, a.len()) || !in_bounds(&batching, a.len()) || !in_bounds(&index_map, a.len()) {
+            return fail(format!(
+                "collapsed_slice_dims, operand_batching_dims and start_index_map must be dimensions of the operand (rank {})",
+                a.len()
+            ));
+        }
+        // gather_c6, gather_c18: distinct over each concatenation (a repeat inside
+        // start_index_map too).
+        if !unique(&[&collapsed[..], &batching].concat()) || !unique(&[&index_map[..], &batching].concat()) {
+            return fail(
+                "collapsed_slice_dims and start_index_map must each be distinct from and with operand_batching_dims"
+                    .into(),
+            );
+        }
+        if !unique(&idx_batching) || !in_bounds(&idx_batching, s.len()) || idx_batching.contains(&ivd) {
+            return fail(format!(
+                "start_indices_batching_dims {} must be distinct dimensions of the start indices other than index_vector_dim",
+                dims_text(&idx_batching)
+            ));
+        }
+        if idx_batching.len() != batching.len() {
+            return fail("operand_batching_dims and start_indices_batching_dims differ in length".into());
+        }
+        for (&p, &q) in batching.iter().zip(&idx_batching) {
+            if !same(a[p as usize], s[q as usize]) {
+                return fail(format!(
+                    "batching dimensions differ in size: operand dimension {p} is {}, start indices dimension {q} is {}",
+                    a[p as usize], s[q as usize]
+                ));
+            }
+        }
+        if sizes.len() != a.len() {
+            return fail(format!("has {} slice sizes for an operand of rank {}", sizes.len(), a.len()));
+        }
+        for &d in collapsed.iter().chain(&batching) {
+            if sizes[d as usize] > 1 {
+                return fail(format!(
+                    "slice size {} of collapsed or batching dimension {d} is above 1",
+                    sizes[d as usize]
+                ));
+            }
+        }
+        for (i, (&k, &d)) in sizes.iter().zip(a).enumerate() {
+            if k < 0 || (d >= 0 && k > d) {
+                return fail(format!("slice size {k} of dimension {i} is out of range for its size {d}"));
+            }
+        }
+        // The result: offset dimensions take the slice sizes left after the collapsed and
+        // batching dimensions, in order; the others the start indices' dimensions but the
+        // index vector dimension, in order.
+        let rank = offset.len() + s.len() + usize::from(ivd as usize == s.len()) - 1;
+        if !in_bounds(&offset, rank) {
+            return fail(format!("offset_dims {} are out of range for a result of rank {rank}", dims_text(&offset)));
+        }
+        let mut window = (0..a.len() as i64).filter(|d| !collapsed.contains(d) && !batching.contains(d));
+        let mut batch = (0..s.len()).filter(|&d| d != ivd as usize);
+        let want: Vec<i64> = (0..rank as i64)
+            .map(|d| {
+                if offset.contains(&d) {
+                    window.next().map_or(-1, |w| sizes[w as usize])
+                } else {
+                    batch.next().map_or(-1, |b| s[b])
+                }
+            })
+            .collect();
+        self.inferred(op, r, &want, "the gather")
+    }
+}
