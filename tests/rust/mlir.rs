@@ -289,6 +289,9 @@ fn the_verifier_checks_shapes_of_common_ops() {
         ("%0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>", ""),
         ("%0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4x1xf32>", "result shape [2, 4, 1] is not the [2, 4]"),
         ("%0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x5xf32>", "is not the [2, 4]"),
+        ("%0 = \"stablehlo.optimization_barrier\"(%a) : (tensor<2x3xf32>) -> tensor<2x3xf32>", ""),
+        ("%0 = \"stablehlo.optimization_barrier\"(%a) : (tensor<2x3xf32>) -> tensor<3x2xf32>", "result 0 has type tensor<3x2xf32>, its operand tensor<2x3xf32>"),
+        ("%0 = \"stablehlo.optimization_barrier\"(%a) : (tensor<2x3xf32>) -> tensor<2x3xf16>", "result 0 has type tensor<2x3xf16>"),
     ];
     for (body, want) in cases {
         let p = read(&module(body)).unwrap_or_else(|e| panic!("{body}: {e}"));

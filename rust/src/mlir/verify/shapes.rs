@@ -40,8 +40,12 @@ pub(super) enum Rule {
     /// Every operand and result has the same shape; the operands at the given positions may
     /// also be scalars (`select`'s predicate, `clamp`'s bounds).
     Elementwise(&'static [usize]),
-    /// As many results as operands (`while`, `optimization_barrier`, `all_reduce`, ...).
+    /// As many results as operands (`all_reduce`, `all_gather`, `all_to_all`).
     ResultPerOperand,
+    /// Each result has its operand's type, up to dynamic sizes (`while`,
+    /// `optimization_barrier`, `sort`: StableHLO's `inferWhileOp`, `inferOptimizationBarrierOp`,
+    /// `inferSortOp`).
+    ResultsAsOperands,
     /// `n` leading operands, then one start index per dimension of the first operand.
     StartIndices(usize),
     /// `n` inputs, one index tensor, `n` updates; `n` results.
@@ -153,10 +157,9 @@ pub(super) fn signature(name: &str) -> Option<(Count, Count, Rule)> {
             "select_and_scatter" => (N(3), N(1), Rule::None),
             "reduce" => (AtLeast(2), AtLeast(1), Rule::Reduce),
             "reduce_window" => (AtLeast(2), AtLeast(1), Rule::ReduceWindow),
-            "while" | "optimization_barrier" | "all_reduce" | "all_gather" | "all_to_all" => {
-                (Any, Any, Rule::ResultPerOperand)
-            }
-            "sort" => (AtLeast(1), AtLeast(1), Rule::ResultPerOperand),
+            "while" | "optimization_barrier" => (Any, Any, Rule::ResultsAsOperands),
+            "all_reduce" | "all_gather" | "all_to_all" => (Any, Any, Rule::ResultPerOperand),
+            "sort" => (AtLeast(1), AtLeast(1), Rule::ResultsAsOperands),
             "scatter" => (AtLeast(3), AtLeast(1), Rule::Scatter),
             "send" => (AtLeast(1), N(1), Rule::None),
             "recv" => (N(1), AtLeast(1), Rule::None),
@@ -289,12 +292,25 @@ impl<'p> Verifier<'p> {
                     }
                 }
             }
-            Rule::ResultPerOperand => {
+            Rule::ResultPerOperand | Rule::ResultsAsOperands => {
                 if ins.len() != outs.len() {
                     return Err(self.err(
                         op,
                         format!("expects one result per operand: {} operands, {} results", ins.len(), outs.len()),
                     ));
+                }
+                if rule == Rule::ResultsAsOperands {
+                    for (i, (&v, &r)) in ins.iter().zip(&outs).enumerate() {
+                        let shapes_agree = match (self.dims(v), self.dims(r)) {
+                            (Some(a), Some(b)) => same_dims(a, b),
+                            _ => self.ty(v) == self.ty(r),
+                        };
+                        if !shapes_agree || element_type(self.ty(v)) != element_type(self.ty(r)) {
+                            return Err(
+                                self.err(op, format!("result {i} has type {}, its operand {}", self.ty(r), self.ty(v)))
+                            );
+                        }
+                    }
                 }
             }
             Rule::Reduce => {
