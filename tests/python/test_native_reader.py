@@ -404,7 +404,7 @@ def test_load_mlir_verifies_what_it_reads(tmp_path: Path) -> None:
 
 #: The ops whose shapes the verifier infers beyond their operand counts
 #: (``rust/src/mlir/verify/slicing.rs`` and ``window.rs``).
-INFERRED = ("slice", "pad", "gather", "convolution", "dynamic_slice", "iota", "reduce", "reduce_window")
+INFERRED = ("slice", "pad", "gather", "scatter", "convolution", "dynamic_slice", "iota", "reduce", "reduce_window")
 
 
 @pytest.mark.skipif(conformance_dir() is None, reason="needs ../shared/conformance")
@@ -421,7 +421,7 @@ def test_mutated_slicing_and_windowed_ops_are_refused_as_jaxlib_refuses_them() -
 
     rng = random.Random(11)
     names = {f"stablehlo.{n}" for n in INFERRED}
-    files = [p for p in corpus_files() if any(f"stablehlo.{n}" in p.read_text() for n in INFERRED[:6])]
+    files = [p for p in corpus_files() if any(f"stablehlo.{n}" in p.read_text() for n in INFERRED[:7])]
     assert len(files) >= 20, len(files)
 
     def refused(m: Module, printer: str) -> bool:

@@ -311,7 +311,8 @@ fn the_verifier_infers_the_shapes_of_slicing_and_windowed_ops() {
         format!(
             "func.func @f(%x: tensor<8x12xf32>, %s: tensor<f32>, %i: tensor<i32>, %n: tensor<4x16x16x3xf32>, \
              %k: tensor<3x3x3x16xf32>, %d: tensor<4x8x8x16xf32>, %w: tensor<3x3x1x16xf32>, %t: tensor<4x10xf32>, \
-             %j: tensor<4x1x1xi32>, %e: tensor<100x32xf32>, %ids: tensor<2x8x1xi32>) -> tensor<f32> {{\n{body}\n  return %s : tensor<f32>\n}}\n"
+             %j: tensor<4x1x1xi32>, %e: tensor<100x32xf32>, %ids: tensor<2x8x1xi32>, %u: tensor<4x1xf32>, \
+             %v: tensor<4x2xf32>, %y: tensor<4xf32>, %z: tensor<4x1x10xf32>, %zz: tensor<4x1x11xf32>) -> tensor<f32> {{\n{body}\n  return %s : tensor<f32>\n}}\n"
         )
     };
     let reduce_window = |pad: &str, out: &str| {
@@ -326,6 +327,29 @@ fn the_verifier_infers_the_shapes_of_slicing_and_windowed_ops() {
         format!(
             "%0 = stablehlo.convolution({lhs}) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {{{window}}} \
              {{batch_group_count = 1 : i64, feature_group_count = {groups} : i64}} : ({rhs}) -> {out}"
+        )
+    };
+    let scatter = |numbers: &str, types: &str| {
+        let update = match types.split(", ").nth(2).unwrap_or("") {
+            u if u.starts_with("tensor<4x2x") => "%v",
+            u if u.starts_with("tensor<4xf") => "%y",
+            u if u.starts_with("tensor<4x1x10x") => "%z",
+            u if u.starts_with("tensor<4x1x11x") => "%zz",
+            _ => "%u",
+        };
+        format!(
+            "%0 = \"stablehlo.scatter\"(%t, %j, {update}) <{{indices_are_sorted = false, scatter_dimension_numbers = \
+             #stablehlo.scatter<{numbers}>, unique_indices = false}}> ({{\n  ^bb0(%a: tensor<f32>, %b: tensor<f32>):\n    \
+             %1 = stablehlo.add %a, %b : tensor<f32>\n    stablehlo.return %1 : tensor<f32>\n  }}) : {types}"
+        )
+    };
+    let batched = "inserted_window_dims = [1], input_batching_dims = [0], scatter_indices_batching_dims = [0], \
+                   scatter_dims_to_operand_dims = [1], index_vector_dim = 2";
+    let sort = |dimension: &str, types: &str| {
+        format!(
+            "%0 = \"stablehlo.sort\"(%x) <{{dimension = {dimension} : i64, is_stable = true}}> ({{\n  \
+             ^bb0(%a: tensor<f32>, %b: tensor<f32>):\n    %1 = stablehlo.compare LT, %a, %b, FLOAT : \
+             (tensor<f32>, tensor<f32>) -> tensor<i1>\n    stablehlo.return %1 : tensor<i1>\n  }}) : {types}"
         )
     };
     let k = "tensor<4x16x16x3xf32>, tensor<3x3x3x16xf32>";
@@ -372,6 +396,16 @@ fn the_verifier_infers_the_shapes_of_slicing_and_windowed_ops() {
         (gather("offset_dims = [0], collapsed_slice_dims = [1], start_index_map = [1]", "8, 1", "%x, %i", "(tensor<8x12xf32>, tensor<i32>) -> tensor<8xf32>"), ""),
         (gather("offset_dims = [2], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 2", "1, 32", "%e, %ids", "(tensor<100x32xf32>, tensor<2x8x1xi32>) -> tensor<2x32x8xf32>"), "is not the [2, 8, 32] of the gather"),
         (gather("offset_dims = [2], collapsed_slice_dims = [0], start_index_map = [0, 1], index_vector_dim = 2", "1, 32", "%e, %ids", "(tensor<100x32xf32>, tensor<2x8x1xi32>) -> tensor<2x8x32xf32>"), "start_index_map has 2 entries"),
+        (sort("-2", "(tensor<8x12xf32>) -> tensor<8x12xf32>"), ""),
+        (sort("2", "(tensor<8x12xf32>) -> tensor<8x12xf32>"), "dimension 2 is out of range [-2, 2)"),
+        (sort("1", "(tensor<8x12xf32>) -> tensor<12x8xf32>"), "result 0 has type tensor<12x8xf32>, its operand tensor<8x12xf32>"),
+        (scatter(batched, "(tensor<4x10xf32>, tensor<4x1x1xi32>, tensor<4x1xf32>) -> tensor<4x10xf32>"), ""),
+        (scatter(batched, "(tensor<4x10xf32>, tensor<4x1x1xi32>, tensor<4x1xf32>) -> tensor<4x11xf32>"), "result 0 has shape [4, 11], its input [4, 10]"),
+        (scatter(batched, "(tensor<4x10xf32>, tensor<4x1x1xi32>, tensor<4x2xf32>) -> tensor<4x10xf32>"), "update scatter dimension 1 has size 2"),
+        (scatter(batched, "(tensor<4x10xf32>, tensor<4x1x1xi32>, tensor<4xf32>) -> tensor<4x10xf32>"), "update 0 has rank 1, expected 2"),
+        (scatter(&batched.replace("inserted_window_dims = [1]", "inserted_window_dims = [0]"), "(tensor<4x10xf32>, tensor<4x1x1xi32>, tensor<4x1xf32>) -> tensor<4x10xf32>"), "must each be distinct"),
+        (scatter("update_window_dims = [2], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 2", "(tensor<4x10xf32>, tensor<4x1x1xi32>, tensor<4x1x10xf32>) -> tensor<4x10xf32>"), ""),
+        (scatter("update_window_dims = [2], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 2", "(tensor<4x10xf32>, tensor<4x1x1xi32>, tensor<4x1x11xf32>) -> tensor<4x10xf32>"), "update window dimension 2 has size 11, above the input's 10"),
     ];
     for (body, want) in cases {
         let p = read(&module(&body)).unwrap_or_else(|e| panic!("{body}: {e}"));

@@ -11,7 +11,8 @@
 //!   `select` and `clamp` allow), `reshape` (element counts), `transpose` (a permutation),
 //!   `broadcast_in_dim`, `concatenate`, `dot` and `dot_general` (dimension sizes), the start
 //!   indices of `dynamic_slice` and `dynamic_update_slice`, and the attributes and result
-//!   shapes of `slice`, `dynamic_slice`, `pad`, `gather`, `iota`, `reduce` (`slicing.rs`),
+//!   shapes of `slice`, `dynamic_slice`, `pad`, `gather`, `scatter`, `iota`, `reduce`
+//!   (`slicing.rs`),
 //!   `convolution` and `reduce_window` (`window.rs`), as StableHLO's `TypeInference.cpp`
 //!   infers them; one type for the operand and result of the sdy ops that have one of each
 //!   (`SameOperandsAndResultType`);
@@ -32,7 +33,7 @@
 //!   `verifyManualComputationValue`).
 //!
 //! What is not checked: element types (but a manual computation's), the type inference of
-//! the other ops (`scatter`, `select_and_scatter`, `sort`'s comparator, the collectives, ...),
+//! the other ops (`select_and_scatter`, `sort`'s comparator, the collectives, ...),
 //! attribute contents beyond those above. Each distinct type is parsed once, and each
 //! distinct (shardings, types) pair validated once.
 

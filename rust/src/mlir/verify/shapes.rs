@@ -46,6 +46,9 @@ pub(super) enum Rule {
     /// `optimization_barrier`, `sort`: StableHLO's `inferWhileOp`, `inferOptimizationBarrierOp`,
     /// `inferSortOp`).
     ResultsAsOperands,
+    /// `ResultsAsOperands`, all of one shape (`SameOperandsAndResultShape`), sorted along a
+    /// `dimension` in `[-rank, rank)` (StableHLO's `verifySortOp`, sort_c4; absent: -1).
+    Sort,
     /// `n` leading operands, then one start index per dimension of the first operand.
     StartIndices(usize),
     /// `n` inputs, one index tensor, `n` updates; `n` results.
@@ -159,7 +162,7 @@ pub(super) fn signature(name: &str) -> Option<(Count, Count, Rule)> {
             "reduce_window" => (AtLeast(2), AtLeast(1), Rule::ReduceWindow),
             "while" | "optimization_barrier" => (Any, Any, Rule::ResultsAsOperands),
             "all_reduce" | "all_gather" | "all_to_all" => (Any, Any, Rule::ResultPerOperand),
-            "sort" => (AtLeast(1), AtLeast(1), Rule::ResultsAsOperands),
+            "sort" => (AtLeast(1), AtLeast(1), Rule::Sort),
             "scatter" => (AtLeast(3), AtLeast(1), Rule::Scatter),
             "send" => (AtLeast(1), N(1), Rule::None),
             "recv" => (N(1), AtLeast(1), Rule::None),
@@ -292,14 +295,17 @@ impl<'p> Verifier<'p> {
                     }
                 }
             }
-            Rule::ResultPerOperand | Rule::ResultsAsOperands => {
+            Rule::ResultPerOperand | Rule::ResultsAsOperands | Rule::Sort => {
                 if ins.len() != outs.len() {
                     return Err(self.err(
                         op,
                         format!("expects one result per operand: {} operands, {} results", ins.len(), outs.len()),
                     ));
                 }
-                if rule == Rule::ResultsAsOperands {
+                if rule == Rule::Sort {
+                    self.sort(op, ins)?;
+                }
+                if rule != Rule::ResultPerOperand {
                     for (i, (&v, &r)) in ins.iter().zip(&outs).enumerate() {
                         let shapes_agree = match (self.dims(v), self.dims(r)) {
                             (Some(a), Some(b)) => same_dims(a, b),
@@ -342,6 +348,7 @@ impl<'p> Verifier<'p> {
                         ),
                     ));
                 }
+                self.scatter(op, ins, &outs)?;
             }
             Rule::Reshape => {
                 if let (Some(a), Some(b)) = (self.dims(ins[0]), self.dims(outs[0])) {
@@ -408,6 +415,23 @@ impl<'p> Verifier<'p> {
                     ),
                 ));
             }
+        }
+        Ok(())
+    }
+
+    fn sort(&self, op: u32, ins: &[u32]) -> Result<(), VerifyError> {
+        let Some(a) = self.dims(ins[0]) else { return Ok(()) };
+        if let Some(i) = ins.iter().position(|&v| self.dims(v).is_some_and(|d| !same_dims(d, a))) {
+            return Err(self.err(op, format!("input {i} differs in shape from input 0")));
+        }
+        let dim = match self.attr(op, "dimension") {
+            None => -1,
+            Some(t) => crate::mlir::printer::int_of(t, "i64")
+                .ok_or_else(|| self.err(op, format!("attribute 'dimension' is not an integer: {t}")))?,
+        };
+        let rank = a.len() as i64;
+        if dim < -rank || dim >= rank {
+            return Err(self.err(op, format!("dimension {dim} is out of range [-{rank}, {rank})")));
         }
         Ok(())
     }

@@ -1,7 +1,8 @@
 //! Shape rules of the ops that take parts of a tensor: `slice`, `dynamic_slice`, `pad`,
-//! `gather`, `iota` and the reduced dimensions of `reduce`, as StableHLO's type inference
-//! checks and infers them (openxla/stablehlo `dialect/TypeInference.cpp`: `inferSliceOp`,
-//! `inferDynamicSliceOp`, `inferPadOp`, `verifyGather` + `inferGatherOp`, `verifyIotaOp`,
+//! `gather`, `scatter`, `iota` and the reduced dimensions of `reduce`, as StableHLO's type
+//! inference checks and infers them (openxla/stablehlo `dialect/TypeInference.cpp`:
+//! `inferSliceOp`, `inferDynamicSliceOp`, `inferPadOp`, `verifyGather` + `inferGatherOp`,
+//! `verifyScatterOp` + `validateScatterDimensionNumbers`, `verifyIotaOp`,
 //! `verifyReduceOpInputsAndInferShape`; the constraint names of the StableHLO spec, such as
 //! `gather_c9`, are given where a check is made). A size of `-1` is dynamic and agrees with
 //! any size; an attribute the verifier cannot read is left to jaxlib's verifier (no refusal).
@@ -324,5 +325,130 @@ impl<'p> Verifier<'p> {
             })
             .collect();
         self.inferred(op, r, &want, "the gather")
+    }
+    /// `stablehlo.scatter` (scatter_c1 to scatter_c24 on shapes; the update computation's
+    /// types are not checked): `ins` are the inputs, the scatter indices and the updates.
+    pub(super) fn scatter(&self, op: u32, ins: &[u32], outs: &[u32]) -> Result<(), VerifyError> {
+        let text = self.attr(op, "scatter_dimension_numbers").unwrap_or("");
+        let fields = (
+            struct_list(text, "update_window_dims"),
+            struct_list(text, "inserted_window_dims"),
+            struct_list(text, "input_batching_dims"),
+            struct_list(text, "scatter_indices_batching_dims"),
+            struct_list(text, "scatter_dims_to_operand_dims"),
+            struct_int(text, "index_vector_dim"),
+        );
+        let (Some(window), Some(inserted), Some(batching), Some(idx_batching), Some(to_operand), Some(ivd)) = fields
+        else {
+            return Err(self.err(op, format!("scatter_dimension_numbers do not read as a scatter's: {text}")));
+        };
+        let n = outs.len();
+        let (inputs, updates) = (&ins[..n], &ins[n + 1..]);
+        let fail = |m: String| Err(self.err(op, m));
+        let Some(mut s) = self.dims(ins[n]).map(<[i64]>::to_vec) else { return Ok(()) };
+        if ivd < 0 || ivd as usize > s.len() {
+            return fail(format!("index_vector_dim {ivd} is out of range for scatter indices of rank {}", s.len()));
+        }
+        if ivd as usize == s.len() {
+            s.push(1); // the implied trailing 1
+        }
+        for (i, (&x, &u)) in inputs.iter().zip(updates).enumerate() {
+            let (Some(a), Some(b)) = (self.dims(x), self.dims(u)) else { continue };
+            if self.dims(inputs[0]).is_some_and(|a0| !same_dims(a0, a)) {
+                return fail(format!("input {i} differs in shape from input 0"));
+            }
+            if let Some(r) = self.dims(outs[i]) {
+                if !same_dims(r, a) {
+                    return fail(format!("result {i} has shape {}, its input {}", dims_text(r), dims_text(a)));
+                }
+            }
+            if b.len() + 1 != s.len() + window.len() {
+                return fail(format!(
+                    "update {i} has rank {}, expected {} (the scatter indices' {} dimensions but the index vector, and {} window dimensions)",
+                    b.len(),
+                    s.len() - 1 + window.len(),
+                    s.len(),
+                    window.len()
+                ));
+            }
+            if window.len() + inserted.len() + batching.len() != a.len() {
+                return fail(format!(
+                    "update_window_dims, inserted_window_dims and input_batching_dims have {} entries for an input of rank {}",
+                    window.len() + inserted.len() + batching.len(),
+                    a.len()
+                ));
+            }
+            if !sorted_unique(&window) || !in_bounds(&window, b.len()) {
+                return fail(format!(
+                    "update_window_dims {} must be sorted dimensions of the updates",
+                    dims_text(&window)
+                ));
+            }
+            // scatter_c9, c10 to c13, c20, c21: sorted where StableHLO requires it, distinct over
+            // each concatenation, within the input's rank.
+            if !inserted.windows(2).all(|w| w[0] <= w[1]) || !batching.windows(2).all(|w| w[0] <= w[1]) {
+                return fail("inserted_window_dims and input_batching_dims must be sorted".into());
+            }
+            if !unique(&[&inserted[..], &batching].concat()) || !unique(&[&to_operand[..], &batching].concat()) {
+                return fail(
+                    "inserted_window_dims and scatter_dims_to_operand_dims must each be distinct from and with input_batching_dims"
+                        .into(),
+                );
+            }
+            if !in_bounds(&inserted, a.len()) || !in_bounds(&batching, a.len()) || !in_bounds(&to_operand, a.len()) {
+                return fail(format!(
+                    "inserted_window_dims, input_batching_dims and scatter_dims_to_operand_dims must be dimensions of the input (rank {})",
+                    a.len()
+                ));
+            }
+            if !unique(&idx_batching) || !in_bounds(&idx_batching, s.len()) || idx_batching.contains(&ivd) {
+                return fail(format!(
+                    "scatter_indices_batching_dims {} must be distinct dimensions of the scatter indices other than index_vector_dim",
+                    dims_text(&idx_batching)
+                ));
+            }
+            if idx_batching.len() != batching.len() {
+                return fail("input_batching_dims and scatter_indices_batching_dims differ in length".into());
+            }
+            for (&p, &q) in batching.iter().zip(&idx_batching) {
+                if !same(a[p as usize], s[q as usize]) {
+                    return fail(format!(
+                        "batching dimensions differ in size: input dimension {p} is {}, scatter indices dimension {q} is {}",
+                        a[p as usize], s[q as usize]
+                    ));
+                }
+            }
+            let index_size = s[ivd as usize];
+            if index_size >= 0 && index_size != to_operand.len() as i64 {
+                return fail(format!(
+                    "scatter_dims_to_operand_dims has {} entries, the index vector dimension of the scatter indices {index_size}",
+                    to_operand.len()
+                ));
+            }
+            // The window dimensions of the updates are at most the input's dimensions left after
+            // the inserted and batching ones; the others are the scatter indices' but the index
+            // vector dimension.
+            let mut bounds = (0..a.len() as i64).filter(|d| !inserted.contains(d) && !batching.contains(d));
+            for &w in &window {
+                let bound = bounds.next().map_or(-1, |d| a[d as usize]);
+                let size = b[w as usize];
+                if size >= 0 && bound >= 0 && size > bound {
+                    return fail(format!("update window dimension {w} has size {size}, above the input's {bound}"));
+                }
+            }
+            let mut scatter_dims = (0..s.len()).filter(|&d| d != ivd as usize);
+            for (d, &size) in b.iter().enumerate() {
+                if window.contains(&(d as i64)) {
+                    continue;
+                }
+                let want = scatter_dims.next().map_or(-1, |k| s[k]);
+                if !same(size, want) {
+                    return fail(format!(
+                        "update scatter dimension {d} has size {size}, the scatter indices' dimension {want}"
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 }
