@@ -417,6 +417,29 @@ fn the_verifier_infers_the_shapes_of_slicing_and_windowed_ops() {
 }
 
 #[test]
+fn extreme_attribute_values_verify_without_overflow_or_huge_allocations() {
+    // Debug builds panic on overflow: each line verifies or is refused, never panics, and a
+    // splat padding of a billion rows is not expanded.
+    let lines = [
+        "%0 = stablehlo.slice %q [0:9223372036854775807:9223372036854775807] : (tensor<?xf32>) -> tensor<1xf32>",
+        "%0 = stablehlo.slice %q [9223372036854775807:9223372036854775807:1] : (tensor<?xf32>) -> tensor<0xf32>",
+        "%0 = stablehlo.pad %q, %s, low = [9223372036854775807], high = [9223372036854775807], interior = [9223372036854775807] : (tensor<?xf32>, tensor<f32>) -> tensor<?xf32>",
+        "%0 = stablehlo.pad %x, %s, low = [9223372036854775807], high = [1], interior = [0] : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>",
+        "%0 = \"stablehlo.reduce_window\"(%x, %s) <{padding = dense<0> : tensor<1000000000x2xi64>, window_dimensions = array<i64: 1>}> ({\n  ^bb0(%a: tensor<f32>, %b: tensor<f32>):\n    stablehlo.return %a : tensor<f32>\n  }) : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>",
+        "%0 = \"stablehlo.reduce_window\"(%x, %s) <{padding = dense<[[9223372036854775807, 9223372036854775807]]> : tensor<1x2xi64>, base_dilations = array<i64: 9223372036854775807>, window_dimensions = array<i64: 9223372036854775807>}> ({\n  ^bb0(%a: tensor<f32>, %b: tensor<f32>):\n    stablehlo.return %a : tensor<f32>\n  }) : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>",
+        "%0 = stablehlo.dynamic_slice %x, %i, sizes = [-9223372036854775808] : (tensor<8xf32>, tensor<i32>) -> tensor<8xf32>",
+    ];
+    for line in lines {
+        let text = format!(
+            "func.func @f(%x: tensor<8xf32>, %q: tensor<?xf32>, %s: tensor<f32>, %i: tensor<i32>) -> tensor<f32> {{\n  {line}\n  return %s : tensor<f32>\n}}\n"
+        );
+        if let Ok(p) = read(&text) {
+            let _ = shardwise::mlir::verify(&p);
+        }
+    }
+}
+
+#[test]
 fn the_verifier_checks_the_local_shapes_of_manual_computations() {
     // Shardy's verifyManualComputationValue: the region's values have the global shapes divided
     // by the manual axes of their dimension shardings, which come before the free axes.

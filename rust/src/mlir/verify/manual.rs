@@ -74,7 +74,8 @@ impl<'p> Verifier<'p> {
                         .map(|a| a.size(mesh).unwrap_or(1))
                         .try_fold(1i64, i64::checked_mul)
                         .unwrap_or(i64::MAX);
-                    if size < 0 {
+                    if size < 0 || factor <= 0 {
+                        // Dynamic, or axis sizes the mesh's own validation refused.
                         want.push(-1);
                     } else if size % factor != 0 {
                         return Err(self.err(

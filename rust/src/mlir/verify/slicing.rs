@@ -113,7 +113,8 @@ impl<'p> Verifier<'p> {
             if k <= 0 {
                 return Err(self.err(op, format!("stride {k} of dimension {i} is not positive")));
             }
-            want.push((l - s + k - 1) / k);
+            let len = l - s; // 0 <= s <= l: no overflow
+            want.push(len / k + i64::from(len % k != 0));
         }
         self.inferred(op, r, &want, "the slice")
     }

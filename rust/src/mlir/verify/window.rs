@@ -21,8 +21,14 @@ struct Window {
     high: i64,
 }
 
+/// The dimensions of the type of a `dense<...> : tensor<...>` attribute.
+fn dense_dims(text: &str) -> Option<Vec<i64>> {
+    super::shapes::tensor_dims(text.trim().strip_prefix("dense<")?.rsplit_once(" : ")?.1.trim())
+}
+
 /// The values of an integer `dense<...> : tensor<...>` attribute, a splat expanded to the
-/// type's element count, with the type's dimensions; `None` when it does not read so.
+/// type's element count, with the type's dimensions; `None` when it does not read so. Call it
+/// once [`dense_dims`] is known to be small: a splat is expanded.
 fn dense_ints(text: &str) -> Option<(Vec<i64>, Vec<i64>)> {
     let body = text.trim().strip_prefix("dense<")?;
     let (values, ty) = body.rsplit_once(" : ")?;
@@ -122,10 +128,11 @@ impl<'p> Verifier<'p> {
         let pads = match self.attr(op, padding) {
             None => vec![0; 2 * n],
             Some(text) => {
-                let Some((dims, v)) = dense_ints(text) else { return Ok(None) };
-                if dims.len() != 2 || dims[1] != 2 || dims[0] as usize != n {
+                let Some(dims) = dense_dims(text) else { return Ok(None) };
+                if dims.len() != 2 || dims[1] != 2 || dims[0] != n as i64 {
                     return Err(self.err(op, format!("{padding} has shape {}, expected [{n}, 2]", dims_text(&dims))));
                 }
+                let Some((_, v)) = dense_ints(text) else { return Ok(None) };
                 v
             }
         };
@@ -279,6 +286,7 @@ mod tests {
         assert_eq!(dense_ints("dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>"), Some((vec![2, 2], vec![0, 1, 2, 3])));
         assert_eq!(dense_ints("dense<> : tensor<0x2xi64>"), Some((vec![0, 2], vec![])));
         assert_eq!(dense_ints("dense<\"0x0100\"> : tensor<2x2xi64>"), None);
+        assert_eq!(dense_dims("dense<0> : tensor<1000000000x2xi64>"), Some(vec![1_000_000_000, 2]));
     }
 
     #[test]
