@@ -254,6 +254,40 @@ pub(super) fn int_list(text: &str) -> Option<Vec<i64>> {
     inner.split(',').map(|x| x.trim().parse().ok()).collect()
 }
 
+/// The integer list of field `key` in a StableHLO struct attribute
+/// (`#stablehlo.gather<offset_dims = [1], index_vector_dim = 1>`): empty when the field is
+/// absent (StableHLO leaves empty lists out), `None` when it does not read as integers.
+pub(super) fn struct_list(text: &str, key: &str) -> Option<Vec<i64>> {
+    match struct_field(text, key) {
+        None => Some(Vec::new()),
+        Some(v) => int_list(&v[..v.find(']').map_or(v.len(), |i| i + 1)]),
+    }
+}
+
+/// The text after `key = ` in a StableHLO struct attribute, `None` when the field is absent.
+fn struct_field<'t>(text: &'t str, key: &str) -> Option<&'t str> {
+    let mut rest = text;
+    while let Some(i) = rest.find(key) {
+        let before = rest[..i].chars().next_back();
+        let after = &rest[i + key.len()..];
+        if !before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            if let Some(v) = after.trim_start().strip_prefix('=') {
+                return Some(v.trim_start());
+            }
+        }
+        rest = after;
+    }
+    None
+}
+
+/// The integer of a struct field (`index_vector_dim = 1`): 0 when the field is absent
+/// (StableHLO leaves a 0 out), `None` when it does not read as an integer.
+pub(super) fn struct_int(text: &str, key: &str) -> Option<i64> {
+    let Some(v) = struct_field(text, key) else { return Some(0) };
+    let end = v.find(|c: char| !(c.is_ascii_digit() || c == '-')).unwrap_or(v.len());
+    v[..end].parse().ok()
+}
+
 /// Two sizes agree when equal or when either is dynamic.
 pub(super) fn same(a: i64, b: i64) -> bool {
     a == b || a < 0 || b < 0
@@ -569,13 +603,7 @@ impl<'p> Verifier<'p> {
 
     fn dot_general(&self, op: u32, l: u32, r: u32, out: u32) -> Result<(), VerifyError> {
         let text = self.attr(op, "dot_dimension_numbers").unwrap_or("");
-        let field = |k: &str| -> Vec<i64> {
-            text.split(&format!("{k} = "))
-                .nth(1)
-                .and_then(|t| t.split(']').next())
-                .and_then(|t| int_list(&format!("{t}]")))
-                .unwrap_or_default()
-        };
+        let field = |k: &str| struct_list(text, k).unwrap_or_default();
         let (lb, rb) = (field("lhs_batching_dimensions"), field("rhs_batching_dimensions"));
         let (lc, rc) = (field("lhs_contracting_dimensions"), field("rhs_contracting_dimensions"));
         let (Some(a), Some(b), Some(o)) = (self.dims(l), self.dims(r), self.dims(out)) else { return Ok(()) };

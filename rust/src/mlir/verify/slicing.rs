@@ -4,45 +4,10 @@
 //! `inferSliceOp`, `inferDynamicSliceOp`, `inferPadOp`, `verifyGather` + `inferGatherOp`,
 //! `verifyScatterOp` + `validateScatterDimensionNumbers`, `verifyIotaOp`,
 //! `verifyReduceOpInputsAndInferShape`; the constraint names of the StableHLO spec, such as
-//! `gather_c9`, are given where a check is made). A size of `-1` is dynamic and agrees with
-//! any size; an attribute the verifier cannot read is left to jaxlib's verifier (no refusal).
+//! `gather_c9`, name some of the checks). A size of `-1` is dynamic and agrees with any size.
 
-use super::shapes::{dims_text, int_list, same, same_dims};
+use super::shapes::{dims_text, int_list, same, same_dims, struct_int, struct_list};
 use super::{Verifier, VerifyError};
-
-/// The integer list of field `key` in a StableHLO struct attribute
-/// (`#stablehlo.gather<offset_dims = [1], index_vector_dim = 1>`): empty when the field is
-/// absent (StableHLO leaves empty lists out), `None` when it does not read as integers.
-pub(super) fn struct_list(text: &str, key: &str) -> Option<Vec<i64>> {
-    match struct_field(text, key) {
-        None => Some(Vec::new()),
-        Some(v) => int_list(&v[..v.find(']').map_or(v.len(), |i| i + 1)]),
-    }
-}
-
-/// The text after `key = ` in a StableHLO struct attribute, `None` when the field is absent.
-pub(super) fn struct_field<'t>(text: &'t str, key: &str) -> Option<&'t str> {
-    let mut rest = text;
-    while let Some(i) = rest.find(key) {
-        let before = rest[..i].chars().next_back();
-        let after = &rest[i + key.len()..];
-        if !before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
-            if let Some(v) = after.trim_start().strip_prefix('=') {
-                return Some(v.trim_start());
-            }
-        }
-        rest = after;
-    }
-    None
-}
-
-/// The integer of a struct field (`index_vector_dim = 1`): 0 when the field is absent
-/// (StableHLO leaves a 0 out), `None` when it does not read as an integer.
-fn struct_int(text: &str, key: &str) -> Option<i64> {
-    let Some(v) = struct_field(text, key) else { return Some(0) };
-    let end = v.find(|c: char| !(c.is_ascii_digit() || c == '-')).unwrap_or(v.len());
-    v[..end].parse().ok()
-}
 
 /// Whether `dims` is sorted without repeats.
 fn sorted_unique(dims: &[i64]) -> bool {
