@@ -305,6 +305,15 @@ def test_auto_prints_through_jaxlib_an_op_the_native_printer_has_no_custom_form_
     assert e.value.unsupported
 
 
+def _refused(m: Module, printer: str) -> bool:
+    """Whether ``to_mlir(printer=printer)`` refuses ``m`` (``ProgramError``)."""
+    try:
+        m.to_mlir(printer=printer)
+    except ProgramError:
+        return True
+    return False
+
+
 @pytest.mark.skipif(conformance_dir() is None, reason="needs ../shared/conformance")
 def test_mutated_corpus_modules_native_verifier_never_refuses_what_jaxlib_accepts() -> None:
     """Seeded mutations of corpus modules at the IR level (an operand dropped or added, a
@@ -319,13 +328,6 @@ def test_mutated_corpus_modules_native_verifier_never_refuses_what_jaxlib_accept
     from shardwise.sharding import DimSharding, TensorSharding
 
     rng = random.Random(7)
-
-    def refused(m: Module, printer: str) -> bool:
-        try:
-            m.to_mlir(printer=printer)
-        except ProgramError:
-            return True
-        return False
 
     def mutate(m: Module) -> str | None:
         ops = [op for op in m.op.walk() if op.name not in ("builtin.module", "func.func", "sdy.mesh")]
@@ -367,7 +369,7 @@ def test_mutated_corpus_modules_native_verifier_never_refuses_what_jaxlib_accept
         kind = mutate(m)
         if kind is None:
             continue
-        j, n = refused(m, "jaxlib"), refused(m, "native")
+        j, n = _refused(m, "jaxlib"), _refused(m, "native")
         if n and not j:  # only where jaxlib's verifier missed it: its print does not parse
             with context(), pytest.raises(ir().MLIRError):
                 ir().Module.parse(m.to_mlir(printer="jaxlib"))
@@ -424,13 +426,6 @@ def test_mutated_slicing_and_windowed_ops_are_refused_as_jaxlib_refuses_them() -
     files = [p for p in corpus_files() if any(f"stablehlo.{n}" in p.read_text() for n in INFERRED[:7])]
     assert len(files) >= 20, len(files)
 
-    def refused(m: Module, printer: str) -> bool:
-        try:
-            m.to_mlir(printer=printer)
-        except ProgramError:
-            return True
-        return False
-
     def mutate(m: Module) -> str | None:
         ops = [op for op in m.op.walk() if op.name in names]
         if not ops:
@@ -479,7 +474,7 @@ def test_mutated_slicing_and_windowed_ops_are_refused_as_jaxlib_refuses_them() -
         if kind is None:
             continue
         trials += 1
-        j, n = refused(m, "jaxlib"), refused(m, "native")
+        j, n = _refused(m, "jaxlib"), _refused(m, "native")
         assert j or not n, f"{kind}: refused natively, accepted by jaxlib"
         if j and not n:
             assert kind.endswith("operand"), f"{kind}: refused by jaxlib only"
