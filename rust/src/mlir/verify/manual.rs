@@ -6,7 +6,6 @@
 
 use super::shapes::{dims_text, element_type};
 use super::{Verifier, VerifyError};
-use crate::sharding::MeshRef;
 
 /// The axis names of `#sdy<manual_axes{"x", "y"}>`; `None` when it does not read so.
 fn manual_axes(text: &str) -> Option<Vec<String>> {
@@ -45,13 +44,7 @@ impl<'p> Verifier<'p> {
             let Some(text) = self.attr(op, attr) else { continue };
             let Ok(shardings) = crate::text::parse_sharding_per_value(text) else { continue };
             for (i, ((&g, &l), t)) in globals.iter().zip(locals).zip(&shardings).enumerate() {
-                let mesh = match &t.mesh {
-                    MeshRef::Inline(m) => m,
-                    MeshRef::Named(n) => match self.meshes.get(n.as_str()) {
-                        Some(m) => m,
-                        None => continue,
-                    },
-                };
+                let Some(mesh) = self.mesh_of(t) else { continue };
                 let (Some(global), Some(local)) = (self.dims(g), self.dims(l)) else { continue };
                 let mut want = Vec::with_capacity(global.len());
                 for (d, (&size, dim)) in global.iter().zip(&t.dims).enumerate() {

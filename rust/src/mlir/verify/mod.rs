@@ -368,13 +368,18 @@ impl<'p> Verifier<'p> {
         self.validate(op, &t, what, value_type)
     }
 
+    /// The mesh a sharding is bound to, inline or one of the module's; `None` for an unknown name.
+    fn mesh_of<'t>(&'t self, t: &'t TensorSharding) -> Option<&'t Mesh> {
+        match &t.mesh {
+            MeshRef::Inline(m) => Some(m),
+            MeshRef::Named(n) => self.meshes.get(n.as_str()),
+        }
+    }
+
     fn validate(&self, op: u32, t: &TensorSharding, what: &str, value_type: Option<u32>) -> Result<(), VerifyError> {
-        let mesh = match &t.mesh {
-            MeshRef::Inline(m) => m,
-            MeshRef::Named(n) => match self.meshes.get(n.as_str()) {
-                Some(m) => m,
-                None => return Err(self.err(op, format!("{what}: unknown mesh @{}", n.as_str()))),
-            },
+        let Some(mesh) = self.mesh_of(t) else {
+            let name = if let MeshRef::Named(n) = &t.mesh { n.as_str() } else { "" };
+            return Err(self.err(op, format!("{what}: unknown mesh @{name}")));
         };
         // A value of another type than a tensor (a token) takes a sharding of rank 0.
         let shape = value_type.and_then(|ty| {

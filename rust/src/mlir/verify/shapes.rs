@@ -454,10 +454,7 @@ impl<'p> Verifier<'p> {
     }
 
     fn sort(&self, op: u32, ins: &[u32]) -> Result<(), VerifyError> {
-        let Some(a) = self.dims(ins[0]) else { return Ok(()) };
-        if let Some(i) = ins.iter().position(|&v| self.dims(v).is_some_and(|d| !same_dims(d, a))) {
-            return Err(self.err(op, format!("input {i} differs in shape from input 0")));
-        }
+        let Some(a) = self.common_shape(op, ins)? else { return Ok(()) };
         let dim = match self.attr(op, "dimension") {
             None => -1,
             Some(t) => crate::mlir::printer::int_of(t, "i64")
@@ -468,6 +465,53 @@ impl<'p> Verifier<'p> {
             return Err(self.err(op, format!("dimension {dim} is out of range [-{rank}, {rank})")));
         }
         Ok(())
+    }
+
+    /// The integer list attribute `name`, or `None` when the op does not carry it (a
+    /// malformed one is an error).
+    pub(super) fn optional_ints(&self, op: u32, name: &str) -> Result<Option<Vec<i64>>, VerifyError> {
+        match self.attr(op, name) {
+            None => Ok(None),
+            Some(text) => int_list(text)
+                .map(Some)
+                .ok_or_else(|| self.err(op, format!("attribute '{name}' is not a list of integers: {text}"))),
+        }
+    }
+
+    /// The result `r` against the shape `want` the op's type inference gives.
+    pub(super) fn inferred(&self, op: u32, r: u32, want: &[i64], what: &str) -> Result<(), VerifyError> {
+        let Some(got) = self.dims(r) else { return Ok(()) };
+        if !same_dims(got, want) {
+            return Err(
+                self.err(op, format!("result shape {} is not the {} of {what}", dims_text(got), dims_text(want)))
+            );
+        }
+        Ok(())
+    }
+
+    /// The integer list attributes `names`, which must have one length (StableHLO's
+    /// `AllMatchSameOperatorTrait`: `slice`'s indices and strides, `pad`'s paddings).
+    pub(super) fn int_attrs<const N: usize>(&self, op: u32, names: [&str; N]) -> Result<[Vec<i64>; N], VerifyError> {
+        let mut lists: [Vec<i64>; N] = std::array::from_fn(|_| Vec::new());
+        for (list, name) in lists.iter_mut().zip(names) {
+            *list = self.int_attr(op, name)?;
+        }
+        if lists.iter().any(|l| l.len() != lists[0].len()) {
+            let lengths: Vec<String> = lists.iter().map(|l| l.len().to_string()).collect();
+            return Err(self.err(op, format!("{} differ in length: {}", names.join(", "), lengths.join(", "))));
+        }
+        Ok(lists)
+    }
+
+    /// The shape the `inputs` share (compatible shapes: `reduce_c1`, `reduce_window_c2`,
+    /// `scatter_c1`, `sort`'s `SameOperandsAndResultShape`), `None` when the first has none.
+    pub(super) fn common_shape(&self, op: u32, inputs: &[u32]) -> Result<Option<&[i64]>, VerifyError> {
+        let Some(&first) = inputs.first() else { return Ok(None) };
+        let Some(a) = self.dims(first) else { return Ok(None) };
+        if let Some(i) = inputs.iter().position(|&v| self.dims(v).is_some_and(|d| !same_dims(d, a))) {
+            return Err(self.err(op, format!("input {i} differs in shape from input 0")));
+        }
+        Ok(Some(a))
     }
 
     pub(super) fn int_attr(&self, op: u32, name: &str) -> Result<Vec<i64>, VerifyError> {

@@ -6,7 +6,7 @@
 //! `verifyReduceOpInputsAndInferShape`; the constraint names of the StableHLO spec, such as
 //! `gather_c9`, name some of the checks). A size of `-1` is dynamic and agrees with any size.
 
-use super::shapes::{dims_text, int_list, same, same_dims, struct_int, struct_list};
+use super::shapes::{dims_text, same, same_dims, struct_int, struct_list};
 use super::{Verifier, VerifyError};
 
 /// Whether `dims` is sorted without repeats.
@@ -25,44 +25,9 @@ fn in_bounds(dims: &[i64], rank: usize) -> bool {
 }
 
 impl<'p> Verifier<'p> {
-    /// The integer list attribute `name`, or `None` when the op does not carry it (a
-    /// malformed one is an error).
-    pub(super) fn optional_ints(&self, op: u32, name: &str) -> Result<Option<Vec<i64>>, VerifyError> {
-        match self.attr(op, name) {
-            None => Ok(None),
-            Some(text) => int_list(text)
-                .map(Some)
-                .ok_or_else(|| self.err(op, format!("attribute '{name}' is not a list of integers: {text}"))),
-        }
-    }
-
-    /// The result `r` against the shape `want` the op's type inference gives.
-    pub(super) fn inferred(&self, op: u32, r: u32, want: &[i64], what: &str) -> Result<(), VerifyError> {
-        let Some(got) = self.dims(r) else { return Ok(()) };
-        if !same_dims(got, want) {
-            return Err(
-                self.err(op, format!("result shape {} is not the {} of {what}", dims_text(got), dims_text(want)))
-            );
-        }
-        Ok(())
-    }
-
     /// `stablehlo.slice` (slice_c2 to slice_c5).
     pub(super) fn slice(&self, op: u32, x: u32, r: u32) -> Result<(), VerifyError> {
-        let start = self.int_attr(op, "start_indices")?;
-        let limit = self.int_attr(op, "limit_indices")?;
-        let strides = self.int_attr(op, "strides")?;
-        if limit.len() != start.len() || strides.len() != start.len() {
-            return Err(self.err(
-                op,
-                format!(
-                    "start_indices, limit_indices and strides differ in length: {}, {} and {}",
-                    start.len(),
-                    limit.len(),
-                    strides.len()
-                ),
-            ));
-        }
+        let [start, limit, strides] = self.int_attrs(op, ["start_indices", "limit_indices", "strides"])?;
         let Some(a) = self.dims(x) else { return Ok(()) };
         if start.len() != a.len() {
             return Err(self.err(op, format!("has {} start indices for an operand of rank {}", start.len(), a.len())));
@@ -102,24 +67,12 @@ impl<'p> Verifier<'p> {
 
     /// `stablehlo.pad` (pad_c2 to pad_c4).
     pub(super) fn pad(&self, op: u32, x: u32, value: u32, r: u32) -> Result<(), VerifyError> {
-        let low = self.int_attr(op, "edge_padding_low")?;
-        let high = self.int_attr(op, "edge_padding_high")?;
-        let interior = self.int_attr(op, "interior_padding")?;
+        let [low, high, interior] =
+            self.int_attrs(op, ["edge_padding_low", "edge_padding_high", "interior_padding"])?;
         if let Some(v) = self.dims(value) {
             if !v.is_empty() {
                 return Err(self.err(op, format!("padding value has shape {}, expected a scalar", dims_text(v))));
             }
-        }
-        if high.len() != low.len() || interior.len() != low.len() {
-            return Err(self.err(
-                op,
-                format!(
-                    "edge_padding_low, edge_padding_high and interior_padding differ in length: {}, {} and {}",
-                    low.len(),
-                    high.len(),
-                    interior.len()
-                ),
-            ));
         }
         let Some(a) = self.dims(x) else { return Ok(()) };
         if low.len() != a.len() {
@@ -165,13 +118,7 @@ impl<'p> Verifier<'p> {
     /// its input's shape without them.
     pub(super) fn reduce(&self, op: u32, ins: &[u32], outs: &[u32]) -> Result<(), VerifyError> {
         let dims = self.int_attr(op, "dimensions")?;
-        let inputs = &ins[..ins.len() / 2];
-        let Some(a) = self.dims(inputs[0]) else { return Ok(()) };
-        for (i, &v) in inputs.iter().enumerate().skip(1) {
-            if self.dims(v).is_some_and(|d| !same_dims(d, a)) {
-                return Err(self.err(op, format!("input {i} differs in shape from input 0")));
-            }
-        }
+        let Some(a) = self.common_shape(op, &ins[..ins.len() / 2])? else { return Ok(()) };
         if !in_bounds(&dims, a.len()) || !unique(&dims) {
             return Err(self.err(
                 op,
@@ -318,11 +265,9 @@ impl<'p> Verifier<'p> {
         if ivd as usize == s.len() {
             s.push(1); // the implied trailing 1
         }
+        self.common_shape(op, inputs)?;
         for (i, (&x, &u)) in inputs.iter().zip(updates).enumerate() {
             let (Some(a), Some(b)) = (self.dims(x), self.dims(u)) else { continue };
-            if self.dims(inputs[0]).is_some_and(|a0| !same_dims(a0, a)) {
-                return fail(format!("input {i} differs in shape from input 0"));
-            }
             if let Some(r) = self.dims(outs[i]) {
                 if !same_dims(r, a) {
                     return fail(format!("result {i} has shape {}, its input {}", dims_text(r), dims_text(a)));

@@ -7,7 +7,7 @@
 //! verifier cannot read (a hexadecimal `dense`, a `#stablehlo.conv<raw ...>`) is left to
 //! jaxlib's verifier.
 
-use super::shapes::{dims_text, same_dims};
+use super::shapes::dims_text;
 use super::{Verifier, VerifyError};
 
 /// One spatial dimension of a window (StableHLO's `WindowDimension`).
@@ -168,13 +168,7 @@ impl<'p> Verifier<'p> {
         if let Some((i, &s)) = sizes.iter().enumerate().find(|(_, &s)| s <= 0) {
             return Err(self.err(op, format!("window dimension {i} has size {s}, expected a positive size")));
         }
-        let inputs = &ins[..ins.len() / 2];
-        let Some(a) = self.dims(inputs[0]) else { return Ok(()) };
-        for (i, &v) in inputs.iter().enumerate().skip(1) {
-            if self.dims(v).is_some_and(|d| !same_dims(d, a)) {
-                return Err(self.err(op, format!("input {i} differs in shape from input 0")));
-            }
-        }
+        let Some(a) = self.common_shape(op, &ins[..ins.len() / 2])? else { return Ok(()) };
         if sizes.len() != a.len() {
             return Err(
                 self.err(op, format!("window_dimensions has {} entries for inputs of rank {}", sizes.len(), a.len()))
