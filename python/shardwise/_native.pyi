@@ -6,6 +6,7 @@ from typing import Any, TypeAlias, final
 
 __version__: str
 __all__ = [
+    "AllReducePlan",
     "CandidateBatch",
     "ConversionError",
     "ForbiddenComponent",
@@ -17,6 +18,7 @@ __all__ = [
     "MeshError",
     "MlirReadError",
     "MlirVerifyError",
+    "OpReshards",
     "ProgramFacts",
     "ProgramTables",
     "ProgramWalk",
@@ -25,13 +27,18 @@ __all__ = [
     "ShardingError",
     "ShardingParseError",
     "ShardwiseError",
+    "UnreducedCollectives",
     "__version__",
+    "all_reduce_to_replicated",
+    "axes_set_diff",
+    "axes_sort_and_merge",
     "axes_sorted",
     "axis_op",
     "axis_parse",
     "axis_print",
     "collective_cost",
     "einsum_check",
+    "explicit_reshards_plan",
     "factor_symbol",
     "from_hlo_sharding",
     "from_mindspore_layout",
@@ -71,6 +78,7 @@ __all__ = [
     "sharding_validate",
     "to_hlo_sharding",
     "to_mindspore_layout",
+    "unreduced_collectives",
     "walk_program",
 ]
 
@@ -419,6 +427,59 @@ def redistribution_plan(
 def collective_cost(
     kind: str, mesh: _MeshW, axes: list[_AxisW], local_bytes: float, model: _CostModelW
 ) -> tuple[float, float]: ...
+
+# sdy-insert-explicit-reshards (rust/src/py/reshards.rs)
+@final
+class OpReshards:
+    @property
+    def operands(self) -> list[_ShardingW | None]: ...
+    @property
+    def results(self) -> list[_ShardingW | None]: ...
+    @property
+    def all_reduce_axes(self) -> list[_AxisW]: ...
+
+@final
+class AllReducePlan:
+    @property
+    def axes(self) -> list[_AxisW]: ...
+    @property
+    def sharding(self) -> _ShardingW: ...
+
+@final
+class UnreducedCollectives:
+    @property
+    def reshard(self) -> _ShardingW | None: ...
+    @property
+    def replicated_to_unreduced_axes(self) -> list[_AxisW]: ...
+    @property
+    def replicated_to_unreduced(self) -> _ShardingW | None: ...
+    @property
+    def sharded_to_unreduced_axes(self) -> list[list[_AxisW]]: ...
+    @property
+    def sharded_to_unreduced(self) -> _ShardingW | None: ...
+    @property
+    def last(self) -> _ShardingW: ...
+
+def explicit_reshards_plan(
+    *,
+    rule: _RuleW,
+    operands: list[_ShardingW | None],
+    results: list[_ShardingW | None],
+    mesh_name: str,
+    mesh: _MeshW,
+    sizes: list[int],
+    other_device_order: list[bool],
+    version: str,
+    is_reshape: bool,
+    direct_operands: list[_ShardingW | None] | None = None,
+    direct_other_device_order: list[bool] | None = None,
+) -> OpReshards: ...
+def all_reduce_to_replicated(
+    source: _ShardingW, target_unreduced: list[_AxisW], mesh: _MeshW
+) -> AllReducePlan | None: ...
+def unreduced_collectives(input: _ShardingW, output: _ShardingW, mesh: _MeshW) -> UnreducedCollectives | None: ...
+def axes_set_diff(a: list[_AxisW], b: list[_AxisW], mesh: _MeshW) -> list[_AxisW]: ...
+def axes_sort_and_merge(a: list[_AxisW], mesh: _MeshW) -> list[_AxisW]: ...
 
 # search (rust/src/py/search.rs): a strategy graph as (offsets, cost, usage, intervals, edges,
 # edge_offsets, edge_cost, usage_limit), the int64 arrays as little-endian bytes

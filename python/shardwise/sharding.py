@@ -141,6 +141,22 @@ class AxisRef(_Frozen):
         wires = [_axis(r)._wire() for r in refs]
         return tuple(AxisRef._from_wire(w) for w in _native.axes_sorted(wires, mesh._wire()))
 
+    @staticmethod
+    def sort_and_merge(refs: Iterable[AxisRef | str], mesh: Mesh) -> tuple[AxisRef, ...]:
+        """``refs`` in mesh order with adjacent sub-axes of one axis merged (Shardy's
+        ``sortAndMergeAxes``, ``shardy/dialect/sdy/ir/utils.cc``); ``MeshError`` for an axis
+        ``mesh`` lacks."""
+        wires = [_axis(r)._wire() for r in refs]
+        return tuple(AxisRef._from_wire(w) for w in _native.axes_sort_and_merge(wires, mesh._wire()))
+
+    @staticmethod
+    def set_diff(a: Iterable[AxisRef | str], b: Iterable[AxisRef | str], mesh: Mesh) -> tuple[AxisRef, ...]:
+        """The parts of the references ``a`` that none of ``b`` covers, in the order of ``a``
+        (Shardy's ``getAxisSetDiff``, ``shardy/dialect/sdy/ir/utils.cc``): ``["x"]`` minus
+        ``["x":(1)2]`` is ``["x":(2)2]`` on ``x=4``. ``MeshError`` for an axis ``mesh`` lacks."""
+        wa, wb = [_axis(r)._wire() for r in a], [_axis(r)._wire() for r in b]
+        return tuple(AxisRef._from_wire(w) for w in _native.axes_set_diff(wa, wb, mesh._wire()))
+
     def __eq__(self, other: object) -> bool:
         return self is other or (
             isinstance(other, AxisRef)

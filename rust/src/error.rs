@@ -15,6 +15,9 @@ pub enum ErrorKind {
     Mesh,
     /// A conversion to or from another format cannot express the value.
     Conversion,
+    /// A program's ops and shardings contradict what a pass needs (Shardy's op-level checks,
+    /// e.g. unreduced axes that a collective cannot produce); Python's `ProgramError`.
+    Program,
 }
 
 /// An error with a message that names the value, what was expected and what was got.
@@ -38,6 +41,9 @@ impl Error {
     }
     pub fn conversion(message: impl Into<String>) -> Self {
         Error { kind: ErrorKind::Conversion, message: message.into() }
+    }
+    pub fn program(message: impl Into<String>) -> Self {
+        Error { kind: ErrorKind::Program, message: message.into() }
     }
     /// The invariant rule, if this is an invariant error.
     pub fn rule(&self) -> Option<&'static str> {

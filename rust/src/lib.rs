@@ -7,6 +7,7 @@
 pub mod axis;
 pub mod convert;
 pub mod error;
+pub mod export;
 pub mod fast_hash;
 pub mod graph;
 pub mod ir;

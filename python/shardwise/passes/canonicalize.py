@@ -190,7 +190,6 @@ def _reduce_scatter_fusion(all_slice: Op, uses: Uses, meshes: dict[str, Mesh]) -
     """Shardy's ``ReduceScatterFusion``: ``all_slice(all_reduce(x))`` whose slicing axes start
     with all the reduction axes becomes ``reduce_scatter(x)`` (then an ``all_slice`` of the
     remaining slicing axes)."""
-    from shardwise.passes._projection import add_axis_or_merge
 
     all_reduce = all_slice.operands[0].defining_op
     if all_reduce is None or all_reduce.name != "sdy.all_reduce":
@@ -232,8 +231,11 @@ def _reduce_scatter_fusion(all_slice: Op, uses: Uses, meshes: dict[str, Mesh]) -
     dims = []
     for d, extra in zip(in_sharding.dims, scatter):
         axes = list(d.axes)
-        for a in extra:
-            add_axis_or_merge(axes, a, mesh)
+        for a in extra:  # Shardy's addAxisOrMerge
+            if axes and axes[-1].can_merge(a):
+                axes[-1] = axes[-1].merge(a, mesh)
+            else:
+                axes.append(a)
         dims.append(DimSharding(axes, closed=True))
     slice_out = all_slice.results[0].sharding
     assert slice_out is not None
@@ -278,7 +280,6 @@ def _axes_text(text: str) -> str:
 
 
 def _sharded_to_unreduced_matches(s2u: Op, all_reduce: Op, meshes: dict[str, Mesh]) -> bool:
-    from shardwise.passes import _axes
 
     out = s2u.attributes.get("out_sharding")
     if out is None:
@@ -292,7 +293,7 @@ def _sharded_to_unreduced_matches(s2u: Op, all_reduce: Op, meshes: dict[str, Mes
         for d in re.findall(r"\{([^}]*)\}", s2u.attributes.get("axes", ""))
         for a in _split_axes(d)
     ]
-    merged = ", ".join(str(a) for a in _axes.sort_and_merge(axes, mesh))
+    merged = ", ".join(str(a) for a in AxisRef.sort_and_merge(axes, mesh))
     return merged.replace(" ", "") == _axes_text(all_reduce.attributes.get("reduction_axes", ""))
 
 

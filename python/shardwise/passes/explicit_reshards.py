@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from shardwise import _native
 from shardwise.errors import ProgramError
 from shardwise.ir.core import Block, Func, Module, Op, Value
 from shardwise.ir.rewrite import SymbolTable, Uses, erase_op
@@ -33,17 +34,14 @@ from shardwise.ir.sdy import (
     rank_of,
     result_edge_owners,
     set_sharding,
-    with_parts,
 )
 from shardwise.ir.types import TensorType
 from shardwise.mesh import Mesh
-from shardwise.passes import _axes, _projection
-from shardwise.passes._common_axes import find_common_axes
 from shardwise.passes.call_graph import func_arg_shardings
 from shardwise.passes.registry import Options, register_pass
 from shardwise.rules.from_ir import CONTEXT_OPS
 from shardwise.rules.rule import OpShardingRule
-from shardwise.sharding import AxisRef, TensorSharding
+from shardwise.sharding import AxisRef, AxisWire, ShardingWire, TensorSharding
 
 if TYPE_CHECKING:
     from shardwise.rules.from_ir import RuleCache
@@ -58,12 +56,13 @@ _OP_SPECIAL = TERMINATORS | DATA_FLOW_OPS | {CALL, RESHARD, "stablehlo.concatena
 _SIGNATURE_SLOW_PATH = DATA_FLOW_OPS | UNREDUCED_OPS | {"sdy.propagation_barrier"}
 
 
-def _axis_list(axes: list[AxisRef]) -> str:
-    return "#sdy<axis_ref_list{" + ", ".join(str(a) for a in axes) + "}>"
+def _axis_list(axes: list[AxisWire]) -> str:
+    return "#sdy<axis_ref_list{" + ", ".join(str(AxisRef._from_wire(a)) for a in axes) + "}>"
 
 
-def _axis_lists(per_dim: list[list[AxisRef]]) -> str:
-    return "#sdy<list_of_axis_ref_lists[" + ", ".join("{" + ", ".join(str(a) for a in d) + "}" for d in per_dim) + "]>"
+def _axis_lists(per_dim: list[list[AxisWire]]) -> str:
+    dims = ("{" + ", ".join(str(AxisRef._from_wire(a)) for a in d) + "}" for d in per_dim)
+    return "#sdy<list_of_axis_ref_lists[" + ", ".join(dims) + "]>"
 
 
 class _Inserter:
@@ -152,7 +151,8 @@ class _Reshards:
     def all_reduce_if_unreduced_to_replicated(
         self, user: Op, index: int, source: TensorSharding | None, target: TensorSharding | None
     ) -> TensorSharding | None:
-        """Shardy's ``insertAllReduceIfUnreducedToReplicated``."""
+        """Shardy's ``insertAllReduceIfUnreducedToReplicated`` (the axes and the new sharding
+        from ``_native.all_reduce_to_replicated``)."""
         if source is None or not source.unreduced:
             return source
         mesh = self.mesh(source)
@@ -163,17 +163,17 @@ class _Reshards:
                 raise ProgramError(
                     f"{user.where()}: source and user shardings have different meshes for unreduced axes"
                 )
-        axes = _axes.axis_set_diff(list(source.unreduced), list(target_unreduced), mesh)
-        if not axes:
+        plan = _native.all_reduce_to_replicated(source._wire(), [a._wire() for a in target_unreduced], mesh._wire())
+        if plan is None:
             return source
-        new = with_parts(source, unreduced=_axes.axis_set_diff(list(source.unreduced), axes, mesh))
+        new = TensorSharding._from_wire(plan.sharding, source.mesh)
         v = user.operands[index]
-        ar = self.new_op("sdy.all_reduce", v, {"reduction_axes": _axis_list(axes)}, new, _loc(v))
+        ar = self.new_op("sdy.all_reduce", v, {"reduction_axes": _axis_list(plan.axes)}, new, _loc(v))
         self.set_use(user, index, ar.results[0])
         return new
 
     def unreduced_collectives(self, user: Op, index: int, out: TensorSharding | None) -> TensorSharding | None:
-        """Shardy's ``insertUnreducedCollectives``."""
+        """Shardy's ``insertUnreducedCollectives`` (planned by ``_native.unreduced_collectives``)."""
         inp = user.operands[index]
         ins = self.sharding(inp)
         if ins is None or out is None or not out.unreduced:
@@ -183,51 +183,27 @@ class _Reshards:
             raise ProgramError(
                 f"{user.where()}: input and output shardings have different meshes; the result has unreduced axes"
             )
-        r2u_s2u = _axes.axis_set_diff(list(out.unreduced), list(ins.unreduced), mesh)
-        if not r2u_s2u:
+        try:
+            plan = _native.unreduced_collectives(ins._wire(), out._wire(), mesh._wire())
+        except ProgramError as e:
+            raise ProgramError(f"{user.where()}: {e}") from None
+        if plan is None:
             return None
-        if _axes.axis_set_diff(list(ins.unreduced), list(out.unreduced), mesh):
-            raise ProgramError(f"{user.where()}: input and output both have unreduced axes the other lacks")
-        s2u: list[AxisRef] = []
-        per_dim: list[list[AxisRef]] = [[] for _ in ins.dims]
-        need_reshard = False
-        tmp = list(out.dims)
-        for d, (in_d, out_d) in enumerate(zip(ins.dims, out.dims)):
-            status = _prefix_status(list(out_d.axes), list(in_d.axes))
-            if status == "strict":
-                diff: list[AxisRef] = []
-                if out_d.axes and out_d.axes[-1] != in_d.axes[len(out_d.axes) - 1]:
-                    suffix = _axes.suffix_without_overlap(in_d.axes[len(out_d.axes) - 1], out_d.axes[-1], mesh)
-                    assert suffix is not None
-                    diff.append(suffix)
-                diff.extend(in_d.axes[len(out_d.axes) :])
-                if not _axes.axis_set_diff(diff, r2u_s2u, mesh):
-                    per_dim[d] = diff
-                    s2u.extend(diff)
-                    tmp[d] = in_d
-                else:
-                    need_reshard = True
-            elif status == "not":
-                need_reshard = True
-        result = inp
-        loc = _loc(inp)
-        if need_reshard:
-            result = self.new_op(RESHARD, result, {}, with_parts(ins, dims=tmp), loc).results[0]
-        last = self.sharding(result)
-        r2u = _axes.axis_set_diff(r2u_s2u, s2u, mesh)
-        if r2u:
-            unreduced = _axes.sort_and_merge([*ins.unreduced, *r2u], mesh)
-            last = with_parts(ins, dims=tmp, replicated=out.replicated, unreduced=unreduced)
-            result = self.new_op("sdy.replicated_to_unreduced", result, {"axes": _axis_list(r2u)}, last, loc).results[0]
-        if s2u:
-            result = self.new_op("sdy.sharded_to_unreduced", result, {"axes": _axis_lists(per_dim)}, out, loc).results[
-                0
-            ]
+        result, loc = inp, _loc(inp)
+        last: TensorSharding | None = None
+        if plan.reshard is not None:
+            last = TensorSharding._from_wire(plan.reshard, ins.mesh)
+            result = self.new_op(RESHARD, result, {}, last, loc).results[0]
+        if plan.replicated_to_unreduced is not None:
+            last = TensorSharding._from_wire(plan.replicated_to_unreduced, ins.mesh)
+            attrs = {"axes": _axis_list(plan.replicated_to_unreduced_axes)}
+            result = self.new_op("sdy.replicated_to_unreduced", result, attrs, last, loc).results[0]
+        if plan.sharded_to_unreduced is not None:
+            attrs = {"axes": _axis_lists(plan.sharded_to_unreduced_axes)}
+            result = self.new_op("sdy.sharded_to_unreduced", result, attrs, out, loc).results[0]
             last = out
-        if result is not inp:
-            self.set_use(user, index, result)
-            return last
-        return None
+        self.set_use(user, index, result)
+        return last
 
     def to_target(self, user: Op, index: int, target: TensorSharding | None, after_operand: bool, full: bool) -> None:
         """Shardy's ``insertExplicitReshardsToTargetSharding``."""
@@ -348,225 +324,6 @@ class _Reshards:
                 best = (name, self.mesh(s))
         return best
 
-    def process_dot(
-        self,
-        op: Op,
-        proj: _projection.Projection,
-        outs: list[TensorSharding | None],
-        rule: OpShardingRule,
-        mesh_name: str,
-        mesh: Mesh,
-    ) -> None:
-        if not outs:
-            return
-        lhs, rhs = proj.operands[0], proj.operands[1]
-        res = proj.results[0]
-        sizes = [_num_elements(op.operands[0]), _num_elements(op.operands[1])]
-        result_size = _num_elements(op.results[0])
-        conflicting: int | None = None
-        conflicting_axes: list[AxisRef] = []
-        reduction: list[AxisRef] = []
-        seen: list[AxisRef] = []
-        for f in range(len(rule.factor_sizes)):
-            la, ra = lhs.axes_of(f), rhs.axes_of(f)
-            if la is not None and ra is not None:
-                operand_axes = la
-                max_size = max(sizes)
-                if la != ra:
-                    return
-                if f in rule.reduction_factors:
-                    reduction.extend(operand_axes)
-                    continue
-            else:
-                operand_axes = la if la is not None else (ra or [])
-                max_size = sizes[0] if la is not None else sizes[1]
-                for a in operand_axes:
-                    if any(_axes.overlaps(s, a) for s in seen):
-                        return
-                    seen.append(a)
-            if res.axes_of(f) != operand_axes:
-                if not operand_axes or conflicting is not None or result_size > max_size:
-                    return
-                conflicting = f
-                conflicting_axes = list(operand_axes)
-        if conflicting is None:
-            return
-        res_axes = res.factors[conflicting].axes
-        if not res_axes or res_axes != reduction:
-            return
-        res.factors[conflicting].axes = conflicting_axes
-        new = _projection.create_sharding(res, rule.result_mappings[0], rule.factor_sizes, mesh_name, mesh)
-        set_sharding(op.results[0], new, self.uses)
-        self.at.after(op)
-        r = self.new_op(RESHARD, op.results[0], {}, outs[0], op.location)
-        self.uses.replace_all_uses(op.results[0], r.results[0], except_ops=[r])
-
-    def all_reduces_for_reduction_factors(
-        self,
-        op: Op,
-        proj: _projection.Projection,
-        rule: OpShardingRule,
-        mesh_name: str,
-        mesh: Mesh,
-        common: list[list[AxisRef]] | None,
-    ) -> None:
-        """Shardy's ``insertAllReducesForReductionFactors``."""
-        if not op.results:
-            return
-        first = self.sharding(op.results[0])
-        unreduced = list(first.unreduced) if first is not None else []
-        reduction: list[AxisRef] = []
-        if common is not None:
-            for f in rule.reduction_factors:
-                reduction.extend(common[f])
-        else:
-            if not unreduced:
-                return
-            for f in rule.reduction_factors:
-                compatible = _compatible_factor_sharding(proj, f)
-                if compatible is None:
-                    raise ProgramError(
-                        f"{op.where()}: the result has unreduced axes while the operand has incompatible sharding along reduction factors"
-                    )
-                reduction.extend(compatible)
-        if not reduction:
-            return
-        axes = _axes.axis_set_diff(reduction, unreduced, mesh)
-        if not axes:
-            return
-        axes = _axes.sort_and_merge(axes, mesh)
-        self.at.after(op)
-        for r in op.results:
-            s = self.sharding(r)
-            if s is None:
-                s = fully_replicated((mesh_name, mesh), rank_of(r), True)
-            ar = self.new_op("sdy.all_reduce", r, {"reduction_axes": _axis_list(axes)}, s, op.location)
-            self.uses.replace_all_uses(r, ar.results[0], except_ops=[ar])
-
-    # ---------------------------------------------------------------- full version
-
-    def process_full(
-        self,
-        op: Op,
-        proj: _projection.Projection,
-        ins: list[TensorSharding | None],
-        outs: list[TensorSharding | None],
-        rule: OpShardingRule,
-        mesh_name: str,
-        mesh: Mesh,
-    ) -> list[list[AxisRef]]:
-        """Shardy's ``processOp`` on the full version: the common axes per factor, and reshards
-        of the operands/results whose factor shardings differ from them."""
-        upd_in, upd_out = _projection.contains_overflow(proj)
-        if (any(upd_in) or any(upd_out)) and op.name == "stablehlo.reshape":
-            return self.reshape_with_overflow(op, proj, outs, rule, mesh_name, mesh)
-        common = find_common_axes(proj, rule, _tensor_sizes(op), mesh)
-        for f, axes in enumerate(common):
-            a, b = _projection.update_sharding(proj, f, axes, [])
-            upd_in = [x or y for x, y in zip(upd_in, a)]
-            upd_out = [x or y for x, y in zip(upd_out, b)]
-        self.reshard_operands_results(op, ins, outs, proj, upd_in, upd_out, rule, mesh_name, mesh)
-        return common
-
-    def reshard_operands_results(
-        self,
-        op: Op,
-        ins: list[TensorSharding | None],
-        outs: list[TensorSharding | None],
-        proj: _projection.Projection,
-        upd_in: list[bool],
-        upd_out: list[bool],
-        rule: OpShardingRule,
-        mesh_name: str,
-        mesh: Mesh,
-    ) -> None:
-        """Shardy's ``insertExplicitReshards``."""
-        self.at.before(op)
-        for i, s in enumerate(ins):
-            if upd_in[i] or self.reshard_to_common_mesh(s, mesh):
-                new = _projection.create_sharding(
-                    proj.operands[i], rule.operand_mappings[i], rule.factor_sizes, mesh_name, mesh
-                )
-                operand = op.operands[i]
-                r = self.new_op(RESHARD, operand, {}, new, _loc(operand))
-                self.set_use(op, i, r.results[0])
-        self.at.after(op)
-        for i, s in enumerate(outs):
-            if upd_out[i] or self.reshard_to_common_mesh(s, mesh):
-                new = _projection.create_sharding(
-                    proj.results[i], rule.result_mappings[i], rule.factor_sizes, mesh_name, mesh
-                )
-                result = op.results[i]
-                current = self.sharding(result)
-                if current is None:
-                    current = fully_replicated((mesh_name, mesh), rank_of(result), True)
-                r = self.new_op(RESHARD, result, {}, current, op.location)
-                self.uses.replace_all_uses(result, r.results[0], except_ops=[r])
-                set_sharding(result, new, self.uses)
-
-    def reshard_to_common_mesh(self, s: TensorSharding | None, mesh: Mesh) -> bool:
-        return s is not None and any(d.axes for d in s.dims) and self.mesh(s).device_ids != mesh.device_ids
-
-    def reshape_with_overflow(
-        self,
-        op: Op,
-        proj: _projection.Projection,
-        outs: list[TensorSharding | None],
-        rule: OpShardingRule,
-        mesh_name: str,
-        mesh: Mesh,
-    ) -> list[list[AxisRef]]:
-        """Shardy's ``processReshapeWithOverflowAxes``."""
-        prefer_input = _projection.sharding_size(proj.operands[0], mesh) >= _projection.sharding_size(
-            proj.results[0], mesh
-        )
-        best = proj.operands[0] if prefer_input else proj.results[0]
-        all_axes: list[AxisRef] = []
-        for f in range(len(rule.factor_sizes)):
-            fs = best.factors.get(f)
-            if fs is not None:
-                all_axes.extend(fs.axes)
-                all_axes.extend(fs.overflow)
-        for t, mapping in ((proj.operands[0], rule.operand_mappings[0]), (proj.results[0], rule.result_mappings[0])):
-            flat: list[_projection.FactorSharding] = []
-            sizes: list[int] = []
-            order: list[int] = []
-            for factors in mapping:
-                for f in factors:
-                    fs = t.factors.get(f)
-                    if fs is None:
-                        continue
-                    flat.append(_projection.FactorSharding([], fs.closed, fs.minor_most, []))
-                    sizes.append(rule.factor_sizes[f])
-                    order.append(f)
-            _projection.distribute_axes(flat, sizes, all_axes, mesh)
-            for f, fs in zip(order, flat):
-                t.factors[f].axes = fs.axes
-                t.factors[f].overflow = fs.overflow
-        in_built = _projection.create_sharding(
-            proj.operands[0], rule.operand_mappings[0], rule.factor_sizes, mesh_name, mesh
-        )
-        out_built = _projection.create_sharding(
-            proj.results[0], rule.result_mappings[0], rule.factor_sizes, mesh_name, mesh
-        )
-        legal = _projection.build([in_built], [out_built], rule, mesh)
-        common = _projection.common_prefix_axes(legal, len(rule.factor_sizes))
-        for f in range(len(rule.factor_sizes)):
-            _projection.update_sharding(proj, f, common[f], [])
-        upd_in = [
-            not is_equivalent(
-                self.sharding(op.operands[0]),
-                _projection.create_sharding(
-                    proj.operands[0], rule.operand_mappings[0], rule.factor_sizes, mesh_name, mesh
-                ),
-            )
-        ]
-        res = _projection.create_sharding(proj.results[0], rule.result_mappings[0], rule.factor_sizes, mesh_name, mesh)
-        upd_out = [not is_equivalent(res, outs[0])]
-        ins = [self.sharding(v) for v in op.operands]
-        self.reshard_operands_results(op, ins, outs, proj, upd_in, upd_out, rule, mesh_name, mesh)
-        return common
-
     def full_version(self, op: Op) -> bool:
         if self.full or op.name == "mhlo.ragged_dot" or op.name == CALL:
             return True
@@ -631,13 +388,81 @@ class _Reshards:
         if mesh is None:
             return
         mesh_name, m = mesh
-        proj = _projection.build(ins, outs, rule, m, closed_if_missing=True)
-        common: list[list[AxisRef]] | None = None
         if full:
-            common = self.process_full(op, proj, ins, outs, rule, mesh_name, m)
+            version = "full"
         elif op.name in ("stablehlo.dot", "stablehlo.dot_general"):
-            self.process_dot(op, proj, outs, rule, mesh_name, m)
-        self.all_reduces_for_reduction_factors(op, proj, rule, mesh_name, m, common)
+            version = "dot"
+        elif outs and outs[0] is not None and outs[0].unreduced:
+            version = "basic"
+        else:
+            return  # the basic version inserts only the all-reduce of an unreduced result
+        count = len(ins) + len(outs)
+        sizes, order = [0] * count, [False] * count
+        direct: list[TensorSharding | None] | None = None
+        if full:
+            sizes = _tensor_sizes(op)
+            order = [self.other_device_order(s, m) for s in ins + outs]
+            if op.name == "stablehlo.reshape":
+                # Shardy's reshape path reads the operand itself, not through barriers.
+                direct = [self.sharding(v) for v in op.operands]
+                direct = None if direct == ins else direct
+        elif version == "dot":
+            sizes = [_num_elements(v) for v in [*op.operands, *op.results]]
+        try:
+            plan = _native.explicit_reshards_plan(
+                rule=rule._wire(),
+                operands=_wires(ins),
+                results=_wires(outs),
+                mesh_name=mesh_name,
+                mesh=m._wire(),
+                sizes=sizes,
+                other_device_order=order,
+                version=version,
+                is_reshape=op.name == "stablehlo.reshape",
+                direct_operands=None if direct is None else _wires(direct),
+                direct_other_device_order=None if direct is None else [self.other_device_order(s, m) for s in direct],
+            )
+        except ProgramError as e:
+            raise ProgramError(f"{op.where()}: {e}") from None
+        self.apply(op, plan, (mesh_name, m))
+
+    def other_device_order(self, s: TensorSharding | None, mesh: Mesh) -> bool:
+        """A sharded ``s`` on a mesh that orders the devices unlike ``mesh`` (Shardy reshards
+        it onto the op's common mesh)."""
+        return s is not None and any(d.axes for d in s.dims) and self.mesh(s).device_ids != mesh.device_ids
+
+    def apply(self, op: Op, plan: _native.OpReshards, ref: tuple[str, Mesh]) -> None:
+        """Inserts what ``plan`` names (Shardy's ``insertExplicitReshards`` and
+        ``insertAllReducesForReductionFactors``): reshards of operands before ``op``; for each
+        result that ``op`` now produces differently, the new sharding and a reshard back to the
+        old one for its users; then the all-reduce of every result."""
+        m = ref[1]
+        self.at.before(op)
+        for i, w in enumerate(plan.operands):
+            if w is not None:
+                operand = op.operands[i]
+                reshard = self.new_op(RESHARD, operand, {}, TensorSharding._from_wire(w, m), _loc(operand))
+                self.set_use(op, i, reshard.results[0])
+        self.at.after(op)
+        for i, w in enumerate(plan.results):
+            if w is not None:
+                result = op.results[i]
+                current = self.sharding(result)
+                if current is None:
+                    current = fully_replicated(ref, rank_of(result), True)
+                back = self.new_op(RESHARD, result, {}, current, op.location)
+                self.uses.replace_all_uses(result, back.results[0], except_ops=[back])
+                set_sharding(result, TensorSharding._from_wire(w, m), self.uses)
+        if not plan.all_reduce_axes or not op.results:
+            return
+        axes = _axis_list(plan.all_reduce_axes)
+        self.at.after(op)
+        for r in op.results:
+            s = self.sharding(r)
+            if s is None:
+                s = fully_replicated(ref, rank_of(r), True)
+            ar = self.new_op("sdy.all_reduce", r, {"reduction_axes": axes}, s, op.location)
+            self.uses.replace_all_uses(r, ar.results[0], except_ops=[ar])
 
     def run(self) -> None:
         for op in post_order(self.func):
@@ -697,6 +522,10 @@ def _bypass(r: _Reshards, v: Value) -> TensorSharding | None:
     return r.sharding(v)
 
 
+def _wires(shardings: list[TensorSharding | None]) -> list[ShardingWire | None]:
+    return [None if s is None else s._wire() for s in shardings]
+
+
 def _num_elements(v: Value) -> int:
     n = 1
     for d in v.type.shape:
@@ -710,26 +539,6 @@ def _loc(v: Value) -> str | None:
     return None
 
 
-def _prefix_status(first: list[AxisRef], second: list[AxisRef]) -> str:
-    """Shardy's ``isAxisListPrefixOf``: "equal", "strict" or "not"."""
-    if not first and not second:
-        return "equal"
-    if not first:
-        return "strict"
-    if len(first) > len(second):
-        return "not"
-    n = len(first)
-    for i in range(n - 1):
-        if first[i] != second[i]:
-            return "not"
-    if len(first) == len(second) and first[-1] == second[-1]:
-        return "equal"
-    a, b = first[n - 1], second[n - 1]
-    if b.contains(a) and _axes.pre_size(a) == _axes.pre_size(b):
-        return "strict"
-    return "not"
-
-
 def _tensor_sizes(op: Op) -> list[int]:
     out = []
     for v in [*op.operands, *op.results]:
@@ -737,20 +546,6 @@ def _tensor_sizes(op: Op) -> list[int]:
         static = isinstance(t, TensorType) and all(d >= 0 for d in t.shape)
         out.append(_num_elements(v) if static else 0)
     return out
-
-
-def _compatible_factor_sharding(proj: _projection.Projection, factor: int) -> list[AxisRef] | None:
-    found: list[AxisRef] | None = None
-    seen = False
-    for t in proj.tensors:
-        axes = t.axes_of(factor)
-        if axes is None:
-            continue
-        if seen and axes != found:
-            return None
-        if not seen:
-            found, seen = axes, True
-    return found if found is not None else []
 
 
 @register_pass("sdy-insert-explicit-reshards", anchor="func.func", options={"enable-full-version": False})

@@ -46,7 +46,6 @@ from shardwise.ir.sdy import (
 )
 from shardwise.ir.types import TensorType
 from shardwise.mesh import Mesh
-from shardwise.passes import _axes
 from shardwise.passes.call_graph import func_arg_shardings, func_result_shardings
 from shardwise.passes.data_flow import _shardings_from_edges, main_func
 from shardwise.passes.registry import Options, register_pass
@@ -350,19 +349,23 @@ def sharding_constraint_to_reshard(module: Module, func: Func, options: Options 
             op.name = RESHARD
 
 
+def _size(a: AxisRef, mesh: Mesh) -> int:
+    return a.size if a.size is not None else mesh.axis_size(a.name)
+
+
 def _evenly_sharded(s: TensorSharding, shape: tuple[int, ...], mesh: Mesh) -> TensorSharding:
     dims = []
     for d, size in zip(s.dims, shape):
         sharded = 1
         for a in d.axes:
-            sharded *= _axes.size(a, mesh)
+            sharded *= _size(a, mesh)
         if size % sharded == 0:
             dims.append(d)
             continue
         remaining = size
         new_axes: list[AxisRef] = []
         for a in d.axes:
-            asize = _axes.size(a, mesh)
+            asize = _size(a, mesh)
             g = math.gcd(asize, remaining)
             if g == 1:
                 break
@@ -370,7 +373,7 @@ def _evenly_sharded(s: TensorSharding, shape: tuple[int, ...], mesh: Mesh) -> Te
                 new_axes.append(a)
                 remaining //= g
             else:
-                new_axes.append(AxisRef(a.name, _axes.pre_size(a), g))
+                new_axes.append(AxisRef(a.name, a.pre_size or 1, g))
                 break
         dims.append(DimSharding(new_axes, d.closed))
     return with_parts(s, dims=dims)

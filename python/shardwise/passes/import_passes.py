@@ -33,7 +33,6 @@ from shardwise.ir.sdy import (
 )
 from shardwise.ir.types import TensorType
 from shardwise.mesh import Mesh
-from shardwise.passes import _axes
 from shardwise.passes.registry import Options, register_pass
 from shardwise.propagation.debug import DebugInfo
 from shardwise.sharding import AxisRef, TensorSharding
@@ -339,11 +338,11 @@ def _add_unused_manual_axes(
         if not hasattr(v.type, "element_type"):
             out.append(s)
             continue
-        unused = _axes.axis_set_diff(manual, list(s.axis_refs), mesh)
+        unused = list(AxisRef.set_diff(manual, s.axis_refs, mesh))
         if not unused:
             out.append(s)
             continue
-        rep = _axes.sort_and_merge([*s.replicated, *unused], mesh)
+        rep = list(AxisRef.sort_and_merge([*s.replicated, *unused], mesh))
         out.append(with_parts(s, replicated=rep, ref=(ref.mesh_name, mesh)))
         modified = True
     return tuple(out) if modified else None

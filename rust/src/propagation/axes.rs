@@ -145,3 +145,80 @@ pub fn add_axis_or_merge(axes: &mut Vec<AxisRef>, axis: AxisRef, mesh: &Mesh) ->
     }
     Ok(())
 }
+
+/// The largest suffix of `axis` that does not overlap `other` (Shardy
+/// `AxisRefAttr::getSuffixWithoutOverlap`): `axis` itself when the two do not overlap, `None`
+/// when they cannot coexist or `other` reaches the end of `axis`. Errors when a full axis is
+/// unknown to `mesh`.
+pub fn suffix_without_overlap(axis: &AxisRef, other: &AxisRef, mesh: &Mesh) -> Result<Option<AxisRef>> {
+    if !can_coexist(axis, other) {
+        return Ok(None);
+    }
+    if !axis.overlaps(other) {
+        return Ok(Some(axis.clone()));
+    }
+    let (next, other_next) = (axis.next_pre_size(mesh)?, other.next_pre_size(mesh)?);
+    if next <= other_next || other_next < 1 {
+        return Ok(None);
+    }
+    Ok(Some(AxisRef::sub(axis.name, other_next, next / other_next)))
+}
+
+/// Shardy's `AxisRefAttr::operator<` as a key: by name, then sub-axes by pre-size and size,
+/// a full axis sorting as pre-size 1 and an infinite size.
+fn shardy_key(a: &AxisRef) -> (&'static str, i64, i64) {
+    match a.sub {
+        Some(s) => (a.name.as_str(), s.pre_size, s.size),
+        None => (a.name.as_str(), 1, i64::MAX),
+    }
+}
+
+/// The parts of the axes `a` that are not in the axes `b` (Shardy `getAxisSetDiff`,
+/// `shardy/dialect/sdy/ir/utils.cc`): each reference of `a` in turn, minus the references of
+/// `b` it overlaps (the one found by binary search in Shardy's order, and the next overlap
+/// of what is left after it), keeping the prefix before each overlap. Errors when a full
+/// axis is unknown to `mesh`.
+pub fn axis_set_diff(a: &[AxisRef], b: &[AxisRef], mesh: &Mesh) -> Result<Vec<AxisRef>> {
+    if a.is_empty() || a == b {
+        return Ok(Vec::new());
+    }
+    if b.is_empty() {
+        return Ok(a.to_vec());
+    }
+    let mut set_b = b.to_vec();
+    set_b.sort_by(|x, y| shardy_key(x).cmp(&shardy_key(y)));
+    let first_overlapping = |cur: &AxisRef| -> Option<&AxisRef> {
+        let i = set_b.partition_point(|x| shardy_key(x) < shardy_key(cur));
+        if i > 0 && cur.overlaps(&set_b[i - 1]) {
+            return Some(&set_b[i - 1]);
+        }
+        set_b.get(i).filter(|x| cur.overlaps(x))
+    };
+    let mut out = Vec::with_capacity(a.len());
+    for x in a {
+        let mut cur = Some(x.clone());
+        while let Some(c) = cur {
+            let Some(other) = first_overlapping(&c) else {
+                out.push(c);
+                break;
+            };
+            if let Some(p) = prefix_without_overlap(&c, std::slice::from_ref(other)) {
+                out.push(p);
+            }
+            cur = suffix_without_overlap(&c, other, mesh)?;
+        }
+    }
+    Ok(out)
+}
+
+/// `axes` in mesh order with adjacent sub-axes merged (Shardy `sortAndMergeAxes`). Errors
+/// when a merged axis is unknown to `mesh`.
+pub fn sort_and_merge_axes(axes: &[AxisRef], mesh: &Mesh) -> Result<Vec<AxisRef>> {
+    let mut sorted = axes.to_vec();
+    sorted.sort_by(|x, y| x.mesh_cmp(y, mesh));
+    let mut out: Vec<AxisRef> = Vec::with_capacity(sorted.len());
+    for a in sorted {
+        add_axis_or_merge(&mut out, a, mesh)?;
+    }
+    Ok(out)
+}

@@ -69,6 +69,7 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
         ErrorKind::Invariant { .. } => InvalidShardingError::new_err(message),
         ErrorKind::Mesh => MeshError::new_err(message),
         ErrorKind::Conversion => ConversionError::new_err(message),
+        ErrorKind::Program => program_error(py, message),
     };
     let value = err.value(py);
     let _ = value.setattr("rule", e.rule());
@@ -76,6 +77,18 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
         let _ = value.setattr("offset", pos);
     }
     err
+}
+
+/// `shardwise.errors.ProgramError` (a Python class: it is the base of the executor's and the
+/// launcher's errors too) with `message`.
+fn program_error(py: Python<'_>, message: String) -> PyErr {
+    match py.import("shardwise.errors").and_then(|m| m.getattr("ProgramError")) {
+        Ok(class) => PyErr::from_value(match class.call1((message,)) {
+            Ok(value) => value,
+            Err(e) => return e,
+        }),
+        Err(e) => e,
+    }
 }
 
 /// `Result<T, Error>` into `PyResult<T>`.

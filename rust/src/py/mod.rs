@@ -6,6 +6,7 @@ mod graph;
 mod mlir;
 mod propagation;
 mod redistribution;
+mod reshards;
 mod rule;
 mod search;
 mod walk;
@@ -284,6 +285,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     walk::register(m)?;
     propagation::register(m)?;
     redistribution::register(m)?;
+    reshards::register(m)?;
     search::register(m)?;
     m.add_function(wrap_pyfunction!(mesh_new, m)?)?;
     m.add_function(wrap_pyfunction!(mesh_parse, m)?)?;
