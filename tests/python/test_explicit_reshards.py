@@ -85,7 +85,7 @@ def _parses(text: str) -> bool:
     with context():
         try:
             ir().Module.parse(text)
-        except Exception:
+        except ir().MLIRError:
             return False
     return True
 
@@ -109,7 +109,7 @@ def _shardy(text: str, pipeline: str) -> str | None:
         m = ir().Module.parse(text)
         try:
             passmanager.PassManager.parse(pipeline).run(m.operation)
-        except Exception:
+        except ir().MLIRError:
             return None
         return str(m)
 
