@@ -2,7 +2,9 @@
 and ``explicit_reshards_util.cc``): all-reduces where unreduced axes become replicated, the
 collectives that make tensors unreduced, reshards of call operands to the callee's argument
 shardings, the reshard of a dot/dot_general result that makes the dot compatible, and, on the
-full version, reshards to the common factor shardings of every op with a sharding rule."""
+full version, reshards to the common factor shardings of every op with a sharding rule. What to
+insert around an op is decided in Rust (``rust/src/export/``, one ``_native`` call per op that
+needs a decision); this module walks the IR and inserts the ops."""
 
 from __future__ import annotations
 

@@ -158,9 +158,6 @@ pub struct PyUnreducedCollectives {
     /// ... to this sharding.
     #[pyo3(get)]
     sharded_to_unreduced: Option<ShardingW>,
-    /// The sharding of the last op.
-    #[pyo3(get)]
-    last: ShardingW,
 }
 
 /// Plans the collectives from `input` to `output` (`export::unreduced_collectives`), or None.
@@ -174,7 +171,9 @@ fn unreduced_collectives(
 ) -> PyResult<Option<PyUnreducedCollectives>> {
     let (input, output, mesh) = (input.into_sharding().py(py)?, output.into_sharding().py(py)?, mesh.to_mesh().py(py)?);
     let Some(plan) = export::unreduced_collectives(&input, &output, &mesh).py(py)? else { return Ok(None) };
-    let Some(last) = plan.last().map(ShardingW::from) else { return Ok(None) };
+    if plan.last().is_none() {
+        return Ok(None);
+    }
     let (r2u_axes, r2u) = plan
         .replicated_to_unreduced
         .as_ref()
@@ -189,7 +188,6 @@ fn unreduced_collectives(
         replicated_to_unreduced: r2u,
         sharded_to_unreduced_axes: s2u_axes,
         sharded_to_unreduced: s2u,
-        last,
     }))
 }
 
