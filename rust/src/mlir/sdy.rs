@@ -70,11 +70,20 @@ pub(crate) fn custom_head<'a>(
             b.attrs.push(r.attr("group_id", &format!("{g} : i64")));
             sig(r, &mut b, Types::Operands, 0)?;
         }
-        "all_reduce" | "all_gather" | "all_slice" | "reduce_scatter" | "all_to_all" | "collective_permute" => {
+        "all_reduce"
+        | "all_gather"
+        | "all_slice"
+        | "reduce_scatter"
+        | "all_to_all"
+        | "collective_permute"
+        | "replicated_to_unreduced"
+        | "sharded_to_unreduced" => {
             if op != "collective_permute" {
                 let g = r.c.group()?;
                 let (attr, kind) = match op {
                     "all_reduce" => ("reduction_axes", "axis_ref_list"),
+                    "replicated_to_unreduced" => ("axes", "axis_ref_list"),
+                    "sharded_to_unreduced" => ("axes", "list_of_axis_ref_lists"),
                     "all_gather" => ("gathering_axes", "list_of_axis_ref_lists"),
                     "all_slice" => ("slicing_axes", "list_of_axis_ref_lists"),
                     "reduce_scatter" => ("reduce_scatter_axes", "list_of_axis_ref_lists"),

@@ -81,7 +81,14 @@ pub(crate) fn custom<'p>(
             line.push_str(&format!(" : {}\n", pr.ty_of(ops[0])));
             true
         }
-        "all_reduce" | "all_gather" | "all_slice" | "reduce_scatter" | "all_to_all" | "collective_permute"
+        "all_reduce"
+        | "all_gather"
+        | "all_slice"
+        | "reduce_scatter"
+        | "all_to_all"
+        | "collective_permute"
+        | "replicated_to_unreduced"
+        | "sharded_to_unreduced"
             if ops.len() == 1 && r1 - r0 == 1 =>
         {
             let mut elided = vec!["out_sharding"];
@@ -89,6 +96,8 @@ pub(crate) fn custom<'p>(
             if short != "collective_permute" {
                 let (attr, kind) = match short {
                     "all_reduce" => ("reduction_axes", "#sdy<axis_ref_list"),
+                    "replicated_to_unreduced" => ("axes", "#sdy<axis_ref_list"),
+                    "sharded_to_unreduced" => ("axes", "#sdy<list_of_axis_ref_lists"),
                     "all_gather" => ("gathering_axes", "#sdy<list_of_axis_ref_lists"),
                     "all_slice" => ("slicing_axes", "#sdy<list_of_axis_ref_lists"),
                     "reduce_scatter" => ("reduce_scatter_axes", "#sdy<list_of_axis_ref_lists"),

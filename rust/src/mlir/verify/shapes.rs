@@ -186,6 +186,8 @@ pub(super) fn signature(name: &str) -> Option<(Count, Count, Rule)> {
             | "all_to_all"
             | "collective_permute"
             | "reduce_scatter"
+            | "replicated_to_unreduced"
+            | "sharded_to_unreduced"
             | "func_data_flow_edge" => (N(1), N(1), Rule::SameType),
             "sharding_group" => (N(1), N(0), Rule::None),
             "constant" => (N(0), N(1), Rule::None),
