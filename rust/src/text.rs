@@ -404,6 +404,41 @@ pub fn parse_axis_ref(text: &str) -> Result<AxisRef> {
     Ok(a)
 }
 
+/// Parses Shardy's `#sdy<axis_ref_list{"x", "y":(1)2}>` (or the bare `{...}`): the axis
+/// references of a collective's `reduction_axes` or an unreduced op's `axes`.
+pub fn parse_axis_ref_list(text: &str) -> Result<Vec<AxisRef>> {
+    let mut p = Lexer::new(text);
+    p.skip_ws();
+    let prefixed = p.eat("#sdy<axis_ref_list");
+    let axes = p.axis_list()?;
+    if prefixed {
+        p.expect(">")?;
+    }
+    p.done()?;
+    for a in &axes {
+        a.check_local()?;
+    }
+    Ok(axes)
+}
+
+/// Parses Shardy's `#sdy<list_of_axis_ref_lists[{"x"}, {}]>` (or the bare `[...]`): one axis
+/// list per dimension, as a collective's `gathering_axes` or `slicing_axes` hold them.
+pub fn parse_axis_ref_lists(text: &str) -> Result<Vec<Vec<AxisRef>>> {
+    let mut p = Lexer::new(text);
+    p.skip_ws();
+    let prefixed = p.eat("#sdy<list_of_axis_ref_lists");
+    p.expect("[")?;
+    let lists = p.list("]", Lexer::axis_list)?;
+    if prefixed {
+        p.expect(">")?;
+    }
+    p.done()?;
+    for a in lists.iter().flatten() {
+        a.check_local()?;
+    }
+    Ok(lists)
+}
+
 /// Parses one MLIR string literal (`"a\\22b"` -> `a"b`), the whole input.
 pub fn parse_string(text: &str) -> Result<String> {
     let mut p = Lexer::new(text);

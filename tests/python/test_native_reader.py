@@ -482,3 +482,78 @@ def test_mutated_slicing_and_windowed_ops_are_refused_as_jaxlib_refuses_them() -
         counts["jaxlib refused"] += j
         counts["native too"] += j and n
     assert counts["jaxlib refused"] >= 100, counts
+
+
+COLLECTIVES = (
+    "all_gather",
+    "all_slice",
+    "all_reduce",
+    "reduce_scatter",
+    "collective_permute",
+    "all_to_all",
+    "replicated_to_unreduced",
+    "sharded_to_unreduced",
+)
+
+
+@pytest.mark.skipif(conformance_dir() is None, reason="needs ../shared/conformance")
+def test_mutated_collectives_are_refused_as_jaxlib_refuses_them() -> None:
+    """The collectives of partitioned corpus programs (``partition``'s global module), each
+    mutated in one axis reference of its ``out_sharding`` or its own axes (dropped, renamed to
+    another mesh axis, or moved to another dimension of the ``out_sharding``): the native
+    verifier (``rust/src/mlir/verify/collectives.rs``) refuses exactly what jaxlib refuses."""
+    import random
+    import re
+
+    from shardwise.spmd.partition import partition
+
+    rng = random.Random(5)
+    names = {f"sdy.{n}" for n in COLLECTIVES}
+    programs = []
+    for path in sorted((conformance_dir() or Path()).glob("dev/*.in.mlir")):
+        try:
+            g = partition(load_mlir(path.read_text())).global_module
+        except ProgramError:
+            continue  # what the partitioner does not take (dynamic shapes, several meshes)
+        if any(op.name in names for op in g.op.walk()):
+            programs.append(g.to_mlir())
+    assert len(programs) >= 20, len(programs)
+    axis = re.compile(r'"[a-z_0-9]+"(?::\(\d+\)\d+)?')
+
+    def mutate(m: Module) -> str | None:
+        op = rng.choice([op for op in m.op.walk() if op.name in names])
+        key = rng.choice([k for k in op.attributes if k in ("out_sharding", "axes") or k.endswith("_axes")])
+        text = op.attributes[key]
+        refs = list(axis.finditer(text))
+        if not refs:
+            return None
+        a = rng.choice(refs)
+        kind = rng.choice(["drop", "rename", "move"])
+        if kind == "rename":
+            other = rng.choice([f'"{n}"' for n in m.meshes[next(iter(m.meshes))].axis_names])
+            new = text[: a.start()] + other + text[a.end() :]
+        else:
+            joins = {"{, ": "{", ", }": "}", ", ,": ","}
+            new = re.sub(r"\{, |, \}|, ,", lambda x: joins[x.group()], text[: a.start()] + text[a.end() :])
+            if kind == "move":
+                braces = [b.start() for b in re.finditer(r"\{", new)]
+                if key != "out_sharding" or not braces:
+                    return None
+                b = rng.choice(braces)
+                new = new[: b + 1] + a.group() + ("" if new[b + 1] == "}" else ", ") + new[b + 1 :]
+        if new == text:
+            return None
+        op.attributes[key] = new
+        return f"{op.name} {key} {kind}: {new}"
+
+    counts = {"mutations": 0, "jaxlib refused": 0}
+    while counts["mutations"] < 150:
+        m = load_mlir(rng.choice(programs))
+        kind = mutate(m)
+        if kind is None:
+            continue
+        counts["mutations"] += 1
+        j, n = _refused(m, "jaxlib"), _refused(m, "native")
+        assert j == n, f"{kind}: jaxlib {'refused' if j else 'accepted'}, native {'refused' if n else 'accepted'}"
+        counts["jaxlib refused"] += j
+    assert counts["jaxlib refused"] >= 75, counts

@@ -17,6 +17,67 @@ fn manual_axes(text: &str) -> Option<Vec<String>> {
 }
 
 impl<'p> Verifier<'p> {
+    /// The axes that the manual computations around `op` bind as manual (Shardy's
+    /// `getParentManualComputationOps`).
+    fn bound_axes(&self, op: u32) -> Vec<String> {
+        let mut bound = Vec::new();
+        let mut m = self.manual_parent[op as usize];
+        while m != u32::MAX {
+            bound.extend(self.attr(m, "manual_axes").and_then(manual_axes).unwrap_or_default());
+            m = self.manual_parent[m as usize];
+        }
+        bound
+    }
+
+    /// An op inside a manual computation: its shardings (per result, an sdy op's own, a nested
+    /// computation's in and out shardings) and a nested manual computation's manual axes use
+    /// no axis that an enclosing manual computation binds (Shardy's verifier, from
+    /// `verifyTensorShardingAttr` and `ManualComputationOp::verify`). Shardings that do not
+    /// parse were refused before (`shardings`).
+    pub(super) fn bound_manual_axes(&self, op: u32) -> Result<(), VerifyError> {
+        let bound = self.bound_axes(op);
+        if bound.is_empty() {
+            return Ok(());
+        }
+        let refuse = |what: &str, axis: &str| {
+            self.err(
+                op,
+                format!("{what}: operates on axis \"{axis}\", which a parent sdy.manual_computation binds as manual"),
+            )
+        };
+        let check = |what: &str, t: &crate::sharding::TensorSharding| -> Result<(), VerifyError> {
+            match t.axis_refs().find(|a| bound.iter().any(|b| b.as_str() == a.name.as_str())) {
+                Some(a) => Err(refuse(what, a.name.as_str())),
+                None => Ok(()),
+            }
+        };
+        if let Some(Ok(ts)) = self.attr(op, "sdy.sharding").map(crate::text::parse_sharding_per_value) {
+            for (i, t) in ts.iter().enumerate() {
+                check(&format!("result sharding {i}"), t)?;
+            }
+        }
+        if self.p.op_name(op).starts_with("sdy.") {
+            for attr in ["sharding", "out_sharding"] {
+                if let Some(Ok(t)) = self.attr(op, attr).map(crate::text::parse_sharding) {
+                    check(attr, &t)?;
+                }
+            }
+            for attr in ["in_shardings", "out_shardings"] {
+                if let Some(Ok(ts)) = self.attr(op, attr).map(crate::text::parse_sharding_per_value) {
+                    for (i, t) in ts.iter().enumerate() {
+                        check(&format!("{attr} {i}"), t)?;
+                    }
+                }
+            }
+            if let Some(axes) = self.attr(op, "manual_axes").and_then(manual_axes) {
+                if let Some(a) = axes.iter().find(|a| bound.contains(a)) {
+                    return Err(refuse("manual_axes", a));
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn manual_shapes(&self, op: u32, operands: &[u32], results: &[u32]) -> Result<(), VerifyError> {
         let manual = match self.attr(op, "manual_axes") {
             None => Vec::new(),

@@ -30,10 +30,14 @@
 //!   mesh and the tensor's shape (Shardy's `verifyTensorShardingAttr`; a value of another
 //!   type, a token, takes a sharding of rank 0);
 //! * the local shapes of `sdy.manual_computation`'s region (`manual.rs`, Shardy's
-//!   `verifyManualComputationValue`).
+//!   `verifyManualComputationValue`), and that no sharding or nested manual computation inside
+//!   it uses an axis it binds as manual (Shardy's `getParentManualComputationOps` check in
+//!   `verifyTensorShardingAttr`);
+//! * the sdy collectives against the sharding of their operand (`collectives.rs`, Shardy's
+//!   `verifyCollectiveOp` and the collectives' verifiers).
 //!
 //! What is not checked: element types (but a manual computation's), the type inference of
-//! the other ops (`select_and_scatter`, `sort`'s comparator, the collectives, ...),
+//! the other ops (`select_and_scatter`, `sort`'s comparator, `all_to_all`'s parameters, ...),
 //! attribute contents beyond those above. Each distinct type is parsed once, and each
 //! distinct (shardings, types) pair validated once.
 
@@ -45,6 +49,7 @@ use crate::ir::Program;
 use crate::mesh::Mesh;
 use crate::sharding::{MeshRef, TensorSharding};
 
+mod collectives;
 mod manual;
 mod shapes;
 mod slicing;
@@ -91,6 +96,10 @@ struct Verifier<'p> {
     checked_per_value: HashSet<(u32, Vec<u32>)>,
     /// Each op's place in a pre-order walk from the module op (`u32::MAX` if unreachable).
     position: Vec<u32>,
+    /// Each op's nearest enclosing `sdy.manual_computation` (`u32::MAX` for none).
+    manual_parent: Vec<u32>,
+    /// Where each value comes from, built at the first collective (`collectives.rs`).
+    definitions: std::cell::OnceCell<collectives::Definitions>,
     /// The dimension sizes of each type (by interned string; `None` for other strings).
     type_dims: Vec<Option<Vec<i64>>>,
     /// Each op name's signature (by interned string), looked up once.
@@ -107,6 +116,8 @@ pub fn verify(p: &Program) -> Result<(), VerifyError> {
         checked: HashSet::new(),
         checked_per_value: HashSet::new(),
         position: vec![u32::MAX; p.ops.len()],
+        manual_parent: vec![u32::MAX; p.ops.len()],
+        definitions: std::cell::OnceCell::new(),
         type_dims: vec![None; p.strings.strings.len()],
         signatures: FastMap::default(),
     };
@@ -118,6 +129,19 @@ pub fn verify(p: &Program) -> Result<(), VerifyError> {
     let order = pre_order(p);
     for (i, &op) in order.iter().enumerate() {
         v.position[op as usize] = i as u32;
+        // Pre-order: an op's parent is placed (and has its own enclosing manual computation)
+        // before the op's regions are visited.
+        let enclosing = if p.op_name(op) == "sdy.manual_computation" { op } else { v.manual_parent[op as usize] };
+        let (r0, r1) = p.ops[op as usize].regions;
+        for r in r0..r1 {
+            let (b0, b1) = p.regions[r as usize];
+            for b in b0..b1 {
+                let ops = p.blocks[b as usize].ops;
+                for &child in &p.block_ops[ops.0 as usize..ops.1 as usize] {
+                    v.manual_parent[child as usize] = enclosing;
+                }
+            }
+        }
     }
     v.symbols(&order)?;
     for &op in &order {
@@ -457,7 +481,9 @@ impl<'p> Verifier<'p> {
             | "sdy.all_slice"
             | "sdy.all_to_all"
             | "sdy.collective_permute"
-            | "sdy.reduce_scatter" => {
+            | "sdy.reduce_scatter"
+            | "sdy.replicated_to_unreduced"
+            | "sdy.sharded_to_unreduced" => {
                 let (a, b) = self.p.ops[op as usize].attrs;
                 for &(k, v) in &self.p.attrs[a as usize..b as usize] {
                     if self.s(k) == "sharding" || self.s(k) == "out_sharding" {
@@ -477,6 +503,12 @@ impl<'p> Verifier<'p> {
                 }
             }
             _ => {}
+        }
+        if self.manual_parent[op as usize] != u32::MAX {
+            self.bound_manual_axes(op)?;
+        }
+        if collectives::is_collective(name) {
+            self.collective(op, name)?;
         }
         Ok(())
     }
