@@ -111,9 +111,9 @@ class _Reshards:
         self.at = _Inserter()
         self._rules: RuleCache | None = None
         self.inserted = 0  # ops inserted so far
-        # Combinations that needed no new op (see ``op``), each with the objects whose ids its
-        # key holds: kept alive, no other object can take one of those ids meanwhile.
-        self.unchanged: dict[tuple[object, ...], list[object]] = {}
+        # Combinations (op name, attributes, types and shardings) that needed no new op, see
+        # ``memoised_tail``.
+        self.unchanged: set[tuple[object, ...]] = set()
 
     # ---------------------------------------------------------------- helpers
 
@@ -364,20 +364,20 @@ class _Reshards:
         """``op_tail``, skipped where it is known to add nothing: ops that are alike in
         everything it reads (name, attributes, types, the shardings of operands and results,
         directly and through propagation barriers) get the same treatment, so a combination
-        that needed no new op is remembered. The key holds the ids of the types and shardings
-        read (hashing the objects calls Python per object): equal objects that are distinct
-        only miss."""
+        that needed no new op is remembered, by value: the layers of a model repeat their
+        combinations with equal (not identical) shardings, and a sharding hashes its cached
+        hash."""
         objects: list[object] = []
         for values in (op.operands, op.results):
             for v in values:
                 objects.extend(_signature(self, v))
-        key = (op.name, full, len(op.operands), tuple(op.attributes.items()), *map(id, objects))
+        key = (op.name, full, len(op.operands), tuple(op.attributes.items()), *objects)
         if key in self.unchanged:
             return
         before = self.inserted
         self.op_tail(op, full)
         if self.inserted == before:
-            self.unchanged[key] = objects
+            self.unchanged.add(key)
 
     def op_tail(self, op: Op, full: bool) -> None:
         self.all_reduce_on_op(op)
