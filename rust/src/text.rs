@@ -439,6 +439,39 @@ pub fn parse_axis_ref_lists(text: &str) -> Result<Vec<Vec<AxisRef>>> {
     Ok(lists)
 }
 
+/// One parameter of `sdy.all_to_all`: its axes move from dimension `src` to dimension `tgt`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllToAllParam {
+    pub axes: Vec<AxisRef>,
+    pub src: i64,
+    pub tgt: i64,
+}
+
+/// Parses Shardy's `#sdy<all_to_all_param_list[{"x"}: 0->1, {"y"}: 2->3]>` (or the bare
+/// `[...]`): `sdy.all_to_all`'s `params`.
+pub fn parse_all_to_all_params(text: &str) -> Result<Vec<AllToAllParam>> {
+    let mut p = Lexer::new(text);
+    p.skip_ws();
+    let prefixed = p.eat("#sdy<all_to_all_param_list");
+    p.expect("[")?;
+    let params = p.list("]", |p| {
+        let axes = p.axis_list()?;
+        p.expect(":")?;
+        let src = p.int()?;
+        p.expect("->")?;
+        let tgt = p.int()?;
+        Ok(AllToAllParam { axes, src, tgt })
+    })?;
+    if prefixed {
+        p.expect(">")?;
+    }
+    p.done()?;
+    for a in params.iter().flat_map(|q| &q.axes) {
+        a.check_local()?;
+    }
+    Ok(params)
+}
+
 /// Parses one MLIR string literal (`"a\\22b"` -> `a"b`), the whole input.
 pub fn parse_string(text: &str) -> Result<String> {
     let mut p = Lexer::new(text);

@@ -522,7 +522,7 @@ fn the_verifier_refuses_axes_bound_by_a_parent_manual_computation() {
 
 /// (operand sharding or "", collective, the refusal's text or "" for a valid module):
 /// jaxlib 0.10.2 accepts or refuses each as this list says (checked once).
-const COLLECTIVE_CASES: [(&str, &str, &str); 27] = [
+const COLLECTIVE_CASES: [(&str, &str, &str); 30] = [
     ("[{\"x\"}, {}]", "sdy.all_reduce {\"y\"} %arg0 out_sharding=<@mesh, [{\"x\"}, {}]>", ""),
     ("[{\"x\"}, {}]", "sdy.all_reduce {\"y\"} %arg0 out_sharding=<@mesh, [{}, {\"x\"}]>", "not equivalent"),
     (
@@ -582,6 +582,17 @@ const COLLECTIVE_CASES: [(&str, &str, &str); 27] = [
     ),
     ("[{\"x\"}, {}]", "sdy.collective_permute %arg0 out_sharding=<@other, [{\"x\"}, {}]>", ""),
     ("", "sdy.collective_permute %arg0 out_sharding=<@mesh, [{}, {}]>", "operand without sharding"),
+    ("[{\"x\"}, {}]", "sdy.all_to_all [{\"x\"}: 0->1] %arg0 out_sharding=<@mesh, [{}, {\"x\"}]>", ""),
+    (
+        "[{\"x\"}, {}]",
+        "sdy.all_to_all [{\"x\"}: 0->1] %arg0 out_sharding=<@mesh, [{\"x\"}, {}]>",
+        "expected sharding [] on dimension 0",
+    ),
+    (
+        "[{\"x\"}, {}]",
+        "sdy.all_to_all [{\"x\"}: 0->0] %arg0 out_sharding=<@mesh, [{}, {\"x\"}]>",
+        "overlapping source/target dimensions",
+    ),
     (
         "[{\"x\"}, {}]",
         "sdy.replicated_to_unreduced {\"y\"} %arg0 out_sharding=<@mesh, [{\"x\"}, {}], unreduced={\"y\"}>",

@@ -1,20 +1,22 @@
 //! The sdy collectives against their operand's sharding (openxla/shardy
 //! `dialect/sdy/ir/verifiers.cc`: `verifyCollectiveOp` and each collective's `verify`, as
-//! jaxlib 0.10.2 applies them; each rule here was checked against it): the operand has a
-//! sharding (`all_slice`, `reduce_scatter` and `all_reduce` may take a replicated operand
-//! without one), on the result's mesh (but for `collective_permute`); `all_gather` and
-//! `sharded_to_unreduced` remove their axes from the end of each dimension, `all_slice` and
-//! `reduce_scatter` append theirs; `all_reduce` keeps an equivalent sharding and reduces
-//! along axes the operand's dimensions and replicated axes do not use;
-//! `replicated_to_unreduced` keeps the dimension shardings; `collective_permute` keeps each
-//! dimension's sharded size.
+//! jaxlib 0.10.2 applies them; each rule here was checked against it):
+//! * the operand has a sharding (`all_slice`, `reduce_scatter` and `all_reduce` may take a
+//!   replicated operand without one), on the result's mesh (but for `collective_permute`);
+//! * `all_gather` and `sharded_to_unreduced` remove their axes from the end of each dimension;
+//!   `all_slice` and `reduce_scatter` append theirs; `all_to_all` moves each parameter's axes
+//!   from the end of its source dimension to the end of its target dimension;
+//! * `all_reduce` keeps an equivalent sharding and reduces along axes that the operand's
+//!   dimensions and replicated axes do not use;
+//! * `replicated_to_unreduced` keeps the dimension shardings; `collective_permute` keeps each
+//!   dimension's sharded size;
+//! * the collective's own axes are axes of the mesh, none overlapping another (Shardy's
+//!   `verifyAxisRefList`).
 //!
-//! The operand's sharding is found where it is written down: the `sdy.sharding` of the op
-//! that defines it (or its `out_sharding`/`sharding`, or a computation's `out_shardings`), or
-//! a function argument's, or for an argument of a `while`'s regions the while's. An operand that
-//! is another region's argument is not looked up, and its collective is not checked against it;
-//! nor are `all_to_all`'s parameters. The collective's own axes must be axes of the mesh, none
-//! overlapping another (Shardy's `verifyAxisRefList`).
+//! The operand's sharding is found where it is written down: the `sdy.sharding` of the op that
+//! defines it (or its `out_sharding`/`sharding`, or a computation's `out_shardings`), a
+//! function argument's, or for an argument of a `while`'s regions the while's. An operand that
+//! is another region's argument is not looked up, and its collective is not checked against it.
 
 use super::{Verifier, VerifyError};
 use crate::axis::AxisRef;
@@ -182,6 +184,77 @@ impl<'p> Verifier<'p> {
         Ok(())
     }
 
+    /// `sdy.all_to_all`'s parameters (Shardy's `AllToAllOp::verify`): at least one; valid axes;
+    /// source and target dimensions in range, none used twice, sources ascending; each
+    /// parameter's axes gathered from the end of its source dimension and appended to its
+    /// target dimension give the result's, and the other dimensions are the operand's.
+    fn all_to_all(
+        &self,
+        op: u32,
+        params: &[crate::text::AllToAllParam],
+        operand: &TensorSharding,
+        result: &TensorSharding,
+        mesh: &Mesh,
+    ) -> Result<(), VerifyError> {
+        if params.is_empty() {
+            return Err(self.err(op, "parameter list is empty".into()));
+        }
+        self.axis_list(op, "params", params.iter().flat_map(|q| &q.axes), mesh)?;
+        let rank = result.rank() as i64;
+        let mut seen = vec![false; result.rank()];
+        let mut previous_src = -1;
+        for q in params {
+            for (dim, what) in [(q.src, "source"), (q.tgt, "target")] {
+                if !(0..rank).contains(&dim) {
+                    return Err(self.err(op, format!("{what} dimension {dim} is out of range [0, {rank})")));
+                }
+                if std::mem::replace(&mut seen[dim as usize], true) {
+                    return Err(
+                        self.err(op, format!("overlapping source/target dimensions in all-to-all params: {dim}"))
+                    );
+                }
+            }
+            if previous_src >= q.src {
+                return Err(self.err(
+                    op,
+                    format!(
+                        "source dimensions are not sorted in ascending order: {} appears after {previous_src}",
+                        q.src
+                    ),
+                ));
+            }
+            previous_src = q.src;
+        }
+        let check = |d: usize, expected: &[AxisRef]| {
+            if expected == result.dims[d].axes.as_slice() {
+                Ok(())
+            } else {
+                Err(self.err(
+                    op,
+                    format!("result sharding doesn't match expected sharding {} on dimension {d}", axes_text(expected)),
+                ))
+            }
+        };
+        for q in params {
+            let (src, tgt) = (q.src as usize, q.tgt as usize);
+            let gathered = gather(&operand.dims[src].axes, &q.axes, mesh).map_err(|a| {
+                self.err(op, format!("can't apply all-to-all axis {a} to operand sharding on dimension {src}"))
+            })?;
+            check(src, &gathered)?;
+            let mut sliced = operand.dims[tgt].axes.clone();
+            for a in &q.axes {
+                add_axis_or_merge(&mut sliced, a.clone(), mesh).map_err(|e| self.err(op, e.message))?;
+            }
+            check(tgt, &sliced)?;
+        }
+        for (d, dim) in operand.dims.iter().enumerate() {
+            if !seen[d] {
+                check(d, &dim.axes)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Checks collective `op` named `name` against its operand's sharding.
     pub(super) fn collective(&self, op: u32, name: &str) -> Result<(), VerifyError> {
         let (Some(&operand), Some(text)) = (self.operands(op).first(), self.attr(op, "out_sharding")) else {
@@ -277,6 +350,12 @@ impl<'p> Verifier<'p> {
                         format!("reduction axis {a} overlaps with operand dimension sharding or replicated axes"),
                     ));
                 }
+            }
+            "sdy.all_to_all" => {
+                let Some(text) = self.attr(op, "params") else { return Ok(()) };
+                let params = crate::text::parse_all_to_all_params(text)
+                    .map_err(|e| self.err(op, format!("params: {}", e.message)))?;
+                self.all_to_all(op, &params, &operand_sharding, &result, mesh)?;
             }
             "sdy.replicated_to_unreduced" if dims.clone().any(|(_, (i, o))| i.axes != o.axes) => {
                 return Err(self.err(op, "input and output must share the same dimension shardings".into()));

@@ -37,7 +37,7 @@
 //!   `verifyCollectiveOp` and the collectives' verifiers).
 //!
 //! What is not checked: element types (but a manual computation's), the type inference of
-//! the other ops (`select_and_scatter`, `sort`'s comparator, `all_to_all`'s parameters, ...),
+//! the other ops (`select_and_scatter`, `sort`'s comparator, ...),
 //! attribute contents beyond those above. Each distinct type is parsed once, and each
 //! distinct (shardings, types) pair validated once.
 
