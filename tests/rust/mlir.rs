@@ -263,9 +263,18 @@ fn the_verifier_accepts_a_valid_step_and_names_each_broken_rule() {
     }
 }
 
+/// Reads `text` and checks the verifier's verdict: accepted when `want` is empty, else refused
+/// with a message containing `want`.
+fn verifies_as(text: &str, want: &str) {
+    let p = read(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+    match shardwise::mlir::verify(&p) {
+        Ok(()) => assert!(want.is_empty(), "{text} verified"),
+        Err(e) => assert!(!want.is_empty() && e.to_string().contains(want), "{text}: {e}"),
+    }
+}
+
 #[test]
 fn the_verifier_checks_shapes_of_common_ops() {
-    use shardwise::mlir::verify;
     let module = |body: &str| {
         format!(
             "func.func @f(%a: tensor<2x3xf32>, %b: tensor<3x4xf32>, %i: tensor<i32>) -> tensor<2x3xf32> {{\n{body}\n  return %a : tensor<2x3xf32>\n}}\n"
@@ -294,11 +303,7 @@ fn the_verifier_checks_shapes_of_common_ops() {
         ("%0 = \"stablehlo.optimization_barrier\"(%a) : (tensor<2x3xf32>) -> tensor<2x3xf16>", "result 0 has type tensor<2x3xf16>"),
     ];
     for (body, want) in cases {
-        let p = read(&module(body)).unwrap_or_else(|e| panic!("{body}: {e}"));
-        match verify(&p) {
-            Ok(()) => assert!(want.is_empty(), "{body} verified"),
-            Err(e) => assert!(!want.is_empty() && e.to_string().contains(want), "{body}: {e}"),
-        }
+        verifies_as(&module(body), want);
     }
 }
 
@@ -306,7 +311,6 @@ fn the_verifier_checks_shapes_of_common_ops() {
 fn the_verifier_infers_the_shapes_of_slicing_and_windowed_ops() {
     // Each pair: a line (in the forms jax 0.10.2 emits) and the text the refusal contains, or ""
     // where it verifies; the shapes are StableHLO's type inference (TypeInference.cpp).
-    use shardwise::mlir::verify;
     let module = |body: &str| {
         format!(
             "func.func @f(%x: tensor<8x12xf32>, %s: tensor<f32>, %i: tensor<i32>, %n: tensor<4x16x16x3xf32>, \
@@ -408,11 +412,7 @@ fn the_verifier_infers_the_shapes_of_slicing_and_windowed_ops() {
         (scatter("update_window_dims = [2], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 2", "(tensor<4x10xf32>, tensor<4x1x1xi32>, tensor<4x1x11xf32>) -> tensor<4x10xf32>"), "update window dimension 2 has size 11, above the input's 10"),
     ];
     for (body, want) in cases {
-        let p = read(&module(&body)).unwrap_or_else(|e| panic!("{body}: {e}"));
-        match verify(&p) {
-            Ok(()) => assert!(want.is_empty(), "{body} verified"),
-            Err(e) => assert!(!want.is_empty() && e.to_string().contains(want), "{body}: {e}"),
-        }
+        verifies_as(&module(&body), want);
     }
 }
 
@@ -442,7 +442,6 @@ fn extreme_attribute_values_verify_without_overflow_or_huge_allocations() {
 fn the_verifier_checks_the_local_shapes_of_manual_computations() {
     // Shardy's verifyManualComputationValue: the region's values have the global shapes divided
     // by the manual axes of their dimension shardings, which come before the free axes.
-    use shardwise::mlir::verify;
     let module = |global: &str, dims: &str, local: &str| {
         format!(
             "sdy.mesh @mesh = <[\"x\"=2, \"y\"=4]>\n\
@@ -462,11 +461,7 @@ fn the_verifier_checks_the_local_shapes_of_manual_computations() {
     ];
     for (global, dims, local, want) in cases {
         let text = module(global, dims, local);
-        let p = read(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
-        match verify(&p) {
-            Ok(()) => assert!(want.is_empty(), "{text} verified"),
-            Err(e) => assert!(!want.is_empty() && e.to_string().contains(want), "{text}: {e}"),
-        }
+        verifies_as(&text, want);
     }
 }
 
@@ -509,14 +504,9 @@ pub const BOUND_AXIS_CASES: [(&str, &str); 8] = [
 
 #[test]
 fn the_verifier_refuses_axes_bound_by_a_parent_manual_computation() {
-    use shardwise::mlir::verify;
     for (inner, want) in BOUND_AXIS_CASES {
         let text = bound_axis_case(inner);
-        let p = read(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
-        match verify(&p) {
-            Ok(()) => assert!(want.is_empty(), "{text} verified"),
-            Err(e) => assert!(!want.is_empty() && e.to_string().contains(want), "{text}: {e}"),
-        }
+        verifies_as(&text, want);
     }
 }
 
@@ -617,7 +607,6 @@ const COLLECTIVE_CASES: [(&str, &str, &str); 30] = [
 
 #[test]
 fn the_verifier_checks_collectives_against_their_operand_sharding() {
-    use shardwise::mlir::verify;
     for (arg, body, want) in COLLECTIVE_CASES {
         let attr =
             if arg.is_empty() { String::new() } else { format!(" {{sdy.sharding = #sdy.sharding<@mesh, {arg}>}}") };
@@ -627,11 +616,7 @@ fn the_verifier_checks_collectives_against_their_operand_sharding() {
              func.func @f(%arg0: tensor<16x8xf32>{attr}) -> tensor<16x8xf32> {{\n  \
              %0 = {body} : tensor<16x8xf32>\n  return %0 : tensor<16x8xf32>\n}}\n"
         );
-        let p = read(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
-        match verify(&p) {
-            Ok(()) => assert!(want.is_empty(), "{text} verified"),
-            Err(e) => assert!(!want.is_empty() && e.to_string().contains(want), "{text}: {e}"),
-        }
+        verifies_as(&text, want);
     }
 }
 

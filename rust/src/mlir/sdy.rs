@@ -80,15 +80,7 @@ pub(crate) fn custom_head<'a>(
         | "sharded_to_unreduced" => {
             if op != "collective_permute" {
                 let g = r.c.group()?;
-                let (attr, kind) = match op {
-                    "all_reduce" => ("reduction_axes", "axis_ref_list"),
-                    "replicated_to_unreduced" => ("axes", "axis_ref_list"),
-                    "sharded_to_unreduced" => ("axes", "list_of_axis_ref_lists"),
-                    "all_gather" => ("gathering_axes", "list_of_axis_ref_lists"),
-                    "all_slice" => ("slicing_axes", "list_of_axis_ref_lists"),
-                    "reduce_scatter" => ("reduce_scatter_axes", "list_of_axis_ref_lists"),
-                    _ => ("params", "all_to_all_param_list"),
-                };
+                let (attr, kind) = collective_axes_attr(op);
                 b.attrs.push(r.attr(attr, &format!("#sdy<{kind}{g}>")));
             }
             b.operands = vec![r.use_()?];
@@ -147,4 +139,19 @@ pub(crate) fn custom_head<'a>(
         _ => return Err(r.c.unsupported(b.at, format!("{}: no native grammar for this op's custom form", b.name))),
     }
     Ok((b, Tail::Nothing))
+}
+
+/// The attribute that holds a collective's own axes (all but `collective_permute`'s) and the
+/// `#sdy<KIND...>` form of its value, as the custom assembly elides them; shared by the reader
+/// and the printer (`sdy_print.rs`).
+pub(super) fn collective_axes_attr(op: &str) -> (&'static str, &'static str) {
+    match op {
+        "all_reduce" => ("reduction_axes", "axis_ref_list"),
+        "replicated_to_unreduced" => ("axes", "axis_ref_list"),
+        "sharded_to_unreduced" => ("axes", "list_of_axis_ref_lists"),
+        "all_gather" => ("gathering_axes", "list_of_axis_ref_lists"),
+        "all_slice" => ("slicing_axes", "list_of_axis_ref_lists"),
+        "reduce_scatter" => ("reduce_scatter_axes", "list_of_axis_ref_lists"),
+        _ => ("params", "all_to_all_param_list"),
+    }
 }

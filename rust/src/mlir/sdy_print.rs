@@ -94,16 +94,11 @@ pub(crate) fn custom<'p>(
             let mut elided = vec!["out_sharding"];
             line.push_str(name);
             if short != "collective_permute" {
-                let (attr, kind) = match short {
-                    "all_reduce" => ("reduction_axes", "#sdy<axis_ref_list"),
-                    "replicated_to_unreduced" => ("axes", "#sdy<axis_ref_list"),
-                    "sharded_to_unreduced" => ("axes", "#sdy<list_of_axis_ref_lists"),
-                    "all_gather" => ("gathering_axes", "#sdy<list_of_axis_ref_lists"),
-                    "all_slice" => ("slicing_axes", "#sdy<list_of_axis_ref_lists"),
-                    "reduce_scatter" => ("reduce_scatter_axes", "#sdy<list_of_axis_ref_lists"),
-                    _ => ("params", "#sdy<all_to_all_param_list"),
+                let (attr, kind) = super::sdy::collective_axes_attr(short);
+                let kind = format!("#sdy<{kind}");
+                let Some(axes) = get(attr).and_then(|v| v.strip_prefix(kind.as_str())?.strip_suffix('>')) else {
+                    return false;
                 };
-                let Some(axes) = get(attr).and_then(|v| v.strip_prefix(kind)?.strip_suffix('>')) else { return false };
                 line.push(' ');
                 line.push_str(axes);
                 elided.push(attr);
