@@ -212,3 +212,35 @@ fn unreduced_axes_the_user_lacks_are_all_reduced() {
     assert_eq!(print_sharding(&s), "#sdy.sharding<@mesh, [{}, {}], unreduced={\"y\"}>");
     assert_eq!(all_reduce_to_replicated(&source, &axes("x y"), &m).unwrap(), None);
 }
+
+#[test]
+fn inconsistent_inputs_are_errors_not_panics() {
+    // One size too few.
+    let e = plan(
+        "([i, j], [i, j])->([i, j]) {i=8, j=8}",
+        &["[{\"x\"}, {}]", "[{}, {\"x\"}]"],
+        &["[{\"x\"}, {}]"],
+        &[64, 64],
+        Version::Full,
+    );
+    assert!(e.is_err());
+    // A special factor out of range in a hand-built rule.
+    let mut r = rule("([i, j])->([i]) {i=8, j=8} need_replication={j}");
+    r.need_replication_factors.push(7);
+    let ins = vec![sharding("[{\"x\"}, {\"y\"}]")];
+    let outs = vec![sharding("[{\"y\"}]")];
+    let m = xy();
+    let _ = plan_op(&OpShardings {
+        rule: &r,
+        operands: &ins,
+        results: &outs,
+        direct_operands: None,
+        mesh_name: "mesh",
+        mesh: &m,
+        sizes: &[64, 8],
+        other_device_order: &[false, false],
+        direct_other_device_order: None,
+        version: Version::Full,
+        is_reshape: false,
+    });
+}

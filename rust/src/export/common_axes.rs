@@ -303,7 +303,8 @@ pub fn find_common_axes(
     let mut common = heuristic(proj, rule, sizes, mesh)?;
     for &f in &rule.need_replication_factors {
         let f = f as usize;
-        let axes = std::mem::take(&mut common[f]);
+        let Some(slot) = common.get_mut(f) else { continue };
+        let axes = std::mem::take(slot);
         if in_all_non_scalar(rule, f) && !axes.is_empty() {
             distribute_to_batching(&axes, rule, mesh, &mut common)?;
         }

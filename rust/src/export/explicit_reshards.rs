@@ -99,6 +99,24 @@ pub fn is_equivalent(a: Option<&TensorSharding>, b: Option<&TensorSharding>) -> 
 /// reshard it would insert).
 pub fn plan_op(op: &OpShardings<'_>) -> Result<OpReshards> {
     let rule = op.rule;
+    let count = op.operands.len() + op.results.len();
+    if op.sizes.len() != count || op.other_device_order.len() != count {
+        return Err(Error::invariant(
+            "explicit-reshards-tensor-count",
+            format!(
+                "expected one size and one device-order flag per operand and result ({count}), got {} and {}",
+                op.sizes.len(),
+                op.other_device_order.len()
+            ),
+        ));
+    }
+    let direct_count = |n: Option<usize>| n.is_some_and(|n| n != op.operands.len());
+    if direct_count(op.direct_operands.map(<[_]>::len)) || direct_count(op.direct_other_device_order.map(<[_]>::len)) {
+        return Err(Error::invariant(
+            "explicit-reshards-tensor-count",
+            "direct_operands and direct_other_device_order need one entry per operand".to_string(),
+        ));
+    }
     let operand_refs: Vec<Option<&TensorSharding>> = op.operands.iter().map(Option::as_ref).collect();
     let result_refs: Vec<Option<&TensorSharding>> = op.results.iter().map(Option::as_ref).collect();
     let mut proj = ShardingProjection::build_on_mesh(&operand_refs, &result_refs, rule, op.mesh, true)?;
@@ -132,7 +150,7 @@ fn full(
     plan: &mut OpReshards,
 ) -> Result<AxesPerFactor> {
     let mut updated = proj.tensors_containing_overflow_axes();
-    if updated.any() && op.is_reshape {
+    if updated.any() && op.is_reshape && !proj.operands.is_empty() && !proj.results.is_empty() {
         return reshape_with_overflow(op, proj, mesh_ref, plan);
     }
     let common = find_common_axes(proj, op.rule, op.sizes, op.mesh)?;
@@ -319,7 +337,7 @@ fn reduction_axes(
     for &f in &op.rule.reduction_factors {
         let f = f as usize;
         match common {
-            Some(common) => reduction.extend(common[f].iter().cloned()),
+            Some(common) => reduction.extend(common.get(f).into_iter().flatten().cloned()),
             None if unreduced.is_empty() => return Ok(Vec::new()),
             None => reduction.extend(compatible_factor_axes(proj, f).ok_or_else(|| {
                 Error::program(

@@ -75,26 +75,11 @@ fn explicit_reshards_plan(
             )))
         }
     };
-    let count = operands.len() + results.len();
-    if sizes.len() != count || other_device_order.len() != count {
-        return Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "expected one size and one device-order flag per operand and result ({count}), got {} and {}",
-            sizes.len(),
-            other_device_order.len()
-        )));
-    }
     let rule = OpShardingRule::from(rule);
     let mesh = mesh.to_mesh().py(py)?;
     let operands = shardings(operands).py(py)?;
     let results = shardings(results).py(py)?;
     let direct = direct_operands.map(shardings).transpose().py(py)?;
-    if direct.as_ref().is_some_and(|d| d.len() != operands.len())
-        || direct_other_device_order.as_ref().is_some_and(|d| d.len() != operands.len())
-    {
-        return Err(pyo3::exceptions::PyValueError::new_err(
-            "direct_operands and direct_other_device_order need one entry per operand",
-        ));
-    }
     let op = OpShardings {
         rule: &rule,
         operands: &operands,
