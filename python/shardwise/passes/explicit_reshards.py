@@ -439,13 +439,15 @@ class _Reshards:
         result that ``op`` now produces differently, the new sharding and a reshard back to the
         old one for its users; then the all-reduce of every result."""
         m = ref[1]
-        self.at.before(op)
+        if any(w is not None for w in plan.operands):
+            self.at.before(op)
         for i, w in enumerate(plan.operands):
             if w is not None:
                 operand = op.operands[i]
                 reshard = self.new_op(RESHARD, operand, {}, TensorSharding._from_wire(w, m), _loc(operand))
                 self.set_use(op, i, reshard.results[0])
-        self.at.after(op)
+        if any(w is not None for w in plan.results):
+            self.at.after(op)
         for i, w in enumerate(plan.results):
             if w is not None:
                 result = op.results[i]
