@@ -147,7 +147,7 @@ _DTYPE_BYTES = {
     "i16": 2, "ui16": 2, "int16": 2, "uint16": 2, "f16": 2, "bf16": 2, "float16": 2, "bfloat16": 2,
     "i32": 4, "ui32": 4, "int32": 4, "uint32": 4, "f32": 4, "float32": 4,
     "i64": 8, "ui64": 8, "int64": 8, "uint64": 8, "f64": 8, "float64": 8, "complex64": 8,
-    "complex128": 16,
+    "complex<f32>": 8, "complex128": 16, "complex<f64>": 16,
 }  # fmt: skip
 
 

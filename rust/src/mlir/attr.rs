@@ -137,9 +137,18 @@ fn split_type(v: &str) -> Option<(&str, &str)> {
 }
 
 /// The element type of `tensor<4x8xf32>` (`f32`), or the type itself.
+/// The element type of a tensor type (`f32` of `tensor<2x3xf32>`, `complex<f32>` of
+/// `tensor<complex<f32>>`); a type that is no tensor is its own element type.
 fn element_type(ty: &str) -> &str {
-    let Some(inner) = ty.strip_prefix("tensor<").and_then(|t| t.strip_suffix('>')) else { return ty };
-    inner.rsplit('x').next().unwrap_or(inner)
+    let Some(mut rest) = ty.strip_prefix("tensor<").and_then(|t| t.strip_suffix('>')) else { return ty };
+    while let Some((head, tail)) = rest.split_once('x') {
+        if head == "?" || (!head.is_empty() && head.bytes().all(|c| c.is_ascii_digit())) {
+            rest = tail;
+        } else {
+            break;
+        }
+    }
+    rest
 }
 
 fn is_float_type(t: &str) -> bool {
@@ -455,8 +464,10 @@ fn dense(inner: &str, elem: &str) -> Result<String, String> {
     if inner.starts_with('"') || inner.is_empty() {
         return Ok(inner.to_string());
     }
-    if inner.contains('(') {
-        return Err("complex dense literals are not read natively".into());
+    // `complex<E>` elements are `(re,im)` pairs of `E` floats.
+    let complex_part = elem.strip_prefix("complex<").and_then(|e| e.strip_suffix('>'));
+    if inner.contains('(') && !complex_part.is_some_and(is_float_type) {
+        return Err("complex dense literals of this element type are not read natively".into());
     }
     // Tokens: brackets, commas and element literals.
     let mut out = String::with_capacity(inner.len());
@@ -472,6 +483,23 @@ fn dense(inner: &str, elem: &str) -> Result<String, String> {
                 i += 1;
             }
             b',' | b' ' | b'\t' | b'\n' | b'\r' => i += 1,
+            b'(' => {
+                // One complex element: `(re, im)`, each part printed as its float type prints.
+                let part = complex_part.unwrap_or_default();
+                let end = inner[i..].find(')').map(|k| i + k).ok_or("a complex literal without ')'")?;
+                let parts: Vec<&str> = inner[i + 1..end].split(',').map(str::trim).collect();
+                let [re, im] = parts[..] else {
+                    return Err(format!("complex literal {} needs two parts", &inner[i..=end]));
+                };
+                // MLIR reads a float part only with a decimal point (`1` is an error there).
+                let float_lit = |t: &str| looks_float(t) && t.contains('.');
+                if !float_lit(re) || !float_lit(im) {
+                    return Err(format!("complex literal {} is not read natively", &inner[i..=end]));
+                }
+                structure.push(Ok(elems.len()));
+                elems.push(format!("({},{})", float(re, part)?, float(im, part)?));
+                i = end + 1;
+            }
             _ => {
                 let start = i;
                 while i < b.len() && !matches!(b[i], b'[' | b']' | b',' | b' ' | b'\t' | b'\n' | b'\r') {

@@ -28,6 +28,9 @@ pub(crate) enum Types {
     Same,
     /// `P, T` (`select`: predicate, then the type of both choices and the result) or functional.
     Select,
+    /// `complex<E>`-typed `T`: the result's type, the operands of `T` with `E` for
+    /// `complex<E>` (StableHLO's `ComplexOpType` printer), or functional.
+    Complex,
     /// `T1, T2`: one per operand, and the results the same (`optimization_barrier`).
     Pairwise,
     /// `T1, T2`: one per operand, no results (`return` ops).
@@ -111,6 +114,7 @@ pub(crate) fn custom_head<'a>(
         _ => return Err(r.c.unsupported(at, format!("{name}: no native grammar for this op's custom form"))),
     }
     match op {
+        "complex" => simple(r, &mut b, Types::Complex, declared)?,
         _ if SAME_TYPE.contains(&op) => simple(r, &mut b, Types::Same, declared)?,
         "select" => simple(r, &mut b, Types::Select, declared)?,
         "return" => simple(r, &mut b, Types::Operands, declared)?,
@@ -345,6 +349,13 @@ pub(crate) fn sig(r: &mut Reader<'_>, b: &mut OpBuild<'_>, form: Types, declared
             match form {
                 Types::Same if list.len() == 1 => (vec![list[0]; n], vec![list[0]; declared.max(1)]),
                 Types::Select if list.len() == 2 => (vec![list[0], list[1], list[1]], vec![list[1]]),
+                Types::Complex if list.len() == 1 => {
+                    let text = r.p.strings.get(list[0]).to_string();
+                    let Some(real) = real_of_complex(&text) else {
+                        return r.c.fail("a tensor type of complex elements");
+                    };
+                    (vec![r.intern(&real); n], vec![list[0]])
+                }
                 Types::Result if list.len() == 1 => (vec![list[0]; n], vec![list[0]]),
                 Types::Pairwise => (list.clone(), list),
                 Types::Operands => (list, Vec::new()),
@@ -355,6 +366,15 @@ pub(crate) fn sig(r: &mut Reader<'_>, b: &mut OpBuild<'_>, form: Types, declared
     r.check_types(&b.operands, &inputs, at)?;
     b.result_types = results;
     Ok(())
+}
+
+/// `tensor<...xE>` for `tensor<...xcomplex<E>>` (the operand type of `stablehlo.complex`
+/// whose result type is given); `None` for another type.
+pub(crate) fn real_of_complex(ty: &str) -> Option<String> {
+    let element = crate::mlir::verify::element_type(ty)?;
+    let real = element.strip_prefix("complex<")?.strip_suffix('>')?;
+    let at = ty.find(element)?;
+    Some(format!("{}{real}{}", &ty[..at], &ty[at + element.len()..]))
 }
 
 /// `[1, -2, 3]`.

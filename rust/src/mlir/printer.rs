@@ -496,6 +496,7 @@ impl<'p> Printer<'p> {
             line.push_str(" : ");
             match form {
                 "same" => self.same_or_functional(op, line),
+                "result" => line.push_str(self.ty(r0)),
                 _ => self.functional(op, line),
             }
             line.push('\n');
@@ -539,6 +540,15 @@ impl<'p> Printer<'p> {
                 }
                 line.push('\n');
                 !has_regions
+            }
+            ("stablehlo", "complex") if nres == 1 && ops.len() == 2 && !has_regions => {
+                // StableHLO's ComplexOpType printer: the result type alone when the operands
+                // share the type of its real part.
+                let result = self.ty(r0);
+                let real = super::ops::real_of_complex(result);
+                let short = self.ty(ops[0]) == self.ty(ops[1]) && real.as_deref() == Some(self.ty(ops[0]));
+                simple(line, &[], if short { "result" } else { "functional" });
+                true
             }
             ("stablehlo", s) if super::ops::SAME_TYPE.contains(&s) && !has_regions => {
                 // Ops whose format prints one type when all are equal (the
