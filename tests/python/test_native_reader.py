@@ -557,3 +557,89 @@ def test_mutated_collectives_are_refused_as_jaxlib_refuses_them() -> None:
         assert j == n, f"{kind}: jaxlib {'refused' if j else 'accepted'}, native {'refused' if n else 'accepted'}"
         counts["jaxlib refused"] += j
     assert counts["jaxlib refused"] >= 75, counts
+
+
+ELEMENTWISE = [
+    "abs",
+    "add",
+    "and",
+    "atan2",
+    "cbrt",
+    "ceil",
+    "clamp",
+    "compare",
+    "complex",
+    "convert",
+    "cosine",
+    "count_leading_zeros",
+    "divide",
+    "exponential",
+    "exponential_minus_one",
+    "floor",
+    "imag",
+    "is_finite",
+    "log",
+    "log_plus_one",
+    "logistic",
+    "maximum",
+    "minimum",
+    "multiply",
+    "negate",
+    "not",
+    "or",
+    "popcnt",
+    "power",
+    "real",
+    "reduce_precision",
+    "remainder",
+    "round_nearest_afz",
+    "round_nearest_even",
+    "rsqrt",
+    "select",
+    "shift_left",
+    "shift_right_arithmetic",
+    "shift_right_logical",
+    "sign",
+    "sine",
+    "sqrt",
+    "subtract",
+    "tan",
+    "tanh",
+    "xor",
+]
+
+
+@pytest.mark.skipif(conformance_dir() is None, reason="needs ../shared/conformance")
+def test_mutated_element_types_are_refused_as_jaxlib_refuses_them() -> None:
+    """Seeded mutations of corpus modules: the element type of one operand or result of an
+    element-wise op changed (to f32, f16, bf16, f64, i1, i32, i64, ui32 or complex<f32>). The
+    native verifier (``rust/src/mlir/verify/element_types.rs``) refuses nothing jaxlib accepts,
+    and nearly all jaxlib refuses (the rest: another op that uses the value, such as a
+    ``stablehlo.case`` index, whose operand types it does not check)."""
+    import random
+
+    from shardwise.ir.types import TensorType
+
+    rng = random.Random(3)
+    names = {f"stablehlo.{n}" for n in ELEMENTWISE}
+    files = [p for p in corpus_files() if any(f"{n} " in p.read_text() for n in names)]
+    assert len(files) >= 100, len(files)
+    kinds = ["f32", "f16", "bf16", "f64", "i1", "i32", "i64", "ui32", "complex<f32>"]
+    counts = {"mutations": 0, "jaxlib refused": 0, "native too": 0}
+    while counts["mutations"] < 150:
+        try:
+            m = load_mlir(rng.choice(files).read_text())
+        except ProgramError:
+            continue  # malformed on purpose (Shardy's verifier tests)
+        ops = [op for op in m.op.walk() if op.name in names]
+        values = [v for op in ops for v in (*op.operands, *op.results) if isinstance(v.type, TensorType)]
+        if not values:
+            continue
+        v = rng.choice(values)
+        v.type = TensorType(tuple(v.type.shape), rng.choice([k for k in kinds if k != v.type.element_type]))
+        counts["mutations"] += 1
+        j, n = _refused(m, "jaxlib"), _refused(m, "native")
+        assert j or not n, f"{v.type}: refused natively, accepted by jaxlib"
+        counts["jaxlib refused"] += j
+        counts["native too"] += j and n
+    assert counts["native too"] >= 0.95 * counts["jaxlib refused"] >= 100, counts

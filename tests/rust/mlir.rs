@@ -628,3 +628,39 @@ fn ten_thousand_nested_regions_verify_and_print_without_recursion() {
     let printed = shardwise::mlir::print(&p);
     assert_eq!(printed.matches("test.wrap").count(), depth);
 }
+
+/// (element-wise op with its types, the refusal's text or "" for a valid module): jaxlib 0.10.2
+/// accepts or refuses each as this list says (checked once).
+const ELEMENT_TYPE_CASES: [(&str, &str); 14] = [
+    ("%r = stablehlo.add %a, %a : tensor<4xf32>", ""),
+    (
+        "%r = stablehlo.add %a, %h : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>",
+        "operands: element type f16 differs from f32",
+    ),
+    ("%r = stablehlo.add %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf16>", "result: element type f16"),
+    ("%r = stablehlo.compare GT, %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>", ""),
+    ("%r = stablehlo.compare GT, %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>", "must be i1"),
+    ("%r = stablehlo.select %p, %a, %a : tensor<4xi1>, tensor<4xf32>", ""),
+    ("%r = stablehlo.select %a, %a, %a : tensor<4xf32>, tensor<4xf32>", "predicate's element type must be i1"),
+    ("%r = stablehlo.convert %a : (tensor<4xf32>) -> tensor<4xi32>", ""),
+    ("%r = stablehlo.abs %c : (tensor<4xcomplex<f32>>) -> tensor<4xf32>", ""),
+    ("%r = stablehlo.abs %c : (tensor<4xcomplex<f32>>) -> tensor<4xf64>", "must be f32"),
+    ("%r = stablehlo.real %c : (tensor<4xcomplex<f32>>) -> tensor<4xf32>", ""),
+    ("%r = stablehlo.complex %a, %a : tensor<4xcomplex<f32>>", ""),
+    (
+        "%r = stablehlo.complex %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xcomplex<f64>>",
+        "must be complex<f32>",
+    ),
+    ("%r = stablehlo.is_finite %a : (tensor<4xf32>) -> tensor<4xi1>", ""),
+];
+
+#[test]
+fn the_verifier_checks_element_types_of_elementwise_ops() {
+    for (body, want) in ELEMENT_TYPE_CASES {
+        let text = format!(
+            "func.func @f(%a: tensor<4xf32>, %h: tensor<4xf16>, %p: tensor<4xi1>, %c: tensor<4xcomplex<f32>>) {{\n  \
+             {body}\n  return\n}}\n"
+        );
+        verifies_as(&text, want);
+    }
+}

@@ -34,11 +34,12 @@
 //!   it uses an axis it binds as manual (Shardy's `getParentManualComputationOps` check in
 //!   `verifyTensorShardingAttr`);
 //! * the sdy collectives against the sharding of their operand (`collectives.rs`, Shardy's
-//!   `verifyCollectiveOp` and the collectives' verifiers).
+//!   `verifyCollectiveOp` and the collectives' verifiers);
+//! * the element types of the element-wise ops (`element_types.rs`).
 //!
-//! What is not checked: element types (but a manual computation's), the type inference of
-//! the other ops (`select_and_scatter`, `sort`'s comparator, ...),
-//! attribute contents beyond those above. Each distinct type is parsed once, and each
+//! What is not checked: element types of the other ops (but a manual computation's), the type
+//! inference of the other ops (`select_and_scatter`, `sort`'s comparator, ...), attribute
+//! contents beyond those above. Each distinct type is parsed once, and each
 //! distinct (shardings, types) pair validated once.
 
 use std::collections::HashSet;
@@ -50,6 +51,7 @@ use crate::mesh::Mesh;
 use crate::sharding::{MeshRef, TensorSharding};
 
 mod collectives;
+mod element_types;
 mod manual;
 mod shapes;
 mod slicing;

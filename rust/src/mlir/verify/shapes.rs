@@ -316,6 +316,8 @@ impl<'p> Verifier<'p> {
         match rule {
             Rule::None => {}
             Rule::Elementwise(scalars) => {
+                let name = self.p.op_name(op);
+                self.elementwise_types(op, name.strip_prefix("stablehlo.").unwrap_or(name))?;
                 let Some(want) = outs.first().and_then(|&r| self.dims(r)) else { return Ok(()) };
                 for (i, &v) in ins.iter().enumerate() {
                     let Some(d) = self.dims(v) else { continue };
