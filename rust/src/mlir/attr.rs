@@ -136,19 +136,10 @@ fn split_type(v: &str) -> Option<(&str, &str)> {
     last.map(|i| (v[..i].trim_end(), v[i + 1..].trim_start()))
 }
 
-/// The element type of `tensor<4x8xf32>` (`f32`), or the type itself.
 /// The element type of a tensor type (`f32` of `tensor<2x3xf32>`, `complex<f32>` of
 /// `tensor<complex<f32>>`); a type that is no tensor is its own element type.
 fn element_type(ty: &str) -> &str {
-    let Some(mut rest) = ty.strip_prefix("tensor<").and_then(|t| t.strip_suffix('>')) else { return ty };
-    while let Some((head, tail)) = rest.split_once('x') {
-        if head == "?" || (!head.is_empty() && head.bytes().all(|c| c.is_ascii_digit())) {
-            rest = tail;
-        } else {
-            break;
-        }
-    }
-    rest
+    crate::mlir::verify::element_type(ty).unwrap_or(ty)
 }
 
 fn is_float_type(t: &str) -> bool {
