@@ -72,7 +72,7 @@ fn value_at(v: &str, depth: usize, in_array: bool) -> Result<String, String> {
     if let Some((lit, ty)) = split_type(&v) {
         if lit.starts_with("dense<") && lit.ends_with('>') {
             let inner = &lit[6..lit.len() - 1];
-            let elem = element_type(ty);
+            let elem = dense_element_type(ty);
             return Ok(format!("dense<{}> : {ty}", dense(inner, elem)?));
         }
         if is_float_type(ty) && looks_float(lit) {
@@ -136,10 +136,25 @@ fn split_type(v: &str) -> Option<(&str, &str)> {
     last.map(|i| (v[..i].trim_end(), v[i + 1..].trim_start()))
 }
 
-/// The element type of a tensor type (`f32` of `tensor<2x3xf32>`, `complex<f32>` of
-/// `tensor<complex<f32>>`); a type that is no tensor is its own element type.
-fn element_type(ty: &str) -> &str {
-    crate::mlir::verify::element_type(ty).unwrap_or(ty)
+/// The element type of a ranked tensor type (`f32` of `tensor<4x8xf32>`).
+pub(crate) fn element_type(ty: &str) -> Option<&str> {
+    let inner = ty.strip_prefix("tensor<")?.strip_suffix('>')?;
+    let inner = split_top(inner).first().copied().unwrap_or(inner).trim();
+    let mut rest = inner;
+    while let Some((head, tail)) = rest.split_once('x') {
+        if head == "?" || (!head.is_empty() && head.bytes().all(|c| c.is_ascii_digit())) {
+            rest = tail;
+        } else {
+            break;
+        }
+    }
+    Some(rest)
+}
+
+/// The element type of a dense literal's type: [`element_type`] of a tensor, the type itself
+/// otherwise.
+fn dense_element_type(ty: &str) -> &str {
+    element_type(ty).unwrap_or(ty)
 }
 
 fn is_float_type(t: &str) -> bool {

@@ -371,7 +371,7 @@ pub(crate) fn sig(r: &mut Reader<'_>, b: &mut OpBuild<'_>, form: Types, declared
 /// `tensor<...xE>` for `tensor<...xcomplex<E>>` (the operand type of `stablehlo.complex`
 /// whose result type is given); `None` for another type.
 pub(crate) fn real_of_complex(ty: &str) -> Option<String> {
-    let element = crate::mlir::verify::element_type(ty)?;
+    let element = super::attr::element_type(ty)?;
     let real = element.strip_prefix("complex<")?.strip_suffix('>')?;
     let at = ty.find(element)?;
     Some(format!("{}{real}{}", &ty[..at], &ty[at + element.len()..]))

@@ -70,14 +70,7 @@ pub(crate) fn custom_head<'a>(
             b.attrs.push(r.attr("group_id", &format!("{g} : i64")));
             sig(r, &mut b, Types::Operands, 0)?;
         }
-        "all_reduce"
-        | "all_gather"
-        | "all_slice"
-        | "reduce_scatter"
-        | "all_to_all"
-        | "collective_permute"
-        | "replicated_to_unreduced"
-        | "sharded_to_unreduced" => {
+        _ if COLLECTIVES.contains(&op) => {
             if op != "collective_permute" {
                 let g = r.c.group()?;
                 let (attr, kind) = collective_axes_attr(op);
@@ -140,6 +133,20 @@ pub(crate) fn custom_head<'a>(
     }
     Ok((b, Tail::Nothing))
 }
+
+/// The sdy collectives (without the `sdy.` prefix): `axes %operand out_sharding=<...> : T`,
+/// `collective_permute` without axes. The reader, the printer and the verifier's
+/// `collectives.rs` take this list.
+pub(crate) const COLLECTIVES: [&str; 8] = [
+    "all_gather",
+    "all_slice",
+    "all_reduce",
+    "all_to_all",
+    "collective_permute",
+    "reduce_scatter",
+    "replicated_to_unreduced",
+    "sharded_to_unreduced",
+];
 
 /// The attribute that holds a collective's own axes (all but `collective_permute`'s) and the
 /// `#sdy<KIND...>` form of its value, as the custom assembly elides them; shared by the reader

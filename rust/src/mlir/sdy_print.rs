@@ -81,16 +81,7 @@ pub(crate) fn custom<'p>(
             line.push_str(&format!(" : {}\n", pr.ty_of(ops[0])));
             true
         }
-        "all_reduce"
-        | "all_gather"
-        | "all_slice"
-        | "reduce_scatter"
-        | "all_to_all"
-        | "collective_permute"
-        | "replicated_to_unreduced"
-        | "sharded_to_unreduced"
-            if ops.len() == 1 && r1 - r0 == 1 =>
-        {
+        _ if super::sdy::COLLECTIVES.contains(&short) && ops.len() == 1 && r1 - r0 == 1 => {
             let mut elided = vec!["out_sharding"];
             line.push_str(name);
             if short != "collective_permute" {

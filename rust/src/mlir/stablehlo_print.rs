@@ -132,7 +132,7 @@ impl<'p> Printer<'p> {
         let name = self.p.op_name(inner);
         let ops = self.operands(inner);
         let (r0, r1) = self.results(inner);
-        let elem = super::verify::element_type(self.ty(self.operands(op)[0]))?;
+        let elem = super::attr::element_type(self.ty(self.operands(op)[0]))?;
         let ok = self.p.op_name(ret) == "stablehlo.return"
             && self.operands(ret) == [r0]
             && r1 - r0 == 1

@@ -85,20 +85,9 @@ enum Known {
     Unknown,
 }
 
-const COLLECTIVES: [&str; 8] = [
-    "sdy.all_gather",
-    "sdy.all_slice",
-    "sdy.all_reduce",
-    "sdy.all_to_all",
-    "sdy.collective_permute",
-    "sdy.reduce_scatter",
-    "sdy.replicated_to_unreduced",
-    "sdy.sharded_to_unreduced",
-];
-
 /// Whether `name` is an sdy collective.
 pub(super) fn is_collective(name: &str) -> bool {
-    COLLECTIVES.contains(&name)
+    name.strip_prefix("sdy.").is_some_and(|n| crate::mlir::sdy::COLLECTIVES.contains(&n))
 }
 
 /// `dims` with `axes` taken off the end, as `all_gather` gathers them (Shardy's

@@ -6,8 +6,8 @@
 //! operand gives `T`); `complex` (`T` operands give `complex<T>`). Ops on quantized element
 //! types (`!quant.uniform`) are left to jaxlib.
 
-use super::shapes::element_type;
 use super::{Verifier, VerifyError};
+use crate::mlir::attr::element_type;
 
 /// `T` of `complex<T>`.
 fn complex_part(t: &str) -> Option<&str> {
@@ -19,8 +19,7 @@ impl<'p> Verifier<'p> {
     pub(super) fn elementwise_types(&self, op: u32, name: &str) -> Result<(), VerifyError> {
         // An unranked tensor's type text is `tensor<*xT>`.
         let elem = |v: u32| element_type(self.ty(v)).map(|t| t.strip_prefix("*x").unwrap_or(t));
-        let results: Vec<u32> = self.results(op).collect();
-        let types: Option<Vec<&str>> = self.operands(op).iter().chain(&results).map(|&v| elem(v)).collect();
+        let types: Option<Vec<&str>> = self.operands(op).iter().copied().chain(self.results(op)).map(elem).collect();
         // A value that is no ranked or unranked tensor (a token, a tuple): not checked here.
         let Some(types) = types else { return Ok(()) };
         if types.iter().any(|t| t.starts_with("!quant")) {

@@ -4,8 +4,9 @@
 //! ones; each global dimension size divides by the size of its manual axes; and the region's
 //! value has the global shape divided by them, with the global element type.
 
-use super::shapes::{dims_text, element_type};
+use super::shapes::dims_text;
 use super::{Verifier, VerifyError};
+use crate::mlir::attr::element_type;
 
 /// The axis names of `#sdy<manual_axes{"x", "y"}>`; `None` when it does not read so.
 fn manual_axes(text: &str) -> Option<Vec<String>> {

@@ -57,7 +57,6 @@ mod shapes;
 mod slicing;
 mod window;
 
-pub(crate) use shapes::element_type;
 use shapes::{signature, tensor_dims, Count, Rule};
 
 /// Why a module does not verify: the op (its place in a pre-order walk from the module op,

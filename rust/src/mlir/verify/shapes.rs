@@ -5,6 +5,8 @@
 //! `dot_general` and the start indices of dynamic slices; the ops that take parts of a
 //! tensor are in `slicing.rs`, the windowed ones in `window.rs`.
 
+use crate::mlir::attr::element_type;
+
 use super::{Verifier, VerifyError};
 
 /// How many operands or results an op takes.
@@ -224,21 +226,6 @@ pub(super) fn tensor_dims(ty: &str) -> Option<Vec<i64>> {
         return None;
     }
     Some(dims)
-}
-
-/// The element type of a ranked tensor type (`f32` of `tensor<4x8xf32>`).
-pub(crate) fn element_type(ty: &str) -> Option<&str> {
-    let inner = ty.strip_prefix("tensor<")?.strip_suffix('>')?;
-    let inner = crate::mlir::attr::split_top(inner).first().copied().unwrap_or(inner).trim();
-    let mut rest = inner;
-    while let Some((head, tail)) = rest.split_once('x') {
-        if head == "?" || (!head.is_empty() && head.bytes().all(|c| c.is_ascii_digit())) {
-            rest = tail;
-        } else {
-            break;
-        }
-    }
-    Some(rest)
 }
 
 /// The integers of `array<i64: 1, 2>` (or a bracketed list `[1, 2]`).
