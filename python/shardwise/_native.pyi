@@ -7,6 +7,7 @@ from typing import Any, TypeAlias, final
 __version__: str
 __all__ = [
     "AllReducePlan",
+    "BuiltinRule",
     "CandidateBatch",
     "ConversionError",
     "ForbiddenComponent",
@@ -24,6 +25,7 @@ __all__ = [
     "ProgramWalk",
     "PropagationOptions",
     "PropagationResult",
+    "RuleRegistry",
     "ShardingError",
     "ShardingParseError",
     "ShardwiseError",
@@ -36,7 +38,9 @@ __all__ = [
     "axis_op",
     "axis_parse",
     "axis_print",
+    "builtin_rule",
     "collective_cost",
+    "custom_call_target",
     "einsum_check",
     "explicit_reshards_plan",
     "factor_symbol",
@@ -61,6 +65,7 @@ __all__ = [
     "rule_parse",
     "rule_pointwise",
     "rule_print",
+    "rule_registry",
     "rule_validate",
     "search_bound",
     "search_components",
@@ -291,6 +296,33 @@ def rule_from_einsum(
     factor_sizes: list[tuple[str, int]] = ...,
 ) -> _RuleW: ...
 def factor_symbol(index: int) -> str: ...
+
+# Builtin sharding rule registry (rust/src/py/registry.rs)
+@final
+class BuiltinRule:
+    @property
+    def status(self) -> str: ...
+    @property
+    def rule(self) -> _RuleW | None: ...
+
+@final
+class RuleRegistry:
+    @property
+    def builtin_ops(self) -> list[str]: ...
+    @property
+    def custom_call_targets(self) -> list[str]: ...
+    @property
+    def no_rule_ops(self) -> list[str]: ...
+    @property
+    def terminator_ops(self) -> list[str]: ...
+    @property
+    def no_rule_targets(self) -> list[str]: ...
+    @property
+    def context_ops(self) -> list[str]: ...
+
+def builtin_rule(op: Any, conservative: bool = False) -> BuiltinRule: ...
+def custom_call_target(name: str, attributes: list[tuple[str, str]]) -> str: ...
+def rule_registry() -> RuleRegistry: ...
 
 # Propagation (rust/src/py/propagation.rs)
 

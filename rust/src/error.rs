@@ -18,6 +18,9 @@ pub enum ErrorKind {
     /// A program's ops and shardings contradict what a pass needs (Shardy's op-level checks,
     /// e.g. unreduced axes that a collective cannot produce); Python's `ProgramError`.
     Program,
+    /// An op cannot be read by the sharding rule registry (`crate::rules`): an attribute is
+    /// missing or malformed, or the shapes do not fit the op; Python's `OpInfoError`.
+    OpInfo,
 }
 
 /// An error with a message that names the value, what was expected and what was got.
@@ -44,6 +47,9 @@ impl Error {
     }
     pub fn program(message: impl Into<String>) -> Self {
         Error { kind: ErrorKind::Program, message: message.into() }
+    }
+    pub fn op_info(message: impl Into<String>) -> Self {
+        Error { kind: ErrorKind::OpInfo, message: message.into() }
     }
     /// The invariant rule, if this is an invariant error.
     pub fn rule(&self) -> Option<&'static str> {

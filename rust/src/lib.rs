@@ -18,6 +18,7 @@ pub mod name;
 pub mod propagation;
 pub mod redistribution;
 pub mod rule;
+pub mod rules;
 pub mod search;
 pub mod sharding;
 pub mod text;

@@ -19,7 +19,6 @@ from shardwise.rules import (
     ValueInfo,
     rule_for,
 )
-from shardwise.rules.attrs import attr_conv_dims, attr_dense_ints, attr_ints, attr_string, attr_struct
 
 MATMUL = "#sdy.op_sharding_rule<([i, j], [j, k])->([i, k]) {i=8, j=8, k=8} reduction={j}>"
 
@@ -295,40 +294,6 @@ def test_dynamic_dims_give_shardys_dynamic_size() -> None:
     assert str(r) == "#sdy.op_sharding_rule<([i, j], [i, j])->([i, j]) {i=-9223372036854775808, j=4}>"
     with pytest.raises(InvalidRuleError, match="rule-not-static-tensor|statically shaped"):
         r.validate_for(OpInfo("stablehlo.add", (v, v), (v,)))
-
-
-def _op(**attrs: str) -> OpInfo:
-    return OpInfo("test.op", attributes=attrs)
-
-
-def test_attribute_parsers() -> None:
-    assert attr_ints(_op(a="array<i64: 1, 0, -2>"), "a") == (1, 0, -2)
-    assert attr_ints(_op(a="array<i64>"), "a") == ()
-    assert attr_ints(_op(a="dense<[3, 4]> : tensor<2xi64>"), "a") == (3, 4)
-    assert attr_dense_ints(_op(a="dense<1> : tensor<2x2xi64>"), "a") == ((2, 2), (1, 1, 1, 1))
-    assert attr_dense_ints(_op(a="dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>"), "a") == ((2, 2), (0, 1, 2, 3))
-    hexed = (
-        '"0x' + (1).to_bytes(8, "little").hex().upper() + (-1).to_bytes(8, "little", signed=True).hex().upper() + '"'
-    )
-    assert attr_dense_ints(_op(a=f"dense<{hexed}> : tensor<1x2xi64>"), "a") == ((1, 2), (1, -1))
-    assert attr_string(_op(a='"a\\22b\\\\c\\n"'), "a") == 'a"b\\c\n'
-    assert attr_struct(
-        _op(a="#stablehlo.dot<lhs_batching_dimensions = [0], rhs_contracting_dimensions = [1, 2]>"), "a", "dot"
-    ) == {
-        "lhs_batching_dimensions": (0,),
-        "rhs_contracting_dimensions": (1, 2),
-    }
-    compact = attr_conv_dims(_op(dimension_numbers="#stablehlo.conv<[b, 0, 1, f]x[0, 1, i, o]->[f, b, 1, 0]>"))
-    raw = attr_conv_dims(
-        _op(
-            dimension_numbers="#stablehlo.conv<raw input_batch_dimension = 0, input_feature_dimension = 3, "
-            "input_spatial_dimensions = [1, 2], kernel_input_feature_dimension = 2, kernel_output_feature_dimension = 3, "
-            "kernel_spatial_dimensions = [0, 1], output_batch_dimension = 1, output_feature_dimension = 0, "
-            "output_spatial_dimensions = [3, 2]>"
-        )
-    )
-    assert compact == raw
-    assert compact.output_spatial == (3, 2) and compact.input_feature == 3
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,8 @@ dimension, factor kinds, blocked factors, the custom flag) and prints Shardy's t
 the rule Shardy's registry gives an op described by ``OpInfo``; ``register_rule`` and
 ``register_op_rule`` add users' rules.
 
-Family modules (each mirrors its part of Shardy's ``op_sharding_rule_registry.cc``):
-``elementwise``, ``collectives``, ``dot``, ``conv``, ``reshape``, ``slicing``, ``reduce``,
-``gather_scatter``, ``linalg``, ``custom_call``.
+The builtin rules are the core's (``rust/src/rules/``: one op family per file, each
+mirroring its part of Shardy's ``op_sharding_rule_registry.cc``).
 """
 
 from shardwise.rules.exceptions import InvalidRuleError, OpInfoError, UnknownOpWarning
@@ -17,6 +16,7 @@ from shardwise.rules.registry import (
     NO_RULE_OPS,
     TERMINATOR_OPS,
     RuleFunction,
+    builtin_custom_call_targets,
     builtin_op_names,
     register_op_rule,
     register_rule,
@@ -42,6 +42,7 @@ __all__ = [
     "RuleFunction",
     "UnknownOpWarning",
     "ValueInfo",
+    "builtin_custom_call_targets",
     "builtin_op_names",
     "register_op_rule",
     "register_rule",

@@ -4,6 +4,7 @@ gets a ``sdy.sharding_rule`` attribute, existing ones are kept)."""
 
 from __future__ import annotations
 
+from shardwise import _native
 from shardwise.ir.core import Module, Op, Value
 from shardwise.ir.types import TensorType
 from shardwise.rules.opinfo import BlockInfo, OpInfo, ValueInfo
@@ -16,9 +17,7 @@ __all__ = ["CONTEXT_OPS", "RuleCache", "op_infos", "populate_rules", "rules_for"
 #: Ops whose rule reads more than the op itself (its name, attributes and value types): the
 #: producers of its operands (``concatenate``, ``dynamic_update_slice``), its region
 #: (``scatter``), or its results' users (custom calls). Their rules are never memoised.
-CONTEXT_OPS = frozenset(
-    {"stablehlo.concatenate", "stablehlo.dynamic_update_slice", "stablehlo.scatter", "stablehlo.custom_call"}
-)
+CONTEXT_OPS = frozenset(_native.rule_registry().context_ops)
 
 
 class _Converter:

@@ -11,7 +11,8 @@ Lookup order for an op:
    way from JAX);
 2. a rule registered with ``register_rule`` for the op's custom-call target;
 3. a rule function registered with ``register_op_rule`` for the op's name;
-4. the builtin rule of the op (for ``stablehlo.custom_call``: of its target);
+4. the builtin rule of the op (for ``stablehlo.custom_call``: of its target), computed by
+   the core (``rust/src/rules/``, one op family per file);
 5. ``None`` for ops Shardy deliberately leaves without a rule (constants, iota, control flow,
    function calls, sdy's own structural ops, tokens and I/O) and for terminators;
 6. ``None`` and an ``UnknownOpWarning`` for anything else, as Shardy warns.
@@ -23,20 +24,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 
 from shardwise import _native
-from shardwise.rules import (  # noqa: F401  (importing the families fills BUILTIN)
-    collectives,
-    conv,
-    dot,
-    elementwise,
-    gather_scatter,
-    linalg,
-    reduce,
-    reshape,
-    slicing,
-)
-from shardwise.rules._util import BUILTIN, RuleFunction
-from shardwise.rules.attrs import attr_string
-from shardwise.rules.custom_call import CUSTOM_CALL_RULES, NO_RULE_TARGETS
+from shardwise.rules._util import RuleFunction
 from shardwise.rules.exceptions import OpInfoError, UnknownOpWarning
 from shardwise.rules.opinfo import OpInfo
 from shardwise.rules.rule import OpShardingRule
@@ -45,6 +33,7 @@ __all__ = [
     "NO_RULE_OPS",
     "TERMINATOR_OPS",
     "RuleFunction",
+    "builtin_custom_call_targets",
     "builtin_op_names",
     "register_op_rule",
     "register_rule",
@@ -55,43 +44,19 @@ __all__ = [
     "user_op_names",
 ]
 
+#: The builtin registry's name lists (``rust/src/rules/``).
+_REGISTRY = _native.rule_registry()
+
 #: Ops Shardy's registry deliberately gives no rule, without a warning: they are handled
 #: elsewhere (control flow, calls, data-flow edges, manual computations) or need no
 #: propagation (constants, iota, tokens, I/O).
-NO_RULE_OPS = frozenset(
-    {
-        "builtin.module",
-        "func.func",
-        "func.call",
-        "sdy.constant",
-        "sdy.data_flow_edge",
-        "sdy.func_data_flow_edge",
-        "sdy.manual_computation",
-        "sdy.mesh",
-        "sdy.named_computation",
-        "sdy.propagation_barrier",
-        "sdy.sharding_group",
-        "sdy.reshard",
-        "stablehlo.after_all",
-        "stablehlo.case",
-        "stablehlo.constant",
-        "stablehlo.create_token",
-        "stablehlo.get_tuple_element",
-        "stablehlo.infeed",
-        "stablehlo.iota",
-        "stablehlo.outfeed",
-        "stablehlo.optimization_barrier",
-        "stablehlo.partition_id",
-        "stablehlo.recv",
-        "stablehlo.send",
-        "stablehlo.while",
-    }
-)
+NO_RULE_OPS = frozenset(_REGISTRY.no_rule_ops)
 
 #: Block terminators: no rule and no warning.
-TERMINATOR_OPS = frozenset(
-    {"func.return", "stablehlo.return", "sdy.return", "mhlo.return", "chlo.return", "scf.yield", "cf.br", "cf.cond_br"}
-)
+TERMINATOR_OPS = frozenset(_REGISTRY.terminator_ops)
+
+#: Op names with a builtin rule (``stablehlo.custom_call`` included).
+_BUILTIN_OPS = frozenset(_REGISTRY.builtin_ops)
 
 _CUSTOM_CALL = "stablehlo.custom_call"
 _USER_TARGETS: dict[str, RuleFunction] = {}
@@ -110,7 +75,7 @@ def silently_without_rule(name: str, attributes: Mapping[str, str]) -> bool:
     builtin rule, no rule registered by the user and no ``sdy.sharding_rule`` attribute."""
     if name not in NO_RULE_OPS and name not in TERMINATOR_OPS:
         return False
-    if name in BUILTIN or name in _USER_OPS or name == _CUSTOM_CALL:
+    if name in _BUILTIN_OPS or name in _USER_OPS:
         return False
     existing = attributes.get("sdy.sharding_rule")
     return existing is None or not existing.lstrip().startswith("#sdy.op_sharding_rule")
@@ -133,43 +98,40 @@ def rule_for(op: OpInfo, *, conservative: bool = False) -> OpShardingRule | None
         return OpShardingRule.parse(existing)
     target: str | None = None
     if op.name == _CUSTOM_CALL:
-        target = attr_string(op, "call_target_name")
+        target = _native.custom_call_target(op.name, list(op.attributes.items()))
         user_target = _USER_TARGETS.get(target)
         if user_target is not None:
             return _check_result(user_target(op, conservative), f"the rule registered for custom call @{target}")
     user = _USER_OPS.get(op.name)
     if user is not None:
         return _check_result(user(op, conservative), f"the rule registered for {op.name}")
-    if target is not None:
-        fn = CUSTOM_CALL_RULES.get(target)
-        if fn is not None:
-            return fn(op, conservative)
-        if target not in NO_RULE_TARGETS:
-            warnings.warn(
+    builtin = _native.builtin_rule(op, conservative)
+    if builtin.rule is not None:
+        return OpShardingRule._from_wire(builtin.rule)
+    if builtin.status == "unknown":
+        if target is not None:
+            message = (
                 f"custom call @{target} has no sharding rule in shardwise's registry (nor in Shardy's); "
-                "it gets none (register one with shardwise.rules.register_rule)",
-                UnknownOpWarning,
-                stacklevel=2,
+                "it gets none (register one with shardwise.rules.register_rule)"
             )
-        return None
-    fn = BUILTIN.get(op.name)
-    if fn is not None:
-        return fn(op, conservative)
-    if op.name in NO_RULE_OPS or op.name in TERMINATOR_OPS:
-        return None
-    warnings.warn(
-        f"op {op.name!r} has no sharding rule in shardwise's registry (nor in Shardy's); it gets none "
-        "(register one with shardwise.rules.register_op_rule)",
-        UnknownOpWarning,
-        stacklevel=2,
-    )
+        else:
+            message = (
+                f"op {op.name!r} has no sharding rule in shardwise's registry (nor in Shardy's); it gets none "
+                "(register one with shardwise.rules.register_op_rule)"
+            )
+        warnings.warn(message, UnknownOpWarning, stacklevel=2)
     return None
 
 
 def builtin_op_names() -> frozenset[str]:
-    """The op names with a builtin rule (``stablehlo.custom_call`` included: see
-    ``shardwise.rules.custom_call.CUSTOM_CALL_RULES`` for its targets)."""
-    return frozenset(BUILTIN) | {_CUSTOM_CALL}
+    """The op names with a builtin rule (``stablehlo.custom_call`` included: its targets are
+    ``builtin_custom_call_targets()``)."""
+    return _BUILTIN_OPS
+
+
+def builtin_custom_call_targets() -> frozenset[str]:
+    """The ``stablehlo.custom_call`` targets with a builtin rule."""
+    return frozenset(_REGISTRY.custom_call_targets)
 
 
 def register_rule(

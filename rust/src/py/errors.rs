@@ -69,7 +69,8 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
         ErrorKind::Invariant { .. } => InvalidShardingError::new_err(message),
         ErrorKind::Mesh => MeshError::new_err(message),
         ErrorKind::Conversion => ConversionError::new_err(message),
-        ErrorKind::Program => program_error(py, message),
+        ErrorKind::Program => python_error(py, "ProgramError", message),
+        ErrorKind::OpInfo => python_error(py, "OpInfoError", message),
     };
     let value = err.value(py);
     let _ = value.setattr("rule", e.rule());
@@ -79,10 +80,10 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
     err
 }
 
-/// `shardwise.errors.ProgramError` (a Python class: it is the base of the executor's and the
-/// launcher's errors too) with `message`.
-fn program_error(py: Python<'_>, message: String) -> PyErr {
-    match py.import("shardwise.errors").and_then(|m| m.getattr("ProgramError")) {
+/// The class `name` of `shardwise.errors` with `message`: `ProgramError` (a Python class: it
+/// is the base of the executor's and the launcher's errors too) and `OpInfoError`.
+fn python_error(py: Python<'_>, name: &str, message: String) -> PyErr {
+    match py.import("shardwise.errors").and_then(|m| m.getattr(name)) {
         Ok(class) => PyErr::from_value(match class.call1((message,)) {
             Ok(value) => value,
             Err(e) => return e,

@@ -6,6 +6,7 @@ mod graph;
 mod mlir;
 mod propagation;
 mod redistribution;
+mod registry;
 mod reshards;
 mod rule;
 mod search;
@@ -280,6 +281,7 @@ fn from_mindspore_layout(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     rule::register(m)?;
+    registry::register(m)?;
     graph::register(m)?;
     mlir::register(m)?;
     walk::register(m)?;

@@ -66,7 +66,7 @@ impl From<RuleW> for OpShardingRule {
 type StepW = (String, Vec<i64>, Vec<i64>, i64, String, bool);
 
 /// Core error into a Python exception: invariant errors become `InvalidRuleError`.
-fn to_py(py: Python<'_>, e: Error) -> PyErr {
+pub(super) fn to_py(py: Python<'_>, e: Error) -> PyErr {
     match e.kind {
         ErrorKind::Invariant { rule } => {
             let err = InvalidRuleError::new_err(e.message);
@@ -77,7 +77,7 @@ fn to_py(py: Python<'_>, e: Error) -> PyErr {
     }
 }
 
-trait RulePy<T> {
+pub(super) trait RulePy<T> {
     fn py(self, py: Python<'_>) -> PyResult<T>;
 }
 
