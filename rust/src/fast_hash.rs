@@ -8,6 +8,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 /// A `HashMap` with [`FastHasher`].
 pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+/// A `HashSet` with [`FastHasher`].
+pub type FastSet<K> = std::collections::HashSet<K, BuildHasherDefault<FastHasher>>;
 
 /// The hasher: per word, rotate, xor and multiply.
 #[derive(Default)]

@@ -22,6 +22,7 @@ pub mod rules;
 pub mod search;
 pub mod sharding;
 pub mod text;
+pub mod transforms;
 
 #[cfg(feature = "python")]
 mod py;

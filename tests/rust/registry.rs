@@ -240,7 +240,7 @@ fn random_ops_give_rules_or_errors_never_panics_even_with_overflow_checks() {
     let mut rng = Lcg(7);
     let (mut ruled, mut errors) = (0, 0);
     for _ in 0..20_000 {
-        let mut value = |rng: &mut Lcg| {
+        let value = |rng: &mut Lcg| {
             let rank = rng.next(5);
             ValueDesc::tensor(&(0..rank).map(|_| SIZES[rng.next(SIZES.len())]).collect::<Vec<_>>(), "f32")
         };

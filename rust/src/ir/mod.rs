@@ -10,6 +10,10 @@
 //! each a range of `blocks`, each block a range of `values` (its arguments) and of `block_ops`.
 //! Ops are numbered in pre-order (an op before the ops of its regions).
 
+mod edit;
+pub mod shardings;
+pub mod symbols;
+
 use crate::fast_hash::FastMap;
 
 /// A half-open range `start..end` into one of [`Program`]'s arrays.

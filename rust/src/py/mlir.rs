@@ -163,6 +163,8 @@ fn read_error(py: Python<'_>, e: mlir::ReadError) -> PyErr {
 /// Why `read_mlir` or `print_mlir` gave no result.
 enum PrintFailure {
     Read(mlir::ReadError),
+    /// A native pass refused the program.
+    Pass(crate::error::Error),
     Verify(mlir::VerifyError),
     /// An op jaxlib would print in its custom form had to be printed in the generic form.
     Generic(String),
@@ -196,10 +198,27 @@ fn print_mlir(py: Python<'_>, text: &str, verify: bool, strict: bool) -> PyResul
     printed.map_err(|f| failure(py, f))
 }
 
+/// Reads MLIR text natively, runs the native passes `passes` (`crate::transforms`, by
+/// Shardy's names) on it, verifies and prints it as `print_mlir` does, with the GIL released.
+/// Raises `MlirReadError`, `ProgramError` (an unknown pass, or a pass refusing the program)
+/// or `MlirVerifyError`.
+#[pyfunction]
+fn run_native_passes(py: Python<'_>, text: &str, passes: Vec<String>) -> PyResult<String> {
+    let printed = py.detach(|| {
+        let mut p = mlir::read(text).map_err(PrintFailure::Read)?;
+        let names: Vec<&str> = passes.iter().map(String::as_str).collect();
+        crate::transforms::run(&mut p, &names).map_err(PrintFailure::Pass)?;
+        mlir::verify(&p).map_err(PrintFailure::Verify)?;
+        Ok(mlir::print(&p))
+    });
+    printed.map_err(|f| failure(py, f))
+}
+
 /// The Python exception of a failed read, verification or strict print.
 fn failure(py: Python<'_>, f: PrintFailure) -> PyErr {
     match f {
         PrintFailure::Read(e) => read_error(py, e),
+        PrintFailure::Pass(e) => super::errors::to_py(py, e),
         PrintFailure::Verify(e) => {
             let err = MlirVerifyError::new_err(e.to_string());
             let value = err.value(py);
@@ -245,5 +264,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_mlir, m)?)?;
     m.add_function(wrap_pyfunction!(print_mlir, m)?)?;
     m.add_function(wrap_pyfunction!(mlir_nesting, m)?)?;
+    m.add_function(wrap_pyfunction!(run_native_passes, m)?)?;
     Ok(())
 }

@@ -1,0 +1,176 @@
+//! Editing a [`Program`] in place, for the native passes (`crate::transforms`).
+//!
+//! The arrays stay compressed sparse rows: an edit that changes the length of an op's
+//! attribute list or of a block's op list appends the new list at the end of the shared array
+//! and points the op or block at it (the old entries become garbage until the program is
+//! written). New ops and values are appended, so numbering is no longer pre-order once a pass
+//! adds ops: walks follow the blocks ([`Program::walk`]). An op removed from its block stays in
+//! `ops` but is no longer reached.
+
+use super::{BlockData, FuncData, OpData, Program, Span};
+use crate::fast_hash::FastMap;
+
+fn range(s: Span) -> std::ops::Range<usize> {
+    s.0 as usize..s.1 as usize
+}
+
+impl Program {
+    pub fn intern(&mut self, s: &str) -> u32 {
+        self.strings.intern(s)
+    }
+
+    /// The ops of block `b`, in order.
+    pub fn block_ops(&self, b: u32) -> &[u32] {
+        &self.block_ops[range(self.blocks[b as usize].ops)]
+    }
+
+    /// Replaces the op list of block `b`.
+    pub fn set_block_ops(&mut self, b: u32, ops: &[u32]) {
+        let span = &mut self.blocks[b as usize].ops;
+        if (span.1 - span.0) as usize == ops.len() {
+            self.block_ops[range(*span)].copy_from_slice(ops);
+            return;
+        }
+        let start = self.block_ops.len() as u32;
+        self.block_ops.extend_from_slice(ops);
+        *span = (start, self.block_ops.len() as u32);
+    }
+
+    /// The blocks of op `op`'s region `r`.
+    pub fn region_blocks(&self, op: u32, r: usize) -> std::ops::Range<u32> {
+        let (a, _) = self.ops[op as usize].regions;
+        let (s, e) = self.regions[a as usize + r];
+        s..e
+    }
+
+    /// The block holding the module's top-level ops.
+    pub fn module_block(&self) -> u32 {
+        self.region_blocks(0, 0).start
+    }
+
+    /// The attributes of `op`, as (name, value) interned strings.
+    pub fn op_attrs(&self, op: u32) -> &[(u32, u32)] {
+        &self.attrs[range(self.ops[op as usize].attrs)]
+    }
+
+    /// The operands of `op`.
+    pub fn op_operands(&self, op: u32) -> &[u32] {
+        &self.operands[range(self.ops[op as usize].operands)]
+    }
+
+    /// The results of `op` (value ids).
+    pub fn op_results(&self, op: u32) -> std::ops::Range<u32> {
+        let (a, b) = self.ops[op as usize].results;
+        a..b
+    }
+
+    /// Replaces operand `i` of `op`.
+    pub fn set_operand(&mut self, op: u32, i: usize, value: u32) {
+        let start = self.ops[op as usize].operands.0 as usize;
+        self.operands[start + i] = value;
+    }
+
+    /// Replaces the attribute list of `op`.
+    pub fn set_attrs(&mut self, op: u32, attrs: &[(u32, u32)]) {
+        let span = &mut self.ops[op as usize].attrs;
+        if (span.1 - span.0) as usize == attrs.len() {
+            self.attrs[range(*span)].copy_from_slice(attrs);
+            return;
+        }
+        let start = self.attrs.len() as u32;
+        self.attrs.extend_from_slice(attrs);
+        *span = (start, self.attrs.len() as u32);
+    }
+
+    /// Sets attribute `name` of `op` to `value` (text), appending it when the op has none.
+    pub fn set_attr(&mut self, op: u32, name: &str, value: &str) {
+        let (n, v) = (self.intern(name), self.intern(value));
+        let mut attrs = self.op_attrs(op).to_vec();
+        match attrs.iter_mut().find(|(k, _)| *k == n) {
+            Some(slot) => slot.1 = v,
+            None => attrs.push((n, v)),
+        }
+        self.set_attrs(op, &attrs);
+    }
+
+    /// Removes attribute `name` of `op`; whether it had one.
+    pub fn remove_attr(&mut self, op: u32, name: &str) -> bool {
+        let attrs = self.op_attrs(op);
+        let Some(i) = attrs.iter().position(|(k, _)| self.strings.get(*k) == name) else {
+            return false;
+        };
+        let mut attrs = attrs.to_vec();
+        attrs.remove(i);
+        self.set_attrs(op, &attrs);
+        true
+    }
+
+    /// Appends a new op without regions: its results get `result_types` (interned texts).
+    /// It is in no block until a pass puts it in one ([`Program::set_block_ops`]).
+    pub fn new_op(
+        &mut self,
+        name: &str,
+        operands: &[u32],
+        result_types: &[u32],
+        attrs: &[(u32, u32)],
+        loc: u32,
+    ) -> u32 {
+        let name = self.intern(name);
+        let o = self.operands.len() as u32;
+        self.operands.extend_from_slice(operands);
+        let r = self.value_types.len() as u32;
+        self.value_types.extend_from_slice(result_types);
+        let a = self.attrs.len() as u32;
+        self.attrs.extend_from_slice(attrs);
+        let g = self.regions.len() as u32;
+        let op = self.ops.len() as u32;
+        self.ops.push(OpData {
+            name,
+            operands: (o, o + operands.len() as u32),
+            results: (r, r + result_types.len() as u32),
+            attrs: (a, a + attrs.len() as u32),
+            regions: (g, g),
+            loc,
+        });
+        op
+    }
+
+    /// The `func.func` data of each function op.
+    pub fn func_index(&self) -> FastMap<u32, usize> {
+        self.funcs.iter().enumerate().map(|(i, f)| (f.op, i)).collect()
+    }
+
+    /// The function data of op `op`, when it is a `func.func`.
+    pub fn func_data(&self, index: &FastMap<u32, usize>, op: u32) -> Option<&FuncData> {
+        index.get(&op).map(|&i| &self.funcs[i])
+    }
+
+    /// `op` and the ops nested in it, in pre-order (an op before the ops of its regions),
+    /// following the blocks' current op lists.
+    pub fn walk(&self, root: u32) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut stack = vec![root];
+        while let Some(op) = stack.pop() {
+            out.push(op);
+            let (a, b) = self.ops[op as usize].regions;
+            for r in (a..b).rev() {
+                let (s, e) = self.regions[r as usize];
+                for blk in (s..e).rev() {
+                    stack.extend(self.block_ops(blk).iter().rev());
+                }
+            }
+        }
+        out
+    }
+
+    /// The symbol name of `op` (its `sym_name` string), if it has one.
+    pub fn symbol_name(&self, op: u32) -> Option<String> {
+        crate::text::parse_string(self.attr(op, "sym_name")?).ok()
+    }
+
+    /// The block arguments of block `b` (value ids).
+    pub fn block_args(&self, b: u32) -> std::ops::Range<u32> {
+        let BlockData { args, .. } = self.blocks[b as usize];
+        args.0..args.1
+    }
+}

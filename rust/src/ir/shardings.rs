@@ -1,0 +1,167 @@
+//! The shardings of a [`Program`], wherever the sdy dialect keeps them (Shardy's
+//! `transformShardings` / `walkShardings` in `shardy/dialect/sdy/ir/utils.cc`; the slots of
+//! `shardwise/ir/slots.py`): function argument and result attributes, a named or manual
+//! computation's `in_shardings` and `out_shardings`, `sharding` of constraints, reshards and
+//! data-flow edges, `out_sharding` of the sdy collectives, and every other op's
+//! `sdy.sharding`.
+
+use super::{Program, Span};
+use crate::error::{Error, Result};
+use crate::sharding::TensorSharding;
+use crate::text::{parse_sharding, parse_sharding_per_value, print_sharding, print_sharding_per_value};
+
+/// Where a sharding sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Site {
+    /// Argument `index` of function `func` (the `func.func` op).
+    FuncArg { func: u32, index: usize },
+    /// Result `index` of function `func`.
+    FuncResult { func: u32, index: usize },
+    /// Operand `index` of a named or manual computation (its `in_shardings`).
+    Operand { op: u32, index: usize },
+    /// Result `index` of `op`.
+    Result { op: u32, index: usize },
+    /// Entry `index` of the `sdy.sharding` of an op without results.
+    NoResult { op: u32, index: usize },
+}
+
+/// Ops whose operands have shardings of their own (`in_shardings`).
+pub const REGION_DATA_FLOW_OPS: &[&str] = &["sdy.named_computation", "sdy.manual_computation"];
+
+/// The attribute holding `op_name`'s result shardings and whether it holds one sharding
+/// (`#sdy.sharding`) rather than one per result (`#sdy.sharding_per_value`).
+pub fn result_slot(op_name: &str) -> (&'static str, bool) {
+    match op_name {
+        "sdy.sharding_constraint" | "sdy.reshard" | "sdy.data_flow_edge" => ("sharding", true),
+        "sdy.manual_computation" | "sdy.named_computation" => ("out_shardings", false),
+        "sdy.all_gather"
+        | "sdy.all_slice"
+        | "sdy.all_to_all"
+        | "sdy.collective_permute"
+        | "sdy.all_reduce"
+        | "sdy.reduce_scatter"
+        | "sdy.sharded_to_unreduced"
+        | "sdy.replicated_to_unreduced" => ("out_sharding", true),
+        _ => ("sdy.sharding", false),
+    }
+}
+
+fn read(text: &str, single: bool, what: impl Fn() -> String) -> Result<Vec<TensorSharding>> {
+    let parsed = if single { parse_sharding(text).map(|s| vec![s]) } else { parse_sharding_per_value(text) };
+    parsed.map_err(|e| Error::program(format!("{}: cannot read the sharding {text}: {}", what(), e.message)))
+}
+
+fn print(shardings: &[TensorSharding], single: bool) -> String {
+    if single {
+        print_sharding(&shardings[0])
+    } else {
+        print_sharding_per_value(shardings)
+    }
+}
+
+/// `list` with attribute `name` set to `value` (appended when absent).
+fn with_attr(list: &[(u32, u32)], name: u32, value: u32) -> Vec<(u32, u32)> {
+    let mut out = list.to_vec();
+    match out.iter_mut().find(|(k, _)| *k == name) {
+        Some(slot) => slot.1 = value,
+        None => out.push((name, value)),
+    }
+    out
+}
+
+/// What [`transform_shardings`] does with one sharding: `Ok(None)` keeps it.
+pub type Transform<'a> = dyn FnMut(&mut Program, &TensorSharding, Site) -> Result<Option<TensorSharding>> + 'a;
+
+impl Program {
+    fn op_where(&self, op: u32) -> String {
+        format!("{} at {}", self.op_name(op), self.strings.get(self.ops[op as usize].loc))
+    }
+
+    /// Calls `f` on every sharding, in pre-order over the ops (a function's argument then
+    /// result shardings; a named or manual computation's in then out shardings; each op's
+    /// result shardings), storing what it returns. `f` may add ops (they are not visited).
+    /// Raises `Program` errors for sharding text that cannot be read.
+    pub fn transform_shardings(&mut self, f: &mut Transform) -> Result<()> {
+        let funcs = self.func_index();
+        let sharding = self.intern("sdy.sharding");
+        for op in self.walk(0) {
+            if let Some(&fi) = funcs.get(&op) {
+                for is_result in [false, true] {
+                    let count =
+                        if is_result { self.funcs[fi].result_attrs.len() } else { self.funcs[fi].arg_attrs.len() };
+                    for index in 0..count {
+                        let span = if is_result {
+                            self.funcs[fi].result_attrs[index]
+                        } else {
+                            self.funcs[fi].arg_attrs[index]
+                        };
+                        let Some(&(_, text)) =
+                            self.attrs[span.0 as usize..span.1 as usize].iter().find(|(k, _)| *k == sharding)
+                        else {
+                            continue;
+                        };
+                        let text = self.strings.get(text).to_string();
+                        let s = read(&text, true, || self.op_where(op))?;
+                        let site = if is_result {
+                            Site::FuncResult { func: op, index }
+                        } else {
+                            Site::FuncArg { func: op, index }
+                        };
+                        if let Some(new) = f(self, &s[0], site)? {
+                            let v = self.intern(&print_sharding(&new));
+                            let list = with_attr(&self.attrs[span.0 as usize..span.1 as usize], sharding, v);
+                            let start = self.attrs.len() as u32;
+                            self.attrs.extend(list);
+                            let new_span: Span = (start, self.attrs.len() as u32);
+                            let f = &mut self.funcs[fi];
+                            if is_result {
+                                f.result_attrs[index] = new_span;
+                            } else {
+                                f.arg_attrs[index] = new_span;
+                            }
+                        }
+                    }
+                }
+                continue;
+            }
+            let name = self.op_name(op).to_string();
+            if REGION_DATA_FLOW_OPS.contains(&name.as_str()) {
+                self.transform_slot(op, "in_shardings", false, |index| Site::Operand { op, index }, f)?;
+            }
+            let (slot, single) = result_slot(&name);
+            let no_results = self.ops[op as usize].results.0 == self.ops[op as usize].results.1;
+            if no_results {
+                self.transform_slot(op, "sdy.sharding", false, |index| Site::NoResult { op, index }, f)?;
+            } else {
+                self.transform_slot(op, slot, single, |index| Site::Result { op, index }, f)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn transform_slot(
+        &mut self,
+        op: u32,
+        slot: &str,
+        single: bool,
+        site: impl Fn(usize) -> Site,
+        f: &mut Transform,
+    ) -> Result<()> {
+        let Some(text) = self.attr(op, slot) else {
+            return Ok(());
+        };
+        let text = text.to_string();
+        let mut shardings = read(&text, single, || self.op_where(op))?;
+        let mut changed = false;
+        for (index, s) in shardings.iter_mut().enumerate() {
+            if let Some(new) = f(self, s, site(index))? {
+                changed |= new != *s;
+                *s = new;
+            }
+        }
+        if changed {
+            self.set_attr(op, slot, &print(&shardings, single));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,43 @@
+//! Shardy's passes on the native program ([`Program`]), laid out as Shardy's
+//! `shardy/dialect/sdy/transforms/{import,propagation,export}`: one pass per file.
+//!
+//! This is the start of the native pipeline: the passes here give, op for op, what the Python
+//! passes of the same name (`python/shardwise/passes/`) give, and the tests compare the two on
+//! the conformance corpus and on raw JAX programs. [`run`] runs a list of them.
+
+pub mod import;
+
+use crate::error::{Error, Result};
+use crate::ir::Program;
+
+/// A native pass.
+pub type Pass = fn(&mut Program) -> Result<()>;
+
+/// The passes that run natively, by their Shardy names.
+pub const PASSES: &[(&str, Pass)] = &[
+    ("symbol-dce", import::symbol_dce::run),
+    ("sdy-lift-inlined-meshes", import::lift_inlined_meshes::run),
+    ("sdy-remove-size-one-axes", import::remove_size_one_axes::run),
+];
+
+/// The native pass named `name`, if there is one.
+pub fn pass(name: &str) -> Option<Pass> {
+    PASSES.iter().find(|(n, _)| *n == name).map(|&(_, p)| p)
+}
+
+/// Runs the passes `names` in order on `p`. An unknown name is an error before anything runs.
+pub fn run(p: &mut Program, names: &[&str]) -> Result<()> {
+    let passes: Vec<Pass> = names
+        .iter()
+        .map(|n| {
+            pass(n).ok_or_else(|| {
+                let known: Vec<&str> = PASSES.iter().map(|(n, _)| *n).collect();
+                Error::program(format!("no native pass {n:?}; native passes: {}", known.join(", ")))
+            })
+        })
+        .collect::<Result<_>>()?;
+    for pass in passes {
+        pass(p)?;
+    }
+    Ok(())
+}

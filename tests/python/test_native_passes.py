@@ -1,0 +1,93 @@
+"""The native passes (``rust/src/transforms/``, run by ``shardwise._native.run_native_passes``)
+give, module for module, the text the Python passes of the same name give
+(``shardwise.passes``), on the conformance corpus and on raw JAX training steps of real flax
+models (calls and all). The Python passes are themselves compared with jaxlib's Shardy in
+``test_passes.py`` and the corpus tests."""
+
+from __future__ import annotations
+
+import pytest
+from shardwise import _native
+from shardwise.errors import ProgramError, ShardwiseError
+from shardwise.importers.mlir import load_mlir
+from shardwise.passes.pipeline import run_pipeline
+from shardwise.testing.corpus import conformance_dir, corpus_files
+from shardwise.testing.real_models import model_names, plain_model, real_model
+
+#: The native passes, each compared alone and all in their pipeline order.
+NATIVE = ["symbol-dce", "sdy-lift-inlined-meshes", "sdy-remove-size-one-axes"]
+
+
+def _python(text: str, passes: list[str]) -> str:
+    m = load_mlir(text)
+    run_pipeline(m, "builtin.module(" + ",".join(passes) + ")")
+    return m.to_mlir()
+
+
+def _native_text(text: str, passes: list[str]) -> str | None:
+    """The native passes' output, or None when the native reader does not know the text
+    (``load_mlir`` then reads it through jaxlib)."""
+    try:
+        return _native.run_native_passes(text, passes)
+    except _native.MlirReadError as e:
+        if e.unsupported:
+            return None
+        raise
+
+
+@pytest.mark.skipif(conformance_dir() is None, reason="needs ../shared/conformance")
+@pytest.mark.parametrize("passes", [[p] for p in NATIVE] + [NATIVE], ids=lambda p: "+".join(p))
+def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[str]) -> None:
+    same = changed = 0
+    for path in corpus_files():
+        text = path.read_text()
+        try:
+            before = load_mlir(text).to_mlir()
+        except ShardwiseError:  # the corpus's refused modules: test_native_reader covers them
+            continue
+        native = _native_text(text, passes)
+        if native is None:
+            continue
+        assert native == _python(text, passes), path
+        same += 1
+        changed += native != before
+    assert same >= 1100
+    # The passes act on the corpus (lit cases of each): the comparison is not of no-ops.
+    assert changed >= {"symbol-dce": 10, "sdy-remove-size-one-axes": 5}.get(passes[0] if len(passes) == 1 else "", 50)
+
+
+@pytest.mark.parametrize("annotated", [True, False], ids=["annotated", "plain"])
+@pytest.mark.parametrize("name", model_names())
+def test_native_passes_give_the_python_passes_text_on_real_jax_steps(name: str, annotated: bool) -> None:
+    text = real_model(name).text if annotated else plain_model(name).text
+    assert "call @" in text or "func.call" in text or "stablehlo" in text
+    assert _native_text(text, NATIVE) == _python(text, NATIVE)
+
+
+def test_inlined_meshes_are_lifted_deduplicated_and_described() -> None:
+    text = """
+module {
+  sdy.mesh @a = <["x"=2]>
+  sdy.mesh @b = <["x"=2]>
+  func.func @main(%arg0: tensor<8xf32> {sdy.sharding = #sdy.sharding<@b, [{"x"}]>}) -> (tensor<8xf32> {sdy.sharding = #sdy.sharding<mesh<["y"=4, "z"=1]>, [{"y"}]>}) {
+    %0 = stablehlo.negate %arg0 : tensor<8xf32>
+    %1 = "stablehlo.constant"() <{value = dense<1.0> : tensor<f32>}> {sdy.sharding = #sdy.sharding_per_value<[<mesh<[], device_ids=[3]>, []>]>} : () -> tensor<f32>
+    return %0 : tensor<8xf32>
+  }
+}"""
+    out = _native.run_native_passes(text, ["sdy-lift-inlined-meshes", "sdy-remove-size-one-axes"])
+    assert out == _python(text, ["sdy-lift-inlined-meshes", "sdy-remove-size-one-axes"])
+    assert "@b" not in out and 'sdy.sharding<@a, [{"x"}]>' in out
+    assert 'sdy.mesh @mesh = <["y"=4, "z"=1]>' in out and 'sdy.sharding<@mesh, [{"y"}]>' in out
+    assert "sdy.mesh @maximal_mesh_3" in out and "device_ids = dense<3> : tensor<1xi64>" in out
+
+
+def test_unknown_native_pass_and_unreadable_mesh_are_program_errors() -> None:
+    text = 'module {\n  sdy.mesh @m = <["x"=2]>\n}\n'
+    with pytest.raises(ProgramError, match="no native pass .*sdy-nonsense.*native passes: symbol-dce"):
+        _native.run_native_passes(text, ["sdy-nonsense"])
+    with pytest.raises(ProgramError, match="refers to mesh @n, which the module does not define"):
+        _native.run_native_passes(
+            'module {\n  sdy.mesh @m = <["x"=1]>\n  func.func @f(%arg0: tensor<2xf32> {sdy.sharding = #sdy.sharding<@n, [{}]>}) {\n    return\n  }\n}\n',
+            ["sdy-remove-size-one-axes"],
+        )
