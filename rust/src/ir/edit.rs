@@ -168,6 +168,17 @@ impl Program {
         crate::text::parse_string(self.attr(op, "sym_name")?).ok()
     }
 
+    /// Each value's defining op (`u32::MAX` for a block argument).
+    pub fn value_owners(&self) -> Vec<u32> {
+        let mut out = vec![u32::MAX; self.value_types.len()];
+        for (i, op) in self.ops.iter().enumerate() {
+            for v in op.results.0..op.results.1 {
+                out[v as usize] = i as u32;
+            }
+        }
+        out
+    }
+
     /// The block arguments of block `b` (value ids).
     pub fn block_args(&self, b: u32) -> std::ops::Range<u32> {
         let BlockData { args, .. } = self.blocks[b as usize];

@@ -10,9 +10,11 @@
 //! each a range of `blocks`, each block a range of `values` (its arguments) and of `block_ops`.
 //! Ops are numbered in pre-order (an op before the ops of its regions).
 
+pub mod clone;
 mod edit;
 pub mod shardings;
 pub mod symbols;
+pub mod types;
 
 use crate::fast_hash::FastMap;
 

@@ -5,7 +5,9 @@
 //! passes of the same name (`python/shardwise/passes/`) give, and the tests compare the two on
 //! the conformance corpus and on raw JAX programs. [`run`] runs a list of them.
 
+pub mod common;
 pub mod import;
+pub mod op_properties;
 
 use crate::error::{Error, Result};
 use crate::ir::Program;
@@ -18,7 +20,16 @@ pub const PASSES: &[(&str, Pass)] = &[
     ("symbol-dce", import::symbol_dce::run),
     ("sdy-lift-inlined-meshes", import::lift_inlined_meshes::run),
     ("sdy-remove-size-one-axes", import::remove_size_one_axes::run),
+    ("sdy-propagate-sharding-from-func-to-call", import::propagate_sharding_from_func_to_call::run),
+    ("sdy-constant-or-scalar-splitter", import::constant_or_scalar_splitter::run),
+    ("sdy-save-module", save_module),
 ];
+
+/// `sdy-save-module`: Shardy's debugging dump; does nothing without a dump directory (the
+/// pipelines never give one).
+fn save_module(_: &mut Program) -> Result<()> {
+    Ok(())
+}
 
 /// The native pass named `name`, if there is one.
 pub fn pass(name: &str) -> Option<Pass> {

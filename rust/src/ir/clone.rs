@@ -1,0 +1,139 @@
+//! Deep copies of ops and functions (MLIR's `Operation::clone` with an `IRMapping`), and use
+//! lists (value -> the ops using it).
+
+use super::{BlockData, FuncData, OpData, Program};
+use crate::fast_hash::FastMap;
+
+/// Old value -> new value (MLIR's `IRMapping`).
+pub type Mapping = FastMap<u32, u32>;
+
+impl Program {
+    /// A copy of `op` and everything nested in it, in no block: operands remapped through
+    /// `mapping` (unmapped ones kept); results and nested block arguments added to it. A
+    /// `func.func` copy gets its own function data. Recursive in the nesting depth.
+    pub fn clone_op(&mut self, op: u32, mapping: &mut Mapping) -> u32 {
+        let old = self.ops[op as usize];
+        let operands: Vec<u32> = self.op_operands(op).iter().map(|v| mapping.get(v).copied().unwrap_or(*v)).collect();
+        let result_types: Vec<u32> = self.op_results(op).map(|v| self.value_types[v as usize]).collect();
+        let attrs = self.op_attrs(op).to_vec();
+        let name = self.strings.get(old.name).to_string();
+        let new = self.new_op(&name, &operands, &result_types, &attrs, old.loc);
+        for (r, nr) in self.op_results(op).zip(self.op_results(new)) {
+            mapping.insert(r, nr);
+        }
+        // Regions: reserve the new op's region slots, then each region's blocks, then fill.
+        let (ra, rb) = old.regions;
+        let g = self.regions.len() as u32;
+        for _ in ra..rb {
+            self.regions.push((0, 0));
+        }
+        self.ops[new as usize].regions = (g, g + (rb - ra));
+        for (i, r) in (ra..rb).enumerate() {
+            let (ba, bb) = self.regions[r as usize];
+            let first = self.blocks.len() as u32;
+            for b in ba..bb {
+                let BlockData { args, .. } = self.blocks[b as usize];
+                let start = self.value_types.len() as u32;
+                for a in args.0..args.1 {
+                    let t = self.value_types[a as usize];
+                    self.value_types.push(t);
+                    mapping.insert(a, start + (a - args.0));
+                }
+                self.blocks.push(BlockData { args: (start, self.value_types.len() as u32), ops: (0, 0) });
+            }
+            self.regions[(g as usize) + i] = (first, first + (bb - ba));
+            for (k, b) in (ba..bb).enumerate() {
+                let ops: Vec<u32> = self.block_ops(b).to_vec();
+                let cloned: Vec<u32> = ops.into_iter().map(|o| self.clone_op(o, mapping)).collect();
+                let start = self.block_ops.len() as u32;
+                self.block_ops.extend(cloned);
+                self.blocks[(first as usize) + k].ops = (start, self.block_ops.len() as u32);
+            }
+        }
+        if let Some(i) = self.funcs.iter().position(|f| f.op == op) {
+            let f = &self.funcs[i];
+            let copy = |p: &Program, spans: &[(u32, u32)]| -> Vec<Vec<(u32, u32)>> {
+                spans.iter().map(|&(a, b)| p.attrs[a as usize..b as usize].to_vec()).collect()
+            };
+            let (arg_attrs, result_attrs) = (copy(self, &f.arg_attrs), copy(self, &f.result_attrs));
+            let (arg_types, result_types) = (f.arg_types.clone(), f.result_types.clone());
+            let mut data =
+                FuncData { op: new, arg_types, result_types, arg_attrs: Vec::new(), result_attrs: Vec::new() };
+            for (lists, out) in [(arg_attrs, &mut data.arg_attrs), (result_attrs, &mut data.result_attrs)] {
+                for list in lists {
+                    let start = self.attrs.len() as u32;
+                    self.attrs.extend(list);
+                    out.push((start, self.attrs.len() as u32));
+                }
+            }
+            self.funcs.push(data);
+        }
+        new
+    }
+
+    /// Renames op `op` (e.g. `stablehlo.constant` to `sdy.constant`).
+    pub fn rename_op(&mut self, op: u32, name: &str) {
+        let n = self.intern(name);
+        let OpData { name, .. } = &mut self.ops[op as usize];
+        *name = n;
+    }
+}
+
+/// Each value's uses, (op, operand index), in MLIR's use-list order (the most recent use
+/// first: a list built from a walk is in reverse program order, and a new use goes first),
+/// for the ops reached from the root. Kept in append order, read backwards.
+#[derive(Default)]
+pub struct Uses {
+    of: FastMap<u32, Vec<(u32, u32)>>,
+}
+
+impl Uses {
+    /// The uses made by `root` and the ops nested in it.
+    pub fn new(p: &Program, root: u32) -> Uses {
+        let mut u = Uses::default();
+        u.add(p, root);
+        u
+    }
+
+    /// Adds the uses made by `op` and the ops nested in it.
+    pub fn add(&mut self, p: &Program, op: u32) {
+        for o in p.walk(op) {
+            for (i, &v) in p.op_operands(o).iter().enumerate() {
+                self.of.entry(v).or_default().push((o, i as u32));
+            }
+        }
+    }
+
+    /// Drops the uses made by `op` and the ops nested in it.
+    pub fn drop(&mut self, p: &Program, op: u32) {
+        for o in p.walk(op) {
+            for &v in p.op_operands(o) {
+                if let Some(list) = self.of.get_mut(&v) {
+                    list.retain(|&(user, _)| user != o);
+                }
+            }
+        }
+    }
+
+    /// The uses of `v`: (op, operand index), most recent first.
+    pub fn of(&self, v: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.of.get(&v).into_iter().flat_map(|l| l.iter().rev().copied())
+    }
+
+    /// The op of each use of `v`, most recent first (an op using it twice is there twice).
+    pub fn users(&self, v: u32) -> Vec<u32> {
+        self.of(v).map(|(o, _)| o).collect()
+    }
+
+    /// Makes operand `i` of `op` be `value`, moving the use.
+    pub fn set_operand(&mut self, p: &mut Program, op: u32, i: usize, value: u32) {
+        let old = p.op_operands(op)[i];
+        if let Some(list) = self.of.get_mut(&old) {
+            if let Some(k) = list.iter().position(|&(o, k)| o == op && k as usize == i) {
+                list.remove(k);
+            }
+        }
+        p.set_operand(op, i, value);
+        self.of.entry(value).or_default().push((op, i as u32));
+    }
+}

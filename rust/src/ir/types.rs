@@ -1,0 +1,33 @@
+//! Reading MLIR type texts: ranked tensor shapes.
+
+/// The shape of a ranked tensor type (`tensor<4x?x8xf32>` -> `[4, -1, 8]`, with an encoding
+/// after a comma ignored), or `None` for another type.
+pub fn tensor_shape(ty: &str) -> Option<Vec<i64>> {
+    let inner = ty.strip_prefix("tensor<")?.strip_suffix('>')?;
+    let mut dims = Vec::new();
+    let mut rest = inner;
+    while let Some((head, tail)) = rest.split_once('x') {
+        if head == "?" {
+            dims.push(-1);
+        } else if !head.is_empty() && head.bytes().all(|c| c.is_ascii_digit()) {
+            dims.push(head.parse().ok()?);
+        } else {
+            break;
+        }
+        rest = tail;
+    }
+    if rest.starts_with('*') {
+        return None;
+    }
+    Some(dims)
+}
+
+/// The rank of a ranked tensor type, 0 for any other type (Python's `rank_of`).
+pub fn rank(ty: &str) -> usize {
+    tensor_shape(ty).map_or(0, |s| s.len())
+}
+
+/// A rank-0 tensor (Shardy's `isScalar`).
+pub fn is_scalar(ty: &str) -> bool {
+    tensor_shape(ty).is_some_and(|s| s.is_empty())
+}

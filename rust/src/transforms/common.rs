@@ -1,0 +1,182 @@
+//! Helpers the native passes share (Shardy's `shardy/dialect/sdy/ir/utils.cc` and
+//! `transforms/common/`): callees, the module's meshes, function shardings.
+
+use crate::error::{Error, Result};
+use crate::fast_hash::FastMap;
+use crate::ir::symbols::SymbolTable;
+use crate::ir::{types, Program};
+use crate::mesh::Mesh;
+use crate::sharding::{MeshRef, TensorSharding};
+use crate::text::{parse_mesh, parse_sharding, parse_string};
+
+pub const CALL: &str = "func.call";
+
+/// `op` and where it was read from, for messages.
+pub fn where_(p: &Program, op: u32) -> String {
+    format!("{} at {}", p.op_name(op), p.strings.get(p.ops[op as usize].loc))
+}
+
+/// The callee of a `func.call` (without `@`).
+pub fn callee_name(p: &Program, call: u32) -> Option<String> {
+    let text = p.attr(call, "callee")?.strip_prefix('@')?;
+    if text.starts_with('"') {
+        parse_string(text).ok()
+    } else {
+        Some(text.to_string())
+    }
+}
+
+/// The `func.func` a call calls; a `Program` error naming the call when there is none.
+pub fn callee(p: &Program, symbols: &SymbolTable, call: u32) -> Result<u32> {
+    let name = callee_name(p, call).unwrap_or_default();
+    match symbols.lookup(&name) {
+        Some(f) if p.op_name(f) == "func.func" => Ok(f),
+        _ => Err(Error::program(format!("{}: calls @{name}, which the module does not define", where_(p, call)))),
+    }
+}
+
+/// The top-level `sdy.mesh` ops, in order.
+pub fn mesh_ops(p: &Program) -> Vec<u32> {
+    p.block_ops(p.module_block()).iter().copied().filter(|&op| p.op_name(op) == "sdy.mesh").collect()
+}
+
+/// The mesh an `sdy.mesh` op defines.
+pub fn mesh_of(p: &Program, op: u32) -> Result<Mesh> {
+    let text = p
+        .attr(op, "mesh")
+        .ok_or_else(|| Error::program(format!("{}: cannot read the mesh: no mesh", where_(p, op))))?;
+    parse_mesh(text).map_err(|e| Error::program(format!("{}: cannot read the mesh: {}", where_(p, op), e.message)))
+}
+
+/// The module's meshes by name (a name defined twice: the first).
+pub fn meshes(p: &Program) -> Result<FastMap<String, Mesh>> {
+    let mut out = FastMap::default();
+    for op in mesh_ops(p) {
+        let mesh = mesh_of(p, op)?;
+        out.entry(p.symbol_name(op).unwrap_or_default()).or_insert(mesh);
+    }
+    Ok(out)
+}
+
+/// The mesh of `s`, inlined or named (`None` for a name the module does not define).
+pub fn mesh_of_sharding<'a>(s: &'a TensorSharding, meshes: &'a FastMap<String, Mesh>) -> Option<&'a Mesh> {
+    match &s.mesh {
+        MeshRef::Inline(m) => Some(m),
+        MeshRef::Named(n) => meshes.get(n.as_str()),
+    }
+}
+
+/// The `sdy.sharding` of each result of function `func` (`None` where it has none).
+pub fn func_result_shardings_raw(p: &Program, func: u32) -> Result<Vec<Option<TensorSharding>>> {
+    let index = p.func_index();
+    let Some(f) = p.func_data(&index, func) else { return Ok(Vec::new()) };
+    f.result_attrs
+        .iter()
+        .map(|&(a, b)| {
+            let text = p.attrs[a as usize..b as usize]
+                .iter()
+                .find(|(k, _)| p.strings.get(*k) == "sdy.sharding")
+                .map(|&(_, v)| p.strings.get(v));
+            text.map(|t| parse_sharding(t).map_err(|e| e.context(where_(p, func)))).transpose()
+        })
+        .collect()
+}
+
+/// Shardy's `getFuncResultShardings`: the result shardings of `func`, fully open on the mesh of
+/// the first sharding not on a maximal mesh where missing; `None` when it has no such
+/// sharding.
+pub fn func_result_shardings(
+    p: &Program,
+    func: u32,
+    meshes: &FastMap<String, Mesh>,
+) -> Result<Option<Vec<TensorSharding>>> {
+    let shardings = func_result_shardings_raw(p, func)?;
+    let reference = shardings.iter().flatten().find(|s| mesh_of_sharding(s, meshes).is_none_or(|m| !m.is_maximal()));
+    let Some(reference) = reference else { return Ok(None) };
+    let index = p.func_index();
+    let types = &p.func_data(&index, func).map(|f| f.result_types.clone()).unwrap_or_default();
+    Ok(Some(
+        shardings
+            .iter()
+            .zip(types)
+            .map(|(s, &t)| match s {
+                Some(s) => s.clone(),
+                None => TensorSharding::replicated(reference.mesh.clone(), types::rank(p.strings.get(t)), true),
+            })
+            .collect(),
+    ))
+}
+
+/// Whether function op `f` has a body.
+pub fn has_body(p: &Program, f: u32) -> bool {
+    p.ops[f as usize].regions.0 < p.ops[f as usize].regions.1 && !p.region_blocks(f, 0).is_empty()
+}
+
+/// The functions with bodies in reverse post-order of MLIR's `CallGraph` from its external
+/// node (Shardy's `iterateFuncs(preOrder=true)`): callers before callees, functions in module
+/// order otherwise; and the `func.call` ops of each, in program order.
+pub fn call_graph_rpo(p: &Program, symbols: &SymbolTable) -> (Vec<u32>, FastMap<u32, Vec<u32>>) {
+    let funcs: Vec<u32> = p
+        .block_ops(p.module_block())
+        .iter()
+        .copied()
+        .filter(|&f| p.op_name(f) == "func.func" && has_body(p, f))
+        .collect();
+    let mut edges: FastMap<u32, Vec<u32>> = FastMap::default();
+    let mut calls: FastMap<u32, Vec<u32>> = FastMap::default();
+    for &f in &funcs {
+        let mut out = Vec::new();
+        let mut in_f = Vec::new();
+        for op in p.walk(f) {
+            if p.op_name(op) != CALL {
+                continue;
+            }
+            in_f.push(op);
+            let target = callee_name(p, op).and_then(|n| symbols.lookup(&n));
+            if let Some(c) = target {
+                if p.op_name(c) == "func.func" && has_body(p, c) && !out.contains(&c) {
+                    out.push(c);
+                }
+            }
+        }
+        edges.insert(f, out);
+        calls.insert(f, in_f);
+    }
+    let mut visited: crate::fast_hash::FastSet<u32> = Default::default();
+    let mut post = Vec::new();
+    for &root in &funcs {
+        if !visited.insert(root) {
+            continue;
+        }
+        let mut stack: Vec<(u32, usize)> = vec![(root, 0)];
+        while let Some(&mut (node, ref mut i)) = stack.last_mut() {
+            let children = &edges[&node];
+            if *i < children.len() {
+                let c = children[*i];
+                *i += 1;
+                if visited.insert(c) {
+                    stack.push((c, 0));
+                }
+            } else {
+                stack.pop();
+                post.push(node);
+            }
+        }
+    }
+    post.reverse();
+    (post, calls)
+}
+
+/// `sdy.original_func_name` of function op `f` if set, else its name (`getOriginalFuncName`).
+pub fn original_func_name(p: &Program, f: u32) -> String {
+    p.attr(f, "sdy.original_func_name")
+        .and_then(|t| parse_string(t).ok())
+        .unwrap_or_else(|| p.symbol_name(f).unwrap_or_default())
+}
+
+/// Makes `call` call `@name`.
+pub fn set_callee(p: &mut Program, call: u32, name: &str) {
+    let mut text = String::new();
+    crate::text::print_symbol(name, &mut text);
+    p.set_attr(call, "callee", &text);
+}
