@@ -22,6 +22,7 @@ NATIVE = [
     "sdy-propagate-sharding-from-func-to-call",
     "sdy-constant-or-scalar-splitter",
     "symbol-dce",
+    "sdy-manual-axes-cleanup",
     "sdy-save-module",
 ]
 
@@ -61,7 +62,12 @@ def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[st
         changed += native != before
     assert same >= 1100
     # The passes act on the corpus (lit cases of each): the comparison is not of no-ops.
-    least = {"symbol-dce": 10, "sdy-remove-size-one-axes": 5, "sdy-propagate-sharding-from-func-to-call": 10}
+    least = {
+        "symbol-dce": 10,
+        "sdy-remove-size-one-axes": 5,
+        "sdy-propagate-sharding-from-func-to-call": 10,
+        "sdy-manual-axes-cleanup": 5,
+    }
     assert changed >= (0 if passes == ["sdy-save-module"] else least.get(passes[0] if len(passes) == 1 else "", 50))
 
 
@@ -91,12 +97,42 @@ module {
     assert "sdy.mesh @maximal_mesh_3" in out and "device_ids = dense<3> : tensor<1xi64>" in out
 
 
-def test_unknown_native_pass_and_unreadable_mesh_are_program_errors() -> None:
+def test_unknown_native_pass_is_a_program_error_and_bad_input_is_refused_before_any_pass() -> None:
     text = 'module {\n  sdy.mesh @m = <["x"=2]>\n}\n'
     with pytest.raises(ProgramError, match="no native pass .*sdy-nonsense.*native passes: symbol-dce"):
         _native.run_native_passes(text, ["sdy-nonsense"])
-    with pytest.raises(ProgramError, match="refers to mesh @n, which the module does not define"):
+    with pytest.raises(_native.MlirVerifyError, match="argument 0: unknown mesh @n"):
         _native.run_native_passes(
             'module {\n  sdy.mesh @m = <["x"=1]>\n  func.func @f(%arg0: tensor<2xf32> {sdy.sharding = #sdy.sharding<@n, [{}]>}) {\n    return\n  }\n}\n',
             ["sdy-remove-size-one-axes"],
         )
+
+
+_MANUAL = """
+module {
+  sdy.mesh @m = <["x"=2, "y"=2]>
+  sdy.mesh @n = <["z"=4]>
+  func.func @f(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+    %0 = sdy.manual_computation(%arg0) in_shardings=[<@m, [{"x"}]>] out_shardings=[<@OUT, [{"x"}]>] manual_axes={"y", "x"} (%arg1: tensor<4xf32>) {
+      sdy.return %arg1 : tensor<4xf32>
+    } : (tensor<8xf32>) -> tensor<8xf32>
+    return %0 : tensor<8xf32>
+  }
+}"""
+
+
+def test_manual_axes_are_sorted_and_added_to_replicated_as_in_python() -> None:
+    text = _MANUAL.replace("@OUT", "@m")
+    out = _native.run_native_passes(text, ["sdy-manual-axes-cleanup"])
+    assert out == _python(text, ["sdy-manual-axes-cleanup"])
+    assert 'manual_axes={"x", "y"}' in out and 'replicated={"y"}' in out
+
+
+def test_manual_computation_on_two_meshes_is_refused_before_the_pass_as_in_python() -> None:
+    """The native run verifies its input first, as the loader does: a manual computation whose
+    shardings are on two meshes never reaches the pass (which refuses it too)."""
+    text = _MANUAL.replace('<@OUT, [{"x"}]>', '<@n, [{"z"}]>')
+    with pytest.raises(_native.MlirVerifyError, match="sdy.manual_computation"):
+        _native.run_native_passes(text, ["sdy-manual-axes-cleanup"])
+    with pytest.raises(ProgramError, match="sdy.manual_computation"):
+        _python(text, ["sdy-manual-axes-cleanup"])

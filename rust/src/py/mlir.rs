@@ -198,14 +198,16 @@ fn print_mlir(py: Python<'_>, text: &str, verify: bool, strict: bool) -> PyResul
     printed.map_err(|f| failure(py, f))
 }
 
-/// Reads MLIR text natively, runs the native passes `passes` (`crate::transforms`, by
-/// Shardy's names) on it, verifies and prints it as `print_mlir` does, with the GIL released.
+/// Reads and verifies MLIR text natively, runs the native passes `passes`
+/// (`crate::transforms`, by Shardy's names) on it, verifies and prints it as `print_mlir`
+/// does, with the GIL released.
 /// Raises `MlirReadError`, `ProgramError` (an unknown pass, or a pass refusing the program)
 /// or `MlirVerifyError`.
 #[pyfunction]
 fn run_native_passes(py: Python<'_>, text: &str, passes: Vec<String>) -> PyResult<String> {
     let printed = py.detach(|| {
         let mut p = mlir::read(text).map_err(PrintFailure::Read)?;
+        mlir::verify(&p).map_err(PrintFailure::Verify)?;
         let names: Vec<&str> = passes.iter().map(String::as_str).collect();
         crate::transforms::run(&mut p, &names).map_err(PrintFailure::Pass)?;
         mlir::verify(&p).map_err(PrintFailure::Verify)?;

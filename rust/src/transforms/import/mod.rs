@@ -3,6 +3,7 @@
 
 pub mod constant_or_scalar_splitter;
 pub mod lift_inlined_meshes;
+pub mod manual_axes_cleanup;
 pub mod propagate_sharding_from_func_to_call;
 pub mod remove_size_one_axes;
 pub mod symbol_dce;
