@@ -73,7 +73,8 @@ fn with_attr(list: &[(u32, u32)], name: u32, value: u32) -> Vec<(u32, u32)> {
 pub type Transform<'a> = dyn FnMut(&mut Program, &TensorSharding, Site) -> Result<Option<TensorSharding>> + 'a;
 
 impl Program {
-    fn op_where(&self, op: u32) -> String {
+    /// `op` and where it was read from, for messages (`stablehlo.add at loc(...)`).
+    pub fn op_where(&self, op: u32) -> String {
         format!("{} at {}", self.op_name(op), self.strings.get(self.ops[op as usize].loc))
     }
 

@@ -137,13 +137,7 @@ fn householder(op: &OpDesc, _conservative: bool) -> Result<Option<OpShardingRule
 /// blocked.
 fn top_k(op: &OpDesc, _conservative: bool) -> Result<Option<OpShardingRule>> {
     counts(op, 1, 2, "mhlo.topk")?;
-    let (ins, outs) = (op.operand_shape(0, "")?, op.result_shape(0, "")?);
-    if ins.len() != outs.len() {
-        return Err(op.error(format_args!("expected shapes of equal rank, got {} and {}", tuple(&ins), tuple(&outs))));
-    }
-    let mut b = op.builder();
-    b.add_pointwise_with_diff_type_for_mismatch(&ins, &outs, NEED, true)?;
-    Ok(Some(b.build()))
+    super::slicing::with_mismatch(op, NEED, true)
 }
 
 /// Operands (operand, iota, init value, init index), results (values, indices). The reduced

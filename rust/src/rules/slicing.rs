@@ -49,7 +49,7 @@ pub(super) fn concatenate(op: &OpDesc, conservative: bool) -> Result<Option<OpSh
 }
 
 /// Pointwise sized by the operand; differing dimensions get `kind`, blocked when `blocked`.
-fn with_mismatch(op: &OpDesc, kind: FactorKind, blocked: bool) -> Result<Option<OpShardingRule>> {
+pub(super) fn with_mismatch(op: &OpDesc, kind: FactorKind, blocked: bool) -> Result<Option<OpShardingRule>> {
     let (ins, outs) = (op.operand_shape(0, "")?, op.result_shape(0, "")?);
     if ins.len() != outs.len() {
         return Err(op.error(format_args!("expected shapes of equal rank, got {} and {}", tuple(&ins), tuple(&outs))));

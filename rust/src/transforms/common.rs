@@ -13,7 +13,7 @@ pub const CALL: &str = "func.call";
 
 /// `op` and where it was read from, for messages.
 pub fn where_(p: &Program, op: u32) -> String {
-    format!("{} at {}", p.op_name(op), p.strings.get(p.ops[op as usize].loc))
+    p.op_where(op)
 }
 
 /// The callee of a `func.call` (without `@`).
@@ -64,6 +64,20 @@ pub fn mesh_of_sharding<'a>(s: &'a TensorSharding, meshes: &'a FastMap<String, M
         MeshRef::Inline(m) => Some(m),
         MeshRef::Named(n) => meshes.get(n.as_str()),
     }
+}
+
+/// The mesh of `s`; a `Program` error when it names a mesh the module does not define.
+pub fn resolve_mesh<'a>(s: &'a TensorSharding, meshes: &'a FastMap<String, Mesh>) -> Result<&'a Mesh> {
+    mesh_of_sharding(s, meshes).ok_or_else(|| {
+        let name = match &s.mesh {
+            MeshRef::Named(n) => n.as_str(),
+            MeshRef::Inline(_) => "",
+        };
+        Error::program(format!(
+            "sharding {} refers to mesh @{name}, which the module does not define",
+            crate::text::print_sharding(s)
+        ))
+    })
 }
 
 /// The `sdy.sharding` of each result of function `func` (`None` where it has none).

@@ -9,8 +9,8 @@ use crate::ir::{types, Program};
 use crate::mesh::Mesh;
 use crate::propagation::axes::{axis_set_diff, sort_and_merge_axes};
 use crate::sharding::{MeshRef, TensorSharding};
-use crate::text::{parse_sharding_per_value, parse_string, print_sharding, print_sharding_per_value, print_string};
-use crate::transforms::common::{meshes, where_};
+use crate::text::{parse_sharding_per_value, parse_string, print_sharding_per_value, print_string};
+use crate::transforms::common::{meshes, resolve_mesh, where_};
 
 const MANUAL_COMPUTATION: &str = "sdy.manual_computation";
 
@@ -60,16 +60,7 @@ fn common_mesh<'a>(
 ) -> Result<Option<(&'a TensorSharding, &'a Mesh)>> {
     let mut found: Option<(&TensorSharding, &Mesh)> = None;
     for s in shardings {
-        let other = match &s.mesh {
-            MeshRef::Inline(m) => m,
-            MeshRef::Named(n) => meshes.get(n.as_str()).ok_or_else(|| {
-                Error::program(format!(
-                    "sharding {} refers to mesh @{}, which the module does not define",
-                    print_sharding(s),
-                    n.as_str()
-                ))
-            })?,
-        };
+        let other = resolve_mesh(s, meshes)?;
         match found {
             None => found = Some((s, other)),
             Some((_, mesh)) if mesh.is_empty() => found = Some((s, other)),
@@ -133,7 +124,7 @@ pub fn run(p: &mut Program) -> Result<()> {
         if ins.is_empty() && outs.is_empty() {
             let entry = p.region_blocks(op, 0).start;
             let body = p.block_ops(entry);
-            if !names.is_empty() && !(body.first().is_some_and(|&o| p.op_name(o) == "sdy.return")) {
+            if !names.is_empty() && body.first().is_none_or(|&o| p.op_name(o) != "sdy.return") {
                 return Err(Error::program(format!(
                     "{}: op has manual_axes when there are no in/out shardings and the body is not empty. \
                      This isn't allowed at this stage, please contact the Shardy team or file a bug.",
@@ -156,7 +147,7 @@ pub fn run(p: &mut Program) -> Result<()> {
         if sorted != names {
             p.set_attr(op, "manual_axes", &manual_axes_text(&sorted));
         }
-        let manual: Vec<AxisRef> = sorted.iter().map(|n| AxisRef::full(n)).collect();
+        let manual: Vec<AxisRef> = sorted.iter().map(AxisRef::full).collect();
         let tensor = |p: &Program, vs: Vec<u32>| -> Vec<bool> {
             vs.into_iter().map(|v| types::tensor_shape(p.strings.get(p.value_types[v as usize])).is_some()).collect()
         };

@@ -3,35 +3,19 @@
 //! replicated and unreduced axes; a closed dimension left empty loses its priority). Meshes
 //! and manual axes are kept.
 
-use super::{mesh_of, mesh_ops};
 use crate::axis::AxisRef;
-use crate::error::{Error, Result};
-use crate::fast_hash::FastMap;
+use crate::error::Result;
 use crate::ir::Program;
-use crate::mesh::Mesh;
-use crate::sharding::{DimSharding, MeshRef, Reduction};
-use crate::text::print_sharding;
+use crate::sharding::{DimSharding, Reduction};
+use crate::transforms::common::{meshes, resolve_mesh};
 
 pub fn run(p: &mut Program) -> Result<()> {
-    let mut meshes: FastMap<String, Mesh> = FastMap::default();
-    for op in mesh_ops(p) {
-        let mesh = mesh_of(p, op)?;
-        meshes.insert(p.symbol_name(op).unwrap_or_default(), mesh);
-    }
+    let meshes = meshes(p)?;
     if !meshes.values().any(|m| m.axes().iter().any(|a| a.size == 1)) {
         return Ok(());
     }
     p.transform_shardings(&mut |_, s, _| {
-        let mesh = match &s.mesh {
-            MeshRef::Inline(m) => m,
-            MeshRef::Named(n) => meshes.get(n.as_str()).ok_or_else(|| {
-                Error::program(format!(
-                    "sharding {} refers to mesh @{}, which the module does not define",
-                    print_sharding(s),
-                    n.as_str()
-                ))
-            })?,
-        };
+        let mesh = resolve_mesh(s, &meshes)?;
         let keep = |a: &AxisRef| -> bool {
             let size = match a.sub {
                 Some(sub) => sub.size,
