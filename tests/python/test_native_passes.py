@@ -14,7 +14,8 @@ from shardwise.passes.pipeline import run_pipeline
 from shardwise.testing.corpus import conformance_dir, corpus_files
 from shardwise.testing.real_models import model_names, plain_model, real_model
 
-#: The native passes, each compared alone and all in their pipeline order.
+#: The native passes, each compared alone and all in their order in ``sdy-propagation-pipeline``
+#: (its passes up to the second ``symbol-dce``).
 NATIVE = [
     "symbol-dce",
     "sdy-lift-inlined-meshes",
@@ -24,6 +25,9 @@ NATIVE = [
     "symbol-dce",
     "sdy-manual-axes-cleanup",
     "sdy-save-module",
+    "sdy-add-data-flow-edges",
+    "sdy-flatten-call-graph",
+    "symbol-dce",
 ]
 
 
@@ -67,6 +71,7 @@ def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[st
         "sdy-remove-size-one-axes": 5,
         "sdy-propagate-sharding-from-func-to-call": 10,
         "sdy-manual-axes-cleanup": 5,
+        "sdy-flatten-call-graph": 20,
     }
     assert changed >= (0 if passes == ["sdy-save-module"] else least.get(passes[0] if len(passes) == 1 else "", 50))
 

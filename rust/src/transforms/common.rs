@@ -194,3 +194,62 @@ pub fn set_callee(p: &mut Program, call: u32, name: &str) {
     crate::text::print_symbol(name, &mut text);
     p.set_attr(call, "callee", &text);
 }
+
+/// Appends function `f` to the module and registers it (renamed `name_N` when its name is
+/// taken); its name.
+pub fn append_func(p: &mut Program, symbols: &mut SymbolTable, f: u32) -> String {
+    let block = p.module_block();
+    let mut ops = p.block_ops(block).to_vec();
+    ops.push(f);
+    p.set_block_ops(block, &ops);
+    symbols.insert(p, f)
+}
+
+/// Shardy's `cloneFuncRecursively`: a copy of `func` (in no block) marked with
+/// `sdy.original_func_name`, whose calls call fresh recursive copies of their callees
+/// (appended to the module first, renamed `name_N`).
+pub fn clone_func_recursively(p: &mut Program, symbols: &mut SymbolTable, func: u32) -> u32 {
+    let mut mapping = crate::ir::clone::Mapping::default();
+    let new = p.clone_op(func, &mut mapping);
+    let mut original = String::new();
+    crate::text::print_string(&original_func_name(p, func), &mut original);
+    p.set_attr(new, "sdy.original_func_name", &original);
+    // Calls have no regions: post-order is program order.
+    let calls: Vec<u32> = p.walk(new).into_iter().filter(|&o| p.op_name(o) == CALL).collect();
+    for call in calls {
+        if let Some(callee) = callee_name(p, call).and_then(|n| symbols.lookup(&n)) {
+            let clone = clone_func_recursively(p, symbols, callee);
+            let name = append_func(p, symbols, clone);
+            set_callee(p, call, &name);
+        }
+    }
+    new
+}
+
+/// The `func.call` ops in the order of Shardy's `walkCalls`: functions in post-order of the
+/// call graph (callees first), calls of a function in program order.
+pub fn walk_calls(p: &Program, symbols: &SymbolTable) -> Vec<u32> {
+    let (rpo, mut calls) = call_graph_rpo(p, symbols);
+    rpo.iter().rev().flat_map(|f| calls.remove(f).unwrap_or_default()).collect()
+}
+
+/// `ops` (in pre-order) rearranged so that an op comes after the ops nested in it.
+pub fn post_order_of(p: &Program, ops: &[u32]) -> Vec<u32> {
+    let mut out: Vec<u32> = Vec::with_capacity(ops.len());
+    let mut open: Vec<(u32, FastMap<u32, ()>)> = Vec::new();
+    for &op in ops {
+        while let Some((top, inside)) = open.last() {
+            if inside.contains_key(&op) {
+                break;
+            }
+            out.push(*top);
+            open.pop();
+        }
+        let inside: FastMap<u32, ()> = p.walk(op).into_iter().skip(1).map(|o| (o, ())).collect();
+        open.push((op, inside));
+    }
+    while let Some((top, _)) = open.pop() {
+        out.push(top);
+    }
+    out
+}

@@ -24,6 +24,8 @@ pub const PASSES: &[(&str, Pass)] = &[
     ("sdy-constant-or-scalar-splitter", import::constant_or_scalar_splitter::run),
     ("sdy-manual-axes-cleanup", import::manual_axes_cleanup::run),
     ("sdy-save-module", save_module),
+    ("sdy-add-data-flow-edges", import::add_data_flow_edges::run),
+    ("sdy-flatten-call-graph", import::flatten_call_graph::run),
 ];
 
 /// `sdy-save-module`: Shardy's debugging dump; does nothing without a dump directory (the

@@ -11,8 +11,9 @@ use crate::fast_hash::{FastMap, FastSet};
 use crate::ir::clone::{Mapping, Uses};
 use crate::ir::symbols::SymbolTable;
 use crate::ir::{types, Program};
-use crate::text::print_string;
-use crate::transforms::common::{call_graph_rpo, callee_name, original_func_name, set_callee, CALL};
+use crate::transforms::common::{
+    append_func, call_graph_rpo, callee_name, clone_func_recursively, original_func_name, set_callee, CALL,
+};
 use crate::transforms::op_properties::{is_elementwise, is_pure, ELEMENTWISE_OPS};
 
 const NAMED_COMPUTATION: &str = "sdy.named_computation";
@@ -88,33 +89,6 @@ impl Splitter {
         matches!(name, "stablehlo.broadcast_in_dim" | "stablehlo.reshape" | "stablehlo.slice") || is_elementwise(p, op)
     }
 
-    fn clone_func_recursively(&mut self, p: &mut Program, func: u32) -> u32 {
-        let mut mapping = Mapping::default();
-        let new = p.clone_op(func, &mut mapping);
-        let mut original = String::new();
-        print_string(&original_func_name(p, func), &mut original);
-        p.set_attr(new, "sdy.original_func_name", &original);
-        // Calls in post-order (MLIR's walk): a call has no regions, so program order.
-        let calls: Vec<u32> = p.walk(new).into_iter().filter(|&o| p.op_name(o) == CALL).collect();
-        for call in calls {
-            if let Some(callee) = callee_name(p, call).and_then(|n| self.symbols.lookup(&n)) {
-                let clone = self.clone_func_recursively(p, callee);
-                let name = self.append_func(p, clone);
-                set_callee(p, call, &name);
-            }
-        }
-        new
-    }
-
-    /// Appends function `f` to the module and registers it (renamed `name_N` when taken).
-    fn append_func(&mut self, p: &mut Program, f: u32) -> String {
-        let block = p.module_block();
-        let mut ops = p.block_ops(block).to_vec();
-        ops.push(f);
-        p.set_block_ops(block, &ops);
-        self.symbols.insert(p, f)
-    }
-
     /// A copy of the constant sub-computation that defines `result` (a scalar is shared).
     fn clone_sub_computation(&mut self, p: &mut Program, result: u32) -> u32 {
         if is_scalar(p, result) {
@@ -140,8 +114,8 @@ impl Splitter {
         self.uses.add(p, new);
         if p.op_name(new) == CALL {
             if let Some(callee) = callee_name(p, new).and_then(|n| self.symbols.lookup(&n)) {
-                let clone = self.clone_func_recursively(p, callee);
-                let name = self.append_func(p, clone);
+                let clone = clone_func_recursively(p, &mut self.symbols, callee);
+                let name = append_func(p, &mut self.symbols, clone);
                 set_callee(p, new, &name);
             }
         }

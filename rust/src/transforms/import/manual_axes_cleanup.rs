@@ -10,7 +10,7 @@ use crate::mesh::Mesh;
 use crate::propagation::axes::{axis_set_diff, sort_and_merge_axes};
 use crate::sharding::{MeshRef, TensorSharding};
 use crate::text::{parse_sharding_per_value, parse_string, print_sharding_per_value, print_string};
-use crate::transforms::common::{meshes, resolve_mesh, where_};
+use crate::transforms::common::{meshes, post_order_of, resolve_mesh, where_};
 
 const MANUAL_COMPUTATION: &str = "sdy.manual_computation";
 
@@ -166,25 +166,4 @@ pub fn run(p: &mut Program) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// `ops` (in pre-order) rearranged so that an op comes after the ops nested in it.
-fn post_order_of(p: &Program, ops: &[u32]) -> Vec<u32> {
-    let mut out: Vec<u32> = Vec::with_capacity(ops.len());
-    let mut open: Vec<(u32, FastMap<u32, ()>)> = Vec::new();
-    for &op in ops {
-        while let Some((top, inside)) = open.last() {
-            if inside.contains_key(&op) {
-                break;
-            }
-            out.push(*top);
-            open.pop();
-        }
-        let inside: FastMap<u32, ()> = p.walk(op).into_iter().skip(1).map(|o| (o, ())).collect();
-        open.push((op, inside));
-    }
-    while let Some((top, _)) = open.pop() {
-        out.push(top);
-    }
-    out
 }

@@ -1,7 +1,9 @@
 //! Import passes (Shardy's `transforms/import/`, and MLIR's `symbol-dce` that the pipelines
 //! run between them).
 
+pub mod add_data_flow_edges;
 pub mod constant_or_scalar_splitter;
+pub mod flatten_call_graph;
 pub mod lift_inlined_meshes;
 pub mod manual_axes_cleanup;
 pub mod propagate_sharding_from_func_to_call;
