@@ -6,9 +6,11 @@ models (calls and all). The Python passes are themselves compared with jaxlib's 
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 from shardwise import _native
-from shardwise.errors import ProgramError, ShardwiseError
+from shardwise.errors import PassWarning, ProgramError, ShardwiseError
 from shardwise.importers.mlir import load_mlir
 from shardwise.passes.pipeline import run_pipeline
 from shardwise.testing.corpus import conformance_dir, corpus_files
@@ -27,6 +29,8 @@ NATIVE = [
     "sdy-save-module",
     "sdy-add-data-flow-edges",
     "sdy-flatten-call-graph",
+    "symbol-dce",
+    "sdy-import-func-calls",
     "symbol-dce",
 ]
 
@@ -48,6 +52,17 @@ def _native_text(text: str, passes: list[str]) -> str | None:
         raise
 
 
+def _both(text: str, passes: list[str]) -> tuple[str | None, list[str], str, list[str]]:
+    """The native and the Python passes' texts, each with the warnings it gave."""
+    with warnings.catch_warnings(record=True) as native_warnings:
+        warnings.simplefilter("always")
+        native = _native_text(text, passes)
+    with warnings.catch_warnings(record=True) as python_warnings:
+        warnings.simplefilter("always")
+        python = _python(text, passes)
+    return native, [str(w.message) for w in native_warnings], python, [str(w.message) for w in python_warnings]
+
+
 @pytest.mark.skipif(conformance_dir() is None, reason="needs ../shared/conformance")
 @pytest.mark.parametrize("passes", [[p] for p in dict.fromkeys(NATIVE)] + [NATIVE], ids=lambda p: "+".join(p))
 def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[str]) -> None:
@@ -58,10 +73,11 @@ def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[st
             before = load_mlir(text).to_mlir()
         except ShardwiseError:  # the corpus's refused modules: test_native_reader covers them
             continue
-        native = _native_text(text, passes)
+        native, native_warnings, python, python_warnings = _both(text, passes)
         if native is None:
             continue
-        assert native == _python(text, passes), path
+        assert native == python, path
+        assert native_warnings == python_warnings, path
         same += 1
         changed += native != before
     assert same >= 1100
@@ -72,6 +88,7 @@ def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[st
         "sdy-propagate-sharding-from-func-to-call": 10,
         "sdy-manual-axes-cleanup": 5,
         "sdy-flatten-call-graph": 20,
+        "sdy-import-func-calls": 50,
     }
     assert changed >= (0 if passes == ["sdy-save-module"] else least.get(passes[0] if len(passes) == 1 else "", 50))
 
@@ -81,7 +98,9 @@ def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[st
 def test_native_passes_give_the_python_passes_text_on_real_jax_steps(name: str, annotated: bool) -> None:
     text = real_model(name).text if annotated else plain_model(name).text
     assert "call @" in text or "func.call" in text or "stablehlo" in text
-    assert _native_text(text, NATIVE) == _python(text, NATIVE)
+    native, native_warnings, python, python_warnings = _both(text, NATIVE)
+    assert native == python
+    assert native_warnings == python_warnings
 
 
 def test_inlined_meshes_are_lifted_deduplicated_and_described() -> None:
@@ -141,3 +160,31 @@ def test_manual_computation_on_two_meshes_is_refused_before_the_pass_as_in_pytho
         _native.run_native_passes(text, ["sdy-manual-axes-cleanup"])
     with pytest.raises(ProgramError, match="sdy.manual_computation"):
         _python(text, ["sdy-manual-axes-cleanup"])
+
+
+def test_a_function_called_twice_is_copied_with_the_python_passes_warning() -> None:
+    text = """
+module {
+  sdy.mesh @m = <["x"=2]>
+  func.func @main(%arg0: tensor<8xf32> {sdy.sharding = #sdy.sharding<@m, [{"x"}]>}) -> tensor<8xf32> {
+    %0 = call @f(%arg0) : (tensor<8xf32>) -> tensor<8xf32>
+    %1 = call @f(%0) : (tensor<8xf32>) -> tensor<8xf32>
+    return %1 : tensor<8xf32>
+  }
+  func.func private @f(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+    %0 = stablehlo.negate %arg0 : tensor<8xf32>
+    return %0 : tensor<8xf32>
+  }
+}"""
+    passes = ["sdy-import-func-calls", "symbol-dce"]
+    with warnings.catch_warnings(record=True) as python_warnings:
+        warnings.simplefilter("always")
+        python = _python(text, passes)
+    with warnings.catch_warnings(record=True) as native_warnings:
+        warnings.simplefilter("always")
+        native = _native.run_native_passes(text, passes)
+    assert native == python
+    assert native.count('sdy.named_computation<"f">') == 2 and "func.func private @f" not in native
+    assert [str(w.message) for w in native_warnings] == [str(w.message) for w in python_warnings]
+    assert [w.category for w in native_warnings] == [PassWarning]
+    assert "function @f has multiple call ops" in str(native_warnings[0].message)

@@ -21,7 +21,34 @@ impl Program {
         for (r, nr) in self.op_results(op).zip(self.op_results(new)) {
             mapping.insert(r, nr);
         }
-        // Regions: reserve the new op's region slots, then each region's blocks, then fill.
+        self.clone_regions_into(op, new, mapping);
+        if let Some(i) = self.funcs.iter().position(|f| f.op == op) {
+            let f = &self.funcs[i];
+            let copy = |p: &Program, spans: &[(u32, u32)]| -> Vec<Vec<(u32, u32)>> {
+                spans.iter().map(|&(a, b)| p.attrs[a as usize..b as usize].to_vec()).collect()
+            };
+            let (arg_attrs, result_attrs) = (copy(self, &f.arg_attrs), copy(self, &f.result_attrs));
+            let (arg_types, result_types) = (f.arg_types.clone(), f.result_types.clone());
+            let mut data =
+                FuncData { op: new, arg_types, result_types, arg_attrs: Vec::new(), result_attrs: Vec::new() };
+            for (lists, out) in [(arg_attrs, &mut data.arg_attrs), (result_attrs, &mut data.result_attrs)] {
+                for list in lists {
+                    let start = self.attrs.len() as u32;
+                    self.attrs.extend(list);
+                    out.push((start, self.attrs.len() as u32));
+                }
+            }
+            self.funcs.push(data);
+        }
+        new
+    }
+
+    /// Copies of the regions of `src` become the regions of `dst` (which has none): block
+    /// arguments and the results of the copied ops are added to `mapping`.
+    pub fn clone_regions_into(&mut self, src: u32, dst: u32, mapping: &mut Mapping) {
+        let old = self.ops[src as usize];
+        let new = dst;
+        // Reserve the new op's region slots, then each region's blocks, then fill.
         let (ra, rb) = old.regions;
         let g = self.regions.len() as u32;
         for _ in ra..rb {
@@ -50,25 +77,6 @@ impl Program {
                 self.blocks[(first as usize) + k].ops = (start, self.block_ops.len() as u32);
             }
         }
-        if let Some(i) = self.funcs.iter().position(|f| f.op == op) {
-            let f = &self.funcs[i];
-            let copy = |p: &Program, spans: &[(u32, u32)]| -> Vec<Vec<(u32, u32)>> {
-                spans.iter().map(|&(a, b)| p.attrs[a as usize..b as usize].to_vec()).collect()
-            };
-            let (arg_attrs, result_attrs) = (copy(self, &f.arg_attrs), copy(self, &f.result_attrs));
-            let (arg_types, result_types) = (f.arg_types.clone(), f.result_types.clone());
-            let mut data =
-                FuncData { op: new, arg_types, result_types, arg_attrs: Vec::new(), result_attrs: Vec::new() };
-            for (lists, out) in [(arg_attrs, &mut data.arg_attrs), (result_attrs, &mut data.result_attrs)] {
-                for list in lists {
-                    let start = self.attrs.len() as u32;
-                    self.attrs.extend(list);
-                    out.push((start, self.attrs.len() as u32));
-                }
-            }
-            self.funcs.push(data);
-        }
-        new
     }
 
     /// Renames op `op` (e.g. `stablehlo.constant` to `sdy.constant`).
@@ -100,6 +108,22 @@ impl Uses {
         for o in p.walk(op) {
             for (i, &v) in p.op_operands(o).iter().enumerate() {
                 self.of.entry(v).or_default().push((o, i as u32));
+            }
+        }
+    }
+
+    /// Adds the uses made by `op` itself (its regions' ops are registered already).
+    pub fn add_op_only(&mut self, p: &Program, op: u32) {
+        for (i, &v) in p.op_operands(op).iter().enumerate() {
+            self.of.entry(v).or_default().push((op, i as u32));
+        }
+    }
+
+    /// Drops the uses made by `op` itself.
+    pub fn drop_op_only(&mut self, p: &Program, op: u32) {
+        for &v in p.op_operands(op) {
+            if let Some(list) = self.of.get_mut(&v) {
+                list.retain(|&(user, _)| user != op);
             }
         }
     }

@@ -200,7 +200,7 @@ fn print_mlir(py: Python<'_>, text: &str, verify: bool, strict: bool) -> PyResul
 
 /// Reads and verifies MLIR text natively, runs the native passes `passes`
 /// (`crate::transforms`, by Shardy's names) on it, verifies and prints it as `print_mlir`
-/// does, with the GIL released.
+/// does, with the GIL released; the passes' warnings are issued as `PassWarning`s.
 /// Raises `MlirReadError`, `ProgramError` (an unknown pass, or a pass refusing the program)
 /// or `MlirVerifyError`.
 #[pyfunction]
@@ -209,11 +209,19 @@ fn run_native_passes(py: Python<'_>, text: &str, passes: Vec<String>) -> PyResul
         let mut p = mlir::read(text).map_err(PrintFailure::Read)?;
         mlir::verify(&p).map_err(PrintFailure::Verify)?;
         let names: Vec<&str> = passes.iter().map(String::as_str).collect();
-        crate::transforms::run(&mut p, &names).map_err(PrintFailure::Pass)?;
+        let warnings = crate::transforms::run(&mut p, &names).map_err(PrintFailure::Pass)?;
         mlir::verify(&p).map_err(PrintFailure::Verify)?;
-        Ok(mlir::print(&p))
+        Ok((mlir::print(&p), warnings))
     });
-    printed.map_err(|f| failure(py, f))
+    let (text, warnings) = printed.map_err(|f| failure(py, f))?;
+    if !warnings.is_empty() {
+        let class = py.import("shardwise.errors")?.getattr("PassWarning")?;
+        for w in warnings {
+            let message = std::ffi::CString::new(w.replace('\0', " ")).unwrap_or_default();
+            PyErr::warn(py, &class, &message, 1)?;
+        }
+    }
+    Ok(text)
 }
 
 /// The Python exception of a failed read, verification or strict print.

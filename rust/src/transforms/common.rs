@@ -80,47 +80,6 @@ pub fn resolve_mesh<'a>(s: &'a TensorSharding, meshes: &'a FastMap<String, Mesh>
     })
 }
 
-/// The `sdy.sharding` of each result of function `func` (`None` where it has none).
-pub fn func_result_shardings_raw(p: &Program, func: u32) -> Result<Vec<Option<TensorSharding>>> {
-    let index = p.func_index();
-    let Some(f) = p.func_data(&index, func) else { return Ok(Vec::new()) };
-    f.result_attrs
-        .iter()
-        .map(|&(a, b)| {
-            let text = p.attrs[a as usize..b as usize]
-                .iter()
-                .find(|(k, _)| p.strings.get(*k) == "sdy.sharding")
-                .map(|&(_, v)| p.strings.get(v));
-            text.map(|t| parse_sharding(t).map_err(|e| e.context(where_(p, func)))).transpose()
-        })
-        .collect()
-}
-
-/// Shardy's `getFuncResultShardings`: the result shardings of `func`, fully open on the mesh of
-/// the first sharding not on a maximal mesh where missing; `None` when it has no such
-/// sharding.
-pub fn func_result_shardings(
-    p: &Program,
-    func: u32,
-    meshes: &FastMap<String, Mesh>,
-) -> Result<Option<Vec<TensorSharding>>> {
-    let shardings = func_result_shardings_raw(p, func)?;
-    let reference = shardings.iter().flatten().find(|s| mesh_of_sharding(s, meshes).is_none_or(|m| !m.is_maximal()));
-    let Some(reference) = reference else { return Ok(None) };
-    let index = p.func_index();
-    let types = &p.func_data(&index, func).map(|f| f.result_types.clone()).unwrap_or_default();
-    Ok(Some(
-        shardings
-            .iter()
-            .zip(types)
-            .map(|(s, &t)| match s {
-                Some(s) => s.clone(),
-                None => TensorSharding::replicated(reference.mesh.clone(), types::rank(p.strings.get(t)), true),
-            })
-            .collect(),
-    ))
-}
-
 /// Whether function op `f` has a body.
 pub fn has_body(p: &Program, f: u32) -> bool {
     p.ops[f as usize].regions.0 < p.ops[f as usize].regions.1 && !p.region_blocks(f, 0).is_empty()
@@ -252,4 +211,66 @@ pub fn post_order_of(p: &Program, ops: &[u32]) -> Vec<u32> {
         out.push(top);
     }
     out
+}
+
+/// The `sdy.sharding` of each argument (or, with `results`, result) of function `func`
+/// (`None` where it has none).
+fn func_shardings_raw(p: &Program, func: u32, results: bool) -> Result<Vec<Option<TensorSharding>>> {
+    let index = p.func_index();
+    let Some(f) = p.func_data(&index, func) else { return Ok(Vec::new()) };
+    let spans = if results { &f.result_attrs } else { &f.arg_attrs };
+    spans
+        .iter()
+        .map(|&(a, b)| {
+            let text = p.attrs[a as usize..b as usize]
+                .iter()
+                .find(|(k, _)| p.strings.get(*k) == "sdy.sharding")
+                .map(|&(_, v)| p.strings.get(v));
+            text.map(|t| parse_sharding(t).map_err(|e| e.context(where_(p, func)))).transpose()
+        })
+        .collect()
+}
+
+/// Shardy's `getFuncArgShardings` (or, with `results`, `getFuncResultShardings`): the
+/// shardings of `func`, fully open on the mesh of the first sharding not on a maximal mesh
+/// where missing; `None` when it has no such sharding.
+fn func_shardings(
+    p: &Program,
+    func: u32,
+    meshes: &FastMap<String, Mesh>,
+    results: bool,
+) -> Result<Option<Vec<TensorSharding>>> {
+    let shardings = func_shardings_raw(p, func, results)?;
+    let reference = shardings.iter().flatten().find(|s| mesh_of_sharding(s, meshes).is_none_or(|m| !m.is_maximal()));
+    let Some(reference) = reference else { return Ok(None) };
+    let index = p.func_index();
+    let types = p.func_data(&index, func).map(|f| if results { f.result_types.clone() } else { f.arg_types.clone() });
+    Ok(Some(
+        shardings
+            .iter()
+            .zip(types.unwrap_or_default())
+            .map(|(s, t)| match s {
+                Some(s) => s.clone(),
+                None => TensorSharding::replicated(reference.mesh.clone(), types::rank(p.strings.get(t)), true),
+            })
+            .collect(),
+    ))
+}
+
+/// Shardy's `getFuncArgShardings` (see [`func_shardings`]).
+pub fn func_arg_shardings(
+    p: &Program,
+    func: u32,
+    meshes: &FastMap<String, Mesh>,
+) -> Result<Option<Vec<TensorSharding>>> {
+    func_shardings(p, func, meshes, false)
+}
+
+/// Shardy's `getFuncResultShardings` (see [`func_shardings`]).
+pub fn func_result_shardings(
+    p: &Program,
+    func: u32,
+    meshes: &FastMap<String, Mesh>,
+) -> Result<Option<Vec<TensorSharding>>> {
+    func_shardings(p, func, meshes, true)
 }

@@ -12,8 +12,14 @@ pub mod op_properties;
 use crate::error::{Error, Result};
 use crate::ir::Program;
 
+/// What passes report besides the program: Shardy's warnings (Python's `PassWarning`).
+#[derive(Debug, Default)]
+pub struct PassContext {
+    pub warnings: Vec<String>,
+}
+
 /// A native pass.
-pub type Pass = fn(&mut Program) -> Result<()>;
+pub type Pass = fn(&mut Program, &mut PassContext) -> Result<()>;
 
 /// The passes that run natively, by their Shardy names.
 pub const PASSES: &[(&str, Pass)] = &[
@@ -26,11 +32,12 @@ pub const PASSES: &[(&str, Pass)] = &[
     ("sdy-save-module", save_module),
     ("sdy-add-data-flow-edges", import::add_data_flow_edges::run),
     ("sdy-flatten-call-graph", import::flatten_call_graph::run),
+    ("sdy-import-func-calls", import::import_func_calls::run),
 ];
 
 /// `sdy-save-module`: Shardy's debugging dump; does nothing without a dump directory (the
 /// pipelines never give one).
-fn save_module(_: &mut Program) -> Result<()> {
+fn save_module(_: &mut Program, _: &mut PassContext) -> Result<()> {
     Ok(())
 }
 
@@ -39,8 +46,9 @@ pub fn pass(name: &str) -> Option<Pass> {
     PASSES.iter().find(|(n, _)| *n == name).map(|&(_, p)| p)
 }
 
-/// Runs the passes `names` in order on `p`. An unknown name is an error before anything runs.
-pub fn run(p: &mut Program, names: &[&str]) -> Result<()> {
+/// Runs the passes `names` in order on `p`; the warnings they gave. An unknown name is an
+/// error before anything runs.
+pub fn run(p: &mut Program, names: &[&str]) -> Result<Vec<String>> {
     let passes: Vec<Pass> = names
         .iter()
         .map(|n| {
@@ -50,8 +58,9 @@ pub fn run(p: &mut Program, names: &[&str]) -> Result<()> {
             })
         })
         .collect::<Result<_>>()?;
+    let mut cx = PassContext::default();
     for pass in passes {
-        pass(p)?;
+        pass(p, &mut cx)?;
     }
-    Ok(())
+    Ok(cx.warnings)
 }

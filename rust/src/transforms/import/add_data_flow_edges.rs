@@ -13,6 +13,7 @@ use crate::sharding::{DimSharding, TensorSharding};
 use crate::text::{parse_sharding, parse_sharding_per_value, print_sharding};
 use crate::transforms::common::{post_order_of, where_};
 use crate::transforms::import::manual_axes_cleanup::manual_axes;
+use crate::transforms::PassContext;
 
 const DATA_FLOW_EDGE: &str = "sdy.data_flow_edge";
 const REGION_DATA_FLOW_OPS: &[&str] = &["sdy.named_computation", "sdy.manual_computation"];
@@ -58,12 +59,19 @@ struct Inserts {
     at_start: FastMap<u32, Vec<u32>>,
 }
 
-pub fn run(p: &mut Program) -> Result<()> {
+pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
     let mut order = p.walk(0);
     order.retain(|&op| DATA_FLOW_OPS.contains(&p.op_name(op)));
     if order.is_empty() {
         return Ok(());
     }
+    let mut uses = Uses::new(p, 0);
+    add_edges(p, &mut uses, &post_order_of(p, &order))
+}
+
+/// The edges of the data-flow ops `ops` (taken in that order): their body arguments (named
+/// and manual computations) and their results.
+pub fn add_edges(p: &mut Program, uses: &mut Uses, ops: &[u32]) -> Result<()> {
     let mut parent: FastMap<u32, u32> = FastMap::default();
     for op in p.walk(0) {
         let (a, b) = p.ops[op as usize].regions;
@@ -76,16 +84,15 @@ pub fn run(p: &mut Program) -> Result<()> {
             }
         }
     }
-    let mut uses = Uses::new(p, 0);
     let mut inserts = Inserts::default();
-    for op in post_order_of(p, &order) {
+    for &op in ops {
         let name = p.op_name(op).to_string();
         if REGION_DATA_FLOW_OPS.contains(&name.as_str()) && !p.region_blocks(op, 0).is_empty() {
             let entry = p.region_blocks(op, 0).start;
             let manual = manual_axes(p.attr(op, "manual_axes").unwrap_or(""));
             let args: Vec<u32> = p.block_args(entry).collect();
             for (index, &arg) in args.iter().enumerate().rev() {
-                let sharding = match edge_sharding(p, &uses, arg)? {
+                let sharding = match edge_sharding(p, uses, arg)? {
                     Some(s) => Some(s),
                     None => slot_sharding(p, op, "in_shardings", index)?.map(|s| {
                         if name == "sdy.manual_computation" {
@@ -95,7 +102,7 @@ pub fn run(p: &mut Program) -> Result<()> {
                         }
                     }),
                 };
-                if let Some(edge) = add_edge(p, &mut uses, arg, sharding, op) {
+                if let Some(edge) = add_edge(p, uses, arg, sharding, op) {
                     inserts.at_start.entry(entry).or_default().insert(0, edge);
                 }
             }
@@ -103,12 +110,12 @@ pub fn run(p: &mut Program) -> Result<()> {
         let (slot, single) = result_slot(&name);
         let results: Vec<u32> = p.op_results(op).collect();
         for (index, &r) in results.iter().enumerate().rev() {
-            let sharding = match edge_sharding(p, &uses, r)? {
+            let sharding = match edge_sharding(p, uses, r)? {
                 Some(s) => Some(s),
                 None if single => p.attr(op, slot).map(parse_sharding).transpose()?,
                 None => slot_sharding(p, op, slot, index)?,
             };
-            if let Some(edge) = add_edge(p, &mut uses, r, sharding, op) {
+            if let Some(edge) = add_edge(p, uses, r, sharding, op) {
                 inserts.after.entry(op).or_default().insert(0, edge);
             }
         }

@@ -15,6 +15,7 @@ use crate::transforms::common::{
     append_func, call_graph_rpo, callee_name, clone_func_recursively, original_func_name, set_callee, CALL,
 };
 use crate::transforms::op_properties::{is_elementwise, is_pure, ELEMENTWISE_OPS};
+use crate::transforms::PassContext;
 
 const NAMED_COMPUTATION: &str = "sdy.named_computation";
 const SHARDING_GROUP: &str = "sdy.sharding_group";
@@ -241,7 +242,7 @@ impl Splitter {
     }
 }
 
-pub fn run(p: &mut Program) -> Result<()> {
+pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
     for op in p.walk(0) {
         if p.op_name(op) == "stablehlo.constant" {
             p.rename_op(op, "sdy.constant");

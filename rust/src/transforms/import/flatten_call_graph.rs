@@ -7,8 +7,9 @@ use crate::fast_hash::FastSet;
 use crate::ir::symbols::SymbolTable;
 use crate::ir::Program;
 use crate::transforms::common::{append_func, callee, clone_func_recursively, set_callee, walk_calls};
+use crate::transforms::PassContext;
 
-pub fn run(p: &mut Program) -> Result<()> {
+pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
     let mut symbols = SymbolTable::new(p);
     let mut seen: FastSet<String> = FastSet::default();
     for call in walk_calls(p, &symbols) {

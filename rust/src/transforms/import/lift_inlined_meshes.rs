@@ -15,6 +15,7 @@ use crate::mesh::{Mesh, MeshAxis};
 use crate::name::Name;
 use crate::sharding::MeshRef;
 use crate::text::{parse_mesh, parse_string, print_mesh, print_string, print_symbol};
+use crate::transforms::PassContext;
 
 /// The StableHLO collectives whose `replica_groups` may name a mesh, in the order Shardy's
 /// pattern visits them.
@@ -121,7 +122,7 @@ fn stablehlo_mesh_axes(text: &str) -> Vec<MeshAxis> {
     out
 }
 
-pub fn run(p: &mut Program) -> Result<()> {
+pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
     let mut lifter = Lifter { symbols: SymbolTable::new(p), anchor: None, loc: p.intern("loc(unknown)") };
     let mut by_mesh: FastMap<Mesh, String> = FastMap::default();
     let mut renamed: FastMap<String, String> = FastMap::default();

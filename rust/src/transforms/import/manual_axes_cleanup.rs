@@ -11,6 +11,7 @@ use crate::propagation::axes::{axis_set_diff, sort_and_merge_axes};
 use crate::sharding::{MeshRef, TensorSharding};
 use crate::text::{parse_sharding_per_value, parse_string, print_sharding_per_value, print_string};
 use crate::transforms::common::{meshes, post_order_of, resolve_mesh, where_};
+use crate::transforms::PassContext;
 
 const MANUAL_COMPUTATION: &str = "sdy.manual_computation";
 
@@ -112,7 +113,7 @@ fn read(p: &Program, op: u32, slot: &str) -> Result<Vec<TensorSharding>> {
     }
 }
 
-pub fn run(p: &mut Program) -> Result<()> {
+pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
     let meshes = meshes(p)?;
     // Shardy walks in post-order: inner manual computations first.
     let mut order = p.walk(0);

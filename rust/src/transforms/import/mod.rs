@@ -4,6 +4,7 @@
 pub mod add_data_flow_edges;
 pub mod constant_or_scalar_splitter;
 pub mod flatten_call_graph;
+pub mod import_func_calls;
 pub mod lift_inlined_meshes;
 pub mod manual_axes_cleanup;
 pub mod propagate_sharding_from_func_to_call;

@@ -8,8 +8,9 @@ use crate::ir::symbols::SymbolTable;
 use crate::ir::Program;
 use crate::text::print_sharding_per_value;
 use crate::transforms::common::{callee, func_result_shardings, meshes, CALL};
+use crate::transforms::PassContext;
 
-pub fn run(p: &mut Program) -> Result<()> {
+pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
     let symbols = SymbolTable::new(p);
     let meshes = meshes(p)?;
     for op in p.walk(0) {

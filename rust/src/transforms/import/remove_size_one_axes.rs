@@ -8,8 +8,9 @@ use crate::error::Result;
 use crate::ir::Program;
 use crate::sharding::{DimSharding, Reduction};
 use crate::transforms::common::{meshes, resolve_mesh};
+use crate::transforms::PassContext;
 
-pub fn run(p: &mut Program) -> Result<()> {
+pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
     let meshes = meshes(p)?;
     if !meshes.values().any(|m| m.axes().iter().any(|a| a.size == 1)) {
         return Ok(());

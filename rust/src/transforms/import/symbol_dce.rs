@@ -5,6 +5,7 @@ use crate::error::Result;
 use crate::fast_hash::{FastMap, FastSet};
 use crate::ir::Program;
 use crate::text::parse_string;
+use crate::transforms::PassContext;
 
 /// The symbols `@name` / `@"name"` in attribute text `text`.
 fn symbol_refs(text: &str, out: &mut Vec<String>) {
@@ -54,7 +55,7 @@ fn referenced(p: &Program, funcs: &FastMap<u32, usize>, op: u32) -> Vec<String> 
     out
 }
 
-pub fn run(p: &mut Program) -> Result<()> {
+pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
     let block = p.module_block();
     let top: Vec<u32> = p.block_ops(block).to_vec();
     let mut symbols: FastMap<String, u32> = FastMap::default();
