@@ -16,8 +16,8 @@ from shardwise.passes.pipeline import run_pipeline
 from shardwise.testing.corpus import conformance_dir, corpus_files
 from shardwise.testing.real_models import model_names, plain_model, real_model
 
-#: The native passes, each compared alone and all in their order in ``sdy-propagation-pipeline``
-#: (its passes up to the second ``symbol-dce``).
+#: The native passes that start ``sdy-propagation-pipeline``, in its order: each is compared
+#: alone, and all of them in a row.
 NATIVE = [
     "symbol-dce",
     "sdy-lift-inlined-meshes",
@@ -33,6 +33,8 @@ NATIVE = [
     "sdy-import-func-calls",
     "symbol-dce",
 ]
+#: Native passes further down the pipeline (compared alone).
+LATER = ["sdy-sharding-group-import", "sdy-pre-order-funcs"]
 
 
 def _python(text: str, passes: list[str]) -> str:
@@ -53,20 +55,27 @@ def _native_text(text: str, passes: list[str]) -> str | None:
 
 
 def _both(text: str, passes: list[str]) -> tuple[str | None, list[str], str, list[str]]:
-    """The native and the Python passes' texts, each with the warnings it gave."""
+    """The native and the Python passes' texts (or ``ProgramError: message`` where a pass
+    refuses the program), each with the warnings it gave."""
     with warnings.catch_warnings(record=True) as native_warnings:
         warnings.simplefilter("always")
-        native = _native_text(text, passes)
+        try:
+            native = _native_text(text, passes)
+        except ProgramError as e:
+            native = f"ProgramError: {e}"
     with warnings.catch_warnings(record=True) as python_warnings:
         warnings.simplefilter("always")
-        python = _python(text, passes)
+        try:
+            python = _python(text, passes)
+        except ProgramError as e:
+            python = f"ProgramError: {e}"
     return native, [str(w.message) for w in native_warnings], python, [str(w.message) for w in python_warnings]
 
 
 @pytest.mark.skipif(conformance_dir() is None, reason="needs ../shared/conformance")
-@pytest.mark.parametrize("passes", [[p] for p in dict.fromkeys(NATIVE)] + [NATIVE], ids=lambda p: "+".join(p))
+@pytest.mark.parametrize("passes", [[p] for p in dict.fromkeys(NATIVE + LATER)] + [NATIVE], ids=lambda p: "+".join(p))
 def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[str]) -> None:
-    same = changed = 0
+    same = changed = refused = 0
     for path in corpus_files():
         text = path.read_text()
         try:
@@ -79,8 +88,12 @@ def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[st
         assert native == python, path
         assert native_warnings == python_warnings, path
         same += 1
+        refused += native.startswith("ProgramError: ")
         changed += native != before
     assert same >= 1100
+    # The corpus's refused sharding groups (manual computation boundaries, shapes) are refused
+    # alike, with the same message.
+    assert refused >= (4 if passes == ["sdy-sharding-group-import"] else 0)
     # The passes act on the corpus (lit cases of each): the comparison is not of no-ops.
     least = {
         "symbol-dce": 10,
@@ -89,6 +102,8 @@ def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[st
         "sdy-manual-axes-cleanup": 5,
         "sdy-flatten-call-graph": 20,
         "sdy-import-func-calls": 50,
+        "sdy-sharding-group-import": 5,
+        "sdy-pre-order-funcs": 50,
     }
     assert changed >= (0 if passes == ["sdy-save-module"] else least.get(passes[0] if len(passes) == 1 else "", 50))
 

@@ -33,6 +33,8 @@ pub const PASSES: &[(&str, Pass)] = &[
     ("sdy-add-data-flow-edges", import::add_data_flow_edges::run),
     ("sdy-flatten-call-graph", import::flatten_call_graph::run),
     ("sdy-import-func-calls", import::import_func_calls::run),
+    ("sdy-sharding-group-import", import::sharding_group_import::run),
+    ("sdy-pre-order-funcs", import::pre_order_funcs::run),
 ];
 
 /// `sdy-save-module`: Shardy's debugging dump; does nothing without a dump directory (the

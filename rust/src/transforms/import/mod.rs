@@ -7,8 +7,10 @@ pub mod flatten_call_graph;
 pub mod import_func_calls;
 pub mod lift_inlined_meshes;
 pub mod manual_axes_cleanup;
+pub mod pre_order_funcs;
 pub mod propagate_sharding_from_func_to_call;
 pub mod remove_size_one_axes;
+pub mod sharding_group_import;
 pub mod symbol_dce;
 
 pub(crate) use crate::transforms::common::{mesh_of, mesh_ops};
