@@ -36,9 +36,12 @@ impl Program {
         *span = (start, self.block_ops.len() as u32);
     }
 
-    /// The blocks of op `op`'s region `r`.
+    /// The blocks of op `op`'s region `r` (none when the op has no such region).
     pub fn region_blocks(&self, op: u32, r: usize) -> std::ops::Range<u32> {
-        let (a, _) = self.ops[op as usize].regions;
+        let (a, b) = self.ops[op as usize].regions;
+        if a as usize + r >= b as usize {
+            return 0..0;
+        }
         let (s, e) = self.regions[a as usize + r];
         s..e
     }

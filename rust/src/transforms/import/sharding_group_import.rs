@@ -52,6 +52,7 @@ pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
     let mut order: Vec<u32> = Vec::new();
     let mut group_manual: FastMap<i64, Option<u32>> = FastMap::default();
     let mut group_shape: FastMap<i64, Option<Vec<i64>>> = FastMap::default();
+    groups_pre.retain(|&op| !p.op_operands(op).is_empty());
     for op in post_order_of(p, &groups_pre) {
         let v = p.op_operands(op)[0];
         by_value
