@@ -166,6 +166,29 @@ impl Program {
         out
     }
 
+    /// Each op nested under `root` mapped to where it sits: its enclosing op and block, following
+    /// the blocks' current op lists (`root` itself is not a key).
+    pub fn parents(&self, root: u32) -> FastMap<u32, Parent> {
+        let mut out = FastMap::default();
+        for op in self.walk(root) {
+            let (a, b) = self.ops[op as usize].regions;
+            for r in a..b {
+                let (s, e) = self.regions[r as usize];
+                for block in s..e {
+                    for &o in self.block_ops(block) {
+                        out.insert(o, Parent { op, block });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Each op nested under `root` mapped to its enclosing block (see [`Program::parents`]).
+    pub fn enclosing_blocks(&self, root: u32) -> FastMap<u32, u32> {
+        self.parents(root).into_iter().map(|(o, w)| (o, w.block)).collect()
+    }
+
     /// The symbol name of `op` (its `sym_name` string), if it has one.
     pub fn symbol_name(&self, op: u32) -> Option<String> {
         crate::text::parse_string(self.attr(op, "sym_name")?).ok()
@@ -187,4 +210,11 @@ impl Program {
         let BlockData { args, .. } = self.blocks[b as usize];
         args.0..args.1
     }
+}
+
+/// Where an op sits: the op whose region holds it and the block of that region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Parent {
+    pub op: u32,
+    pub block: u32,
 }

@@ -15,6 +15,7 @@ mod edit;
 pub mod shardings;
 pub mod symbols;
 pub mod types;
+pub mod values;
 
 use crate::fast_hash::FastMap;
 

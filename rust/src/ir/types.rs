@@ -31,3 +31,17 @@ pub fn rank(ty: &str) -> usize {
 pub fn is_scalar(ty: &str) -> bool {
     tensor_shape(ty).is_some_and(|s| s.is_empty())
 }
+
+/// The element type of a ranked tensor type (`f32` of `tensor<4x8xf32>`), encoding left out.
+pub fn element_type(ty: &str) -> Option<&str> {
+    let inner = ty.strip_prefix("tensor<")?.strip_suffix('>')?;
+    let mut rest = inner.split(',').next().unwrap_or(inner).trim();
+    while let Some((head, tail)) = rest.split_once('x') {
+        if head == "?" || (!head.is_empty() && head.bytes().all(|c| c.is_ascii_digit())) {
+            rest = tail;
+        } else {
+            break;
+        }
+    }
+    Some(rest)
+}

@@ -161,6 +161,37 @@ impl OpDesc {
     }
 }
 
+impl OpDesc {
+    /// The description of op `op` of a native program, without producers, users or regions:
+    /// enough for every op but [`CONTEXT_OPS`].
+    pub fn of(p: &crate::ir::Program, op: u32) -> OpDesc {
+        let value = |v: u32| {
+            let ty = p.strings.get(p.value_types[v as usize]);
+            match crate::ir::types::tensor_shape(ty) {
+                Some(shape) => ValueDesc {
+                    shape,
+                    element_type: crate::ir::types::element_type(ty).unwrap_or_default().to_string(),
+                    is_tensor: true,
+                    value_id: Some(i64::from(v)),
+                    ..Default::default()
+                },
+                None => ValueDesc { element_type: ty.to_string(), value_id: Some(i64::from(v)), ..Default::default() },
+            }
+        };
+        OpDesc {
+            name: p.op_name(op).to_string(),
+            operands: p.op_operands(op).iter().map(|&v| value(v)).collect(),
+            results: p.op_results(op).map(value).collect(),
+            attributes: p
+                .op_attrs(op)
+                .iter()
+                .map(|&(k, v)| (p.strings.get(k).to_string(), p.strings.get(v).to_string()))
+                .collect(),
+            regions: Vec::new(),
+        }
+    }
+}
+
 /// What the registry gives an op.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Builtin {

@@ -33,6 +33,7 @@ pub const PASSES: &[(&str, Pass)] = &[
     ("sdy-add-data-flow-edges", import::add_data_flow_edges::run),
     ("sdy-flatten-call-graph", import::flatten_call_graph::run),
     ("sdy-import-func-calls", import::import_func_calls::run),
+    ("sdy-apply-sharding-constraints", import::apply_sharding_constraints::run),
     ("sdy-sharding-group-import", import::sharding_group_import::run),
     ("sdy-pre-order-funcs", import::pre_order_funcs::run),
 ];

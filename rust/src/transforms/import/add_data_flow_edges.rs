@@ -8,8 +8,9 @@ use crate::error::Result;
 use crate::fast_hash::FastMap;
 use crate::ir::clone::Uses;
 use crate::ir::shardings::result_slot;
+use crate::ir::values::erase_manual_axes;
 use crate::ir::{types, Program};
-use crate::sharding::{DimSharding, TensorSharding};
+use crate::sharding::TensorSharding;
 use crate::text::{parse_sharding, parse_sharding_per_value, print_sharding};
 use crate::transforms::common::{post_order_of, where_};
 use crate::transforms::import::manual_axes_cleanup::manual_axes;
@@ -24,26 +25,6 @@ const DATA_FLOW_OPS: &[&str] = &[
     "stablehlo.case",
     "stablehlo.optimization_barrier",
 ];
-
-/// Shardy's `eraseManualAxes`: the sharding inside a manual computation.
-pub fn erase_manual_axes(s: &TensorSharding, manual: &[String]) -> TensorSharding {
-    if manual.is_empty() {
-        return s.clone();
-    }
-    let is_manual = |name: &str| manual.iter().any(|m| m == name);
-    let mut out = s.clone();
-    out.dims = s
-        .dims
-        .iter()
-        .map(|d| {
-            let first_free = d.axes.iter().take_while(|a| is_manual(&a.name)).count();
-            DimSharding { axes: d.axes[first_free..].to_vec(), closed: d.closed, priority: d.priority }
-        })
-        .collect();
-    out.replicated.retain(|a| !is_manual(&a.name));
-    out.unreduced.retain(|a| !is_manual(&a.name));
-    out
-}
 
 /// Entry `index` of per-value sharding attribute `slot` of `op`, if it has one.
 fn slot_sharding(p: &Program, op: u32, slot: &str, index: usize) -> Result<Option<TensorSharding>> {
@@ -72,18 +53,7 @@ pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
 /// The edges of the data-flow ops `ops` (taken in that order): their body arguments (named
 /// and manual computations) and their results.
 pub fn add_edges(p: &mut Program, uses: &mut Uses, ops: &[u32]) -> Result<()> {
-    let mut parent: FastMap<u32, u32> = FastMap::default();
-    for op in p.walk(0) {
-        let (a, b) = p.ops[op as usize].regions;
-        for r in a..b {
-            let (s, e) = p.regions[r as usize];
-            for blk in s..e {
-                for &o in p.block_ops(blk) {
-                    parent.insert(o, blk);
-                }
-            }
-        }
-    }
+    let parent = p.enclosing_blocks(0);
     let mut inserts = Inserts::default();
     for &op in ops {
         let name = p.op_name(op).to_string();

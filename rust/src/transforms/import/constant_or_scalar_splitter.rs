@@ -248,18 +248,7 @@ pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
             p.rename_op(op, "sdy.constant");
         }
     }
-    let mut parent = FastMap::default();
-    for op in p.walk(0) {
-        let (a, b) = p.ops[op as usize].regions;
-        for r in a..b {
-            let (s, e) = p.regions[r as usize];
-            for blk in s..e {
-                for &o in p.block_ops(blk) {
-                    parent.insert(o, blk);
-                }
-            }
-        }
-    }
+    let parent = p.enclosing_blocks(0);
     let symbols = SymbolTable::new(p);
     let (rpo, _) = call_graph_rpo(p, &symbols);
     let uses = Uses::new(p, 0);

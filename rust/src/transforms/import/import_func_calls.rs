@@ -32,18 +32,7 @@ pub fn run(p: &mut Program, cx: &mut PassContext) -> Result<()> {
     if calls.is_empty() && !has_named() {
         return Ok(()); // nothing to inline, no named computation to give edges
     }
-    let mut parent: FastMap<u32, u32> = FastMap::default();
-    for op in p.walk(0) {
-        let (a, b) = p.ops[op as usize].regions;
-        for r in a..b {
-            let (s, e) = p.regions[r as usize];
-            for blk in s..e {
-                for &o in p.block_ops(blk) {
-                    parent.insert(o, blk);
-                }
-            }
-        }
-    }
+    let mut parent = p.enclosing_blocks(0);
     let mut uses = Uses::new(p, 0);
     // Function name -> the named computation that got its body.
     let mut moved: FastMap<String, u32> = FastMap::default();

@@ -5,40 +5,16 @@
 use crate::axis::AxisRef;
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
+pub use crate::ir::values::manual_axes;
 use crate::ir::{types, Program};
 use crate::mesh::Mesh;
 use crate::propagation::axes::{axis_set_diff, sort_and_merge_axes};
 use crate::sharding::{MeshRef, TensorSharding};
-use crate::text::{parse_sharding_per_value, parse_string, print_sharding_per_value, print_string};
+use crate::text::{parse_sharding_per_value, print_sharding_per_value, print_string};
 use crate::transforms::common::{meshes, post_order_of, resolve_mesh, where_};
 use crate::transforms::PassContext;
 
 const MANUAL_COMPUTATION: &str = "sdy.manual_computation";
-
-/// The names in `#sdy<manual_axes{"x", "y"}>`.
-pub fn manual_axes(text: &str) -> Vec<String> {
-    let b = text.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] != b'"' {
-            i += 1;
-            continue;
-        }
-        let mut j = i + 1;
-        while j < b.len() && b[j] != b'"' {
-            j += if b[j] == b'\\' { 2 } else { 1 };
-        }
-        if j >= b.len() {
-            break;
-        }
-        if let Ok(name) = parse_string(&text[i..=j]) {
-            out.push(name);
-        }
-        i = j + 1;
-    }
-    out
-}
 
 /// The `manual_axes` text for `names`.
 pub fn manual_axes_text(names: &[String]) -> String {

@@ -2,6 +2,7 @@
 //! run between them).
 
 pub mod add_data_flow_edges;
+pub mod apply_sharding_constraints;
 pub mod constant_or_scalar_splitter;
 pub mod flatten_call_graph;
 pub mod import_func_calls;

@@ -17,30 +17,13 @@ fn group_id(p: &Program, op: u32) -> i64 {
 }
 
 pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
-    // Each op's enclosing op and block.
-    let mut parent_op: FastMap<u32, u32> = FastMap::default();
-    let mut parent_block: FastMap<u32, u32> = FastMap::default();
-    let mut groups_pre = Vec::new();
-    for op in p.walk(0) {
-        if p.op_name(op) == SHARDING_GROUP {
-            groups_pre.push(op);
-        }
-        let (a, b) = p.ops[op as usize].regions;
-        for r in a..b {
-            let (s, e) = p.regions[r as usize];
-            for blk in s..e {
-                for &o in p.block_ops(blk) {
-                    parent_op.insert(o, op);
-                    parent_block.insert(o, blk);
-                }
-            }
-        }
-    }
+    let mut groups_pre: Vec<u32> = p.walk(0).into_iter().filter(|&o| p.op_name(o) == SHARDING_GROUP).collect();
     if groups_pre.is_empty() {
         return Ok(());
     }
+    let parents = p.parents(0);
     let enclosing_manual = |mut op: u32| -> Option<u32> {
-        while let Some(&up) = parent_op.get(&op) {
+        while let Some(up) = parents.get(&op).map(|w| w.op) {
             if p.op_name(up) == "sdy.manual_computation" {
                 return Some(up);
             }
@@ -125,7 +108,7 @@ pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
             }
         }
     }
-    let mut blocks: Vec<u32> = erased.iter().filter_map(|o| parent_block.get(o).copied()).collect();
+    let mut blocks: Vec<u32> = erased.iter().filter_map(|o| parents.get(o).map(|w| w.block)).collect();
     blocks.sort_unstable();
     blocks.dedup();
     for b in blocks {
