@@ -38,6 +38,15 @@ NATIVE = [
     "sdy-pre-order-funcs",
 ]
 
+#: The propagation passes, each after the import part, with options: the pipeline's step
+#: first, then the other three passes and their options.
+PROPAGATE = [
+    "sdy-user-priority-propagate{keep-sharding-rules=true}",
+    "sdy-basic-propagate",
+    "sdy-aggressive-propagate{propagation-strategy=basic-then-aggressive}",
+    "sdy-op-priority-propagate{conservative-propagation=true run-op-priority-propagation=false}",
+]
+
 
 def _python(text: str, passes: list[str]) -> str:
     m = load_mlir(text)
@@ -75,7 +84,11 @@ def _both(text: str, passes: list[str]) -> tuple[str | None, list[str], str, lis
 
 
 @pytest.mark.skipif(conformance_dir() is None, reason="needs ../shared/conformance")
-@pytest.mark.parametrize("passes", [[p] for p in dict.fromkeys(NATIVE)] + [NATIVE], ids=lambda p: "+".join(p))
+@pytest.mark.parametrize(
+    "passes",
+    [[p] for p in dict.fromkeys(NATIVE)] + [NATIVE] + [[*NATIVE, step] for step in PROPAGATE],
+    ids=lambda p: "+".join(p) if len(p) < len(NATIVE) else "import+" + p[-1] if p != NATIVE else "import",
+)
 def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[str]) -> None:
     same = changed = refused = 0
     for path in corpus_files():
@@ -116,9 +129,10 @@ def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[st
 def test_native_passes_give_the_python_passes_text_on_real_jax_steps(name: str, annotated: bool) -> None:
     text = real_model(name).text if annotated else plain_model(name).text
     assert "call @" in text or "func.call" in text or "stablehlo" in text
-    native, native_warnings, python, python_warnings = _both(text, NATIVE)
+    native, native_warnings, python, python_warnings = _both(text, [*NATIVE, PROPAGATE[0]])
     assert native == python
     assert native_warnings == python_warnings
+    assert native != _native.run_native_passes(text, NATIVE)  # propagation acted
 
 
 def test_inlined_meshes_are_lifted_deduplicated_and_described() -> None:
@@ -217,7 +231,7 @@ def test_mutated_corpus_text_through_native_passes_in_any_order_never_panics() -
 
     files = corpus_files()
     rng = random.Random(20261128)
-    names = list(dict.fromkeys(NATIVE))
+    names = [*dict.fromkeys(NATIVE), PROPAGATE[0], PROPAGATE[3]]
     outcomes = {"ok": 0, "refused": 0}
     for _ in range(1500):
         lines = rng.choice(files).read_text().splitlines()
@@ -243,3 +257,52 @@ def test_mutated_corpus_text_through_native_passes_in_any_order_never_panics() -
         except ValueError:
             outcomes["refused"] += 1
     assert outcomes["ok"] > 500 and outcomes["refused"] > 200, outcomes
+
+
+_GROUPS = """
+module {
+  sdy.mesh @m = <["x"=2, "y"=2]>
+  func.func @main(%arg0: tensor<8x8xf32>, %arg1: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+    %0 = sdy.sharding_constraint %arg0 <@m, [{"x"}, {}]> : tensor<8x8xf32>
+    %1 = sdy.sharding_constraint %arg1 <@m, [{}, {"y"}]> : tensor<8x8xf32>
+    sdy.sharding_group %0 group_id=0 : tensor<8x8xf32>
+    sdy.sharding_group %1 group_id=0 : tensor<8x8xf32>
+    %2 = stablehlo.custom_call @my_kernel(%0) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+    %3 = stablehlo.add %1, %1 : tensor<8x8xf32>
+    return %2, %3 : tensor<8x8xf32>, tensor<8x8xf32>
+  }
+}"""
+
+
+def test_native_propagation_warns_with_the_python_pass_categories_and_inserts_group_constraints() -> None:
+    """Conflicting sharding groups get an open sharding constraint per member
+    (``ShardingGroupWarning``) and a custom call without a rule warns ``UnknownOpWarning``,
+    as the Python pass does."""
+    from shardwise.propagation import ShardingGroupWarning
+    from shardwise.rules.exceptions import UnknownOpWarning
+
+    passes = ["sdy-sharding-group-import", PROPAGATE[0]]
+    with warnings.catch_warnings(record=True) as native_warnings:
+        warnings.simplefilter("always")
+        native = _native.run_native_passes(_GROUPS, passes)
+    with warnings.catch_warnings(record=True) as python_warnings:
+        warnings.simplefilter("always")
+        python = _python(_GROUPS, passes)
+    assert native == python
+    assert [(w.category, str(w.message)) for w in native_warnings] == [
+        (w.category, str(w.message)) for w in python_warnings
+    ]
+    assert {w.category for w in native_warnings} == {ShardingGroupWarning, UnknownOpWarning}
+    assert native.count("sdy.sharding_constraint") == 4
+    assert "sdy.sharding_rule = #sdy.op_sharding_rule<([i, j], [i, j])->([i, j])" in native
+
+
+def test_native_propagation_options_are_checked_and_debug_records_are_refused() -> None:
+    with pytest.raises(ProgramError, match="pass sdy-basic-propagate has no option \"nonsense\""):
+        _native.run_native_passes(_GROUPS, ["sdy-basic-propagate{nonsense=1}"])
+    with pytest.raises(ProgramError, match='option keep-sharding-rules takes true or false, got "maybe"'):
+        _native.run_native_passes(_GROUPS, ["sdy-basic-propagate{keep-sharding-rules=maybe}"])
+    with pytest.raises(ProgramError, match="unknown propagation strategy"):
+        _native.run_native_passes(_GROUPS, ["sdy-aggressive-propagate{propagation-strategy=fast}"])
+    with pytest.raises(ProgramError, match="debug-sharding-origins: the native propagation passes do not write"):
+        _native.run_native_passes(_GROUPS, ["sdy-user-priority-propagate{debug-sharding-origins=true}"])

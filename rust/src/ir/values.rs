@@ -229,17 +229,43 @@ pub fn func_arg_sharding(p: &Program, fi: usize, index: usize) -> Result<Option<
     text.map(|&(_, v)| parse_sharding(p.strings.get(v)).map_err(|e| e.context(p.op_where(p.funcs[fi].op)))).transpose()
 }
 
+/// The `sdy.sharding` of result `index` of function `p.funcs[fi]`.
+pub fn func_result_sharding(p: &Program, fi: usize, index: usize) -> Result<Option<TensorSharding>> {
+    let Some(&(a, b)) = p.funcs[fi].result_attrs.get(index) else { return Ok(None) };
+    let text = p.attrs[a as usize..b as usize].iter().find(|(k, _)| p.strings.get(*k) == "sdy.sharding");
+    text.map(|&(_, v)| parse_sharding(p.strings.get(v)).map_err(|e| e.context(p.op_where(p.funcs[fi].op)))).transpose()
+}
+
 fn set_func_arg_sharding(p: &mut Program, fi: usize, index: usize, s: &TensorSharding) {
-    let Some((a, b)) = func_arg_span(p, fi, index) else { return };
-    let (n, v) = (p.intern("sdy.sharding"), p.intern(&print_sharding(s)));
+    set_func_sharding(p, fi, index, false, Some(s));
+}
+
+/// Sets (`Some`) or removes (`None`) the `sdy.sharding` of argument (`result` false) or
+/// result `index` of function `p.funcs[fi]`; a new entry goes after the others.
+pub fn set_func_sharding(p: &mut Program, fi: usize, index: usize, result: bool, s: Option<&TensorSharding>) {
+    let f = &mut p.funcs[fi];
+    let (count, spans) =
+        if result { (f.result_types.len(), &mut f.result_attrs) } else { (f.arg_types.len(), &mut f.arg_attrs) };
+    if spans.len() < count {
+        spans.resize(count, (0, 0));
+    }
+    let Some(&(a, b)) = spans.get(index) else { return };
+    let n = p.intern("sdy.sharding");
     let mut list = p.attrs[a as usize..b as usize].to_vec();
-    match list.iter_mut().find(|(k, _)| *k == n) {
-        Some(slot) => slot.1 = v,
-        None => list.push((n, v)),
+    match s {
+        Some(s) => {
+            let v = p.intern(&print_sharding(s));
+            match list.iter_mut().find(|(k, _)| *k == n) {
+                Some(slot) => slot.1 = v,
+                None => list.push((n, v)),
+            }
+        }
+        None => list.retain(|(k, _)| *k != n),
     }
     let start = p.attrs.len() as u32;
     p.attrs.extend(list);
-    p.funcs[fi].arg_attrs[index] = (start, p.attrs.len() as u32);
+    let spans = if result { &mut p.funcs[fi].result_attrs } else { &mut p.funcs[fi].arg_attrs };
+    spans[index] = (start, p.attrs.len() as u32);
 }
 
 /// `setBlockArgumentEdgeOwnerSharding` of a named or manual computation.

@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 use super::errors::{MlirReadError, MlirVerifyError};
 use crate::ir::Program;
 use crate::mlir;
+use crate::transforms::WarningKind;
 
 /// A read module as flat tables (see `crate::ir` for the layout). Ranges are given as offset
 /// arrays: op `i`'s operands are `operands[operand_offsets[i]:operand_offsets[i + 1]]`, and
@@ -215,8 +216,13 @@ fn run_native_passes(py: Python<'_>, text: &str, passes: Vec<String>) -> PyResul
     });
     let (text, warnings) = printed.map_err(|f| failure(py, f))?;
     if !warnings.is_empty() {
-        let class = py.import("shardwise.errors")?.getattr("PassWarning")?;
-        for w in warnings {
+        for (kind, w) in warnings {
+            let (module, name) = match kind {
+                WarningKind::Pass => ("shardwise.errors", "PassWarning"),
+                WarningKind::UnknownOp => ("shardwise.rules.exceptions", "UnknownOpWarning"),
+                WarningKind::ShardingGroup => ("shardwise.propagation", "ShardingGroupWarning"),
+            };
+            let class = py.import(module)?.getattr(name)?;
             let message = std::ffi::CString::new(w.replace('\0', " ")).unwrap_or_default();
             PyErr::warn(py, &class, &message, 1)?;
         }

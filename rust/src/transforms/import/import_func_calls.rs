@@ -74,7 +74,7 @@ pub fn run(p: &mut Program, cx: &mut PassContext) -> Result<()> {
         let named = p.new_op(NAMED_COMPUTATION, &operands, &types, &interned, loc);
         if let Some(&source) = moved.get(&name) {
             if !warned {
-                cx.warnings.push(format!(
+                cx.warn(format!(
                     "{}: function @{name} has multiple call ops, we need to clone the function body for each call",
                     where_(p, call)
                 ));

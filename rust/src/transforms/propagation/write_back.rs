@@ -1,0 +1,150 @@
+//! Writing a solve back into the native program, as `_write_back` does on the Python IR: the
+//! changed result shardings into their op's result slot (a per-value slot gets fully open
+//! shardings for its results without one), function argument and result shardings, the body
+//! argument shardings of named and manual computations (`in_shardings`, all or none), erased
+//! ops out of their blocks, and sharding rules kept (`keep-sharding-rules`: every op propagated
+//! through gets its rule) or removed (every rule that is no user's custom rule).
+
+use super::freeze::Frozen;
+use crate::error::Result;
+use crate::fast_hash::{FastMap, FastSet};
+use crate::graph::NONE;
+use crate::ir::shardings::{result_slot, REGION_DATA_FLOW_OPS};
+use crate::ir::types;
+use crate::ir::values::set_func_sharding;
+use crate::ir::Program;
+use crate::propagation::SolverOutput;
+use crate::rule::text::{parse_rule, print_rule};
+use crate::sharding::TensorSharding;
+use crate::text::{print_sharding, print_sharding_per_value};
+
+type FuncShardings = Vec<(u32, Vec<Option<TensorSharding>>)>;
+
+/// Writes `out` (a solve of `p` frozen as `f`, from the stored shardings `before`) into `p`.
+pub fn write_back(
+    p: &mut Program,
+    f: &Frozen,
+    before: &(Vec<Option<TensorSharding>>, FuncShardings),
+    out: &SolverOutput,
+    keep_rules: bool,
+) -> Result<()> {
+    let (old_values, old_funcs) = before;
+    let new_values = &out.value_shardings;
+    let func_index = p.func_index();
+    for (gi, &op) in f.ops.iter().enumerate() {
+        // Results.
+        let results: Vec<u32> = f.graph.results.row(gi).to_vec();
+        if results.iter().any(|&r| new_values[r as usize] != old_values[r as usize]) {
+            let all: Vec<Option<&TensorSharding>> = results.iter().map(|&r| new_values[r as usize].as_ref()).collect();
+            write_slot(p, op, &all);
+        }
+        // Block arguments.
+        let (a, b) = p.ops[op as usize].regions;
+        if a == b {
+            continue;
+        }
+        let entry = p.region_blocks(op, 0);
+        if entry.is_empty() {
+            continue;
+        }
+        let args: Vec<u32> = p.block_args(entry.start).map(|v| f.value_index[v as usize]).collect();
+        if let Some(&fi) = func_index.get(&op) {
+            for (k, &v) in args.iter().enumerate() {
+                if new_values[v as usize] != old_values[v as usize] {
+                    set_func_sharding(p, fi, k, false, new_values[v as usize].as_ref());
+                }
+            }
+        } else if REGION_DATA_FLOW_OPS.contains(&p.op_name(op)) && !args.is_empty() {
+            let all: Option<Vec<TensorSharding>> = args.iter().map(|&v| new_values[v as usize].clone()).collect();
+            match all {
+                Some(all) => {
+                    let text = print_sharding_per_value(&all);
+                    if p.attr(op, "in_shardings") != Some(text.as_str()) {
+                        p.set_attr(op, "in_shardings", &text);
+                    }
+                }
+                None => {
+                    p.remove_attr(op, "in_shardings");
+                }
+            }
+        }
+    }
+    // Function results.
+    let old_funcs: FastMap<u32, &Vec<Option<TensorSharding>>> = old_funcs.iter().map(|(f, rs)| (*f, rs)).collect();
+    for (gf, rs) in &out.func_results {
+        let op = f.ops[*gf as usize];
+        let Some(&fi) = func_index.get(&op) else { continue };
+        for (k, s) in rs.iter().enumerate() {
+            if old_funcs.get(gf).and_then(|old| old.get(k)) != Some(s) {
+                set_func_sharding(p, fi, k, true, s.as_ref());
+            }
+        }
+    }
+    // Erased ops.
+    if !out.erased_ops.is_empty() {
+        let erased: FastSet<u32> = out.erased_ops.iter().map(|&o| f.ops[o as usize]).collect();
+        let parents = p.parents(0);
+        let mut blocks: Vec<u32> = erased.iter().filter_map(|o| parents.get(o).map(|w| w.block)).collect();
+        blocks.sort_unstable();
+        blocks.dedup();
+        for block in blocks {
+            let kept: Vec<u32> = p.block_ops(block).iter().copied().filter(|o| !erased.contains(o)).collect();
+            p.set_block_ops(block, &kept);
+        }
+    }
+    // Sharding rules.
+    if keep_rules {
+        let mut texts: FastMap<u32, String> = FastMap::default();
+        for &gi in &out.rule_ops {
+            let op = f.ops[gi as usize];
+            if p.attr(op, "sdy.sharding_rule").is_some() {
+                continue;
+            }
+            let k = f.graph.op_rule[gi as usize];
+            if k == NONE {
+                continue;
+            }
+            let text = texts.entry(k).or_insert_with(|| print_rule(&f.graph.rules[k as usize])).clone();
+            p.set_attr(op, "sdy.sharding_rule", &text);
+        }
+    } else {
+        for &op in &f.ops {
+            if let Some(text) = p.attr(op, "sdy.sharding_rule") {
+                if !parse_rule(text).is_ok_and(|r| r.is_custom) {
+                    p.remove_attr(op, "sdy.sharding_rule");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes `op`'s result shardings `all` into its result slot: removed when none has one; a
+/// per-value slot fills the others with fully open shardings on the mesh of the first.
+fn write_slot(p: &mut Program, op: u32, all: &[Option<&TensorSharding>]) {
+    let (slot, single) = result_slot(p.op_name(op));
+    let Some(reference) = all.iter().flatten().next().copied() else {
+        p.remove_attr(op, slot);
+        return;
+    };
+    let text = if single && slot != "sdy.sharding" && all.len() == 1 {
+        print_sharding(reference)
+    } else {
+        let filled: Vec<TensorSharding> = p
+            .op_results(op)
+            .zip(all)
+            .map(|(r, s)| match s {
+                Some(s) => (*s).clone(),
+                None => TensorSharding::replicated(
+                    reference.mesh.clone(),
+                    types::rank(p.strings.get(p.value_types[r as usize])),
+                    true,
+                ),
+            })
+            .collect();
+        print_sharding_per_value(&filled)
+    };
+    if p.attr(op, slot) != Some(text.as_str()) {
+        p.set_attr(op, slot, &text);
+    }
+}
