@@ -6,6 +6,7 @@
 //! the conformance corpus and on raw JAX programs. [`run`] runs a list of them.
 
 pub mod common;
+pub mod export;
 pub mod import;
 pub mod op_properties;
 pub mod propagation;
@@ -89,6 +90,8 @@ pub const PASSES: &[(&str, Pass, &[&str])] = &[
     ("sdy-aggressive-propagate", propagation::aggressive, PROPAGATE_OPTIONS),
     ("sdy-op-priority-propagate", propagation::op_priority, PROPAGATE_OPTIONS),
     ("sdy-user-priority-propagate", propagation::user_priority, PROPAGATE_OPTIONS),
+    // Export passes: after-propagation passes of the call graph.
+    // Export passes: the export pipeline's passes.
 ];
 
 /// `sdy-save-module`: Shardy's debugging dump; does nothing without a dump directory (the

@@ -1,0 +1,4 @@
+//! Shardy's export passes on the native program (`shardy/dialect/sdy/transforms/export/`):
+//! what `sdy-propagation-pipeline` runs after propagation, one pass per file, each giving what
+//! the Python pass of the same name (`python/shardwise/passes/export_passes.py`,
+//! `passes/data_flow.py`) gives.
