@@ -47,6 +47,24 @@ PROPAGATE = [
     "sdy-op-priority-propagate{conservative-propagation=true run-op-priority-propagation=false}",
 ]
 
+#: The passes of ``sdy-propagation-pipeline`` after propagation that run natively, in its order.
+AFTER = [
+    "sdy-export-named-computations",
+    "sdy-propagate-to-func-results",
+    "sdy-unflatten-call-graph",
+    "symbol-dce",
+    "sdy-insert-func-call-reshards",
+]
+
+#: Each native pass alone (on the corpus as it is: the lit cases of each pass), then the import
+#: part in a row, then each propagation pass after it, then the propagation pipeline so far.
+_CORPUS_RUNS = (
+    [[p] for p in dict.fromkeys(NATIVE + AFTER)]
+    + [["sdy-unflatten-call-graph{dedup-functions-fully=true}"], NATIVE]
+    + [[*NATIVE, step] for step in PROPAGATE]
+    + [[*NATIVE, PROPAGATE[0], *AFTER]]
+)
+
 
 def _python(text: str, passes: list[str]) -> str:
     m = load_mlir(text)
@@ -86,8 +104,8 @@ def _both(text: str, passes: list[str]) -> tuple[str | None, list[str], str, lis
 @pytest.mark.skipif(conformance_dir() is None, reason="needs ../shared/conformance")
 @pytest.mark.parametrize(
     "passes",
-    [[p] for p in dict.fromkeys(NATIVE)] + [NATIVE] + [[*NATIVE, step] for step in PROPAGATE],
-    ids=lambda p: "+".join(p) if len(p) < len(NATIVE) else "import+" + p[-1] if p != NATIVE else "import",
+    _CORPUS_RUNS,
+    ids=lambda p: "+".join(p) if len(p) < len(NATIVE) else "import" + "+".join(["", *p[len(NATIVE) :]])[:60],
 )
 def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[str]) -> None:
     same = changed = refused = 0
@@ -120,6 +138,11 @@ def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[st
         "sdy-sharding-group-import": 5,
         "sdy-pre-order-funcs": 50,
         "sdy-apply-sharding-constraints": 20,
+        "sdy-export-named-computations": 20,
+        "sdy-propagate-to-func-results": 10,
+        "sdy-unflatten-call-graph": 10,
+        "sdy-unflatten-call-graph{dedup-functions-fully=true}": 10,
+        "sdy-insert-func-call-reshards": 20,
     }
     assert changed >= (0 if passes == ["sdy-save-module"] else least.get(passes[0] if len(passes) == 1 else "", 50))
 
@@ -129,7 +152,7 @@ def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[st
 def test_native_passes_give_the_python_passes_text_on_real_jax_steps(name: str, annotated: bool) -> None:
     text = real_model(name).text if annotated else plain_model(name).text
     assert "call @" in text or "func.call" in text or "stablehlo" in text
-    native, native_warnings, python, python_warnings = _both(text, [*NATIVE, PROPAGATE[0]])
+    native, native_warnings, python, python_warnings = _both(text, [*NATIVE, PROPAGATE[0], *AFTER])
     assert native == python
     assert native_warnings == python_warnings
     assert native != _native.run_native_passes(text, NATIVE)  # propagation acted
@@ -231,7 +254,7 @@ def test_mutated_corpus_text_through_native_passes_in_any_order_never_panics() -
 
     files = corpus_files()
     rng = random.Random(20261128)
-    names = [*dict.fromkeys(NATIVE), PROPAGATE[0], PROPAGATE[3]]
+    names = [*dict.fromkeys(NATIVE + AFTER), PROPAGATE[0], PROPAGATE[3]]
     outcomes = {"ok": 0, "refused": 0}
     for _ in range(1500):
         lines = rng.choice(files).read_text().splitlines()

@@ -149,6 +149,14 @@ impl Uses {
         self.of(v).map(|(o, _)| o).collect()
     }
 
+    /// Makes every use of `old` use `new` (in use-list order, as MLIR's `replaceAllUsesWith`).
+    pub fn replace_all_uses(&mut self, p: &mut Program, old: u32, new: u32) {
+        let all: Vec<(u32, u32)> = self.of(old).collect();
+        for (user, i) in all {
+            self.set_operand(p, user, i as usize, new);
+        }
+    }
+
     /// Makes operand `i` of `op` be `value`, moving the use.
     pub fn set_operand(&mut self, p: &mut Program, op: u32, i: usize, value: u32) {
         let old = p.op_operands(op)[i];

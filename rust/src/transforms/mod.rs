@@ -91,6 +91,10 @@ pub const PASSES: &[(&str, Pass, &[&str])] = &[
     ("sdy-op-priority-propagate", propagation::op_priority, PROPAGATE_OPTIONS),
     ("sdy-user-priority-propagate", propagation::user_priority, PROPAGATE_OPTIONS),
     // Export passes: after-propagation passes of the call graph.
+    ("sdy-export-named-computations", export::export_named_computations::run, &[]),
+    ("sdy-propagate-to-func-results", export::propagate_to_func_results::run, &[]),
+    ("sdy-unflatten-call-graph", export::unflatten_call_graph::run, &["dedup-functions-fully"]),
+    ("sdy-insert-func-call-reshards", export::insert_func_call_reshards::run, &[]),
     // Export passes: the export pipeline's passes.
 ];
 

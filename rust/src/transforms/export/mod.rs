@@ -2,3 +2,8 @@
 //! what `sdy-propagation-pipeline` runs after propagation, one pass per file, each giving what
 //! the Python pass of the same name (`python/shardwise/passes/export_passes.py`,
 //! `passes/data_flow.py`) gives.
+
+pub mod export_named_computations;
+pub mod insert_func_call_reshards;
+pub mod propagate_to_func_results;
+pub mod unflatten_call_graph;
