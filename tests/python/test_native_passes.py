@@ -56,10 +56,13 @@ AFTER = [
     "sdy-insert-func-call-reshards",
 ]
 
+#: Native passes of the export pipeline (``sdy-export-pipeline``) tested here, each alone.
+EXPORT = ["sdy-constant-or-scalar-merger", "sdy-remove-propagation-debug-info", "sdy-drop-sharding-rules"]
+
 #: Each native pass alone (on the corpus as it is: the lit cases of each pass), then the import
 #: part in a row, then each propagation pass after it, then the propagation pipeline so far.
 _CORPUS_RUNS = (
-    [[p] for p in dict.fromkeys(NATIVE + AFTER)]
+    [[p] for p in dict.fromkeys(NATIVE + AFTER + EXPORT)]
     + [["sdy-unflatten-call-graph{dedup-functions-fully=true}"], NATIVE]
     + [[*NATIVE, step] for step in PROPAGATE]
     + [[*NATIVE, PROPAGATE[0], *AFTER]]
@@ -143,6 +146,9 @@ def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[st
         "sdy-unflatten-call-graph": 10,
         "sdy-unflatten-call-graph{dedup-functions-fully=true}": 10,
         "sdy-insert-func-call-reshards": 20,
+        "sdy-constant-or-scalar-merger": 20,
+        "sdy-remove-propagation-debug-info": 20,
+        "sdy-drop-sharding-rules": 3,
     }
     assert changed >= (0 if passes == ["sdy-save-module"] else least.get(passes[0] if len(passes) == 1 else "", 50))
 
@@ -254,7 +260,7 @@ def test_mutated_corpus_text_through_native_passes_in_any_order_never_panics() -
 
     files = corpus_files()
     rng = random.Random(20261128)
-    names = [*dict.fromkeys(NATIVE + AFTER), PROPAGATE[0], PROPAGATE[3]]
+    names = [*dict.fromkeys(NATIVE + AFTER + EXPORT), PROPAGATE[0], PROPAGATE[3]]
     outcomes = {"ok": 0, "refused": 0}
     for _ in range(1500):
         lines = rng.choice(files).read_text().splitlines()
@@ -321,7 +327,7 @@ def test_native_propagation_warns_with_the_python_pass_categories_and_inserts_gr
 
 
 def test_native_propagation_options_are_checked_and_debug_records_are_refused() -> None:
-    with pytest.raises(ProgramError, match="pass sdy-basic-propagate has no option \"nonsense\""):
+    with pytest.raises(ProgramError, match='pass sdy-basic-propagate has no option "nonsense"'):
         _native.run_native_passes(_GROUPS, ["sdy-basic-propagate{nonsense=1}"])
     with pytest.raises(ProgramError, match='option keep-sharding-rules takes true or false, got "maybe"'):
         _native.run_native_passes(_GROUPS, ["sdy-basic-propagate{keep-sharding-rules=maybe}"])

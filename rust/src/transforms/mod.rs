@@ -96,6 +96,9 @@ pub const PASSES: &[(&str, Pass, &[&str])] = &[
     ("sdy-unflatten-call-graph", export::unflatten_call_graph::run, &["dedup-functions-fully"]),
     ("sdy-insert-func-call-reshards", export::insert_func_call_reshards::run, &[]),
     // Export passes: the export pipeline's passes.
+    ("sdy-constant-or-scalar-merger", export::constant_or_scalar_merger::run, &[]),
+    ("sdy-remove-propagation-debug-info", export::remove_propagation_debug_info::run, &[]),
+    ("sdy-drop-sharding-rules", export::drop_sharding_rules::run, &[]),
 ];
 
 /// `sdy-save-module`: Shardy's debugging dump; does nothing without a dump directory (the

@@ -3,7 +3,10 @@
 //! the Python pass of the same name (`python/shardwise/passes/export_passes.py`,
 //! `passes/data_flow.py`) gives.
 
+pub mod constant_or_scalar_merger;
+pub mod drop_sharding_rules;
 pub mod export_named_computations;
 pub mod insert_func_call_reshards;
 pub mod propagate_to_func_results;
+pub mod remove_propagation_debug_info;
 pub mod unflatten_call_graph;
