@@ -57,7 +57,23 @@ AFTER = [
 ]
 
 #: Native passes of the export pipeline (``sdy-export-pipeline``) tested here, each alone.
-EXPORT = ["sdy-constant-or-scalar-merger", "sdy-remove-propagation-debug-info", "sdy-drop-sharding-rules"]
+EXPORT = [
+    "sdy-constant-or-scalar-merger",
+    "sdy-insert-explicit-reshards",
+    "sdy-insert-explicit-reshards{enable-full-version=true}",
+    "sdy-remove-propagation-debug-info",
+    "sdy-drop-sharding-rules",
+]
+
+#: ``sdy-propagation-pipeline`` as far as it runs natively, in its order.
+PIPELINE = [
+    *NATIVE,
+    PROPAGATE[0],
+    *AFTER,
+    "sdy-constant-or-scalar-merger",
+    "sdy-insert-explicit-reshards",
+    "sdy-drop-sharding-rules",
+]
 
 #: Each native pass alone (on the corpus as it is: the lit cases of each pass), then the import
 #: part in a row, then each propagation pass after it, then the propagation pipeline so far.
@@ -65,7 +81,7 @@ _CORPUS_RUNS = (
     [[p] for p in dict.fromkeys(NATIVE + AFTER + EXPORT)]
     + [["sdy-unflatten-call-graph{dedup-functions-fully=true}"], NATIVE]
     + [[*NATIVE, step] for step in PROPAGATE]
-    + [[*NATIVE, PROPAGATE[0], *AFTER]]
+    + [PIPELINE, [*NATIVE, PROPAGATE[0], *AFTER, "sdy-insert-explicit-reshards{enable-full-version=true}"]]
 )
 
 
@@ -87,20 +103,20 @@ def _native_text(text: str, passes: list[str]) -> str | None:
 
 
 def _both(text: str, passes: list[str]) -> tuple[str | None, list[str], str, list[str]]:
-    """The native and the Python passes' texts (or ``ProgramError: message`` where a pass
+    """The native and the Python passes' texts (or ``ErrorClass: message`` where a pass
     refuses the program), each with the warnings it gave."""
     with warnings.catch_warnings(record=True) as native_warnings:
         warnings.simplefilter("always")
         try:
             native = _native_text(text, passes)
-        except ProgramError as e:
-            native = f"ProgramError: {e}"
+        except ShardwiseError as e:
+            native = f"{type(e).__name__}: {e}"
     with warnings.catch_warnings(record=True) as python_warnings:
         warnings.simplefilter("always")
         try:
             python = _python(text, passes)
-        except ProgramError as e:
-            python = f"ProgramError: {e}"
+        except ShardwiseError as e:
+            python = f"{type(e).__name__}: {e}"
     return native, [str(w.message) for w in native_warnings], python, [str(w.message) for w in python_warnings]
 
 
@@ -149,6 +165,8 @@ def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[st
         "sdy-constant-or-scalar-merger": 20,
         "sdy-remove-propagation-debug-info": 20,
         "sdy-drop-sharding-rules": 3,
+        "sdy-insert-explicit-reshards": 30,
+        "sdy-insert-explicit-reshards{enable-full-version=true}": 300,
     }
     assert changed >= (0 if passes == ["sdy-save-module"] else least.get(passes[0] if len(passes) == 1 else "", 50))
 
@@ -158,7 +176,7 @@ def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[st
 def test_native_passes_give_the_python_passes_text_on_real_jax_steps(name: str, annotated: bool) -> None:
     text = real_model(name).text if annotated else plain_model(name).text
     assert "call @" in text or "func.call" in text or "stablehlo" in text
-    native, native_warnings, python, python_warnings = _both(text, [*NATIVE, PROPAGATE[0], *AFTER])
+    native, native_warnings, python, python_warnings = _both(text, PIPELINE)
     assert native == python
     assert native_warnings == python_warnings
     assert native != _native.run_native_passes(text, NATIVE)  # propagation acted

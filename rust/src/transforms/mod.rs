@@ -97,6 +97,7 @@ pub const PASSES: &[(&str, Pass, &[&str])] = &[
     ("sdy-insert-func-call-reshards", export::insert_func_call_reshards::run, &[]),
     // Export passes: the export pipeline's passes.
     ("sdy-constant-or-scalar-merger", export::constant_or_scalar_merger::run, &[]),
+    ("sdy-insert-explicit-reshards", export::insert_explicit_reshards::run, &["enable-full-version"]),
     ("sdy-remove-propagation-debug-info", export::remove_propagation_debug_info::run, &[]),
     ("sdy-drop-sharding-rules", export::drop_sharding_rules::run, &[]),
 ];

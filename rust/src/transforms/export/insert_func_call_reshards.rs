@@ -6,6 +6,7 @@
 use super::super::common::{callee_name, func_result_shardings, meshes, post_order_of};
 use super::super::PassContext;
 use crate::error::{Error, Result};
+use crate::export::explicit_reshards::is_equivalent;
 use crate::ir::clone::Uses;
 use crate::ir::symbols::SymbolTable;
 use crate::ir::values::{result_sharding, set_result_sharding, ValueIndex};
@@ -15,17 +16,6 @@ use crate::sharding::TensorSharding;
 /// Shardy's `getFullyClosedLike`.
 fn fully_closed_like(s: &TensorSharding) -> TensorSharding {
     TensorSharding::replicated(s.mesh.clone(), s.rank(), false)
-}
-
-/// `TensorShardingAttr::isEquivalent` as jaxlib's Shardy has it: same mesh and the same axes
-/// in every dimension; no sharding and shardings without dimension axes are all equivalent.
-fn is_equivalent(a: Option<&TensorSharding>, b: Option<&TensorSharding>) -> bool {
-    let replicated = |s: Option<&TensorSharding>| s.is_none_or(|s| s.dims.iter().all(|d| d.axes.is_empty()));
-    if replicated(a) {
-        return replicated(b);
-    }
-    let (Some(a), Some(b)) = (a, b) else { return false };
-    a.mesh == b.mesh && a.dims.len() == b.dims.len() && a.dims.iter().zip(&b.dims).all(|(x, y)| x.axes == y.axes)
 }
 
 pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {

@@ -6,6 +6,7 @@
 pub mod constant_or_scalar_merger;
 pub mod drop_sharding_rules;
 pub mod export_named_computations;
+pub mod insert_explicit_reshards;
 pub mod insert_func_call_reshards;
 pub mod propagate_to_func_results;
 pub mod remove_propagation_debug_info;

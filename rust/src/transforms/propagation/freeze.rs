@@ -219,12 +219,8 @@ fn op_rules(
         let (class, found) = match key.as_ref().and_then(|k| memo.get(k)) {
             Some(known) => known.clone(),
             None => {
-                let desc = if is_context {
-                    context.get_or_insert_with(|| Context::new(p)).desc(p, op)
-                } else {
-                    OpDesc::of(p, op)
-                };
-                let found = match rules::builtin_rule(&desc, conservative).map_err(|e| e.context(p.op_where(op)))? {
+                let (builtin, desc) = registry_rule(p, op, conservative, &mut context)?;
+                let found = match builtin {
                     Builtin::Rule(rule) => Found::Rule(store(rule)),
                     Builtin::NoRule => Found::None,
                     Builtin::Unknown => Found::Unknown(unknown_message(&desc)?),
@@ -247,6 +243,24 @@ fn op_rules(
     unknown.sort_by_key(|(class, _)| *class);
     cx.warnings.extend(unknown.into_iter().map(|(_, m)| (WarningKind::UnknownOp, m)));
     Ok((rules, op_rule))
+}
+
+/// The rule the builtin registry gives op `op` (its `sdy.sharding_rule` attribute not read),
+/// with the description it was computed from. `context` holds what the rules of
+/// [`rules::CONTEXT_OPS`] read, built at the first such op.
+pub fn registry_rule(
+    p: &Program,
+    op: u32,
+    conservative: bool,
+    context: &mut Option<Context>,
+) -> Result<(Builtin, OpDesc)> {
+    let desc = if rules::CONTEXT_OPS.contains(&p.op_name(op)) {
+        context.get_or_insert_with(|| Context::new(p)).desc(p, op)
+    } else {
+        OpDesc::of(p, op)
+    };
+    let builtin = rules::builtin_rule(&desc, conservative).map_err(|e| e.context(p.op_where(op)))?;
+    Ok((builtin, desc))
 }
 
 /// `rule_for`'s warning for an op the registry does not know.
@@ -276,7 +290,7 @@ fn python_repr(s: &str) -> String {
 
 /// What the rules of [`rules::CONTEXT_OPS`] read besides the op: its operands' producers (one
 /// deep), its results' users (by name) and its regions.
-struct Context {
+pub struct Context {
     owners: Vec<u32>,
     users: FastMap<u32, Vec<String>>,
 }
