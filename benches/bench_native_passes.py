@@ -6,7 +6,7 @@ about 2.7k and 22k ops).
 The pass list is the part of ``sdy-propagation-pipeline`` that runs natively so far, in the
 pipeline's order: the import passes, ``sdy-user-priority-propagate{keep-sharding-rules=true}``,
 the call-graph passes after it and the native export passes
-(``test_native_passes.PIPELINE``). Each system runs it on a
+(``shardwise.testing.native_passes.PIPELINE``). Each system runs it on a
 program it read beforehand (reading excluded); the native figure is text to text minus a read,
 verify and print of the same text (``run_native_passes(text, [])``), which is reported apart.
 The three outputs are compared (native text equal to the Python passes' text).
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import sys
 import time
 import warnings
 from typing import Any
@@ -31,10 +30,8 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 from shardwise import _native
 from shardwise.importers.mlir import load_mlir
 from shardwise.passes.pipeline import run_pipeline
+from shardwise.testing.native_passes import PIPELINE
 from shardwise.testing.programs import transformer_step
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "python"))
-from test_native_passes import PIPELINE  # noqa: E402
 
 LAYERS = [int(x) for x in os.environ.get("SHARDWISE_BENCH_LAYERS", "20,160").split(",") if x.strip()]
 PASSES = PIPELINE
@@ -98,10 +95,12 @@ def teardown_module() -> None:
     lines = [
         "# Native passes beside Shardy and Python",
         "",
-        "The part of `sdy-propagation-pipeline` that runs natively so far (import passes, "
-        "user-priority propagation, the call-graph passes after it, the native export passes), "
-        "on programs read beforehand; µs per op, minimum over rounds "
-        "(`pytest benches/bench_native_passes.py`).",
+        (
+            "The part of `sdy-propagation-pipeline` that runs natively so far (import passes, "
+            "user-priority propagation, the call-graph passes after it, the native export passes), "
+            "on programs read beforehand; µs per op, minimum over rounds "
+            "(`pytest benches/bench_native_passes.py`)."
+        ),
         "",
         "| ops | Shardy (jaxlib) | Python passes | native passes | native read + verify + print | Shardy / native |",
         "|---:|---:|---:|---:|---:|---:|",

@@ -14,66 +14,8 @@ from shardwise.errors import PassWarning, ProgramError, ShardwiseError
 from shardwise.importers.mlir import load_mlir
 from shardwise.passes.pipeline import run_pipeline
 from shardwise.testing.corpus import conformance_dir, corpus_files
+from shardwise.testing.native_passes import AFTER, EXPORT, NATIVE, PIPELINE, PROPAGATE
 from shardwise.testing.real_models import model_names, plain_model, real_model
-
-#: The native passes: the import part of ``sdy-propagation-pipeline`` (everything before
-#: ``sdy-user-priority-propagate``), in its order. Each is compared alone, and all of them in
-#: a row.
-NATIVE = [
-    "symbol-dce",
-    "sdy-lift-inlined-meshes",
-    "sdy-remove-size-one-axes",
-    "sdy-propagate-sharding-from-func-to-call",
-    "sdy-constant-or-scalar-splitter",
-    "symbol-dce",
-    "sdy-manual-axes-cleanup",
-    "sdy-save-module",
-    "sdy-add-data-flow-edges",
-    "sdy-flatten-call-graph",
-    "symbol-dce",
-    "sdy-import-func-calls",
-    "symbol-dce",
-    "sdy-apply-sharding-constraints",
-    "sdy-sharding-group-import",
-    "sdy-pre-order-funcs",
-]
-
-#: The propagation passes, each after the import part, with options: the pipeline's step
-#: first, then the other three passes and their options.
-PROPAGATE = [
-    "sdy-user-priority-propagate{keep-sharding-rules=true}",
-    "sdy-basic-propagate",
-    "sdy-aggressive-propagate{propagation-strategy=basic-then-aggressive}",
-    "sdy-op-priority-propagate{conservative-propagation=true run-op-priority-propagation=false}",
-]
-
-#: The passes of ``sdy-propagation-pipeline`` after propagation that run natively, in its order.
-AFTER = [
-    "sdy-export-named-computations",
-    "sdy-propagate-to-func-results",
-    "sdy-unflatten-call-graph",
-    "symbol-dce",
-    "sdy-insert-func-call-reshards",
-]
-
-#: Native passes of the export pipeline (``sdy-export-pipeline``) tested here, each alone.
-EXPORT = [
-    "sdy-constant-or-scalar-merger",
-    "sdy-insert-explicit-reshards",
-    "sdy-insert-explicit-reshards{enable-full-version=true}",
-    "sdy-remove-propagation-debug-info",
-    "sdy-drop-sharding-rules",
-]
-
-#: ``sdy-propagation-pipeline`` as far as it runs natively, in its order.
-PIPELINE = [
-    *NATIVE,
-    PROPAGATE[0],
-    *AFTER,
-    "sdy-constant-or-scalar-merger",
-    "sdy-insert-explicit-reshards",
-    "sdy-drop-sharding-rules",
-]
 
 #: Each native pass alone (on the corpus as it is: the lit cases of each pass), then the import
 #: part in a row, then each propagation pass after it, then the propagation pipeline so far.
