@@ -28,6 +28,9 @@ pub struct ValueIndex {
     arg_of: FastMap<u32, (u32, u32)>,
     block_owner: FastMap<u32, u32>,
     funcs: FastMap<u32, usize>,
+    /// Sharding attribute texts read so far (interned text, one sharding or one per value):
+    /// a program repeats few.
+    parsed: FastMap<(u32, bool), Vec<TensorSharding>>,
 }
 
 impl ValueIndex {
@@ -46,7 +49,7 @@ impl ValueIndex {
                 }
             }
         }
-        ValueIndex { owner: p.value_owners(), arg_of, block_owner, funcs: p.func_index() }
+        ValueIndex { owner: p.value_owners(), arg_of, block_owner, funcs: p.func_index(), parsed: FastMap::default() }
     }
 
     /// Takes in the values added since (op results only).
@@ -141,13 +144,13 @@ impl ValueIndex {
     pub fn get_sharding(&mut self, p: &Program, uses: &Uses, v: u32) -> Result<Option<TensorSharding>> {
         let Some(v) = self.shardable_value(p, uses, v) else { return Ok(None) };
         if let Some((op, index)) = self.result_index(p, v) {
-            return result_sharding(p, op, index);
+            return self.slot_entry(p, op, result_slot(p.op_name(op)).0, index);
         }
         let Some(op) = self.owning_op(p, v) else { return Ok(None) };
         let index = self.arg_index(v).unwrap_or(0);
         let name = p.op_name(op);
         if REGION_DATA_FLOW_OPS.contains(&name) {
-            let Some(s) = slot_entry(p, op, "in_shardings", index)? else { return Ok(None) };
+            let Some(s) = self.slot_entry(p, op, "in_shardings", index)? else { return Ok(None) };
             if name == "sdy.manual_computation" {
                 return Ok(Some(erase_manual_axes(&s, &manual_axes(p.attr(op, "manual_axes").unwrap_or("")))));
             }
@@ -157,6 +160,21 @@ impl ValueIndex {
             return func_arg_sharding(p, fi, index);
         }
         Ok(None)
+    }
+
+    /// [`slot_entry`], each distinct attribute text parsed once.
+    fn slot_entry(&mut self, p: &Program, op: u32, slot: &str, index: usize) -> Result<Option<TensorSharding>> {
+        let Some(id) = p.attr_id(op, slot) else { return Ok(None) };
+        let single = result_slot(p.op_name(op)).1 && slot != "in_shardings" && slot != "sdy.sharding";
+        if let Some(all) = self.parsed.get(&(id, single)) {
+            return Ok(all.get(index).cloned());
+        }
+        let text = p.strings.get(id);
+        let all = if single { parse_sharding(text).map(|s| vec![s]) } else { parse_sharding_per_value(text) };
+        let all = all.map_err(|e| e.context(p.op_where(op)))?;
+        let out = all.get(index).cloned();
+        self.parsed.insert((id, single), all);
+        Ok(out)
     }
 
     /// Sets the sharding of `v` (Shardy's `setSharding(Value, sharding)`): an op's other results

@@ -6,8 +6,6 @@
 //! `enable-full-version`: only the reshard that makes a dot compatible and the all-reduce of an
 //! unreduced result). This file walks the program and inserts the ops.
 
-use std::collections::HashSet;
-
 use super::super::common::{callee_name, func_arg_shardings, meshes, post_order_of};
 use super::super::propagation::freeze::{registry_rule, top_funcs, Context};
 use super::super::PassContext;
@@ -83,7 +81,7 @@ struct Reshards<'a> {
     /// The insertion point: new ops go before `next` in `block` (at the end when `None`).
     at: (u32, Option<u32>),
     inserted: usize,
-    unchanged: HashSet<Key>,
+    unchanged: FastSet<Key>,
     erased: FastSet<u32>,
     context: Option<Context>,
 }
@@ -771,7 +769,7 @@ pub fn run(p: &mut Program, cx: &mut PassContext) -> Result<()> {
             blocks: p.enclosing_blocks(0),
             at: (0, None),
             inserted: 0,
-            unchanged: HashSet::new(),
+            unchanged: FastSet::default(),
             erased: FastSet::default(),
             context: None,
         };

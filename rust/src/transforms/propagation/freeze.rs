@@ -5,8 +5,6 @@
 //! ops (the module itself is no op of the graph); an op's results when the op is met, then,
 //! block by block, the arguments of its regions' blocks before the ops of that block.
 
-use std::collections::HashMap;
-
 use super::super::common::meshes;
 use super::super::{PassContext, WarningKind};
 use crate::error::{Error, Result};
@@ -184,8 +182,8 @@ fn op_rules(
     cx: &mut PassContext,
 ) -> Result<(Vec<OpShardingRule>, Vec<u32>)> {
     let mut rules: Vec<OpShardingRule> = Vec::new();
-    let mut by_text: HashMap<String, u32> = HashMap::new();
-    let mut memo: HashMap<Signature, (usize, Found)> = HashMap::new();
+    let mut by_text: FastMap<String, u32> = FastMap::default();
+    let mut memo: FastMap<Signature, (usize, Found)> = FastMap::default();
     let mut unknown: Vec<(usize, String)> = Vec::new();
     let mut op_rule = Vec::with_capacity(ops.len());
     let mut context: Option<Context> = None;
