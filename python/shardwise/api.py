@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import re
 
+from shardwise import _native
 from shardwise.errors import PipelineError
 from shardwise.ir.core import Module
 from shardwise.ir.gc import no_cyclic_gc
-from shardwise.passes.pipeline import COMPOSITES, expand_pipeline, run_pipeline
+from shardwise.passes.pipeline import COMPOSITES, expand_pipeline, native_steps, run_pipeline
 from shardwise.passes.registry import PASSES
+from shardwise.rules.registry import has_user_rules
 
-__all__ = ["PIPELINES", "pipeline_text", "propagate"]
+__all__ = ["PIPELINES", "pipeline_text", "propagate", "propagate_text"]
 
 PIPELINES: dict[str, str] = {
     "full": "builtin.module(sdy-propagation-pipeline)",
@@ -97,3 +99,27 @@ def propagate(module: Module, pipeline: str = "full", *, conservative: bool = Fa
         target = module if in_place else module.copy()
         run_pipeline(target, text)
     return target
+
+
+def propagate_text(text: str, pipeline: str) -> str | None:
+    """``text`` (MLIR) propagated by ``pipeline`` (a Shardy pipeline string, see
+    ``pipeline_text``) entirely in Rust, text to text with the GIL released
+    (``_native.run_native_passes``), when every pass of it runs natively, no rule is registered
+    by the user and the native reader reads the text; ``None`` otherwise (then load the module
+    and ``propagate`` it). The output is what ``propagate`` and ``Module.to_mlir`` give (the
+    native passes are compared with the Python ones on the conformance corpus and real
+    programs).
+
+    Raises what the passes raise (``ProgramError``, ``ShardingError``, ...), ``MlirReadError``
+    for text the reader refuses (not for text it does not support) and ``MlirVerifyError``."""
+    if has_user_rules():
+        return None
+    steps = native_steps(pipeline, _native.native_passes())
+    if steps is None:
+        return None
+    try:
+        return _native.run_native_passes(text, steps)
+    except _native.MlirReadError as e:
+        if e.unsupported:
+            return None
+        raise

@@ -113,13 +113,32 @@ def propagate_file(
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from shardwise.api import pipeline_text, propagate
+    from shardwise.api import pipeline_text, propagate, propagate_text
     from shardwise.explanation import explain as explain_value
+    from shardwise.files import write_atomic
     from shardwise.importers.mlir import load_mlir
 
     text = pipeline_text(pipeline, conservative=conservative)  # a bad --pipeline fails before the file is read
     err = Console(stderr=True)
     times: dict[str, float] = {}
+    if not explain:
+        # Text to text in Rust when the whole pipeline runs natively (shardwise.api.propagate_text).
+        t = time.perf_counter()
+        try:
+            source = Path(path).read_text()
+        except UnicodeDecodeError:  # MLIR bytecode: load_mlir reads it through jaxlib
+            source = None
+        out = None if source is None else propagate_text(source, text)
+        if out is not None:
+            write_atomic(output, out)
+            ms = (time.perf_counter() - t) * 1000
+            detail = f"read, propagate and write natively {ms:.0f} ms"
+            (err if as_json else console).print(
+                f"propagated {path} -> {output} ({detail})", highlight=False, soft_wrap=True
+            )
+            if as_json:
+                print("[]")
+            return
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),

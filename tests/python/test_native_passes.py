@@ -6,6 +6,7 @@ models (calls and all). The Python passes are themselves compared with jaxlib's 
 
 from __future__ import annotations
 
+import pathlib
 import warnings
 
 import pytest
@@ -295,3 +296,33 @@ def test_native_propagation_options_are_checked_and_debug_records_are_refused() 
         _native.run_native_passes(_GROUPS, ["sdy-aggressive-propagate{propagation-strategy=fast}"])
     with pytest.raises(ProgramError, match="debug-sharding-origins: the native propagation passes do not write"):
         _native.run_native_passes(_GROUPS, ["sdy-user-priority-propagate{debug-sharding-origins=true}"])
+
+
+def test_propagate_text_runs_natively_only_when_the_whole_pipeline_is_native_and_no_user_rule_is_registered(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``shardwise.api.propagate_text`` gives what loading, ``propagate`` and ``to_mlir`` give for
+    a pipeline of native passes, and ``None`` (the caller takes the Python path) for a pipeline
+    with a pass that is not native, with a user's rule registered, or for text the native
+    reader does not support; ``shardwise propagate`` takes that path and writes the same file."""
+    from shardwise.api import propagate, propagate_text
+    from shardwise.cli import main
+    from shardwise.rules.registry import register_op_rule, unregister_op_rule
+
+    text = real_model(model_names()[0]).text
+    pipeline = "builtin.module(" + ",".join(PIPELINE) + ")"
+    module = load_mlir(text)
+    propagate(module, pipeline, in_place=True)
+    expected = module.to_mlir()
+    assert propagate_text(text, pipeline) == expected
+    assert propagate_text(text, "builtin.module(sdy-user-priority-propagate,sdy-close-shardings-nonsense)") is None
+    register_op_rule("mydialect.op", lambda op, c: None)
+    try:
+        assert propagate_text(text, pipeline) is None
+    finally:
+        unregister_op_rule("mydialect.op")
+    src, dst = tmp_path / "in.mlir", tmp_path / "out.mlir"
+    src.write_text(text)
+    assert main(["propagate", str(src), "-o", str(dst), "--pipeline", pipeline]) == 0
+    assert dst.read_text() == expected
+    assert "natively" in capsys.readouterr().out

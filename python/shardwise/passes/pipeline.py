@@ -15,14 +15,14 @@ unknown pass or option, a bad option value, or a pass marked ``UNSUPPORTED``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from shardwise.ir.core import Module
 from shardwise.ir.gc import no_cyclic_gc
 from shardwise.passes.registry import PASSES, UNSUPPORTED, OptionValue, PipelineError
 
-__all__ = ["COMPOSITES", "Nested", "PassStep", "expand_pipeline", "parse_pipeline", "run_pipeline"]
+__all__ = ["COMPOSITES", "Nested", "PassStep", "expand_pipeline", "native_steps", "parse_pipeline", "run_pipeline"]
 
 
 @dataclass
@@ -318,6 +318,30 @@ def expand_pipeline(pipeline: str | Nested) -> Nested:
     out = Nested(root.anchor, expand(root.steps))
     del expand  # a recursive closure refers to itself: without this, the cycle waits for the collector
     return out
+
+
+def native_steps(pipeline: str, native: Collection[str]) -> list[str] | None:
+    """The passes of ``pipeline`` (composites expanded) in order, as
+    ``_native.run_native_passes`` takes them, when every one is among ``native``
+    (``_native.native_passes()``); ``None`` otherwise. A ``func.func(...)`` nest is flattened:
+    the native passes of a function anchor act on every function, in module order. Raises
+    ``PipelineError`` for malformed pipeline text."""
+    out: list[str] = []
+
+    def flatten(steps: list[Step]) -> bool:
+        for s in steps:
+            if isinstance(s, Nested):
+                if s.anchor not in ("builtin.module", "func.func") or not flatten(s.steps):  # noqa: F821
+                    return False
+            elif s.name in native:
+                out.append(str(s))
+            else:
+                return False
+        return True
+
+    ok = flatten(expand_pipeline(pipeline).steps)
+    del flatten  # a recursive closure refers to itself (see expand_pipeline)
+    return out if ok else None
 
 
 # ---------------------------------------------------------------------------------- running

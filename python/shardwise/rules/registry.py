@@ -35,6 +35,7 @@ __all__ = [
     "RuleFunction",
     "builtin_custom_call_targets",
     "builtin_op_names",
+    "has_user_rules",
     "register_op_rule",
     "register_rule",
     "rule_for",
@@ -246,6 +247,11 @@ def unregister_op_rule(op_name: str) -> bool:
 def user_op_names() -> set[str]:
     """The op names a rule function is registered for (``register_op_rule``)."""
     return set(_USER_OPS)
+
+
+def has_user_rules() -> bool:
+    """A rule is registered by the user (``register_rule`` or ``register_op_rule``)."""
+    return bool(_USER_OPS or _USER_TARGETS)
 
 
 def is_user_op(op_name: str) -> bool:

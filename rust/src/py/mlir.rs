@@ -200,10 +200,11 @@ fn print_mlir(py: Python<'_>, text: &str, verify: bool, strict: bool) -> PyResul
 }
 
 /// Reads and verifies MLIR text natively, runs the native passes `passes`
-/// (`crate::transforms`, by Shardy's names) on it, verifies and prints it as `print_mlir`
-/// does, with the GIL released; the passes' warnings are issued as `PassWarning`s.
-/// Raises `MlirReadError`, `ProgramError` (an unknown pass, or a pass refusing the program)
-/// or `MlirVerifyError`.
+/// (`crate::transforms`, by Shardy's names, each `name` or `name{key=value ...}`) on it,
+/// verifies and prints it as `print_mlir` does, with the GIL released; the passes' warnings
+/// are issued as `PassWarning`, `UnknownOpWarning` or `ShardingGroupWarning`.
+/// Raises `MlirReadError`, `ProgramError` (an unknown pass or option, or a pass refusing the
+/// program), `MlirVerifyError`, or what the sharding rules and propagation raise.
 #[pyfunction]
 fn run_native_passes(py: Python<'_>, text: &str, passes: Vec<String>) -> PyResult<String> {
     let printed = py.detach(|| {
@@ -228,6 +229,12 @@ fn run_native_passes(py: Python<'_>, text: &str, passes: Vec<String>) -> PyResul
         }
     }
     Ok(text)
+}
+
+/// The names of the native passes (`crate::transforms::PASSES`), in their table's order.
+#[pyfunction]
+fn native_passes() -> Vec<&'static str> {
+    crate::transforms::PASSES.iter().map(|(n, _, _)| *n).collect()
 }
 
 /// The Python exception of a failed read, verification or strict print.
@@ -281,5 +288,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(print_mlir, m)?)?;
     m.add_function(wrap_pyfunction!(mlir_nesting, m)?)?;
     m.add_function(wrap_pyfunction!(run_native_passes, m)?)?;
+    m.add_function(wrap_pyfunction!(native_passes, m)?)?;
     Ok(())
 }
