@@ -316,6 +316,8 @@ def test_propagate_text_runs_natively_only_when_the_whole_pipeline_is_native_and
     expected = module.to_mlir()
     assert propagate_text(text, pipeline) == expected
     assert propagate_text(text, "builtin.module(sdy-user-priority-propagate,sdy-close-shardings-nonsense)") is None
+    assert propagate_text(text, "builtin.module(sdy-user-priority-propagate{debug-sharding-origins=true})") is None
+    assert propagate_text(text, "builtin.module(sdy-user-priority-propagate{debug-sharding-origins=false})") is not None
     register_op_rule("mydialect.op", lambda op, c: None)
     try:
         assert propagate_text(text, pipeline) is None

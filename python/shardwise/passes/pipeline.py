@@ -320,10 +320,16 @@ def expand_pipeline(pipeline: str | Nested) -> Nested:
     return out
 
 
+#: Pass options the native passes do not implement yet (the debugging records of
+#: propagation): a step that sets one to anything but false is not native.
+NOT_NATIVE_OPTIONS = frozenset({"debug-sharding-origins", "debug-propagation-edge-sharding"})
+
+
 def native_steps(pipeline: str, native: Collection[str]) -> list[str] | None:
     """The passes of ``pipeline`` (composites expanded) in order, as
     ``_native.run_native_passes`` takes them, when every one is among ``native``
-    (``_native.native_passes()``); ``None`` otherwise. A ``func.func(...)`` nest is flattened:
+    (``_native.native_passes()``) and sets no option of ``NOT_NATIVE_OPTIONS``; ``None``
+    otherwise. A ``func.func(...)`` nest is flattened:
     the native passes of a function anchor act on every function, in module order. Raises
     ``PipelineError`` for malformed pipeline text."""
     out: list[str] = []
@@ -333,7 +339,9 @@ def native_steps(pipeline: str, native: Collection[str]) -> list[str] | None:
             if isinstance(s, Nested):
                 if s.anchor not in ("builtin.module", "func.func") or not flatten(s.steps):  # noqa: F821
                     return False
-            elif s.name in native:
+            elif s.name in native and not any(
+                k in NOT_NATIVE_OPTIONS and v.lower() not in ("false", "0") for k, v in s.options.items()
+            ):
                 out.append(str(s))
             else:
                 return False
