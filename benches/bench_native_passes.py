@@ -37,7 +37,13 @@ LAYERS = [int(x) for x in os.environ.get("SHARDWISE_BENCH_LAYERS", "20,160").spl
 PASSES = PIPELINE
 _ROWS: dict[int, dict[str, float]] = {}
 #: Passes Shardy anchors on functions (nested as ``func.func(...)`` in its pipeline).
-_FUNC_PASSES = {"sdy-constant-or-scalar-merger", "sdy-insert-explicit-reshards", "sdy-drop-sharding-rules"}
+_FUNC_PASSES = {
+    "sdy-constant-or-scalar-merger",
+    "sdy-sink-data-flow-edges",
+    "sdy-sharding-constraint-to-reshard",
+    "sdy-insert-explicit-reshards",
+    "sdy-drop-sharding-rules",
+}
 
 
 def _best(f: Any, rounds: int) -> float:
@@ -62,7 +68,9 @@ def test_native_passes_beside_shardy_and_python(benchmark: Any, layers: int) -> 
         native_text = benchmark.pedantic(_native.run_native_passes, args=(text, PASSES), rounds=rounds, iterations=1)
         native = benchmark.stats.stats.min
         io = _best(lambda: _native.run_native_passes(text, []), rounds)
-        shardy_steps = [f"func.func({p})" if p in _FUNC_PASSES else p for p in PASSES if p != "sdy-save-module"]
+        shardy_steps = [
+            f"func.func({p})" if p.split("{")[0] in _FUNC_PASSES else p for p in PASSES if p != "sdy-save-module"
+        ]
         pipeline = "builtin.module(" + ",".join(shardy_steps) + ")"
         ctx = jax_mlir.make_ir_context()
         shardy = []

@@ -7,6 +7,7 @@ models (calls and all). The Python passes are themselves compared with jaxlib's 
 from __future__ import annotations
 
 import pathlib
+import re
 import warnings
 
 import pytest
@@ -47,11 +48,16 @@ def _native_text(text: str, passes: list[str]) -> str | None:
 
 def _both(text: str, passes: list[str]) -> tuple[str | None, list[str], str, list[str]]:
     """The native and the Python passes' texts (or ``ErrorClass: message`` where a pass
-    refuses the program), each with the warnings it gave."""
+    refuses the program), each with the warnings it gave. A pass that leaves a program the
+    verifier refuses (a lit case's input that is no valid program) is ``does not verify:
+    detail`` on both sides (natively an ``MlirVerifyError``, in Python a ``ProgramError`` of
+    ``to_mlir``)."""
     with warnings.catch_warnings(record=True) as native_warnings:
         warnings.simplefilter("always")
         try:
             native = _native_text(text, passes)
+        except _native.MlirVerifyError as e:
+            native = f"does not verify: {e.detail}"
         except ShardwiseError as e:
             native = f"{type(e).__name__}: {e}"
     with warnings.catch_warnings(record=True) as python_warnings:
@@ -60,6 +66,11 @@ def _both(text: str, passes: list[str]) -> tuple[str | None, list[str], str, lis
             python = _python(text, passes)
         except ShardwiseError as e:
             python = f"{type(e).__name__}: {e}"
+            unverified = re.match(
+                r"ProgramError: the module does not verify: .*? at loc\(.*?\): (.*)", python, re.DOTALL
+            )
+            if unverified:
+                python = f"does not verify: {unverified.group(1)}"
     return native, [str(w.message) for w in native_warnings], python, [str(w.message) for w in python_warnings]
 
 
@@ -109,6 +120,12 @@ def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[st
         "sdy-remove-propagation-debug-info": 20,
         "sdy-drop-sharding-rules": 3,
         "sdy-insert-explicit-reshards": 30,
+        EXPORT[1]: 30,
+        "sdy-remove-sharding-groups": 20,
+        "sdy-sharding-constraint-to-reshard": 30,
+        "sdy-update-non-divisible-input-output-shardings": 20,
+        "sdy-remove-sub-axes-in-input-output-shardings": 10,
+        "sdy-close-shardings": 100,
         "sdy-insert-explicit-reshards{enable-full-version=true}": 300,
     }
     assert changed >= (0 if passes == ["sdy-save-module"] else least.get(passes[0] if len(passes) == 1 else "", 50))

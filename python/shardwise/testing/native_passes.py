@@ -50,6 +50,12 @@ AFTER = [
 #: Native passes of the export pipeline (``sdy-export-pipeline``) tested each alone.
 EXPORT = [
     "sdy-constant-or-scalar-merger",
+    "sdy-sink-data-flow-edges{sink-debug-propagation-edge-sharding=false sink-debug-sharding-origins=false}",
+    "sdy-remove-sharding-groups",
+    "sdy-sharding-constraint-to-reshard",
+    "sdy-update-non-divisible-input-output-shardings",
+    "sdy-remove-sub-axes-in-input-output-shardings",
+    "sdy-close-shardings",
     "sdy-insert-explicit-reshards",
     "sdy-insert-explicit-reshards{enable-full-version=true}",
     "sdy-remove-propagation-debug-info",
@@ -61,7 +67,8 @@ PIPELINE = [
     *NATIVE,
     PROPAGATE[0],
     *AFTER,
-    "sdy-constant-or-scalar-merger",
+    *EXPORT[:7],
+    "sdy-save-module",
     "sdy-insert-explicit-reshards",
     "sdy-drop-sharding-rules",
 ]

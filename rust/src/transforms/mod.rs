@@ -97,6 +97,12 @@ pub const PASSES: &[(&str, Pass, &[&str])] = &[
     ("sdy-insert-func-call-reshards", export::insert_func_call_reshards::run, &[]),
     // Export passes: the export pipeline's passes.
     ("sdy-constant-or-scalar-merger", export::constant_or_scalar_merger::run, &[]),
+    ("sdy-sink-data-flow-edges", export::sink_data_flow_edges::run, export::sink_data_flow_edges::OPTIONS),
+    ("sdy-remove-sharding-groups", export::remove_sharding_groups::run, &[]),
+    ("sdy-sharding-constraint-to-reshard", export::sharding_constraint_to_reshard::run, &[]),
+    ("sdy-update-non-divisible-input-output-shardings", export::update_non_divisible_input_output_shardings::run, &[]),
+    ("sdy-remove-sub-axes-in-input-output-shardings", export::remove_sub_axes_in_input_output_shardings::run, &[]),
+    ("sdy-close-shardings", export::close_shardings::run, &[]),
     ("sdy-insert-explicit-reshards", export::insert_explicit_reshards::run, &["enable-full-version"]),
     ("sdy-remove-propagation-debug-info", export::remove_propagation_debug_info::run, &[]),
     ("sdy-drop-sharding-rules", export::drop_sharding_rules::run, &[]),

@@ -21,7 +21,7 @@ const EXECUTION_THREAD: &str = "execution_thread";
 
 /// Shardy's `getShardingsFromDataFlowEdges`: the shardings of the owners' edges, fully open on
 /// the first named mesh where an edge has none; `None` when no edge has one on a named mesh.
-fn shardings_from_edges(
+pub(super) fn shardings_from_edges(
     p: &Program,
     values: &mut ValueIndex,
     uses: &Uses,

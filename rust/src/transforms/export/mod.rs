@@ -3,6 +3,7 @@
 //! the Python pass of the same name (`python/shardwise/passes/export_passes.py`,
 //! `passes/data_flow.py`) gives.
 
+pub mod close_shardings;
 pub mod constant_or_scalar_merger;
 pub mod drop_sharding_rules;
 pub mod export_named_computations;
@@ -10,4 +11,9 @@ pub mod insert_explicit_reshards;
 pub mod insert_func_call_reshards;
 pub mod propagate_to_func_results;
 pub mod remove_propagation_debug_info;
+pub mod remove_sharding_groups;
+pub mod remove_sub_axes_in_input_output_shardings;
+pub mod sharding_constraint_to_reshard;
+pub mod sink_data_flow_edges;
 pub mod unflatten_call_graph;
+pub mod update_non_divisible_input_output_shardings;
