@@ -55,7 +55,7 @@ fn evenly_sharded(s: &TensorSharding, shape: &[i64], mesh: &Mesh) -> TensorShard
                 axes.push(a.clone());
                 remaining /= g;
             } else {
-                axes.push(AxisRef::sub(a.name.clone(), a.pre_size(), g));
+                axes.push(AxisRef::sub(a.name, a.pre_size(), g));
                 break;
             }
         }
