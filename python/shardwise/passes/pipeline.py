@@ -321,8 +321,15 @@ def expand_pipeline(pipeline: str | Nested) -> Nested:
 
 
 #: Pass options the native passes do not implement yet (the debugging records of
-#: propagation): a step that sets one to anything but false is not native.
-NOT_NATIVE_OPTIONS = frozenset({"debug-sharding-origins", "debug-propagation-edge-sharding"})
+#: propagation and their sinking): a step that sets one to anything but false is not native.
+NOT_NATIVE_OPTIONS = frozenset(
+    {
+        "debug-sharding-origins",
+        "debug-propagation-edge-sharding",
+        "sink-debug-sharding-origins",
+        "sink-debug-propagation-edge-sharding",
+    }
+)
 
 
 def native_steps(pipeline: str, native: Collection[str]) -> list[str] | None:
