@@ -1,15 +1,19 @@
-"""The native passes (``rust/src/transforms/``) against the same passes in Shardy (jaxlib) and
-in Python (``shardwise.passes``), side by side in one run, on the transformer training steps of
+"""The native pipeline (``rust/src/transforms/``) against Shardy's (jaxlib) and the Python
+passes (``shardwise.passes``), side by side in one run, on the transformer training steps of
 ``bench_propagate.py`` (layer counts from ``SHARDWISE_BENCH_LAYERS``, default ``20,160``:
 about 2.7k and 22k ops).
 
-The pass list is the part of ``sdy-propagation-pipeline`` that runs natively so far, in the
-pipeline's order: the import passes, ``sdy-user-priority-propagate{keep-sharding-rules=true}``,
-the call-graph passes after it and the native export passes
-(``shardwise.testing.native_passes.PIPELINE``). Each system runs it on a
-program it read beforehand (reading excluded); the native figure is text to text minus a read,
-verify and print of the same text (``run_native_passes(text, [])``), which is reported apart.
-The three outputs are compared (native text equal to the Python passes' text).
+The pass list is ``sdy-propagation-pipeline`` with its default options, every pass of which
+runs natively (``shardwise.testing.native_passes.PIPELINE``); Shardy runs
+``builtin.module(sdy-propagation-pipeline)``. Two measures:
+
+- in memory: each system runs the pipeline on a program it read beforehand (reading
+  excluded); the native figure is text to text minus a read, verify and print of the same
+  text (``run_native_passes(text, [])``), which is reported apart;
+- text to text: Shardy's parse + pipeline + print against ``run_native_passes(text, PIPELINE)``
+  (what ``shardwise propagate IN -o OUT`` runs, less the file).
+
+The native text is checked equal to the Python passes' text.
 
 Writes ``benches/native_passes.md``.
 
@@ -36,14 +40,6 @@ from shardwise.testing.programs import transformer_step
 LAYERS = [int(x) for x in os.environ.get("SHARDWISE_BENCH_LAYERS", "20,160").split(",") if x.strip()]
 PASSES = PIPELINE
 _ROWS: dict[int, dict[str, float]] = {}
-#: Passes Shardy anchors on functions (nested as ``func.func(...)`` in its pipeline).
-_FUNC_PASSES = {
-    "sdy-constant-or-scalar-merger",
-    "sdy-sink-data-flow-edges",
-    "sdy-sharding-constraint-to-reshard",
-    "sdy-insert-explicit-reshards",
-    "sdy-drop-sharding-rules",
-}
 
 
 def _best(f: Any, rounds: int) -> float:
@@ -68,19 +64,18 @@ def test_native_passes_beside_shardy_and_python(benchmark: Any, layers: int) -> 
         native_text = benchmark.pedantic(_native.run_native_passes, args=(text, PASSES), rounds=rounds, iterations=1)
         native = benchmark.stats.stats.min
         io = _best(lambda: _native.run_native_passes(text, []), rounds)
-        shardy_steps = [
-            f"func.func({p})" if p.split("{")[0] in _FUNC_PASSES else p for p in PASSES if p != "sdy-save-module"
-        ]
-        pipeline = "builtin.module(" + ",".join(shardy_steps) + ")"
         ctx = jax_mlir.make_ir_context()
-        shardy = []
+        shardy, shardy_text = [], []
         for _ in range(rounds):
             with ctx:
+                t0 = time.perf_counter()
                 module = ir.Module.parse(text)
-                pm = passmanager.PassManager.parse(pipeline)
+                pm = passmanager.PassManager.parse("builtin.module(sdy-propagation-pipeline)")
                 t = time.perf_counter()
                 pm.run(module.operation)
                 shardy.append(time.perf_counter() - t)
+                str(module)
+                shardy_text.append(time.perf_counter() - t0)
         python = []
         for _ in range(2):
             m = load_mlir(text)
@@ -94,6 +89,8 @@ def test_native_passes_beside_shardy_and_python(benchmark: Any, layers: int) -> 
         "io": io * 1e6 / ops,
         "shardy": min(shardy) * 1e6 / ops,
         "python": min(python) * 1e6 / ops,
+        "shardy_text": min(shardy_text) * 1e6 / ops,
+        "native_text": native * 1e6 / ops,
     }
 
 
@@ -101,22 +98,26 @@ def teardown_module() -> None:
     if not _ROWS:
         return
     lines = [
-        "# Native passes beside Shardy and Python",
+        "# The native pipeline beside Shardy and Python",
         "",
         (
-            "The part of `sdy-propagation-pipeline` that runs natively so far (import passes, "
-            "user-priority propagation, the call-graph passes after it, the native export passes), "
-            "on programs read beforehand; µs per op, minimum over rounds "
-            "(`pytest benches/bench_native_passes.py`)."
+            "`sdy-propagation-pipeline` with its default options, every pass of it native; µs per op, "
+            "minimum over rounds (`pytest benches/bench_native_passes.py`). In memory: on programs read "
+            "beforehand. Text to text: Shardy's parse + pipeline + print against the native read + "
+            "pipeline + print."
         ),
         "",
-        "| ops | Shardy (jaxlib) | Python passes | native passes | native read + verify + print | Shardy / native |",
-        "|---:|---:|---:|---:|---:|---:|",
+        (
+            "| ops | Shardy (jaxlib) | Python passes | native passes | native read + verify + print "
+            "| Shardy / native | Shardy text to text | native text to text | Shardy / native |"
+        ),
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in _ROWS.values():
         lines.append(
             f"| {r['ops']:,.0f} | {r['shardy']:.2f} | {r['python']:.2f} | {r['native']:.2f} | {r['io']:.2f} | "
-            f"{r['shardy'] / r['native']:.1f}x |"
+            f"{r['shardy'] / r['native']:.1f}x | {r['shardy_text']:.2f} | {r['native_text']:.2f} | "
+            f"{r['shardy_text'] / r['native_text']:.1f}x |"
         )
     out = pathlib.Path(__file__).with_name("native_passes.md")
     tmp = out.with_suffix(".md.tmp")

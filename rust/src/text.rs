@@ -84,6 +84,17 @@ pub fn print_axis_list(axes: &[AxisRef]) -> String {
     s
 }
 
+/// `#sdy<axis_ref_list{"x", "y":(1)2}>`: a collective's `reduction_axes`.
+pub fn print_axis_ref_list_attr(axes: &[AxisRef]) -> String {
+    format!("#sdy<axis_ref_list{}>", print_axis_list(axes))
+}
+
+/// `#sdy<list_of_axis_ref_lists[{"x"}, {}]>`: a collective's axes per dimension.
+pub fn print_axis_ref_lists_attr(per_dim: &[Vec<AxisRef>]) -> String {
+    let dims: Vec<String> = per_dim.iter().map(|d| print_axis_list(d)).collect();
+    format!("#sdy<list_of_axis_ref_lists[{}]>", dims.join(", "))
+}
+
 /// `<["x"=2, "y"=4], device_ids=[..]>` (without the `#sdy.mesh` prefix).
 fn push_mesh_body(m: &Mesh, out: &mut String) {
     out.push_str("<[");

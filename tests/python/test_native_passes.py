@@ -14,9 +14,9 @@ import pytest
 from shardwise import _native
 from shardwise.errors import PassWarning, ProgramError, ShardwiseError
 from shardwise.importers.mlir import load_mlir
-from shardwise.passes.pipeline import run_pipeline
+from shardwise.passes.pipeline import native_steps, run_pipeline
 from shardwise.testing.corpus import conformance_dir, corpus_files
-from shardwise.testing.native_passes import AFTER, EXPORT, NATIVE, PIPELINE, PROPAGATE
+from shardwise.testing.native_passes import AFTER, CANONICALIZE, EXPORT, NATIVE, PIPELINE, PROPAGATE
 from shardwise.testing.real_models import model_names, plain_model, real_model
 
 #: Each native pass alone (on the corpus as it is: the lit cases of each pass), then the import
@@ -127,6 +127,9 @@ def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[st
         "sdy-remove-sub-axes-in-input-output-shardings": 10,
         "sdy-close-shardings": 100,
         "sdy-insert-explicit-reshards{enable-full-version=true}": 300,
+        # The corpus has few collectives (Shardy's canonicalization lit cases are not in it):
+        # test_native_canonicalize.py compares each pattern with jaxlib's.
+        CANONICALIZE: 5,
     }
     assert changed >= (0 if passes == ["sdy-save-module"] else least.get(passes[0] if len(passes) == 1 else "", 50))
 
@@ -327,7 +330,10 @@ def test_propagate_text_runs_natively_only_when_the_whole_pipeline_is_native_and
     from shardwise.rules.registry import register_op_rule, unregister_op_rule
 
     text = real_model(model_names()[0]).text
-    pipeline = "builtin.module(" + ",".join(PIPELINE) + ")"
+    pipeline = "builtin.module(sdy-propagation-pipeline)"
+    # The default pipeline is native from end to end, pass for pass as PIPELINE lists it.
+    steps = native_steps(pipeline, _native.native_passes())
+    assert steps is not None and [s.split("{")[0] for s in steps] == [s.split("{")[0] for s in PIPELINE]
     module = load_mlir(text)
     propagate(module, pipeline, in_place=True)
     expected = module.to_mlir()
@@ -335,6 +341,8 @@ def test_propagate_text_runs_natively_only_when_the_whole_pipeline_is_native_and
     assert propagate_text(text, "builtin.module(sdy-user-priority-propagate,sdy-close-shardings-nonsense)") is None
     assert propagate_text(text, "builtin.module(sdy-user-priority-propagate{debug-sharding-origins=true})") is None
     assert propagate_text(text, "builtin.module(sdy-user-priority-propagate{debug-sharding-origins=false})") is not None
+    # sdy-reshard-to-collectives is not native.
+    assert propagate_text(text, "builtin.module(sdy-export-pipeline{enable-insert-explicit-collectives=true})") is None
     register_op_rule("mydialect.op", lambda op, c: None)
     try:
         assert propagate_text(text, pipeline) is None
@@ -342,6 +350,6 @@ def test_propagate_text_runs_natively_only_when_the_whole_pipeline_is_native_and
         unregister_op_rule("mydialect.op")
     src, dst = tmp_path / "in.mlir", tmp_path / "out.mlir"
     src.write_text(text)
-    assert main(["propagate", str(src), "-o", str(dst), "--pipeline", pipeline]) == 0
+    assert main(["propagate", str(src), "-o", str(dst)]) == 0  # --pipeline full
     assert dst.read_text() == expected
     assert "natively" in capsys.readouterr().out

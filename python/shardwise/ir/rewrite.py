@@ -401,9 +401,10 @@ class Uses:
             for i, v in enumerate(o.operands):
                 self._add(v, o, i)
 
-    def drop(self, op: Op) -> None:
-        """Forgets the operands of ``op`` and of the ops nested in it (an op being erased)."""
-        for o in op.walk() if op.regions else (op,):
+    def drop(self, op: Op, *, nested: bool = True) -> None:
+        """Forgets the operands of ``op`` and (``nested``) of the ops nested in it (an op being
+        erased)."""
+        for o in op.walk() if nested and op.regions else (op,):
             for i, v in enumerate(o.operands):
                 self._remove(v, o, i)
 

@@ -1,17 +1,21 @@
 """``canonicalize`` as Shardy's export pipeline runs it (``enable-patterns={sdy-collective}``):
-MLIR's greedy rewriter with only Shardy's collective canonicalization patterns enabled
-(``shardy/dialect/sdy/ir/canonicalization.cc`` / ``.td``). Besides the patterns, the greedy
-rewriter removes ops whose results are unused and that have no side effects, and uniques
-``stablehlo.constant`` ops, hoisting them to the start of their function (or of the body of
-the nearest isolated computation)."""
+MLIR's greedy rewriter (``GreedyPatternRewriteDriver``, bottom-up) with only Shardy's collective
+canonicalization patterns enabled (``shardy/dialect/sdy/ir/canonicalization.cc`` / ``.td``).
+Each sweep puts every op on a worklist in post-order, first offering each ``stablehlo.constant``
+to a new ``OperationFolder`` (one constant per value and type is kept in the entry block of the
+nearest isolated computation, hoisted to its start; the others are replaced by it). It then pops
+ops from the back: an op that is trivially dead is erased, otherwise the first pattern that
+applies rewrites it; the ops a rewrite creates or changes, and the ops defining the operands of
+an erased op, are pushed again. Sweeps repeat while one changes the program, at most
+``max-iterations`` times. ``rust/src/transforms/canonicalize/`` is the same driver natively."""
 
 from __future__ import annotations
 
 import re
 
-from shardwise.ir.core import Block, Func, Module, Op
+from shardwise.ir.core import Block, Func, Module, Op, Value
 from shardwise.ir.rewrite import Uses, erase_op, insert_at_start, insert_before, move_before
-from shardwise.ir.sdy import get_sharding, is_equivalent, make_sharding, post_order, with_parts
+from shardwise.ir.sdy import get_sharding, is_equivalent, make_sharding, mesh_ref, post_order, with_parts
 from shardwise.mesh import Mesh
 from shardwise.passes.constants import _NO_MEMORY_EFFECT_OPS
 from shardwise.passes.registry import Options, PipelineError, register_pass
@@ -67,11 +71,6 @@ def is_trivially_dead(op: Op, uses: Uses) -> bool:
 _EMPTY_LISTS = re.compile(r"#sdy<list_of_axis_ref_lists\[(\{\}(, \{\})*)?\]>")
 
 
-def _replace_with_operand(op: Op, uses: Uses) -> None:
-    uses.replace_all_uses(op.results[0], op.operands[0])
-    erase_op(op, uses)
-
-
 #: The ops ``_collective_pattern`` rewrites.
 _PATTERN_OPS = frozenset(
     {
@@ -85,65 +84,161 @@ _PATTERN_OPS = frozenset(
 )
 
 
-def _collective_pattern(op: Op, uses: Uses, meshes: dict[str, Mesh]) -> bool:
-    """Applies one of Shardy's ``sdy-collective`` patterns to ``op``; whether it did."""
+class _Driver:
+    """The worklist and the edits that notify it, as MLIR's ``RewriterBase`` notifies the
+    greedy driver: a created op and an op whose operand changed are pushed (with the ops holding
+    them), and erasing an op pushes the ops defining its operands when they are left with at
+    most one other user."""
+
+    def __init__(self, module: Module, uses: Uses) -> None:
+        self.top = module.op.regions[0].blocks[0]
+        self.uses = uses
+        self.meshes = module.meshes
+        self.list: list[Op | None] = []
+        self.at: dict[int, int] = {}
+
+    def push(self, op: Op) -> None:
+        """MLIR's ``addToWorklist``: ``op`` and the ops holding it, up to the module's top
+        level (nothing for an op no longer in the module)."""
+        chain = [op]
+        cur = op
+        while True:
+            block = cur.parent
+            if block is None:
+                return
+            if block is self.top:
+                break
+            region = block.parent
+            owner = None if region is None else region.parent
+            if owner is None:
+                return
+            chain.append(owner)
+            cur = owner
+        for o in chain:
+            if id(o) not in self.at:
+                self.at[id(o)] = len(self.list)
+                self.list.append(o)
+
+    def pop(self) -> Op | None:
+        while self.list:
+            op = self.list.pop()
+            if op is not None:
+                del self.at[id(op)]
+                return op
+        return None
+
+    def clear(self) -> None:
+        self.list.clear()
+        self.at.clear()
+
+    def remove(self, op: Op) -> None:
+        i = self.at.pop(id(op), None)
+        if i is not None:
+            self.list[i] = None
+
+    def replace_all_uses(self, old: Value, new: Value) -> None:
+        for user, i in self.uses.of(old):
+            self.uses.set_operand(user, i, new)
+            self.push(user)
+
+    def _push_operand_definers(self, op: Op) -> None:
+        for v in op.operands:
+            d = v.defining_op
+            if d is None:
+                continue
+            other: Op | None = None
+            more = False
+            for user, _ in self.uses.of(v):
+                if user is op or user is other:
+                    continue
+                if other is None:
+                    other = user
+                    continue
+                more = True
+                break
+            if not more:
+                self.push(d)
+
+    def erase(self, op: Op) -> None:
+        """MLIR's ``RewriterBase::eraseOp``: the ops nested in ``op`` (last first), then ``op``;
+        ``ValueError`` if a result of ``op`` is still used outside it."""
+        tree = list(op.walk()) if op.regions else [op]
+        inner = {id(o) for o in tree}
+        for r in op.results:
+            if any(id(u) not in inner for u, _ in self.uses.of(r)):
+                raise ValueError(f"cannot erase {op.where()}: result {r.index} still has uses")
+        for o in reversed(tree):
+            self._push_operand_definers(o)
+            self.remove(o)
+            self.uses.drop(o, nested=False)
+        erase_op(op)
+
+    def replace_op(self, op: Op, value: Value) -> None:
+        """MLIR's ``RewriterBase::replaceOp`` of a one-result op by ``value``."""
+        self.replace_all_uses(op.results[0], value)
+        self.erase(op)
+
+    def insert_before(self, anchor: Op, op: Op) -> Value:
+        """The new ``op`` right before ``anchor`` (the op being rewritten); its result."""
+        insert_before(anchor, op)
+        self.uses.add(op)
+        self.push(op)
+        return op.results[0]
+
+
+def _collective_pattern(op: Op, d: _Driver) -> bool:
+    """Applies the first of Shardy's ``sdy-collective`` patterns for ``op``'s kind that matches,
+    in the order MLIR's ``PatternApplicator`` tries them (most matched ops first, then as
+    registered); whether one did."""
     name = op.name
+    uses = d.uses
     if name == "sdy.all_gather" and _EMPTY_LISTS.fullmatch(op.attributes.get("gathering_axes", "")):
-        _replace_with_operand(op, uses)
+        d.replace_op(op, op.operands[0])
         return True
     if name == "sdy.all_slice":
-        if _EMPTY_LISTS.fullmatch(op.attributes.get("slicing_axes", "")):
-            _replace_with_operand(op, uses)
-            return True
-        if _reduce_scatter_fusion(op, uses, meshes):
-            return True
-        d = op.operands[0].defining_op
-        if d is not None and d.name == "sdy.all_gather":
-            gathering = d.attributes.get("gathering_axes", "").replace("list_of_axis_ref_lists", "")
+        g = op.operands[0].defining_op
+        if g is not None and g.name == "sdy.all_gather":
+            gathering = g.attributes.get("gathering_axes", "").replace("list_of_axis_ref_lists", "")
             slicing = op.attributes.get("slicing_axes", "").replace("list_of_axis_ref_lists", "")
             if gathering == slicing:
-                uses.replace_all_uses(op.results[0], d.operands[0])
-                erase_op(op, uses)
+                d.replace_op(op, g.operands[0])
                 return True
+        if _EMPTY_LISTS.fullmatch(op.attributes.get("slicing_axes", "")):
+            d.replace_op(op, op.operands[0])
+            return True
+        return _reduce_scatter_fusion(op, d)
     if name == "sdy.all_reduce":
-        if op.attributes.get("reduction_axes", "").replace(" ", "") == "#sdy<axis_ref_list{}>":
-            _replace_with_operand(op, uses)
-            return True
-        d = op.operands[0].defining_op
+        s = op.operands[0].defining_op
         if (
-            d is not None
-            and d.name == "sdy.replicated_to_unreduced"
-            and _axes_text(d.attributes.get("axes", "")) == _axes_text(op.attributes.get("reduction_axes", ""))
+            s is not None
+            and s.name == "sdy.replicated_to_unreduced"
+            and _axes_text(s.attributes.get("axes", "")) == _axes_text(op.attributes.get("reduction_axes", ""))
         ):
-            uses.replace_all_uses(op.results[0], d.operands[0])
-            erase_op(op, uses)
+            d.replace_op(op, s.operands[0])
             return True
-        if d is not None and d.name == "sdy.sharded_to_unreduced" and _sharded_to_unreduced_matches(d, op, meshes):
+        if op.attributes.get("reduction_axes", "").replace(" ", "") == "#sdy<axis_ref_list{}>":
+            d.replace_op(op, op.operands[0])
+            return True
+        if s is not None and s.name == "sdy.sharded_to_unreduced" and _sharded_to_unreduced_matches(s, op, d.meshes):
             gather = Op(
                 "sdy.all_gather",
-                [d.operands[0]],
+                [s.operands[0]],
                 [op.results[0].type],
-                {"gathering_axes": d.attributes["axes"]},
+                {"gathering_axes": s.attributes["axes"]},
                 location=op.location,
             )
             gather.results[0].sharding = op.results[0].sharding
-            insert_before(op, gather)
-            uses.add(gather)
-            uses.replace_all_uses(op.results[0], gather.results[0])
-            erase_op(op, uses)
+            d.replace_op(op, d.insert_before(op, gather))
             return True
     if name == "sdy.reduce_scatter" and _EMPTY_LISTS.fullmatch(op.attributes.get("reduce_scatter_axes", "")):
-        _replace_with_operand(op, uses)
+        d.replace_op(op, op.operands[0])
         return True
     if name == "sdy.collective_permute":
         source = get_sharding(op.operands[0], uses)
         if source is not None and is_equivalent(source, op.results[0].sharding):
-            _replace_with_operand(op, uses)
+            d.replace_op(op, op.operands[0])
             return True
     if name == "sdy.all_to_all":
-        if not uses.has_uses(op.results[0]):
-            erase_op(op, uses)
-            return True
         inner = op.operands[0].defining_op
         if inner is not None and inner.name == "sdy.all_to_all" and uses.has_one_use(inner.results[0]):
             a, b = _a2a_params(inner.attributes.get("params", "")), _a2a_params(op.attributes.get("params", ""))
@@ -163,11 +258,11 @@ def _collective_pattern(op: Op, uses: Uses, meshes: dict[str, Mesh]) -> bool:
                     location=op.location,
                 )
                 fused.results[0].sharding = op.results[0].sharding
-                insert_before(op, fused)
-                uses.add(fused)
-                uses.replace_all_uses(op.results[0], fused.results[0])
-                erase_op(op, uses)
+                d.replace_op(op, d.insert_before(op, fused))
                 return True
+        if not uses.has_uses(op.results[0]):
+            d.replace_op(op, op.operands[0])
+            return True
     return False
 
 
@@ -186,11 +281,11 @@ def _axis_lists_text(per_dim: list[list[AxisRef]]) -> str:
     return "#sdy<list_of_axis_ref_lists[" + ", ".join("{" + ", ".join(str(a) for a in d) + "}" for d in per_dim) + "]>"
 
 
-def _reduce_scatter_fusion(all_slice: Op, uses: Uses, meshes: dict[str, Mesh]) -> bool:
+def _reduce_scatter_fusion(all_slice: Op, d: _Driver) -> bool:
     """Shardy's ``ReduceScatterFusion``: ``all_slice(all_reduce(x))`` whose slicing axes start
     with all the reduction axes becomes ``reduce_scatter(x)`` (then an ``all_slice`` of the
     remaining slicing axes)."""
-
+    uses, meshes = d.uses, d.meshes
     all_reduce = all_slice.operands[0].defining_op
     if all_reduce is None or all_reduce.name != "sdy.all_reduce":
         return False
@@ -229,8 +324,8 @@ def _reduce_scatter_fusion(all_slice: Op, uses: Uses, meshes: dict[str, Mesh]) -
     if in_sharding is None:
         in_sharding = make_sharding((None, mesh), [DimSharding((), closed=True) for _ in scatter])
     dims = []
-    for d, extra in zip(in_sharding.dims, scatter):
-        axes = list(d.axes)
+    for dim, extra in zip(in_sharding.dims, scatter):
+        axes = list(dim.axes)
         for a in extra:  # Shardy's addAxisOrMerge
             if axes and axes[-1].can_merge(a):
                 axes[-1] = axes[-1].merge(a, mesh)
@@ -239,18 +334,15 @@ def _reduce_scatter_fusion(all_slice: Op, uses: Uses, meshes: dict[str, Mesh]) -
         dims.append(DimSharding(axes, closed=True))
     slice_out = all_slice.results[0].sharding
     assert slice_out is not None
-    rs_sharding = with_parts(out, dims=dims, replicated=slice_out.replicated, unreduced=slice_out.unreduced)
-    rs = Op(
-        "sdy.reduce_scatter",
-        [tensor],
-        [tensor.type],
-        {"reduce_scatter_axes": _axis_lists_text(scatter)},
-        location=all_reduce.location,
-    )
+    # The all_slice's replicated and unreduced axes (and their reduction) on the all_reduce's
+    # mesh; the reduce_scatter reduces as the all_reduce did.
+    rs_sharding = with_parts(slice_out, dims=dims, ref=mesh_ref(out))
+    attrs = {"reduce_scatter_axes": _axis_lists_text(scatter)}
+    if "reduction_op" in all_reduce.attributes:
+        attrs["reduction_op"] = all_reduce.attributes["reduction_op"]
+    rs = Op("sdy.reduce_scatter", [tensor], [tensor.type], attrs, location=all_reduce.location)
     rs.results[0].sharding = rs_sharding
-    insert_before(all_slice, rs)
-    uses.add(rs)
-    final = rs.results[0]
+    final = d.insert_before(all_slice, rs)
     if has_residual:
         rest = Op(
             "sdy.all_slice",
@@ -260,13 +352,10 @@ def _reduce_scatter_fusion(all_slice: Op, uses: Uses, meshes: dict[str, Mesh]) -
             location=all_slice.location,
         )
         rest.results[0].sharding = slice_out
-        insert_before(all_slice, rest)
-        uses.add(rest)
-        final = rest.results[0]
+        final = d.insert_before(all_slice, rest)
     for u in uses.users(all_reduce.results[0]):
-        uses.replace_all_uses(u.results[0], final)
-        erase_op(u, uses)
-    erase_op(all_reduce, uses)
+        d.replace_op(u, final)
+    d.erase(all_reduce)
     return True
 
 
@@ -323,35 +412,54 @@ def _insertion_block(op: Op) -> Block | None:
     return None
 
 
-def _unique_constants(module: Module, uses: Uses) -> None:
-    owned: dict[int, dict[tuple[str, str, str], Op]] = {}
-    folder_owned: set[int] = set()
-    for top in list(module.ops):
-        for op in post_order(top):
-            if op.name != "stablehlo.constant" or op.parent is None:
+def _fold_constant(op: Op, d: _Driver, kept: dict[tuple[int, str, str], Op], hoisted: set[int]) -> bool:
+    """``OperationFolder::insertKnownConstant`` for the constant ``op``: the first constant of
+    each value and type in an insertion block is kept (and hoisted to the block's start, after
+    the constants hoisted before it); the others are replaced by it. Whether ``op`` was."""
+    block = _insertion_block(op)
+    if block is None:
+        return False
+    key = (id(block), op.attributes.get("value", ""), str(op.results[0].type))
+    existing = kept.get(key)
+    if existing is not None:
+        d.replace_op(op, existing.results[0])
+        return True
+    kept[key] = op
+    at_front = op.parent is block and block.ops and block.ops[0] is op
+    prev_hoisted = False
+    if op.parent is block:
+        i = block.ops.index(op)
+        prev_hoisted = i > 0 and id(block.ops[i - 1]) in hoisted
+    if not at_front and not prev_hoisted:
+        if block.ops:
+            move_before(op, block.ops[0])
+        else:
+            insert_at_start(block, op)
+    hoisted.add(id(op))
+    return False
+
+
+def _sweep(module: Module, d: _Driver) -> bool:
+    """One sweep of MLIR's driver (see the module docstring); whether it changed the program."""
+    d.clear()
+    kept: dict[tuple[int, str, str], Op] = {}
+    hoisted: set[int] = set()
+    for first in list(module.ops):
+        for op in post_order(first):
+            if not _attached(op, module):  # a constant replaced earlier in this walk
                 continue
-            block = _insertion_block(op)
-            if block is None:
+            if op.name == "stablehlo.constant" and op.parent is not None and _fold_constant(op, d, kept, hoisted):
                 continue
-            table = owned.setdefault(id(block), {})
-            key = ("stablehlo", op.attributes.get("value", ""), str(op.results[0].type))
-            existing = table.get(key)
-            if existing is not None:
-                uses.replace_all_uses(op.results[0], existing.results[0])
-                erase_op(op, uses)
-                continue
-            table[key] = op
-            at_front = op.parent is block and block.ops and block.ops[0] is op
-            prev_owned = False
-            if op.parent is block:
-                i = block.ops.index(op)
-                prev_owned = i > 0 and id(block.ops[i - 1]) in folder_owned
-            if not at_front and not prev_owned:
-                if block.ops:
-                    move_before(op, block.ops[0])
-                else:
-                    insert_at_start(block, op)
-            folder_owned.add(id(op))
+            d.push(op)
+    changed = False
+    while (popped := d.pop()) is not None:
+        if is_trivially_dead(popped, d.uses):
+            d.erase(popped)
+            changed = True
+            continue
+        if popped.name in _PATTERN_OPS and _collective_pattern(popped, d):
+            changed = True
+    return changed
 
 
 @register_pass(
@@ -385,22 +493,10 @@ def canonicalize(module: Module, options: Options | None = None) -> None:
         raise PipelineError(
             f"canonicalize: only enable-patterns={{sdy-collective}} (Shardy's export pipeline) is supported, got {{{enabled}}}"
         )
-    uses = Uses(module)
-    meshes = module.meshes
-    _unique_constants(module, uses)
-    changed = True
-    iterations = 0
+    d = _Driver(module, Uses(module))
     limit = int(opts.get("max-iterations", 10))
-    while changed and (limit < 0 or iterations < limit):
-        changed = False
+    iterations = 0
+    while True:
         iterations += 1
-        for top in list(module.ops):
-            for op in reversed(post_order(top)):
-                if not _attached(op, module):
-                    continue
-                if is_trivially_dead(op, uses):
-                    erase_op(op, uses)
-                    changed = True
-                    continue
-                if op.name in _PATTERN_OPS and _collective_pattern(op, uses, meshes):
-                    changed = True
+        if 0 <= limit < iterations or not _sweep(module, d):
+            break

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-__all__ = ["AFTER", "EXPORT", "NATIVE", "PIPELINE", "PROPAGATE"]
+__all__ = ["AFTER", "CANONICALIZE", "EXPORT", "NATIVE", "PIPELINE", "PROPAGATE"]
 
 #: The native passes: the import part of ``sdy-propagation-pipeline`` (everything before
 #: ``sdy-user-priority-propagate``), in its order. Each is compared alone, and all of them in
@@ -47,6 +47,9 @@ AFTER = [
     "sdy-insert-func-call-reshards",
 ]
 
+#: MLIR's canonicalizer as Shardy's export pipeline runs it: Shardy's collective patterns.
+CANONICALIZE = "canonicalize{enable-patterns={sdy-collective}}"
+
 #: Native passes of the export pipeline (``sdy-export-pipeline``) tested each alone.
 EXPORT = [
     "sdy-constant-or-scalar-merger",
@@ -60,9 +63,11 @@ EXPORT = [
     "sdy-insert-explicit-reshards{enable-full-version=true}",
     "sdy-remove-propagation-debug-info",
     "sdy-drop-sharding-rules",
+    CANONICALIZE,
 ]
 
-#: ``sdy-propagation-pipeline`` as far as it runs natively, in its order.
+#: ``sdy-propagation-pipeline`` with its default options, in its order: every pass of it runs
+#: natively.
 PIPELINE = [
     *NATIVE,
     PROPAGATE[0],
@@ -70,5 +75,7 @@ PIPELINE = [
     *EXPORT[:7],
     "sdy-save-module",
     "sdy-insert-explicit-reshards",
+    CANONICALIZE,
+    "sdy-save-module",
     "sdy-drop-sharding-rules",
 ]

@@ -12,6 +12,7 @@
 
 pub mod clone;
 mod edit;
+pub mod linked;
 pub mod shardings;
 pub mod symbols;
 pub mod types;

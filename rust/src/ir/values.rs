@@ -25,6 +25,8 @@ pub const DATA_FLOW_OPS: &[&str] = &[
 /// Each value's place: its defining op, or its block and position; each block's op.
 pub struct ValueIndex {
     owner: Vec<u32>,
+    /// How many ops `owner` has read.
+    ops_seen: usize,
     arg_of: FastMap<u32, (u32, u32)>,
     block_owner: FastMap<u32, u32>,
     funcs: FastMap<u32, usize>,
@@ -49,13 +51,28 @@ impl ValueIndex {
                 }
             }
         }
-        ValueIndex { owner: p.value_owners(), arg_of, block_owner, funcs: p.func_index(), parsed: FastMap::default() }
+        ValueIndex {
+            owner: p.value_owners(),
+            ops_seen: p.ops.len(),
+            arg_of,
+            block_owner,
+            funcs: p.func_index(),
+            parsed: FastMap::default(),
+        }
     }
 
     /// Takes in the values added since (op results only).
+    /// Ops are only appended, so only the ops added since the last look are read.
     fn refresh(&mut self, p: &Program) {
         if self.owner.len() < p.value_types.len() {
-            self.owner = p.value_owners();
+            self.owner.resize(p.value_types.len(), u32::MAX);
+            for op in self.ops_seen..p.ops.len() {
+                let (a, b) = p.ops[op].results;
+                for v in a..b {
+                    self.owner[v as usize] = op as u32;
+                }
+            }
+            self.ops_seen = p.ops.len();
         }
     }
 

@@ -5,6 +5,7 @@
 //! passes of the same name (`python/shardwise/passes/`) give, and the tests compare the two on
 //! the conformance corpus and on raw JAX programs. [`run`] runs a list of them.
 
+pub mod canonicalize;
 pub mod common;
 pub mod export;
 pub mod import;
@@ -106,6 +107,48 @@ pub const PASSES: &[(&str, Pass, &[&str])] = &[
     ("sdy-insert-explicit-reshards", export::insert_explicit_reshards::run, &["enable-full-version"]),
     ("sdy-remove-propagation-debug-info", export::remove_propagation_debug_info::run, &[]),
     ("sdy-drop-sharding-rules", export::drop_sharding_rules::run, &[]),
+    // MLIR's canonicalizer with Shardy's collective patterns.
+    ("canonicalize", canonicalize::run, canonicalize::OPTIONS),
+];
+
+/// `sdy-propagation-pipeline` with its default options, pass by pass in its order (Shardy's
+/// `addPropagationPipeline`: import, user-priority propagation, the call-graph passes after
+/// it, export). Every pass of it is native.
+pub const PROPAGATION_PIPELINE: &[&str] = &[
+    "symbol-dce",
+    "sdy-lift-inlined-meshes",
+    "sdy-remove-size-one-axes",
+    "sdy-propagate-sharding-from-func-to-call",
+    "sdy-constant-or-scalar-splitter",
+    "symbol-dce",
+    "sdy-manual-axes-cleanup",
+    "sdy-save-module",
+    "sdy-add-data-flow-edges",
+    "sdy-flatten-call-graph",
+    "symbol-dce",
+    "sdy-import-func-calls",
+    "symbol-dce",
+    "sdy-apply-sharding-constraints",
+    "sdy-sharding-group-import",
+    "sdy-pre-order-funcs",
+    "sdy-user-priority-propagate{keep-sharding-rules=true}",
+    "sdy-export-named-computations",
+    "sdy-propagate-to-func-results",
+    "sdy-unflatten-call-graph",
+    "symbol-dce",
+    "sdy-insert-func-call-reshards",
+    "sdy-constant-or-scalar-merger",
+    "sdy-sink-data-flow-edges",
+    "sdy-remove-sharding-groups",
+    "sdy-sharding-constraint-to-reshard",
+    "sdy-update-non-divisible-input-output-shardings",
+    "sdy-remove-sub-axes-in-input-output-shardings",
+    "sdy-close-shardings",
+    "sdy-save-module",
+    "sdy-insert-explicit-reshards",
+    "canonicalize{enable-patterns={sdy-collective}}",
+    "sdy-save-module",
+    "sdy-drop-sharding-rules",
 ];
 
 /// `sdy-save-module`: Shardy's debugging dump; does nothing without a dump directory (the

@@ -111,11 +111,16 @@ fn static_shapes(p: &Program, op: u32) -> bool {
         .all(|v| types::tensor_shape(p.strings.get(p.value_types[v as usize])).is_none_or(|s| !s.contains(&-1)))
 }
 
+/// Ops without memory effects (MLIR's `MemoryEffectOpInterface` with no effects), whatever
+/// their shapes.
+pub fn has_no_memory_effect(name: &str) -> bool {
+    ELEMENTWISE_OPS.contains(&name) || OTHER_NO_MEMORY_EFFECT_OPS.contains(&name)
+}
+
 /// MLIR's `isPure` for the ops Shardy's passes ask about: no memory effects and speculatable
 /// (static shapes).
 pub fn is_pure(p: &Program, op: u32) -> bool {
-    let name = p.op_name(op);
-    (ELEMENTWISE_OPS.contains(&name) || OTHER_NO_MEMORY_EFFECT_OPS.contains(&name)) && static_shapes(p, op)
+    has_no_memory_effect(p.op_name(op)) && static_shapes(p, op)
 }
 
 /// Shardy's `isElementwise`: element-wise StableHLO ops, a `bitcast_convert` that keeps the

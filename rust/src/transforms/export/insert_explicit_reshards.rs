@@ -27,7 +27,7 @@ use crate::rule::text::parse_rule;
 use crate::rule::OpShardingRule;
 use crate::rules::{Builtin, CONTEXT_OPS};
 use crate::sharding::{MeshRef, TensorSharding};
-use crate::text::{parse_sharding_per_value, print_axis_ref, print_sharding};
+use crate::text::{parse_sharding_per_value, print_axis_ref_list_attr, print_axis_ref_lists_attr, print_sharding};
 
 const CALL: &str = "func.call";
 const RESHARD: &str = "sdy.reshard";
@@ -39,19 +39,6 @@ const REGION_DATA_FLOW: &[&str] = &["sdy.named_computation", MANUAL];
 const DATA_FLOW: &[&str] =
     &["sdy.named_computation", MANUAL, "stablehlo.while", "stablehlo.case", "stablehlo.optimization_barrier"];
 const UNREDUCED_OPS: &[&str] = &["sdy.sharded_to_unreduced", "sdy.replicated_to_unreduced"];
-
-fn axis_list(axes: &[AxisRef]) -> String {
-    let items: Vec<String> = axes.iter().map(print_axis_ref).collect();
-    format!("#sdy<axis_ref_list{{{}}}>", items.join(", "))
-}
-
-fn axis_lists(per_dim: &[Vec<AxisRef>]) -> String {
-    let dims: Vec<String> = per_dim
-        .iter()
-        .map(|d| format!("{{{}}}", d.iter().map(print_axis_ref).collect::<Vec<_>>().join(", ")))
-        .collect();
-    format!("#sdy<list_of_axis_ref_lists[{}]>", dims.join(", "))
-}
 
 /// A program error of the plans names the op (as the Python pass's `ProgramError` does); other
 /// errors (an invalid sharding) pass unchanged.
@@ -219,7 +206,8 @@ impl Reshards<'_> {
         };
         let v = Self::operand(p, user, index)?;
         let loc = self.loc_of(p, v);
-        let r = self.new_op(p, ALL_REDUCE, v, &[("reduction_axes", axis_list(&axes))], Some(&new), loc)?;
+        let r =
+            self.new_op(p, ALL_REDUCE, v, &[("reduction_axes", print_axis_ref_list_attr(&axes))], Some(&new), loc)?;
         self.uses.set_operand(p, user, index, r);
         Ok(Some(new))
     }
@@ -257,13 +245,25 @@ impl Reshards<'_> {
             last = Some(s.clone());
         }
         if let Some((axes, s)) = &plan.replicated_to_unreduced {
-            result =
-                self.new_op(p, "sdy.replicated_to_unreduced", result, &[("axes", axis_list(axes))], Some(s), loc)?;
+            result = self.new_op(
+                p,
+                "sdy.replicated_to_unreduced",
+                result,
+                &[("axes", print_axis_ref_list_attr(axes))],
+                Some(s),
+                loc,
+            )?;
             last = Some(s.clone());
         }
         if let Some((axes, _)) = &plan.sharded_to_unreduced {
-            result =
-                self.new_op(p, "sdy.sharded_to_unreduced", result, &[("axes", axis_lists(axes))], Some(out), loc)?;
+            result = self.new_op(
+                p,
+                "sdy.sharded_to_unreduced",
+                result,
+                &[("axes", print_axis_ref_lists_attr(axes))],
+                Some(out),
+                loc,
+            )?;
             last = Some(out.clone());
         }
         self.uses.set_operand(p, user, index, result);
@@ -707,7 +707,7 @@ impl Reshards<'_> {
         if plan.all_reduce_axes.is_empty() || results.is_empty() {
             return Ok(());
         }
-        let axes = axis_list(&plan.all_reduce_axes);
+        let axes = print_axis_ref_list_attr(&plan.all_reduce_axes);
         self.after(p, op)?;
         for r in results {
             let s = match self.sharding(p, r)? {
