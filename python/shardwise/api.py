@@ -18,6 +18,7 @@ Shardy), both below this module.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from shardwise import _native
 from shardwise.errors import PipelineError
@@ -27,7 +28,7 @@ from shardwise.passes.pipeline import COMPOSITES, expand_pipeline, native_steps,
 from shardwise.passes.registry import PASSES
 from shardwise.rules.registry import has_user_rules
 
-__all__ = ["PIPELINES", "pipeline_text", "propagate", "propagate_text"]
+__all__ = ["PIPELINES", "pipeline_text", "propagate", "propagate_text", "propagate_texts"]
 
 PIPELINES: dict[str, str] = {
     "full": "builtin.module(sdy-propagation-pipeline)",
@@ -112,9 +113,7 @@ def propagate_text(text: str, pipeline: str) -> str | None:
 
     Raises what the passes raise (``ProgramError``, ``ShardingError``, ...), ``MlirReadError``
     for text the reader refuses (not for text it does not support) and ``MlirVerifyError``."""
-    if has_user_rules():
-        return None
-    steps = native_steps(pipeline, _native.native_passes())
+    steps = _native_steps(pipeline)
     if steps is None:
         return None
     try:
@@ -123,3 +122,29 @@ def propagate_text(text: str, pipeline: str) -> str | None:
         if e.unsupported:
             return None
         raise
+
+
+def propagate_texts(texts: Sequence[str], pipeline: str, *, threads: int = 1) -> list[str] | None:
+    """``propagate_text`` for each of ``texts``, all in Rust on ``threads`` scoped threads with
+    the GIL released throughout (``_native.run_native_passes_many``): the propagated texts in
+    order, or ``None`` when the pipeline is not native, a user rule is registered, or the native
+    reader does not support one of the texts. The warnings come afterwards, text by text.
+
+    Raises what ``propagate_text`` raises, for the first text (in order) that fails, with a
+    note naming its index."""
+    steps = _native_steps(pipeline)
+    if steps is None:
+        return None
+    try:
+        return _native.run_native_passes_many(list(texts), steps, threads)
+    except _native.MlirReadError as e:
+        if e.unsupported:
+            return None
+        raise
+
+
+def _native_steps(pipeline: str) -> list[str] | None:
+    """The native passes ``pipeline`` runs, or ``None`` when it cannot run natively."""
+    if has_user_rules():
+        return None
+    return native_steps(pipeline, _native.native_passes())

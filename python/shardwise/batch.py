@@ -31,8 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from shardwise import _native
-from shardwise.api import PIPELINES, propagate
+from shardwise.api import PIPELINES, pipeline_text, propagate, propagate_texts
 from shardwise.errors import ProgramError
+from shardwise.importers.mlir import load_mlir
 from shardwise.ir.core import Func, Module, Value
 from shardwise.ir.gc import no_cyclic_gc
 from shardwise.ir.rewrite import Uses
@@ -355,18 +356,24 @@ def _guarded_args(module: Module) -> set[tuple[str, int]] | None:
 
 
 def propagate_many(
-    modules: Module | Sequence[Module],
+    modules: Module | str | Sequence[Module] | Sequence[str],
     candidates: Sequence[Candidate] | None = None,
     *,
     threads: int | None = None,
     conservative: bool = False,
-) -> list[Module] | CandidateResults:
+) -> list[Module] | list[str] | CandidateResults:
     """Propagates many programs at once (Shardy's ``sdy-propagation-pipeline``, as
     ``shardwise.propagate``):
 
     * ``propagate_many([m1, m2, …], threads=N)`` -> the propagated modules, in order (inputs
       unchanged). The modules run on ``N`` Python threads; only their Rust solver steps run
       in parallel (the import/export passes hold the GIL).
+    * ``propagate_many([text1, text2, …], threads=N)`` -> the propagated programs as MLIR text,
+      in order: read, propagated and printed in Rust on ``N`` threads with the GIL released
+      (``shardwise.api.propagate_texts``), or, when that cannot run natively (a user rule is
+      registered, or the native reader does not support a text), each loaded, propagated and
+      printed as ``load_mlir``, ``propagate`` and ``Module.to_mlir`` do, which is what the
+      native path gives too.
     * ``propagate_many(module, candidates, threads=N)`` -> ``CandidateResults``: one result per
       candidate, a mapping ``"argN"`` / ``"resultN"`` (or an argument ``Value`` of @main) ->
       ``TensorSharding`` (or ``None``), the in/out shardings to try. ``result.module()`` is
@@ -376,20 +383,38 @@ def propagate_many(
 
     ``threads`` defaults to the number of CPUs and is capped at it. No thread outlives the call (safe with fork).
     Raises ``ValueError`` for a bad key, a sharding on an unknown mesh or one that does not fit
-    the value's shape (``InvalidShardingError``), ``TypeError`` for a non-sharding, and what
-    ``shardwise.propagate`` raises."""
+    the value's shape (``InvalidShardingError``), ``TypeError`` for a non-sharding or a list
+    mixing modules and texts, and what ``shardwise.propagate`` raises (for texts also
+    ``MlirReadError`` and ``MlirVerifyError``, noted with the text's index)."""
     n = _threads(threads)
     if candidates is not None:
         if not isinstance(modules, Module):
             raise TypeError(f"candidates go with one Module, got {type(modules).__name__}")
         return CandidateBatch._over(modules, conservative).propagate(list(candidates), threads=n)
-    if isinstance(modules, Module):
-        modules = [modules]
-    mods = list(modules)
-    for m in mods:
+    items: list[Any] = [modules] if isinstance(modules, (Module, str)) else list(modules)
+    if items and all(isinstance(t, str) for t in items):
+        return _propagate_texts(items, n, conservative)
+    for m in items:
         if not isinstance(m, Module):
-            raise TypeError(f"propagate_many expects Modules, got {type(m).__name__}")
+            raise TypeError(f"propagate_many expects Modules or MLIR texts (not both), got {type(m).__name__}")
+    mods: list[Module] = items
     if n == 1 or len(mods) < 2:
         return [propagate(m, conservative=conservative) for m in mods]
     with ThreadPoolExecutor(max_workers=min(n, len(mods))) as pool:
         return list(pool.map(lambda m: propagate(m, conservative=conservative), mods))
+
+
+def _propagate_texts(texts: list[str], threads: int, conservative: bool) -> list[str]:
+    """``propagate_many`` of MLIR texts (see there)."""
+    pipeline = pipeline_text("full", conservative=conservative)
+    out = propagate_texts(texts, pipeline, threads=threads)
+    if out is not None:
+        return out
+
+    def one(text: str) -> str:
+        return propagate(load_mlir(text), pipeline, in_place=True).to_mlir()
+
+    if threads == 1 or len(texts) < 2:
+        return [one(t) for t in texts]
+    with ThreadPoolExecutor(max_workers=min(threads, len(texts))) as pool:
+        return list(pool.map(one, texts))

@@ -15,6 +15,7 @@ mod lexer;
 pub mod mesh;
 pub mod mlir;
 pub mod name;
+pub mod parallel;
 pub mod propagation;
 pub mod redistribution;
 pub mod rule;

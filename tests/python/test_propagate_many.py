@@ -193,3 +193,55 @@ def test_candidate_batch_in_a_forked_child(step: sw.Module) -> None:
             pytest.fail("the forked child did not finish its batch call in 120 s")
         time.sleep(0.05)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_many_texts_propagate_natively_on_threads_as_one_by_one() -> None:
+    """MLIR texts in, texts out: what ``load_mlir`` + ``propagate`` + ``to_mlir`` give, on one
+    or two threads alike, with each text's warnings issued in the texts' order."""
+    import warnings
+
+    from shardwise.rules.exceptions import UnknownOpWarning
+    from shardwise.testing.real_models import model_names, real_model
+
+    texts = [real_model(n).text for n in model_names()[:3]]
+    # A custom call without a rule warns: the second text has one.
+    kernel = """module {
+  sdy.mesh @m = <["x"=2]>
+  func.func @main(%arg0: tensor<8xf32> {sdy.sharding = #sdy.sharding<@m, [{"x"}]>}) -> tensor<8xf32> {
+    %0 = stablehlo.custom_call @my_kernel(%arg0) : (tensor<8xf32>) -> tensor<8xf32>
+    return %0 : tensor<8xf32>
+  }
+}"""
+    batch = [texts[0], kernel, texts[1], texts[2]]
+    with warnings.catch_warnings(record=True) as one_by_one:
+        warnings.simplefilter("always")
+        expected = [sw.propagate(load_mlir(t)).to_mlir() for t in batch]
+    for threads in (1, 2):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = sw.propagate_many(batch, threads=threads)
+        assert out == expected
+        assert [(w.category, str(w.message)) for w in caught] == [(w.category, str(w.message)) for w in one_by_one]
+        assert any("my_kernel" in str(w.message) for w in caught)
+    with pytest.warns(UnknownOpWarning):
+        assert sw.propagate_many(kernel) == expected[1:2]
+
+
+def test_many_texts_name_the_text_that_fails_and_fall_back_without_native_passes() -> None:
+    from shardwise.errors import ShardwiseError
+    from shardwise.rules.registry import register_op_rule, unregister_op_rule
+
+    good = "module {\n  func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {\n    return %arg0 : tensor<8xf32>\n  }\n}\n"
+    bad = good.replace("return %arg0", "return %arg1")
+    with pytest.raises(ShardwiseError) as info:
+        sw.propagate_many([good, good, bad], threads=2)
+    assert "in text 2 of 3" in (info.value.__notes__ or [])
+    with pytest.raises(TypeError, match="Modules or MLIR texts"):
+        sw.propagate_many([good, load_mlir(good)])  # type: ignore[list-item]
+    # A user's rule sends the texts through the Python passes: the same output.
+    native = sw.propagate_many([good], threads=1)
+    register_op_rule("mydialect.op", lambda op, c: None)
+    try:
+        assert sw.propagate_many([good], threads=1) == native
+    finally:
+        unregister_op_rule("mydialect.op")

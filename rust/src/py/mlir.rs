@@ -207,28 +207,66 @@ fn print_mlir(py: Python<'_>, text: &str, verify: bool, strict: bool) -> PyResul
 /// program), `MlirVerifyError`, or what the sharding rules and propagation raise.
 #[pyfunction]
 fn run_native_passes(py: Python<'_>, text: &str, passes: Vec<String>) -> PyResult<String> {
-    let printed = py.detach(|| {
-        let mut p = mlir::read(text).map_err(PrintFailure::Read)?;
-        mlir::verify(&p).map_err(PrintFailure::Verify)?;
-        let names: Vec<&str> = passes.iter().map(String::as_str).collect();
-        let warnings = crate::transforms::run(&mut p, &names).map_err(PrintFailure::Pass)?;
-        mlir::verify(&p).map_err(PrintFailure::Verify)?;
-        Ok((mlir::print(&p), warnings))
-    });
-    let (text, warnings) = printed.map_err(|f| failure(py, f))?;
-    if !warnings.is_empty() {
-        for (kind, w) in warnings {
-            let (module, name) = match kind {
-                WarningKind::Pass => ("shardwise.errors", "PassWarning"),
-                WarningKind::UnknownOp => ("shardwise.rules.exceptions", "UnknownOpWarning"),
-                WarningKind::ShardingGroup => ("shardwise.propagation", "ShardingGroupWarning"),
-            };
-            let class = py.import(module)?.getattr(name)?;
-            let message = std::ffi::CString::new(w.replace('\0', " ")).unwrap_or_default();
-            PyErr::warn(py, &class, &message, 1)?;
+    let names: Vec<&str> = passes.iter().map(String::as_str).collect();
+    let (text, warnings) = py.detach(|| run_text(text, &names)).map_err(|f| failure(py, f))?;
+    issue_warnings(py, warnings)?;
+    Ok(text)
+}
+
+/// `run_native_passes` for each of `texts`, on at most `threads` scoped threads (one per text
+/// at most) with the GIL released throughout: the printed texts in order. The warnings are
+/// issued afterwards, text by text. The first text (in order) that fails raises what
+/// `run_native_passes` raises for it, with a note naming its index; the warnings of the texts
+/// before it are issued first.
+#[pyfunction]
+fn run_native_passes_many(
+    py: Python<'_>,
+    texts: Vec<String>,
+    passes: Vec<String>,
+    threads: usize,
+) -> PyResult<Vec<String>> {
+    let names: Vec<&str> = passes.iter().map(String::as_str).collect();
+    let n = texts.len();
+    let results = py.detach(|| crate::parallel::map(n, threads, |i| run_text(&texts[i], &names)));
+    let mut out = Vec::with_capacity(n);
+    for (i, r) in results.into_iter().enumerate() {
+        match r {
+            Ok((text, warnings)) => {
+                issue_warnings(py, warnings)?;
+                out.push(text);
+            }
+            Err(f) => {
+                let err = failure(py, f);
+                err.value(py).call_method1("add_note", (format!("in text {i} of {n}"),))?;
+                return Err(err);
+            }
         }
     }
-    Ok(text)
+    Ok(out)
+}
+
+/// Reads, verifies, runs `passes` on, verifies and prints one text.
+fn run_text(text: &str, passes: &[&str]) -> Result<(String, Vec<(WarningKind, String)>), PrintFailure> {
+    let mut p = mlir::read(text).map_err(PrintFailure::Read)?;
+    mlir::verify(&p).map_err(PrintFailure::Verify)?;
+    let warnings = crate::transforms::run(&mut p, passes).map_err(PrintFailure::Pass)?;
+    mlir::verify(&p).map_err(PrintFailure::Verify)?;
+    Ok((mlir::print(&p), warnings))
+}
+
+/// Issues the passes' warnings as `PassWarning`, `UnknownOpWarning` or `ShardingGroupWarning`.
+fn issue_warnings(py: Python<'_>, warnings: Vec<(WarningKind, String)>) -> PyResult<()> {
+    for (kind, w) in warnings {
+        let (module, name) = match kind {
+            WarningKind::Pass => ("shardwise.errors", "PassWarning"),
+            WarningKind::UnknownOp => ("shardwise.rules.exceptions", "UnknownOpWarning"),
+            WarningKind::ShardingGroup => ("shardwise.propagation", "ShardingGroupWarning"),
+        };
+        let class = py.import(module)?.getattr(name)?;
+        let message = std::ffi::CString::new(w.replace('\0', " ")).unwrap_or_default();
+        PyErr::warn(py, &class, &message, 1)?;
+    }
+    Ok(())
 }
 
 /// The names of the native passes (`crate::transforms::PASSES`), in their table's order.
@@ -288,6 +326,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(print_mlir, m)?)?;
     m.add_function(wrap_pyfunction!(mlir_nesting, m)?)?;
     m.add_function(wrap_pyfunction!(run_native_passes, m)?)?;
+    m.add_function(wrap_pyfunction!(run_native_passes_many, m)?)?;
     m.add_function(wrap_pyfunction!(native_passes, m)?)?;
     Ok(())
 }
