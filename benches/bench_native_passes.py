@@ -114,6 +114,50 @@ def test_many_texts_on_threads(benchmark: Any, threads: int) -> None:
     _MANY["ops"] = sum(1 for _ in load_mlir(text).walk())
 
 
+_MEMORY_CHILD = """
+import resource, sys, warnings
+warnings.simplefilter("ignore")
+which, path = sys.argv[1], sys.argv[2]
+text = open(path).read()
+if which == "shardy":
+    from jax._src.interpreters import mlir as jax_mlir
+    from jax._src.lib.mlir import ir, passmanager
+    ctx = jax_mlir.make_ir_context()
+else:
+    from shardwise import _native
+    from shardwise.testing.native_passes import PIPELINE
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+if which == "shardy":
+    with ctx:
+        module = ir.Module.parse(text)
+        passmanager.PassManager.parse("builtin.module(sdy-propagation-pipeline)").run(module.operation)
+        out = str(module)
+else:
+    out = _native.run_native_passes(text, PIPELINE)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+"""
+
+
+def test_peak_memory_per_op(tmp_path: pathlib.Path) -> None:
+    """Peak resident memory added by text to text (read, the pipeline, print), per op, for
+    Shardy and the native pipeline, each in a fresh process (the text read and the libraries
+    imported before the peak is taken)."""
+    import subprocess
+    import sys
+
+    layers = max(LAYERS)
+    text = transformer_step(layers)
+    path = tmp_path / "step.mlir"
+    path.write_text(text)
+    ops = sum(1 for _ in load_mlir(text).walk())
+    for which in ("native", "shardy"):
+        out = subprocess.run(
+            [sys.executable, "-c", _MEMORY_CHILD, which, str(path)], capture_output=True, text=True, check=True
+        )
+        _MANY[f"rss_{which}"] = int(out.stdout.split()[-1]) * 1024 / ops
+    _MANY["rss_ops"] = ops
+
+
 def teardown_module() -> None:
     if not _ROWS:
         return
@@ -150,6 +194,19 @@ def teardown_module() -> None:
             "| 1 thread | 2 threads | speed-up |",
             "|---:|---:|---:|",
             f"| {_MANY['t1']:.2f} | {_MANY['t2']:.2f} | {_MANY['t1'] / _MANY['t2']:.2f}x |",
+        ]
+    if "rss_native" in _MANY:
+        lines += [
+            "",
+            (
+                f"Peak resident memory added by text to text (read, pipeline, print) on the "
+                f"{_MANY['rss_ops']:,.0f}-op step, bytes per op, each in a fresh process (`ru_maxrss` after "
+                "less before):"
+            ),
+            "",
+            "| Shardy (jaxlib) | native |",
+            "|---:|---:|",
+            f"| {_MANY['rss_shardy']:,.0f} | {_MANY['rss_native']:,.0f} |",
         ]
     out = pathlib.Path(__file__).with_name("native_passes.md")
     tmp = out.with_suffix(".md.tmp")

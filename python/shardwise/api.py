@@ -17,11 +17,13 @@ Shardy), both below this module.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 
 from shardwise import _native
-from shardwise.errors import PipelineError
+from shardwise.errors import PipelineError, ProgramError
+from shardwise.importers.mlir import check_nesting, verify_error
 from shardwise.ir.core import Module
 from shardwise.ir.gc import no_cyclic_gc
 from shardwise.passes.pipeline import COMPOSITES, expand_pipeline, native_steps, run_pipeline
@@ -102,45 +104,59 @@ def propagate(module: Module, pipeline: str = "full", *, conservative: bool = Fa
     return target
 
 
-def propagate_text(text: str, pipeline: str) -> str | None:
+def propagate_text(text: str, pipeline: str, *, source: str | os.PathLike[str] | None = None) -> str | None:
     """``text`` (MLIR) propagated by ``pipeline`` (a Shardy pipeline string, see
     ``pipeline_text``) entirely in Rust, text to text with the GIL released
     (``_native.run_native_passes``), when every pass of it runs natively, no rule is registered
     by the user and the native reader reads the text; ``None`` otherwise (then load the module
-    and ``propagate`` it). The output is what ``propagate`` and ``Module.to_mlir`` give (the
+    and ``propagate`` it: ``load_mlir`` then decides about text the native reader refuses, as it
+    would without this path). The output is what ``propagate`` and ``Module.to_mlir`` give (the
     native passes are compared with the Python ones on the conformance corpus and real
-    programs).
+    programs). ``source``, the file the text was read from, names it in errors and in the
+    locations of ops without one, as ``load_mlir(path)`` does.
 
-    Raises what the passes raise (``ProgramError``, ``ShardingError``, ...), ``MlirReadError``
-    for text the reader refuses (not for text it does not support) and ``MlirVerifyError``."""
+    Raises what the passes raise (``ProgramError``, ``ShardingError``, ...) and, as
+    ``load_mlir`` and ``Module.to_mlir`` do, ``ProgramError`` for text nested too deeply
+    (``MAX_NESTING``, ``MAX_BRACKETS``) and for a module that does not verify, before or after
+    the passes."""
     steps = _native_steps(pipeline)
     if steps is None:
         return None
+    check_nesting(text, source)
     try:
-        return _native.run_native_passes(text, steps)
-    except _native.MlirReadError as e:
-        if e.unsupported:
-            return None
-        raise
+        return _native.run_native_passes(text, steps, "-" if source is None else os.fspath(source))
+    except _native.MlirReadError:
+        return None
+    except _native.MlirVerifyError as e:
+        raise verify_error(e, source) from None
 
 
 def propagate_texts(texts: Sequence[str], pipeline: str, *, threads: int = 1) -> list[str] | None:
     """``propagate_text`` for each of ``texts``, all in Rust on ``threads`` scoped threads with
     the GIL released throughout (``_native.run_native_passes_many``): the propagated texts in
     order, or ``None`` when the pipeline is not native, a user rule is registered, or the native
-    reader does not support one of the texts. The warnings come afterwards, text by text.
+    reader does not read one of the texts. The warnings come afterwards, text by text.
 
     Raises what ``propagate_text`` raises, for the first text (in order) that fails, with a
     note naming its index."""
     steps = _native_steps(pipeline)
     if steps is None:
         return None
+    for i, text in enumerate(texts):
+        try:
+            check_nesting(text, None)
+        except ProgramError as e:
+            e.add_note(f"in text {i} of {len(texts)}")
+            raise
     try:
         return _native.run_native_passes_many(list(texts), steps, threads)
-    except _native.MlirReadError as e:
-        if e.unsupported:
-            return None
-        raise
+    except _native.MlirReadError:
+        return None
+    except _native.MlirVerifyError as e:
+        err = verify_error(e, None)
+        for note in getattr(e, "__notes__", []):
+            err.add_note(note)
+        raise err from None
 
 
 def _native_steps(pipeline: str) -> list[str] | None:

@@ -411,10 +411,14 @@ def _propagate_texts(texts: list[str], threads: int, conservative: bool) -> list
     if out is not None:
         return out
 
-    def one(text: str) -> str:
-        return propagate(load_mlir(text), pipeline, in_place=True).to_mlir()
+    def one(i: int) -> str:
+        try:
+            return propagate(load_mlir(texts[i]), pipeline, in_place=True).to_mlir()
+        except Exception as e:
+            e.add_note(f"in text {i} of {len(texts)}")
+            raise
 
     if threads == 1 or len(texts) < 2:
-        return [one(t) for t in texts]
+        return [one(i) for i in range(len(texts))]
     with ThreadPoolExecutor(max_workers=min(threads, len(texts))) as pool:
-        return list(pool.map(one, texts))
+        return list(pool.map(one, range(len(texts))))

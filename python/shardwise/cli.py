@@ -128,7 +128,7 @@ def propagate_file(
             source = Path(path).read_text()
         except UnicodeDecodeError:  # MLIR bytecode: load_mlir reads it through jaxlib
             source = None
-        out = None if source is None else propagate_text(source, text)
+        out = None if source is None else propagate_text(source, text, source=Path(path))
         if out is not None:
             write_atomic(output, out)
             ms = (time.perf_counter() - t) * 1000

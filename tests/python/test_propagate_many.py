@@ -232,10 +232,17 @@ def test_many_texts_name_the_text_that_fails_and_fall_back_without_native_passes
     from shardwise.rules.registry import register_op_rule, unregister_op_rule
 
     good = "module {\n  func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {\n    return %arg0 : tensor<8xf32>\n  }\n}\n"
-    bad = good.replace("return %arg0", "return %arg1")
-    with pytest.raises(ShardwiseError) as info:
-        sw.propagate_many([good, good, bad], threads=2)
-    assert "in text 2 of 3" in (info.value.__notes__ or [])
+    # Read natively, refused by the native verifier; not read natively (the Python path, which
+    # reads it through jaxlib, refuses it).
+    unknown_axis = (
+        'module {\n  sdy.mesh @m = <["x"=2]>\n  func.func @main(%arg0: tensor<8xf32> {sdy.sharding = '
+        '#sdy.sharding<@m, [{"q"}]>}) -> tensor<8xf32> {\n    return %arg0 : tensor<8xf32>\n  }\n}\n'
+    )
+    undefined = good.replace("return %arg0", "return %arg1")
+    for bad, says in ((unknown_axis, 'unknown axis "q"'), (undefined, "undeclared SSA value")):
+        with pytest.raises(ShardwiseError, match=says) as info:
+            sw.propagate_many([good, good, bad], threads=2)
+        assert "in text 2 of 3" in info.value.__notes__
     with pytest.raises(TypeError, match="Modules or MLIR texts"):
         sw.propagate_many([good, load_mlir(good)])  # type: ignore[list-item]
     # A user's rule sends the texts through the Python passes: the same output.

@@ -51,7 +51,7 @@ def load_mlir(source: str | os.PathLike[str], *, reader: str = "auto") -> Module
     text, path = _read(source)
     # The passes after reading walk regions recursively in places: the same nesting bound
     # holds for both readers.
-    _check_nesting(text, source)
+    check_nesting(text, source)
     if reader != "jaxlib":
         try:
             tables = read_mlir(text, path or "-", verify=True)
@@ -62,7 +62,7 @@ def load_mlir(source: str | os.PathLike[str], *, reader: str = "auto") -> Module
             if reader == "native" or not jax_available():
                 raise ProgramError(f"cannot parse MLIR{_name(source)}: {e}") from None
         except MlirVerifyError as e:  # jaxlib would refuse it too: no fallback
-            raise ProgramError(f"invalid MLIR{_name(source)}: {e.op_name} at {e.location}: {e.detail}") from None
+            raise verify_error(e, source) from None
         else:
             with no_cyclic_gc():
                 return build_module(tables)
@@ -92,7 +92,7 @@ MAX_NESTING = 256
 MAX_BRACKETS = 1024
 
 
-def _check_nesting(text: str, source: str | os.PathLike[str]) -> None:
+def check_nesting(text: str, source: str | os.PathLike[str] | None) -> None:
     """``ProgramError`` (with the line) when braces outside string literals and comments nest
     deeper than ``MAX_NESTING``, or brackets of all kinds together (the ``>`` of a function
     type's ``->`` aside) deeper than ``MAX_BRACKETS``, before jaxlib's recursive parser sees
@@ -111,7 +111,16 @@ def _check_nesting(text: str, source: str | os.PathLike[str]) -> None:
             )
 
 
-def _check_encodable(text: str, source: str | os.PathLike[str]) -> None:
+def verify_error(e: MlirVerifyError, source: str | os.PathLike[str] | None) -> ProgramError:
+    """The ``ProgramError`` for a native verifier's refusal of ``source`` (MLIR text or its
+    path): of the text as read (``load_mlir``'s message, naming the op and its location) or,
+    with ``e.after_passes``, of what the native passes made of it (``Module.to_mlir``'s)."""
+    if getattr(e, "after_passes", False):
+        return ProgramError(f"the module does not verify: {e.op_name} at {e.location}: {e.detail}")
+    return ProgramError(f"invalid MLIR{_name(source)}: {e.op_name} at {e.location}: {e.detail}")
+
+
+def _check_encodable(text: str, source: str | os.PathLike[str] | None) -> None:
     """``ProgramError`` (with the line) for text holding a lone surrogate (from a non-UTF-8
     string decoded with ``surrogateescape``), which is not Unicode and cannot be parsed."""
     try:
@@ -157,7 +166,10 @@ def _read(source: str | os.PathLike[str]) -> tuple[str, str | None]:
     return source, None
 
 
-def _name(source: str | os.PathLike[str]) -> str:
+def _name(source: str | os.PathLike[str] | None) -> str:
+    """`` from PATH`` for a path (or one-line text: a path that does not exist), else empty."""
+    if source is None:
+        return ""
     return f" from {source}" if isinstance(source, os.PathLike) or "\n" not in str(source) else ""
 
 

@@ -8,7 +8,7 @@
 //! `ops` but is no longer reached.
 
 use super::{BlockData, FuncData, OpData, Program, Span};
-use crate::fast_hash::FastMap;
+use crate::fast_hash::{FastMap, FastSet};
 
 fn range(s: Span) -> std::ops::Range<usize> {
     s.0 as usize..s.1 as usize
@@ -34,6 +34,18 @@ impl Program {
         let start = self.block_ops.len() as u32;
         self.block_ops.extend_from_slice(ops);
         *span = (start, self.block_ops.len() as u32);
+    }
+
+    /// Takes the ops `gone` out of `blocks` (the blocks holding them, in any order, repeats
+    /// allowed): one pass over each block.
+    pub fn remove_ops(&mut self, gone: &FastSet<u32>, blocks: impl IntoIterator<Item = u32>) {
+        let mut blocks: Vec<u32> = blocks.into_iter().collect();
+        blocks.sort_unstable();
+        blocks.dedup();
+        for b in blocks {
+            let kept: Vec<u32> = self.block_ops(b).iter().copied().filter(|o| !gone.contains(o)).collect();
+            self.set_block_ops(b, &kept);
+        }
     }
 
     /// The blocks of op `op`'s region `r` (none when the op has no such region).

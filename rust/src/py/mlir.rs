@@ -167,6 +167,8 @@ enum PrintFailure {
     /// A native pass refused the program.
     Pass(crate::error::Error),
     Verify(mlir::VerifyError),
+    /// The program the native passes left does not verify.
+    VerifyAfterPasses(mlir::VerifyError),
     /// An op jaxlib would print in its custom form had to be printed in the generic form.
     Generic(String),
 }
@@ -205,10 +207,15 @@ fn print_mlir(py: Python<'_>, text: &str, verify: bool, strict: bool) -> PyResul
 /// are issued as `PassWarning`, `UnknownOpWarning` or `ShardingGroupWarning`.
 /// Raises `MlirReadError`, `ProgramError` (an unknown pass or option, or a pass refusing the
 /// program), `MlirVerifyError`, or what the sharding rules and propagation raise.
+///
+/// `name` (a file path) goes into the implicit locations of ops without one, as `read_mlir`'s.
+/// A module that does not verify after the passes raises `MlirVerifyError` with
+/// `after_passes` set.
 #[pyfunction]
-fn run_native_passes(py: Python<'_>, text: &str, passes: Vec<String>) -> PyResult<String> {
+#[pyo3(signature = (text, passes, name="-"))]
+fn run_native_passes(py: Python<'_>, text: &str, passes: Vec<String>, name: &str) -> PyResult<String> {
     let names: Vec<&str> = passes.iter().map(String::as_str).collect();
-    let (text, warnings) = py.detach(|| run_text(text, &names)).map_err(|f| failure(py, f))?;
+    let (text, warnings) = py.detach(|| run_text(text, name, &names)).map_err(|f| failure(py, f))?;
     issue_warnings(py, warnings)?;
     Ok(text)
 }
@@ -227,7 +234,7 @@ fn run_native_passes_many(
 ) -> PyResult<Vec<String>> {
     let names: Vec<&str> = passes.iter().map(String::as_str).collect();
     let n = texts.len();
-    let results = py.detach(|| crate::parallel::map(n, threads, |i| run_text(&texts[i], &names)));
+    let results = py.detach(|| crate::parallel::map(n, threads, |i| run_text(&texts[i], "-", &names)));
     let mut out = Vec::with_capacity(n);
     for (i, r) in results.into_iter().enumerate() {
         match r {
@@ -246,11 +253,11 @@ fn run_native_passes_many(
 }
 
 /// Reads, verifies, runs `passes` on, verifies and prints one text.
-fn run_text(text: &str, passes: &[&str]) -> Result<(String, Vec<(WarningKind, String)>), PrintFailure> {
-    let mut p = mlir::read(text).map_err(PrintFailure::Read)?;
+fn run_text(text: &str, name: &str, passes: &[&str]) -> Result<(String, Vec<(WarningKind, String)>), PrintFailure> {
+    let mut p = mlir::read_named(text, name).map_err(PrintFailure::Read)?;
     mlir::verify(&p).map_err(PrintFailure::Verify)?;
     let warnings = crate::transforms::run(&mut p, passes).map_err(PrintFailure::Pass)?;
-    mlir::verify(&p).map_err(PrintFailure::Verify)?;
+    mlir::verify(&p).map_err(PrintFailure::VerifyAfterPasses)?;
     Ok((mlir::print(&p), warnings))
 }
 
@@ -277,14 +284,16 @@ fn native_passes() -> Vec<&'static str> {
 
 /// The Python exception of a failed read, verification or strict print.
 fn failure(py: Python<'_>, f: PrintFailure) -> PyErr {
+    let after = matches!(f, PrintFailure::VerifyAfterPasses(_));
     match f {
         PrintFailure::Read(e) => read_error(py, e),
         PrintFailure::Pass(e) => super::errors::to_py(py, e),
-        PrintFailure::Verify(e) => {
+        PrintFailure::Verify(e) | PrintFailure::VerifyAfterPasses(e) => {
             let err = MlirVerifyError::new_err(e.to_string());
             let value = err.value(py);
             let set = value
-                .setattr("op_index", e.op)
+                .setattr("after_passes", after)
+                .and_then(|_| value.setattr("op_index", e.op))
                 .and_then(|_| value.setattr("op_name", &e.name))
                 .and_then(|_| value.setattr("location", &e.loc))
                 .and_then(|_| value.setattr("detail", &e.message));

@@ -194,19 +194,28 @@ impl Rewriter {
     /// MLIR's `addToWorklist`: `op` and the ops holding it, up to the module's top level
     /// (nothing for an op no longer in the module).
     fn push(&mut self, op: u32) {
-        let mut chain = vec![op];
+        // The chain up to the module's block first (an op no longer in the module has none),
+        // then `op` and its holders in that order.
+        let module_block = self.module_block;
+        let holder = |lists: &LinkedBlocks, o: u32| -> Option<Option<u32>> {
+            let block = lists.block_of(o)?;
+            if block == module_block {
+                return Some(None);
+            }
+            lists.owner(block).map(Some)
+        };
         let mut cur = op;
         loop {
-            let Some(block) = self.lists.block_of(cur) else { return };
-            if block == self.module_block {
-                break;
+            match holder(&self.lists, cur) {
+                None => return,
+                Some(None) => break,
+                Some(Some(owner)) => cur = owner,
             }
-            let Some(owner) = self.lists.owner(block) else { return };
-            chain.push(owner);
-            cur = owner;
         }
-        for o in chain {
+        let mut cur = Some(op);
+        while let Some(o) = cur {
             self.worklist.push(o);
+            cur = holder(&self.lists, o).flatten();
         }
     }
 

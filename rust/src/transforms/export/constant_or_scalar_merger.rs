@@ -72,11 +72,6 @@ pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
             }
         }
     }
-    blocks.sort_unstable();
-    blocks.dedup();
-    for block in blocks {
-        let kept: Vec<u32> = p.block_ops(block).iter().copied().filter(|o| !merged.contains(o)).collect();
-        p.set_block_ops(block, &kept);
-    }
+    p.remove_ops(&merged, blocks);
     Ok(())
 }

@@ -6,7 +6,7 @@
 //! `enable-full-version`: only the reshard that makes a dot compatible and the all-reduce of an
 //! unreduced result). This file walks the program and inserts the ops.
 
-use super::super::common::{callee_name, func_arg_shardings, meshes, post_order_of};
+use super::super::common::{callee_name, func_arg_shardings, meshes, post_order_of, resolve_mesh};
 use super::super::propagation::freeze::{registry_rule, top_funcs, Context};
 use super::super::PassContext;
 use crate::axis::AxisRef;
@@ -27,7 +27,7 @@ use crate::rule::text::parse_rule;
 use crate::rule::OpShardingRule;
 use crate::rules::{Builtin, CONTEXT_OPS};
 use crate::sharding::{MeshRef, TensorSharding};
-use crate::text::{parse_sharding_per_value, print_axis_ref_list_attr, print_axis_ref_lists_attr, print_sharding};
+use crate::text::{parse_sharding_per_value, print_axis_ref_list_attr, print_axis_ref_lists_attr};
 
 const CALL: &str = "func.call";
 const RESHARD: &str = "sdy.reshard";
@@ -90,16 +90,7 @@ impl Reshards<'_> {
     }
 
     fn mesh(&self, s: &TensorSharding) -> Result<Mesh> {
-        match &s.mesh {
-            MeshRef::Inline(m) => Ok(m.clone()),
-            MeshRef::Named(name) => self.meshes.get(name.as_ref()).cloned().ok_or_else(|| {
-                Error::program(format!(
-                    "sharding {} refers to mesh @{}, which the module does not define",
-                    print_sharding(s),
-                    name.as_ref() as &str
-                ))
-            }),
-        }
+        resolve_mesh(s, self.meshes).cloned()
     }
 
     fn block_of(&self, p: &Program, op: u32) -> Result<u32> {

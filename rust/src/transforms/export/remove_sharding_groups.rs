@@ -3,21 +3,15 @@
 
 use super::super::PassContext;
 use crate::error::Result;
+use crate::fast_hash::FastSet;
 use crate::ir::Program;
 
 pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
-    let groups: Vec<u32> = p.walk(0).into_iter().filter(|&o| p.op_name(o) == "sdy.sharding_group").collect();
+    let groups: FastSet<u32> = p.walk(0).into_iter().filter(|&o| p.op_name(o) == "sdy.sharding_group").collect();
     if groups.is_empty() {
         return Ok(());
     }
     let parents = p.enclosing_blocks(0);
-    let mut blocks: Vec<u32> = groups.iter().filter_map(|o| parents.get(o).copied()).collect();
-    blocks.sort_unstable();
-    blocks.dedup();
-    for block in blocks {
-        let kept: Vec<u32> =
-            p.block_ops(block).iter().copied().filter(|&o| p.op_name(o) != "sdy.sharding_group").collect();
-        p.set_block_ops(block, &kept);
-    }
+    p.remove_ops(&groups, groups.iter().filter_map(|o| parents.get(o).copied()));
     Ok(())
 }

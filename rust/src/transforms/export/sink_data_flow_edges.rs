@@ -78,13 +78,7 @@ pub fn run(p: &mut Program, cx: &mut PassContext) -> Result<()> {
             continue;
         }
         let parents = p.enclosing_blocks(f);
-        let mut blocks: Vec<u32> = erased.iter().filter_map(|o| parents.get(o).copied()).collect();
-        blocks.sort_unstable();
-        blocks.dedup();
-        for block in blocks {
-            let kept: Vec<u32> = p.block_ops(block).iter().copied().filter(|o| !erased.contains(o)).collect();
-            p.set_block_ops(block, &kept);
-        }
+        p.remove_ops(&erased, erased.iter().filter_map(|o| parents.get(o).copied()));
     }
     Ok(())
 }

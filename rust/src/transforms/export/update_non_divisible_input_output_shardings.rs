@@ -4,10 +4,10 @@
 //! dimension that is not divided keeps its longest prefix of axes (possibly ending in a
 //! sub-axis) that divides it.
 
-use super::super::common::meshes;
+use super::super::common::{meshes, resolve_mesh};
 use super::super::PassContext;
 use crate::axis::AxisRef;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::fast_hash::FastMap;
 use crate::ir::values::{
     add_free_axes, erase_manual_axes, func_arg_sharding, func_result_sharding, manual_axes, result_sharding,
@@ -15,8 +15,8 @@ use crate::ir::values::{
 };
 use crate::ir::{types, Program};
 use crate::mesh::Mesh;
-use crate::sharding::{DimSharding, MeshRef, TensorSharding};
-use crate::text::{parse_sharding_per_value, print_sharding, print_sharding_per_value};
+use crate::sharding::{DimSharding, TensorSharding};
+use crate::text::{parse_sharding_per_value, print_sharding_per_value};
 use crate::transforms::propagation::freeze::top_funcs;
 
 fn gcd(a: i64, b: i64) -> i64 {
@@ -70,16 +70,7 @@ struct Even<'a> {
 
 impl Even<'_> {
     fn mesh(&self, s: &TensorSharding) -> Result<Mesh> {
-        match &s.mesh {
-            MeshRef::Inline(m) => Ok(m.clone()),
-            MeshRef::Named(n) => self.meshes.get(n.as_ref() as &str).cloned().ok_or_else(|| {
-                Error::program(format!(
-                    "sharding {} refers to mesh @{}, which the module does not define",
-                    print_sharding(s),
-                    n.as_ref() as &str
-                ))
-            }),
-        }
+        resolve_mesh(s, self.meshes).cloned()
     }
 
     /// `s` made even on a value of type `ty` when that is a static tensor, else `s`.

@@ -229,13 +229,7 @@ impl Splitter {
 
     fn erase(&mut self, p: &mut Program, ops: &[u32]) {
         let gone: FastSet<u32> = ops.iter().copied().collect();
-        let mut blocks: Vec<u32> = ops.iter().filter_map(|o| self.parent.get(o).copied()).collect();
-        blocks.sort_unstable();
-        blocks.dedup();
-        for b in blocks {
-            let kept: Vec<u32> = p.block_ops(b).iter().copied().filter(|o| !gone.contains(o)).collect();
-            p.set_block_ops(b, &kept);
-        }
+        p.remove_ops(&gone, ops.iter().filter_map(|o| self.parent.get(o).copied()));
         for op in ops {
             self.parent.remove(op);
         }

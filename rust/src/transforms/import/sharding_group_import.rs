@@ -108,12 +108,6 @@ pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
             }
         }
     }
-    let mut blocks: Vec<u32> = erased.iter().filter_map(|o| parents.get(o).map(|w| w.block)).collect();
-    blocks.sort_unstable();
-    blocks.dedup();
-    for b in blocks {
-        let kept: Vec<u32> = p.block_ops(b).iter().copied().filter(|o| !erased.contains(o)).collect();
-        p.set_block_ops(b, &kept);
-    }
+    p.remove_ops(&erased, erased.iter().filter_map(|o| parents.get(o).map(|w| w.block)));
     Ok(())
 }

@@ -83,14 +83,8 @@ pub fn write_back(
     // Erased ops.
     if !out.erased_ops.is_empty() {
         let erased: FastSet<u32> = out.erased_ops.iter().map(|&o| f.ops[o as usize]).collect();
-        let parents = p.parents(0);
-        let mut blocks: Vec<u32> = erased.iter().filter_map(|o| parents.get(o).map(|w| w.block)).collect();
-        blocks.sort_unstable();
-        blocks.dedup();
-        for block in blocks {
-            let kept: Vec<u32> = p.block_ops(block).iter().copied().filter(|o| !erased.contains(o)).collect();
-            p.set_block_ops(block, &kept);
-        }
+        let parents = p.enclosing_blocks(0);
+        p.remove_ops(&erased, erased.iter().filter_map(|o| parents.get(o).copied()));
     }
     // Sharding rules.
     if keep_rules {
