@@ -18,27 +18,49 @@ pub mod symbols;
 pub mod types;
 pub mod values;
 
+use std::hash::Hasher;
+
 use crate::fast_hash::FastMap;
 
 /// A half-open range `start..end` into one of [`Program`]'s arrays.
 pub type Span = (u32, u32);
 
-/// Strings stored once and named by index.
+/// Strings stored once and named by index. The index maps each string's 64-bit hash to the
+/// string (strings whose hash an earlier string took are listed apart): a map keyed by the
+/// strings themselves would hold every string twice, and a program's locations alone are one
+/// distinct string per op.
 #[derive(Debug, Default, Clone)]
 pub struct Interner {
     pub strings: Vec<String>,
-    index: FastMap<String, u32>,
+    index: FastMap<u64, u32>,
+    collided: FastMap<u64, Vec<u32>>,
 }
 
 impl Interner {
+    fn hash(s: &str) -> u64 {
+        let mut h = crate::fast_hash::FastHasher::default();
+        h.write(s.as_bytes());
+        h.finish()
+    }
+
     /// The index of `s`, adding it when new.
     pub fn intern(&mut self, s: &str) -> u32 {
-        if let Some(&i) = self.index.get(s) {
-            return i;
-        }
+        let h = Self::hash(s);
         let i = self.strings.len() as u32;
+        match self.index.get(&h) {
+            None => {
+                self.index.insert(h, i);
+            }
+            Some(&j) if self.strings[j as usize] == s => return j,
+            Some(_) => {
+                let more = self.collided.entry(h).or_default();
+                if let Some(&j) = more.iter().find(|&&j| self.strings[j as usize] == s) {
+                    return j;
+                }
+                more.push(i);
+            }
+        }
         self.strings.push(s.to_string());
-        self.index.insert(s.to_string(), i);
         i
     }
 
