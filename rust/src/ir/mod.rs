@@ -45,7 +45,11 @@ impl Interner {
 
     /// The index of `s`, adding it when new.
     pub fn intern(&mut self, s: &str) -> u32 {
-        let h = Self::hash(s);
+        self.intern_hashed(s, Self::hash(s))
+    }
+
+    /// [`Interner::intern`] with the hash given (tests force collisions with it).
+    fn intern_hashed(&mut self, s: &str, h: u64) -> u32 {
         let i = self.strings.len() as u32;
         match self.index.get(&h) {
             None => {
@@ -138,5 +142,19 @@ impl Program {
 
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Interner;
+
+    #[test]
+    fn strings_whose_hashes_collide_keep_their_own_index() {
+        let mut t = Interner::default();
+        let (a, b, c) = (t.intern_hashed("a", 7), t.intern_hashed("b", 7), t.intern_hashed("c", 7));
+        assert_eq!((a, b, c), (0, 1, 2));
+        assert_eq!((t.intern_hashed("c", 7), t.intern_hashed("a", 7), t.intern_hashed("b", 7)), (2, 0, 1));
+        assert_eq!((t.get(0), t.get(1), t.get(2)), ("a", "b", "c"));
     }
 }
