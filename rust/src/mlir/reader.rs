@@ -87,10 +87,14 @@ pub const MAX_DEPTH: usize = 100_000;
 
 impl<'a> Reader<'a> {
     pub(crate) fn new(text: &'a str) -> Self {
+        // About one op per line in the custom form: room for that many ops, values and names.
+        let lines = text.as_bytes().iter().filter(|&&b| b == b'\n').count();
+        let mut scope = FastMap::default();
+        scope.reserve(lines);
         Reader {
             c: Cursor::new(text),
-            p: Program::default(),
-            scope: FastMap::default(),
+            p: Program::with_capacity(lines),
+            scope,
             undo: Vec::new(),
             loc_aliases: FastMap::default(),
             line_pos: 0,
