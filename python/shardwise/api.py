@@ -30,7 +30,7 @@ from shardwise.passes.pipeline import COMPOSITES, expand_pipeline, native_steps,
 from shardwise.passes.registry import PASSES
 from shardwise.rules.registry import has_user_rules
 
-__all__ = ["PIPELINES", "pipeline_text", "propagate", "propagate_text", "propagate_texts"]
+__all__ = ["PIPELINES", "pipeline_text", "propagate", "propagate_native_modules", "propagate_text", "propagate_texts"]
 
 PIPELINES: dict[str, str] = {
     "full": "builtin.module(sdy-propagation-pipeline)",
@@ -96,6 +96,19 @@ def propagate(module: Module, pipeline: str = "full", *, conservative: bool = Fa
     Raises ``PipelineError`` for an unknown pass or option, ``ProgramError`` (op and location)
     for programs Shardy rejects, ``ShardingError`` for invalid shardings."""
     text = pipeline_text(pipeline, conservative=conservative)
+    program = module.native
+    if program is not None:
+        # The module is still a Rust program (``load_mlir``): run the native passes on it.
+        steps = _native_steps(text)
+        if steps is not None:
+            try:
+                out = program.run(steps)
+            except _native.MlirVerifyError as e:
+                raise verify_error(e, None) from None
+            if in_place:
+                module.set_native(out)
+                return module
+            return module.with_native(out)
     # One pause of the cyclic collector over the copy and the pipeline (``shardwise.ir.gc``):
     # the collector then runs once after both, not once after each.
     with no_cyclic_gc():
@@ -153,10 +166,35 @@ def propagate_texts(texts: Sequence[str], pipeline: str, *, threads: int = 1) ->
     except _native.MlirReadError:
         return None
     except _native.MlirVerifyError as e:
-        err = verify_error(e, None)
-        for note in getattr(e, "__notes__", []):
-            err.add_note(note)
-        raise err from None
+        raise _noted_verify_error(e) from None
+
+
+def propagate_native_modules(modules: Sequence[Module], pipeline: str, *, threads: int = 1) -> list[Module] | None:
+    """``propagate`` of each of ``modules`` (inputs unchanged), all in Rust on ``threads``
+    scoped threads with the GIL released throughout (``_native.run_native_programs_many``),
+    when every module is still a Rust program (``Module.native``: read by ``load_mlir`` and
+    no op asked for), the pipeline is native and no user rule is registered; ``None``
+    otherwise. The warnings come afterwards, module by module.
+
+    Raises what ``propagate`` raises, for the first module (in order) that fails, with a note
+    naming its index."""
+    programs = [m.native for m in modules]
+    steps = _native_steps(pipeline)
+    if steps is None or any(p is None for p in programs):
+        return None
+    try:
+        out = _native.run_native_programs_many([p for p in programs if p is not None], steps, threads)
+    except _native.MlirVerifyError as e:
+        raise _noted_verify_error(e) from None
+    return [m.with_native(p) for m, p in zip(modules, out)]
+
+
+def _noted_verify_error(e: _native.MlirVerifyError) -> ProgramError:
+    """``verify_error`` of a batch's failure, with its notes (the failing item's index)."""
+    err = verify_error(e, None)
+    for note in getattr(e, "__notes__", []):
+        err.add_note(note)
+    return err
 
 
 def _native_steps(pipeline: str) -> list[str] | None:

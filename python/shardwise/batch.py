@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from shardwise import _native
-from shardwise.api import PIPELINES, pipeline_text, propagate, propagate_texts
+from shardwise.api import PIPELINES, pipeline_text, propagate, propagate_native_modules, propagate_texts
 from shardwise.errors import ProgramError
 from shardwise.importers.mlir import load_mlir
 from shardwise.ir.core import Func, Module, Value
@@ -366,8 +366,11 @@ def propagate_many(
     ``shardwise.propagate``):
 
     * ``propagate_many([m1, m2, …], threads=N)`` -> the propagated modules, in order (inputs
-      unchanged). The modules run on ``N`` Python threads; only their Rust solver steps run
-      in parallel (the import/export passes hold the GIL).
+      unchanged). Modules still held as Rust programs (``Module.native``: read by
+      ``load_mlir``, no op asked for) run the native pipeline on ``N`` threads with the GIL
+      released (``shardwise.api.propagate_native_modules``); otherwise the modules run on
+      ``N`` Python threads and only their Rust solver steps run in parallel (the
+      import/export passes hold the GIL).
     * ``propagate_many([text1, text2, …], threads=N)`` -> the propagated programs as MLIR text,
       in order: read, propagated and printed in Rust on ``N`` threads with the GIL released
       (``shardwise.api.propagate_texts``), or, when that cannot run natively (a user rule is
@@ -398,6 +401,9 @@ def propagate_many(
         if not isinstance(m, Module):
             raise TypeError(f"propagate_many expects Modules or MLIR texts (not both), got {type(m).__name__}")
     mods: list[Module] = items
+    native = propagate_native_modules(mods, pipeline_text("full", conservative=conservative), threads=n)
+    if native is not None:
+        return native
     if n == 1 or len(mods) < 2:
         return [propagate(m, conservative=conservative) for m in mods]
     with ThreadPoolExecutor(max_workers=min(n, len(mods))) as pool:

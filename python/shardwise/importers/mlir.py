@@ -12,9 +12,9 @@ from sys import intern
 from typing import Any
 
 from shardwise._jaxlib import context, diagnostics_line, ir, jax_available
-from shardwise._native import MlirReadError, MlirVerifyError, mlir_nesting, read_mlir
+from shardwise._native import MlirReadError, MlirVerifyError, NativeProgram, mlir_nesting
 from shardwise.errors import ProgramError
-from shardwise.importers.native import build_module
+from shardwise.importers.native import build_op
 from shardwise.importers.shardings import ShardingReader
 from shardwise.ir.attrs import unquote
 from shardwise.ir.core import Block, Func, Module, Op, Region, Value
@@ -54,7 +54,7 @@ def load_mlir(source: str | os.PathLike[str], *, reader: str = "auto") -> Module
     check_nesting(text, source)
     if reader != "jaxlib":
         try:
-            tables = read_mlir(text, path or "-", verify=True)
+            program = NativeProgram.read(text, path or "-")
         except UnicodeEncodeError:
             _check_encodable(text, source)  # a lone surrogate: not Unicode, cannot be read
             raise
@@ -64,8 +64,7 @@ def load_mlir(source: str | os.PathLike[str], *, reader: str = "auto") -> Module
         except MlirVerifyError as e:  # jaxlib would refuse it too: no fallback
             raise verify_error(e, source) from None
         else:
-            with no_cyclic_gc():
-                return build_module(tables)
+            return Module.from_native(program, build_op)
     _ir = ir()
     with context():
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sys import intern
 
-from shardwise._native import FuncTables, ProgramTables
+from shardwise._native import FuncTables, NativeProgram, ProgramTables
 from shardwise.errors import ProgramError
 from shardwise.importers.shardings import ShardingReader, check_rank
 from shardwise.ir.attrs import unquote
@@ -19,13 +19,19 @@ from shardwise.ir.core import Block, Func, Module, Op, Region, Value
 from shardwise.ir.types import Type, parse_type
 from shardwise.mesh import Mesh
 
-__all__ = ["build_module"]
+__all__ = ["build_module", "build_op"]
 
 
 def build_module(t: ProgramTables) -> Module:
     """The module the tables describe. Raises ``ShardingError`` (with the op and location) for
     shardings shardwise rejects, ``ProgramError`` for a function with several blocks."""
     return _Builder(t).module()
+
+
+def build_op(program: NativeProgram) -> Op:
+    """The ``builtin.module`` op of ``program`` with everything in it, as ``build_module``
+    builds it from ``program.tables()`` (what a lazy ``Module`` calls on first use)."""
+    return build_module(program.tables()).op
 
 
 class _Builder(ShardingReader):

@@ -7,8 +7,10 @@ itself with ``ir/clone.py`` and prints itself with ``ir/printer.py``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 
+from shardwise._native import NativeProgram
 from shardwise.ir.attrs import quote, unquote
 from shardwise.ir.clone import clone_op
 from shardwise.ir.gc import no_cyclic_gc
@@ -18,17 +20,76 @@ from shardwise.mesh import Mesh
 
 __all__ = ["Block", "Func", "Module", "Op", "Region", "Value", "tensor_type"]
 
+#: Held while a module builds its Python ops from its native program.
+_BUILDING = threading.RLock()
+
 
 class Module:
-    """A module: its top-level ops (``sdy.mesh`` definitions, functions, others) in order."""
+    """A module: its top-level ops (``sdy.mesh`` definitions, functions, others) in order.
 
-    __slots__ = ("op",)
+    A module read from text (``load_mlir``) and the modules the native passes give
+    (``propagate``) start as a Rust program (``native``: ``shardwise._native.NativeProgram``,
+    about 0.9 KB per op) and build their Python ops, regions and values the first time
+    anything asks for them (``op``, and every property and method that reads ops); until
+    then ``propagate``, ``copy``, ``to_mlir`` and ``save`` run in Rust without building them.
+    Once built, the Python ops are the module (edit them as usual) and ``native`` is ``None``."""
+
+    __slots__ = ("_build", "_native", "_op")
+    _op: Op | None
+    _native: NativeProgram | None
+    _build: Callable[[NativeProgram], Op] | None
 
     def __init__(self, name: str | None = None, attributes: dict[str, str] | None = None) -> None:
         attrs = dict(attributes or {})
         if name is not None:
             attrs["sym_name"] = quote(name)
         self.op = Op("builtin.module", (), (), attrs, [Region([Block()])])
+
+    @classmethod
+    def from_native(cls, program: NativeProgram, build: Callable[[NativeProgram], Op]) -> Module:
+        """A module whose ops stay in ``program`` until asked for; ``build`` then makes its
+        ``builtin.module`` op (``shardwise.importers.native.build_op``)."""
+        m = cls.__new__(cls)
+        m._op, m._native, m._build = None, program, build
+        return m
+
+    @property
+    def op(self) -> Op:
+        """The ``builtin.module`` op, built from ``native`` on first use. Raises what building
+        raises (``ShardingError`` for a sharding shardwise rejects)."""
+        op = self._op
+        if op is None:
+            with _BUILDING:  # threads reading one module build it once
+                op = self._op
+                if op is None:
+                    assert self._native is not None and self._build is not None
+                    with no_cyclic_gc():
+                        op = self._build(self._native)
+                    self.op = op
+        return op
+
+    @op.setter
+    def op(self, op: Op) -> None:
+        self._op, self._native, self._build = op, None, None
+
+    @property
+    def native(self) -> NativeProgram | None:
+        """The Rust program while the Python ops are not built, else ``None``."""
+        return self._native
+
+    def with_native(self, program: NativeProgram) -> Module:
+        """A module of ``program`` built (when asked) as this one would be. Raises
+        ``ValueError`` when this module's Python ops are built."""
+        if self._build is None:
+            raise ValueError("the module's Python ops are built: it has no native program to replace")
+        return Module.from_native(program, self._build)
+
+    def set_native(self, program: NativeProgram) -> None:
+        """Makes ``program`` this module's content (``propagate(..., in_place=True)``). Raises
+        ``ValueError`` when this module's Python ops are built."""
+        if self._build is None:
+            raise ValueError("the module's Python ops are built: it has no native program to replace")
+        self._native = program
 
     @property
     def name(self) -> str | None:
@@ -91,6 +152,8 @@ class Module:
         Python's cyclic collector is paused while it is built (``shardwise.ir.gc``): a copy
         allocates a few objects per op, and on a 22k-op program the collector otherwise runs
         over two hundred times and triples the time of the copy."""
+        if self._native is not None:
+            return self.with_native(self._native)  # immutable: shared
         new = Module.__new__(Module)
         with no_cyclic_gc():
             new.op = clone_op(self.op)
@@ -107,4 +170,6 @@ class Module:
         save(self, path)
 
     def __repr__(self) -> str:
+        if self._native is not None:
+            return f"<Module: {len(self._native)} ops, not built>"
         return f"<Module @{self.name}: {len(self.funcs)} funcs, meshes {list(self.meshes)}>"

@@ -58,6 +58,15 @@ def to_mlir(module: Module, *, generic: bool = False, printer: str = "auto") -> 
     location and the rule), ``ValueError`` for an unknown ``printer``."""
     if printer not in PRINTERS:
         raise ValueError(f"printer must be one of {', '.join(PRINTERS)}, got {printer!r}")
+    program = module.native
+    if program is not None and not generic and printer != "jaxlib":
+        # Verified when read and after each native pass run on it.
+        strict = printer == "auto" and jax_available()
+        try:
+            return program.print(strict=strict)
+        except MlirReadError as e:
+            if not e.unsupported:
+                raise ProgramError(f"the module cannot be printed natively: {e}") from None
     text = Writer().module(module)
     if generic:
         return text

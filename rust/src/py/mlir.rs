@@ -235,30 +235,128 @@ fn run_native_passes_many(
     let names: Vec<&str> = passes.iter().map(String::as_str).collect();
     let n = texts.len();
     let results = py.detach(|| crate::parallel::map(n, threads, |i| run_text(&texts[i], "-", &names)));
+    collect_many(py, results, "text", |text| text)
+}
+
+/// The passes' warnings, by kind.
+type Warnings = Vec<(WarningKind, String)>;
+
+/// Reads, verifies, runs `passes` on, verifies and prints one text.
+fn run_text(text: &str, name: &str, passes: &[&str]) -> Result<(String, Warnings), PrintFailure> {
+    let (p, warnings) = run_program(read_verified(text, name)?, passes)?;
+    Ok((mlir::print(&p), warnings))
+}
+
+/// Reads and verifies one text.
+fn read_verified(text: &str, name: &str) -> Result<Program, PrintFailure> {
+    let p = mlir::read_named(text, name).map_err(PrintFailure::Read)?;
+    mlir::verify(&p).map_err(PrintFailure::Verify)?;
+    Ok(p)
+}
+
+/// Runs `passes` on `p` and verifies what they leave.
+fn run_program(mut p: Program, passes: &[&str]) -> Result<(Program, Warnings), PrintFailure> {
+    let warnings = crate::transforms::run(&mut p, passes).map_err(PrintFailure::Pass)?;
+    mlir::verify(&p).map_err(PrintFailure::VerifyAfterPasses)?;
+    Ok((p, warnings))
+}
+
+/// A verified module held by Rust (`crate::ir::Program`): what `shardwise.load_mlir` keeps
+/// until Python asks for the module's ops, so that reading, the native passes and printing
+/// never build the Python IR. Immutable: `run` gives a new program. About 0.9 KB per op
+/// (`benches/native_passes.md`).
+#[pyclass(frozen, module = "shardwise._native")]
+pub struct NativeProgram {
+    program: Program,
+}
+
+#[pymethods]
+impl NativeProgram {
+    /// Reads and verifies `text` as `read_mlir(text, source_name, verify=True)` does, with the
+    /// GIL released. Raises `MlirReadError` and `MlirVerifyError` as `read_mlir`.
+    #[staticmethod]
+    #[pyo3(signature = (text, source_name="-"))]
+    fn read(py: Python<'_>, text: &str, source_name: &str) -> PyResult<Self> {
+        let program = py.detach(|| read_verified(text, source_name)).map_err(|f| failure(py, f))?;
+        Ok(NativeProgram { program })
+    }
+
+    /// A new program: this one with the native `passes` run on it (as `run_native_passes`)
+    /// and verified, with the GIL released; the passes' warnings are issued. Raises what
+    /// `run_native_passes` raises after reading.
+    fn run(&self, py: Python<'_>, passes: Vec<String>) -> PyResult<NativeProgram> {
+        let names: Vec<&str> = passes.iter().map(String::as_str).collect();
+        let (program, warnings) =
+            py.detach(|| run_program(self.program.clone(), &names)).map_err(|f| failure(py, f))?;
+        issue_warnings(py, warnings)?;
+        Ok(NativeProgram { program })
+    }
+
+    /// The module printed as jaxlib prints it (custom forms, no locations), GIL released.
+    /// With `strict`, an op of a dialect jaxlib knows that has no native custom form raises
+    /// `MlirReadError` with `unsupported` set (as `print_mlir`) instead of being printed in
+    /// the generic form.
+    #[pyo3(signature = (*, strict=false))]
+    fn print(&self, py: Python<'_>, strict: bool) -> PyResult<String> {
+        let printed = py.detach(|| match mlir::print_checked(&self.program) {
+            (_, Some(op)) if strict => Err(PrintFailure::Generic(self.program.op_name(op).to_string())),
+            (out, _) => Ok(out),
+        });
+        printed.map_err(|f| failure(py, f))
+    }
+
+    /// The module as flat tables (as `read_mlir` gives), from which Python builds its IR.
+    fn tables(&self, py: Python<'_>) -> ProgramTables {
+        py.detach(|| tables(self.program.clone()))
+    }
+
+    /// The number of ops in the program's arena (ops the passes erased included).
+    fn __len__(&self) -> usize {
+        self.program.ops.len()
+    }
+}
+
+/// `NativeProgram.run` for each of `programs`, on at most `threads` scoped threads with the
+/// GIL released throughout: the new programs in order. Warnings and failures as
+/// `run_native_passes_many` (the note says `in program i of n`).
+#[pyfunction]
+fn run_native_programs_many(
+    py: Python<'_>,
+    programs: Vec<Py<NativeProgram>>,
+    passes: Vec<String>,
+    threads: usize,
+) -> PyResult<Vec<NativeProgram>> {
+    let names: Vec<&str> = passes.iter().map(String::as_str).collect();
+    let n = programs.len();
+    let inputs: Vec<&Program> = programs.iter().map(|p| &p.get().program).collect();
+    let results = py.detach(|| crate::parallel::map(n, threads, |i| run_program(inputs[i].clone(), &names)));
+    collect_many(py, results, "program", |program| NativeProgram { program })
+}
+
+/// The results of a batch in order, each one's warnings issued before the next; the first
+/// failure (in order) raised with a note naming its index (`in {what} i of n`).
+fn collect_many<R, T>(
+    py: Python<'_>,
+    results: Vec<Result<(R, Warnings), PrintFailure>>,
+    what: &str,
+    wrap: impl Fn(R) -> T,
+) -> PyResult<Vec<T>> {
+    let n = results.len();
     let mut out = Vec::with_capacity(n);
     for (i, r) in results.into_iter().enumerate() {
         match r {
-            Ok((text, warnings)) => {
+            Ok((value, warnings)) => {
                 issue_warnings(py, warnings)?;
-                out.push(text);
+                out.push(wrap(value));
             }
             Err(f) => {
                 let err = failure(py, f);
-                err.value(py).call_method1("add_note", (format!("in text {i} of {n}"),))?;
+                err.value(py).call_method1("add_note", (format!("in {what} {i} of {n}"),))?;
                 return Err(err);
             }
         }
     }
     Ok(out)
-}
-
-/// Reads, verifies, runs `passes` on, verifies and prints one text.
-fn run_text(text: &str, name: &str, passes: &[&str]) -> Result<(String, Vec<(WarningKind, String)>), PrintFailure> {
-    let mut p = mlir::read_named(text, name).map_err(PrintFailure::Read)?;
-    mlir::verify(&p).map_err(PrintFailure::Verify)?;
-    let warnings = crate::transforms::run(&mut p, passes).map_err(PrintFailure::Pass)?;
-    mlir::verify(&p).map_err(PrintFailure::VerifyAfterPasses)?;
-    Ok((mlir::print(&p), warnings))
 }
 
 /// Issues the passes' warnings as `PassWarning`, `UnknownOpWarning` or `ShardingGroupWarning`.
@@ -331,11 +429,13 @@ fn mlir_nesting(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ProgramTables>()?;
     m.add_class::<FuncTables>()?;
+    m.add_class::<NativeProgram>()?;
     m.add_function(wrap_pyfunction!(read_mlir, m)?)?;
     m.add_function(wrap_pyfunction!(print_mlir, m)?)?;
     m.add_function(wrap_pyfunction!(mlir_nesting, m)?)?;
     m.add_function(wrap_pyfunction!(run_native_passes, m)?)?;
     m.add_function(wrap_pyfunction!(run_native_passes_many, m)?)?;
+    m.add_function(wrap_pyfunction!(run_native_programs_many, m)?)?;
     m.add_function(wrap_pyfunction!(native_passes, m)?)?;
     Ok(())
 }

@@ -1,0 +1,225 @@
+"""A module read by ``load_mlir`` stays a Rust program (``Module.native``) until its Python ops
+are asked for: ``propagate``, ``copy``, ``to_mlir``, ``save`` and ``propagate_many`` run in
+Rust on it, and give what the Python IR and passes give, locations included once built."""
+
+from __future__ import annotations
+
+import pathlib
+import warnings
+
+import pytest
+import shardwise as sw
+from shardwise import _native
+from shardwise.errors import PipelineError, ProgramError, ShardwiseError
+from shardwise.importers.mlir import load_mlir
+from shardwise.passes.pipeline import run_pipeline
+from shardwise.rules.registry import register_op_rule, unregister_op_rule
+from shardwise.testing.corpus import conformance_dir, corpus_files
+from shardwise.testing.programs import transformer_step
+from shardwise.testing.real_models import model_names, real_model
+
+_FULL = "builtin.module(sdy-propagation-pipeline)"
+
+
+def _python(module: sw.Module) -> sw.Module:
+    """``propagate`` through the Python IR and passes: the module built first."""
+    built = module.copy()
+    built.op  # noqa: B018 (builds the Python ops)
+    assert built.native is None
+    return sw.propagate(built)
+
+
+def _signature(module: sw.Module) -> list[tuple[str, str]]:
+    """Every op's name and location, and every value's type and sharding, in pre-order (the
+    attributes are in the printed text, which normalizes their spelling). An op a pass
+    created has no location in Python and ``loc(unknown)`` natively."""
+    out = [(op.name, op.location or "loc(unknown)") for op in module.walk()]
+    out += [(str(v.type), str(v.sharding)) for v in module.values()]
+    return out
+
+
+def _same(lazy: sw.Module, python: sw.Module) -> None:
+    """``lazy`` (still native) prints as ``python`` and, once built, is the same IR."""
+    assert lazy.native is not None
+    assert lazy.to_mlir() == python.to_mlir()
+    lazy.op  # noqa: B018
+    assert lazy.native is None
+    assert lazy.to_mlir() == python.to_mlir()  # built from the tables the passes left
+    assert _signature(lazy) == _signature(python)
+
+
+def test_a_loaded_module_stays_native_through_copy_propagate_and_save(tmp_path: pathlib.Path) -> None:
+    m = load_mlir(transformer_step(2))
+    assert m.native is not None and len(m.native) > 100
+    assert "not built" in repr(m)
+    copy = m.copy()
+    assert copy.native is m.native  # immutable: shared
+    out = sw.propagate(m)
+    assert out.native is not None and out.native is not m.native
+    assert m.native is not None  # the input is left as it was
+    path = tmp_path / "out.mlir"
+    out.save(str(path))
+    assert out.native is not None
+    python = _python(m)
+    assert path.read_text() == python.to_mlir()
+    _same(out, python)
+    # Building the input then gives the module as read.
+    assert copy.to_mlir() == m.to_mlir()
+    assert [op.location for op in m.walk()] == [
+        op.location for op in load_mlir(transformer_step(2), reader="jaxlib").walk()
+    ]
+
+
+def test_in_place_propagation_replaces_the_native_program() -> None:
+    m = load_mlir(transformer_step(1))
+    before = m.native
+    assert sw.propagate(m, in_place=True) is m
+    assert m.native is not None and m.native is not before
+    assert m.to_mlir() == _python(load_mlir(transformer_step(1))).to_mlir()
+
+
+@pytest.mark.parametrize("pipeline", ["basic", "aggressive", "op-priority", "user-priority", "full"])
+def test_every_named_pipeline_runs_natively_and_as_in_python(pipeline: str) -> None:
+    text = transformer_step(1)
+    for conservative in (False, True):
+        lazy = sw.propagate(load_mlir(text), pipeline, conservative=conservative)
+        built = load_mlir(text)
+        built.op  # noqa: B018
+        python = sw.propagate(built, pipeline, conservative=conservative)
+        _same(lazy, python)
+
+
+@pytest.mark.parametrize("name", model_names())
+def test_raw_jax_steps_with_calls_propagate_natively_as_in_python(name: str) -> None:
+    m = load_mlir(real_model(name).text)
+    with warnings.catch_warnings(record=True) as native_warnings:
+        warnings.simplefilter("always")
+        lazy = sw.propagate(m)
+    with warnings.catch_warnings(record=True) as python_warnings:
+        warnings.simplefilter("always")
+        python = _python(m)
+    assert [str(w.message) for w in native_warnings] == [str(w.message) for w in python_warnings]
+    _same(lazy, python)
+
+
+@pytest.mark.skipif(conformance_dir() is None, reason="needs ../shared/conformance")
+def test_the_corpus_propagates_natively_as_in_python_with_locations() -> None:
+    same = refused = 0
+    for path in corpus_files():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                m = load_mlir(path.read_text())
+            except ShardwiseError:  # refused modules: test_native_reader and test_faults
+                continue
+            if m.native is None:  # read by jaxlib
+                continue
+            try:
+                python = _python(m)
+            except ShardwiseError as e:
+                with pytest.raises(type(e)) as native:
+                    sw.propagate(m)
+                assert str(native.value) == str(e), path
+                refused += 1
+                continue
+            lazy = sw.propagate(m)
+        try:
+            _same(lazy, python)
+        except AssertionError:
+            raise AssertionError(path) from None
+        same += 1
+    assert same >= 900 and refused >= 150, (same, refused)
+
+
+def test_a_user_rule_takes_the_python_passes_and_leaves_the_input_native() -> None:
+    m = load_mlir(transformer_step(1))
+    expected = _python(m).to_mlir()
+
+    register_op_rule("shardwise_test.op", lambda op, c: None)
+    try:
+        out = sw.propagate(m)
+    finally:
+        unregister_op_rule("shardwise_test.op")
+    assert out.native is None and m.native is not None
+    assert out.to_mlir() == expected
+
+
+def test_propagate_many_runs_native_modules_on_threads_and_notes_the_failing_one() -> None:
+    texts = [transformer_step(1), transformer_step(2), transformer_step(1)]
+    expected = [_python(load_mlir(t)).to_mlir() for t in texts]
+    for threads in (1, 2):
+        mods = [load_mlir(t) for t in texts]
+        out = sw.propagate_many(mods, threads=threads)
+        assert isinstance(out, list)
+        assert all(m.native is not None for m in out)
+        assert [m.to_mlir() for m in out] == expected
+    # One module built: each module is propagated as ``propagate`` does it (natively or not),
+    # on Python threads, with the same results.
+    mods = [load_mlir(t) for t in texts]
+    mods[1].op  # noqa: B018
+    out = sw.propagate_many(mods, threads=2)
+    assert isinstance(out, list) and [m.native is None for m in out] == [False, True, False]
+    assert [m.to_mlir() for m in out] == expected
+    # A program the propagation refuses: the error names it.
+    bad = load_mlir(_MISMATCHED_GROUP)
+    for threads in (1, 2):
+        with pytest.raises(ProgramError, match="must have the same shape") as info:
+            sw.propagate_many([load_mlir(texts[0]), load_mlir(texts[1]), bad], threads=threads)
+        assert "in program 2 of 3" in info.value.__notes__
+    with pytest.raises(ProgramError, match="must have the same shape"):
+        sw.propagate(bad)
+    with pytest.raises(ProgramError, match="must have the same shape"):
+        _python(bad)
+
+
+_MISMATCHED_GROUP = """module {
+  sdy.mesh @m = <["x"=2]>
+  func.func @main(%arg0: tensor<8xf32>, %arg1: tensor<4xf32>) -> tensor<8xf32> {
+    sdy.sharding_group %arg0 group_id=0 : tensor<8xf32>
+    sdy.sharding_group %arg1 group_id=0 : tensor<4xf32>
+    return %arg0 : tensor<8xf32>
+  }
+}
+"""
+
+
+def test_printing_falls_back_to_the_built_module_for_an_op_without_a_native_custom_form() -> None:
+    text = """
+func.func @main(%arg0: tensor<4xf32>) -> tensor<i32> {
+  %0 = "stablehlo.get_dimension_size"(%arg0) {dimension = 0 : i64} : (tensor<4xf32>) -> tensor<i32>
+  return %0 : tensor<i32>
+}
+"""
+    m = load_mlir(text)
+    assert m.native is not None
+    with pytest.raises(_native.MlirReadError, match="no custom form"):
+        m.native.print(strict=True)
+    generic = m.native.print()
+    assert '"stablehlo.get_dimension_size"' in generic
+    printed = m.to_mlir()
+    built = load_mlir(text)
+    built.op  # noqa: B018
+    assert printed == built.to_mlir()
+    assert m.to_mlir(printer="native") == generic
+
+
+def test_a_built_module_has_no_native_program_to_replace() -> None:
+    m = load_mlir(transformer_step(1))
+    program = m.native
+    assert program is not None
+    m.op  # noqa: B018
+    with pytest.raises(ValueError, match="Python ops are built"):
+        m.set_native(program)
+    with pytest.raises(ValueError, match="Python ops are built"):
+        m.with_native(program)
+    assert sw.Module("x").native is None
+
+
+def test_an_unknown_pass_on_a_native_module_is_refused_as_on_a_built_one() -> None:
+    m = load_mlir(transformer_step(1))
+    with pytest.raises(PipelineError, match="unknown pass 'sdy-no-such-pass'") as native:
+        sw.propagate(m, "builtin.module(sdy-no-such-pass)")
+    assert m.native is not None
+    with pytest.raises(PipelineError) as python:
+        run_pipeline(m.copy(), "builtin.module(sdy-no-such-pass)")
+    assert str(native.value) == str(python.value)
