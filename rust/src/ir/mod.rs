@@ -43,13 +43,6 @@ impl Interner {
         h.finish()
     }
 
-    /// Room for `n` more strings without growing (growing copies the arrays, and the
-    /// allocator keeps the old copies' pages for a while).
-    pub fn reserve(&mut self, n: usize) {
-        self.strings.reserve(n);
-        self.index.reserve(n);
-    }
-
     /// The index of `s`, adding it when new.
     pub fn intern(&mut self, s: &str) -> u32 {
         self.intern_hashed(s, Self::hash(s))
@@ -128,21 +121,6 @@ pub struct Program {
 }
 
 impl Program {
-    /// An empty program with room for about `ops` ops (their operands, results, attributes,
-    /// locations and block entries) without growing its arrays: the reader sizes it from the
-    /// text's line count. Room not used costs address space, not memory (pages are touched
-    /// only when written).
-    pub fn with_capacity(ops: usize) -> Self {
-        let mut p = Program::default();
-        p.strings.reserve(ops + 64);
-        p.ops.reserve(ops);
-        p.operands.reserve(2 * ops);
-        p.value_types.reserve(ops);
-        p.attrs.reserve(ops);
-        p.block_ops.reserve(ops);
-        p
-    }
-
     pub fn op_name(&self, op: u32) -> &str {
         self.strings.get(self.ops[op as usize].name)
     }

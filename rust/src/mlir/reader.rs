@@ -87,13 +87,15 @@ pub const MAX_DEPTH: usize = 100_000;
 
 impl<'a> Reader<'a> {
     pub(crate) fn new(text: &'a str) -> Self {
-        // About one op per line in the custom form: room for that many ops, values and names.
+        // About one value per line in the custom form: the scope of SSA names sized once
+        // (its regrowth copies made the reading's peak; sizing the program's arrays the same
+        // way made the peak of reading and printing higher, measured).
         let lines = text.as_bytes().iter().filter(|&&b| b == b'\n').count();
         let mut scope = FastMap::default();
         scope.reserve(lines);
         Reader {
             c: Cursor::new(text),
-            p: Program::with_capacity(lines),
+            p: Program::default(),
             scope,
             undo: Vec::new(),
             loc_aliases: FastMap::default(),
