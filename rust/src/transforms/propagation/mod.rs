@@ -68,7 +68,7 @@ fn run(p: &mut Program, cx: &mut PassContext, pass: Pass) -> Result<()> {
     for attempt in 0..2 {
         let frozen = freeze(p, options.conservative, cx)?;
         let input = solver_input(p, &frozen, &forward)?;
-        let before = (input.value_shardings.clone(), input.func_results.clone());
+        let before = write_back::Stored::of(&input.value_shardings, &input.func_results);
         let out = propagate(&frozen.graph, input, &options)?;
         if out.group_conflicts.is_empty() {
             return write_back::write_back(p, &frozen, &before, &out, keep_rules);

@@ -20,21 +20,31 @@ use crate::text::{print_sharding, print_sharding_per_value};
 
 type FuncShardings = Vec<(u32, Vec<Option<TensorSharding>>)>;
 
+/// The shardings stored before a solve: the values that had one (most have none, and a dense
+/// copy costs about 160 bytes per value at the pass's peak) and the functions' results.
+pub struct Stored {
+    pub values: FastMap<u32, TensorSharding>,
+    pub funcs: FuncShardings,
+}
+
+impl Stored {
+    /// What `value_shardings` and `func_results` (the solver's input) hold.
+    pub fn of(value_shardings: &[Option<TensorSharding>], func_results: &FuncShardings) -> Self {
+        let values = value_shardings.iter().enumerate().filter_map(|(v, s)| Some((v as u32, s.clone()?))).collect();
+        Stored { values, funcs: func_results.clone() }
+    }
+}
+
 /// Writes `out` (a solve of `p` frozen as `f`, from the stored shardings `before`) into `p`.
-pub fn write_back(
-    p: &mut Program,
-    f: &Frozen,
-    before: &(Vec<Option<TensorSharding>>, FuncShardings),
-    out: &SolverOutput,
-    keep_rules: bool,
-) -> Result<()> {
-    let (old_values, old_funcs) = before;
+pub fn write_back(p: &mut Program, f: &Frozen, before: &Stored, out: &SolverOutput, keep_rules: bool) -> Result<()> {
+    let (old, old_funcs) = (&before.values, &before.funcs);
+    let changed = |v: u32, new: &Option<TensorSharding>| new.as_ref() != old.get(&v);
     let new_values = &out.value_shardings;
     let func_index = p.func_index();
     for (gi, &op) in f.ops.iter().enumerate() {
         // Results.
         let results: Vec<u32> = f.graph.results.row(gi).to_vec();
-        if results.iter().any(|&r| new_values[r as usize] != old_values[r as usize]) {
+        if results.iter().any(|&r| changed(r, &new_values[r as usize])) {
             let all: Vec<Option<&TensorSharding>> = results.iter().map(|&r| new_values[r as usize].as_ref()).collect();
             write_slot(p, op, &all);
         }
@@ -50,7 +60,7 @@ pub fn write_back(
         let args: Vec<u32> = p.block_args(entry.start).map(|v| f.value_index[v as usize]).collect();
         if let Some(&fi) = func_index.get(&op) {
             for (k, &v) in args.iter().enumerate() {
-                if new_values[v as usize] != old_values[v as usize] {
+                if changed(v, &new_values[v as usize]) {
                     set_func_sharding(p, fi, k, false, new_values[v as usize].as_ref());
                 }
             }
