@@ -50,7 +50,9 @@ impl DimSharding {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum MeshRef {
     Named(Name),
-    Inline(Mesh),
+    /// Boxed: a sharding carries a `MeshRef`, and programs hold one sharding slot per value
+    /// (an inline `Mesh` would add 56 bytes to each).
+    Inline(Box<Mesh>),
 }
 
 /// How unreduced axes are to be reduced (`unreduced={..}` is sum; Shardy also prints

@@ -363,7 +363,7 @@ impl Lexer<'_> {
         let mesh = if self.peek("@") {
             MeshRef::Named(self.symbol_ref()?.into())
         } else if self.eat("#sdy.mesh") || self.eat_keyword("mesh") {
-            MeshRef::Inline(self.mesh_body(true)?)
+            MeshRef::Inline(Box::new(self.mesh_body(true)?))
         } else {
             return self.err("a mesh name '@name' or an inlined 'mesh<...>'");
         };

@@ -299,7 +299,7 @@ pub fn from_hlo(
     let parsed = Lexer::new(text).hlo_sharding()?;
     let bind = |m: &Mesh| match &mesh_name {
         Some(n) => MeshRef::Named(n.into()),
-        None => MeshRef::Inline(m.clone()),
+        None => MeshRef::Inline(Box::new(m.clone())),
     };
     let closed = |axes: Vec<AxisRef>| DimSharding::closed(axes);
     let finish = |t: TensorSharding, m: Mesh| -> Result<(TensorSharding, Mesh)> {

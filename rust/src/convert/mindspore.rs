@@ -114,7 +114,7 @@ pub fn from_layout(
     }
     let mesh_ref = match mesh_name {
         Some(n) => MeshRef::Named(n.into()),
-        None => MeshRef::Inline(m.clone()),
+        None => MeshRef::Inline(Box::new(m.clone())),
     };
     let t = TensorSharding { dims, ..TensorSharding::replicated(mesh_ref, 0, false) };
     t.validate(&m, None, false).map_err(|e| Error::conversion(e.message))?;

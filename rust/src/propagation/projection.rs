@@ -459,7 +459,7 @@ pub fn common_mesh_ref<'a>(
         match &sharding.mesh {
             MeshRef::Inline(m) if m.is_empty() => continue,
             MeshRef::Inline(m) => {
-                if m != mesh {
+                if **m != *mesh {
                     return Err(Error::mesh(format!(
                         "{kind} {i} is sharded on the inline mesh {}, but the op's shardings are projected on the mesh {}; all tensors of an op must share one mesh",
                         crate::text::print_mesh(m),

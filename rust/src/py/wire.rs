@@ -63,7 +63,7 @@ impl From<&TensorSharding> for ShardingW {
     fn from(t: &TensorSharding) -> Self {
         let (name, mesh) = match &t.mesh {
             MeshRef::Named(n) => (Some(String::from(*n)), None),
-            MeshRef::Inline(m) => (None, Some(MeshW::from(m))),
+            MeshRef::Inline(m) => (None, Some(MeshW::from(&**m))),
         };
         ShardingW(
             name,
@@ -80,7 +80,7 @@ impl ShardingW {
     pub fn into_sharding(self) -> Result<TensorSharding> {
         let mesh = match (self.0, self.1) {
             (Some(n), _) => MeshRef::Named(n.into()),
-            (None, Some(m)) => MeshRef::Inline(m.to_mesh()?),
+            (None, Some(m)) => MeshRef::Inline(Box::new(m.to_mesh()?)),
             (None, None) => return Err(Error::mesh("a sharding needs a mesh name or an inlined mesh")),
         };
         let reduction = Reduction::from_name(&self.5).ok_or_else(|| {

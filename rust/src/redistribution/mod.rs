@@ -140,7 +140,7 @@ impl Plan {
 
 fn check_mesh(which: &str, t: &TensorSharding, mesh: &Mesh) -> Result<()> {
     match &t.mesh {
-        MeshRef::Inline(m) if m != mesh => Err(Error::mesh(format!(
+        MeshRef::Inline(m) if **m != *mesh => Err(Error::mesh(format!(
             "the {which} sharding {} is on mesh {}, expected the planning mesh {}",
             crate::text::print_sharding(t),
             crate::text::print_mesh(m),

@@ -391,8 +391,8 @@ fn reduce_scatter_fusion(rw: &mut Rewriter, p: &mut Program, all_slice: u32, ope
     let uses = std::mem::take(&mut rw.uses);
     let in_sharding = rw.values(p).get_sharding(p, &uses, tensor);
     rw.uses = uses;
-    let in_sharding =
-        in_sharding?.unwrap_or_else(|| TensorSharding::replicated(MeshRef::Inline(mesh.clone()), scatter.len(), false));
+    let in_sharding = in_sharding?
+        .unwrap_or_else(|| TensorSharding::replicated(MeshRef::Inline(Box::new(mesh.clone())), scatter.len(), false));
     let mut dims = Vec::with_capacity(scatter.len());
     for (d, extra) in in_sharding.dims.iter().zip(&scatter) {
         let mut axes = d.axes.clone();

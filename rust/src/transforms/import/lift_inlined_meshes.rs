@@ -147,7 +147,7 @@ pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
                 Some(n) => n.clone(),
                 None => {
                     let n = lifter.add_mesh(p, mesh, &new_mesh_name(mesh));
-                    by_mesh.insert(mesh.clone(), n.clone());
+                    by_mesh.insert((**mesh).clone(), n.clone());
                     n
                 }
             },
