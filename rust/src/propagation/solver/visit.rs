@@ -195,14 +195,14 @@ impl<'g> Solver<'g> {
     /// since and had the directions `policy` gives now.
     pub(super) fn same_as_remembered(&self, op: u32, id: Option<u8>, policy: &dyn DirectionPolicy) -> bool {
         let Some((counts, dirs)) = self.cache.lookup(op, id) else { return false };
-        if dirs.iter().all(Option::is_none) {
+        if dirs.all_none() {
             return true;
         }
         let now = self.directions(policy, op, counts.iter().copied().max().unwrap_or(0) as usize);
         let mut i = 0;
         for &n in counts {
             for &d in &now[..n as usize] {
-                if dirs[i].is_some_and(|was| was != d) {
+                if dirs.get(i).is_some_and(|was| was != d) {
                     return false;
                 }
                 i += 1;
