@@ -45,6 +45,8 @@ PASSES = PIPELINE
 _ROWS: dict[int, dict[str, float]] = {}
 #: ``propagate_many`` of texts: threads -> seconds, and the op count of one copy.
 _MANY: dict[str, float] = {}
+#: Resident memory: (system, what) -> (peak, resident after) bytes per op.
+_MEMORY: dict[tuple[str, str], tuple[float, float]] = {}
 #: Copies of the step in the batch, and its layers (about 22k ops).
 COPIES, MANY_LAYERS = 8, int(os.environ.get("SHARDWISE_BENCH_MANY_LAYERS", "160"))
 
@@ -130,9 +132,9 @@ def test_many_texts_on_threads(benchmark: Any, threads: int) -> None:
 _MEMORY_CHILD = """
 import sys, warnings
 warnings.simplefilter("ignore")
-which, path = sys.argv[1], sys.argv[2]
+system, what, path = sys.argv[1], sys.argv[2], sys.argv[3]
 text = open(path).read()
-if which.startswith("shardy"):
+if system == "shardy":
     from jax._src.interpreters import mlir as jax_mlir
     from jax._src.lib.mlir import ir, passmanager
     ctx = jax_mlir.make_ir_context()
@@ -145,22 +147,32 @@ def kib(field):
             return int(line.split()[1])
 open("/proc/self/clear_refs", "w").write("5")  # the peak (VmHWM) starts again from here
 before = kib("VmRSS")
-if which.startswith("shardy"):
+if system == "shardy":
     with ctx:
         module = ir.Module.parse(text)
-        if which == "shardy":
+        if what == "pipeline":
             passmanager.PassManager.parse("builtin.module(sdy-propagation-pipeline)").run(module.operation)
-        out = str(module)
+        if what != "load":
+            out = str(module)
+        print(kib("VmHWM") - before, kib("VmRSS") - before)
+elif what == "load":
+    program = _native.NativeProgram.read(text)
+    print(kib("VmHWM") - before, kib("VmRSS") - before)
 else:
-    out = _native.run_native_passes(text, PIPELINE if which == "native" else [])
-print(kib("VmHWM") - before)
+    out = _native.run_native_passes(text, PIPELINE if what == "pipeline" else [])
+    print(kib("VmHWM") - before, kib("VmRSS") - before)
 """
+
+#: mimalloc (the extension's allocator) keeps freed pages for a while and commits its arenas
+#: eagerly; with these it returns them at once (slower: measured in docs/speed.md).
+_RETURN_PAGES = {"MIMALLOC_PURGE_DELAY": "0", "MIMALLOC_ARENA_EAGER_COMMIT": "0"}
 
 
 def test_peak_memory_per_op(tmp_path: pathlib.Path) -> None:
-    """Peak resident memory added by text to text (read, the pipeline, print), per op, for
-    Shardy and the native pipeline, each in a fresh process (the text read and the libraries
-    imported before the peak is taken)."""
+    """Resident memory added by reading (the program loaded: peak, and what stays), reading
+    and printing, and text to text (read, the pipeline, print), per op, for Shardy and the
+    native pipeline (also with mimalloc returning freed pages at once), each in a fresh
+    process (the text read and the libraries imported before the peak is taken)."""
     import subprocess
     import sys
 
@@ -169,11 +181,17 @@ def test_peak_memory_per_op(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "step.mlir"
     path.write_text(text)
     ops = sum(1 for _ in load_mlir(text).walk())
-    for which in ("native", "shardy", "native-read", "shardy-read"):
-        out = subprocess.run(
-            [sys.executable, "-c", _MEMORY_CHILD, which, str(path)], capture_output=True, text=True, check=True
-        )
-        _MANY[f"rss_{which}"] = int(out.stdout.split()[-1]) * 1024 / ops
+    for system, env in (("shardy", {}), ("native", {}), ("native-returned", _RETURN_PAGES)):
+        for what in ("load", "print", "pipeline"):
+            out = subprocess.run(
+                [sys.executable, "-c", _MEMORY_CHILD, system.split("-")[0], what, str(path)],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, **env},
+            )
+            peak, now = (int(x) * 1024 / ops for x in out.stdout.split()[-2:])
+            _MEMORY[(system, what)] = (peak, now)
     _MANY["rss_ops"] = ops
 
 
@@ -229,22 +247,25 @@ def teardown_module() -> None:
             "|---:|---:|---:|",
             f"| {_MANY['t1']:.2f} | {_MANY['t2']:.2f} | {_MANY['t1'] / _MANY['t2']:.2f}x |",
         ]
-    if "rss_native" in _MANY:
+    if _MEMORY:
+        m = _MEMORY
+        systems = ("shardy", "native", "native-returned")
         lines += [
             "",
             (
-                f"Peak resident memory added by text to text (read, pipeline, print) on the "
-                f"{_MANY['rss_ops']:,.0f}-op step, bytes per op, each in a fresh process (the peak `VmHWM` "
-                "after less `VmRSS` before):"
+                f"Resident memory added on the {_MANY['rss_ops']:,.0f}-op step, bytes per op, each in a fresh "
+                "process (the peak `VmHWM` after, and `VmRSS` after, less `VmRSS` before). The last column "
+                "has mimalloc return freed pages at once (`MIMALLOC_PURGE_DELAY=0 MIMALLOC_ARENA_EAGER_COMMIT=0`):"
             ),
             "",
-            "| | Shardy (jaxlib) | native |",
-            "|:---|---:|---:|",
-            f"| read, pipeline, print | {_MANY['rss_shardy']:,.0f} | {_MANY['rss_native']:,.0f} |",
-            (
-                f"| read and print (the program loaded) | {_MANY['rss_shardy-read']:,.0f} | "
-                f"{_MANY['rss_native-read']:,.0f} |"
-            ),
+            "| | Shardy (jaxlib) | native | native, freed pages returned |",
+            "|:---|---:|---:|---:|",
+            "| the program loaded (resident after reading) | "
+            + " | ".join(f"{m[s, 'load'][1]:,.0f}" for s in systems)
+            + " |",
+            "| reading (peak) | " + " | ".join(f"{m[s, 'load'][0]:,.0f}" for s in systems) + " |",
+            "| reading and printing (peak) | " + " | ".join(f"{m[s, 'print'][0]:,.0f}" for s in systems) + " |",
+            "| read, pipeline, print (peak) | " + " | ".join(f"{m[s, 'pipeline'][0]:,.0f}" for s in systems) + " |",
         ]
     # The smoke run of tests/python/test_benches.py writes to its temporary directory.
     out = pathlib.Path(os.environ.get("SHARDWISE_BENCH_OUT", pathlib.Path(__file__).parent)) / "native_passes.md"
