@@ -484,6 +484,29 @@ pub fn parse_all_to_all_params(text: &str) -> Result<Vec<AllToAllParam>> {
 }
 
 /// Parses one MLIR string literal (`"a\\22b"` -> `a"b`), the whole input.
+/// The byte range `start..end` of each complete string literal (`"..."`, escapes skipped) in
+/// `text`, quotes included, in order; an unterminated one ends the scan.
+pub fn quoted_spans(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let b = text.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < b.len() && b[i] != b'"' {
+            i += 1;
+        }
+        let start = i;
+        let mut j = i + 1;
+        while j < b.len() && b[j] != b'"' {
+            j += if b[j] == b'\\' { 2 } else { 1 };
+        }
+        if j >= b.len() {
+            i = b.len();
+            return None;
+        }
+        i = j + 1;
+        Some((start, j + 1))
+    })
+}
+
 pub fn parse_string(text: &str) -> Result<String> {
     let mut p = Lexer::new(text);
     let s = p.string()?;

@@ -191,3 +191,13 @@ fn axis_ref_relations() {
     v.sort_by(|p, q| p.mesh_cmp(q, &m));
     assert_eq!(v, vec![a, full, b]);
 }
+
+#[test]
+fn quoted_spans_find_each_string_literal_with_escapes_and_stop_at_an_unterminated_one() {
+    use shardwise::text::quoted_spans;
+    let text = r#"{"x":(1)2, "y\"z", "w"} "open"#;
+    let spans: Vec<&str> = quoted_spans(text).map(|(a, b)| &text[a..b]).collect();
+    assert_eq!(spans, [r#""x""#, r#""y\"z""#, r#""w""#]);
+    assert_eq!(quoted_spans("no strings").count(), 0);
+    assert_eq!(quoted_spans(r#""""#).collect::<Vec<_>>(), [(0, 2)]);
+}

@@ -10,7 +10,9 @@ use super::{types, Program, Span};
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
 use crate::sharding::{DimSharding, TensorSharding};
-use crate::text::{parse_sharding, parse_sharding_per_value, parse_string, print_sharding, print_sharding_per_value};
+use crate::text::{
+    parse_sharding, parse_sharding_per_value, parse_string, print_sharding, print_sharding_per_value, quoted_spans,
+};
 
 const DATA_FLOW_EDGE: &str = "sdy.data_flow_edge";
 /// Every op implementing Shardy's `ShardableDataFlowOpInterface`.
@@ -338,27 +340,7 @@ fn set_block_arg_owner_sharding(p: &mut Program, op: u32, index: usize, s: &Tens
 
 /// The names in `#sdy<manual_axes{"x", "y"}>`.
 pub fn manual_axes(text: &str) -> Vec<String> {
-    let b = text.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] != b'"' {
-            i += 1;
-            continue;
-        }
-        let mut j = i + 1;
-        while j < b.len() && b[j] != b'"' {
-            j += if b[j] == b'\\' { 2 } else { 1 };
-        }
-        if j >= b.len() {
-            break;
-        }
-        if let Ok(name) = parse_string(&text[i..=j]) {
-            out.push(name);
-        }
-        i = j + 1;
-    }
-    out
+    quoted_spans(text).filter_map(|(start, end)| parse_string(&text[start..end]).ok()).collect()
 }
 
 fn first_free(d: &DimSharding, manual: &[String]) -> usize {

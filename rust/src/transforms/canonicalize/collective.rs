@@ -23,7 +23,7 @@ use crate::ir::values::{result_sharding, set_result_sharding};
 use crate::ir::Program;
 use crate::propagation::axes::{add_axis_or_merge, sort_and_merge_axes};
 use crate::sharding::{DimSharding, MeshRef, Reduction, TensorSharding};
-use crate::text::{parse_axis_ref, parse_sharding, print_axis_ref_lists_attr};
+use crate::text::{parse_axis_ref, parse_sharding, print_axis_ref_lists_attr, quoted_spans};
 use crate::transforms::common::mesh_of_sharding;
 
 /// The ops the patterns rewrite.
@@ -95,20 +95,7 @@ fn digits(b: &[u8]) -> usize {
 fn axis_refs(text: &str) -> Result<Vec<AxisRef>> {
     let b = text.as_bytes();
     let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] != b'"' {
-            i += 1;
-            continue;
-        }
-        let mut j = i + 1;
-        while j < b.len() && b[j] != b'"' {
-            j += if b[j] == b'\\' { 2 } else { 1 };
-        }
-        if j >= b.len() {
-            break;
-        }
-        let mut end = j + 1;
+    for (start, mut end) in quoted_spans(text) {
         // `:(m)k`
         if b[end..].starts_with(b":(") {
             let m = digits(&b[end + 2..]);
@@ -120,8 +107,7 @@ fn axis_refs(text: &str) -> Result<Vec<AxisRef>> {
                 }
             }
         }
-        out.push(parse_axis_ref(&text[i..end])?);
-        i = end;
+        out.push(parse_axis_ref(&text[start..end])?);
     }
     Ok(out)
 }
