@@ -21,13 +21,22 @@
 use std::sync::Arc;
 
 use super::factor_prop::PropagationDirection;
+use crate::fast_hash::FastMap;
 
-/// Directions by op and signature (see the module documentation).
+/// No directions kept (in [`DirectionTable`]'s `initial`).
+const NONE: u32 = u32::MAX;
+
+/// Directions by op and signature (see the module documentation). Each distinct list of
+/// directions is kept once (most ops of a program get one of a few) and named by its index:
+/// an op's entries cost 8 bytes each, and 4 per initial id, instead of an allocation each.
 #[derive(Debug, Clone, Default)]
 pub struct DirectionTable {
-    per_op: Vec<Vec<(u32, Arc<[PropagationDirection]>)>>,
-    /// By a policy's initial id, then by op: the directions before any op is erased.
-    initial: Vec<Vec<Option<Arc<[PropagationDirection]>>>>,
+    /// Per op, `(signature, list)` pairs.
+    per_op: Vec<Vec<(u32, u32)>>,
+    /// By a policy's initial id, then by op: the list before any op is erased, or `NONE`.
+    initial: Vec<Vec<u32>>,
+    lists: Vec<Arc<[PropagationDirection]>>,
+    index: FastMap<Arc<[PropagationDirection]>, u32>,
 }
 
 impl DirectionTable {
@@ -36,43 +45,63 @@ impl DirectionTable {
         DirectionTable::default()
     }
 
+    /// The index of `dirs` among the kept lists, keeping it when new.
+    fn intern(&mut self, dirs: Arc<[PropagationDirection]>) -> u32 {
+        if let Some(&i) = self.index.get(&dirs) {
+            return i;
+        }
+        let i = self.lists.len() as u32;
+        self.lists.push(dirs.clone());
+        self.index.insert(dirs, i);
+        i
+    }
+
     /// The directions of `op`'s `num_factors` factors under signature `signature`, if known.
     pub(crate) fn get(&self, op: u32, signature: u32, num_factors: usize) -> Option<Arc<[PropagationDirection]>> {
         let known = self.per_op.get(op as usize)?;
-        known.iter().find(|(s, d)| *s == signature && d.len() == num_factors).map(|(_, d)| d.clone())
+        known
+            .iter()
+            .map(|&(s, i)| (s, &self.lists[i as usize]))
+            .find(|(s, d)| *s == signature && d.len() == num_factors)
+            .map(|(_, d)| d.clone())
     }
 
     /// The directions of `op`'s `num_factors` factors under the policy of initial id `id`
     /// before any op is erased, if known.
     pub(crate) fn initial(&self, id: u8, op: u32, num_factors: usize) -> Option<Arc<[PropagationDirection]>> {
-        let dirs = self.initial.get(id as usize)?.get(op as usize)?.as_ref()?;
+        let i = *self.initial.get(id as usize)?.get(op as usize)?;
+        let dirs = self.lists.get(i as usize)?;
         (dirs.len() == num_factors).then(|| dirs.clone())
     }
 
     /// Keeps `dirs` as the directions of `op` under the policy of initial id `id` before any
     /// op is erased.
     pub(crate) fn put_initial(&mut self, id: u8, op: u32, dirs: Arc<[PropagationDirection]>) {
+        let i = self.intern(dirs);
         let (id, op) = (id as usize, op as usize);
         if self.initial.len() <= id {
             self.initial.resize_with(id + 1, Vec::new);
         }
         let ops = &mut self.initial[id];
         if ops.len() <= op {
-            ops.resize(op + 1, None);
+            ops.resize(op + 1, NONE);
         }
-        ops[op] = Some(dirs);
+        ops[op] = i;
     }
 
     /// Keeps `dirs` as the directions of `op` under signature `signature`.
     pub(crate) fn put(&mut self, op: u32, signature: u32, dirs: Arc<[PropagationDirection]>) {
+        let len = dirs.len();
+        let i = self.intern(dirs);
         let op = op as usize;
         if self.per_op.len() <= op {
             self.per_op.resize_with(op + 1, Vec::new);
         }
+        let lists = &self.lists;
         let known = &mut self.per_op[op];
-        match known.iter_mut().find(|(s, d)| *s == signature && d.len() == dirs.len()) {
-            Some(slot) => slot.1 = dirs,
-            None => known.push((signature, dirs)),
+        match known.iter_mut().find(|(s, d)| *s == signature && lists[*d as usize].len() == len) {
+            Some(slot) => slot.1 = i,
+            None => known.push((signature, i)),
         }
     }
 }
