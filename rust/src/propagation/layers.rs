@@ -392,6 +392,19 @@ pub fn propagate(graph: &Graph, input: SolverInput, options: &PassOptions) -> Re
     propagate_with_steps(&prog, input, options, None, false, None).map(|(out, _)| out)
 }
 
+/// [`propagate`] with the value shardings as the solver holds them (shared: a sharding many
+/// values got is one allocation) and the output's `value_shardings` empty, for a caller that
+/// only reads them (the native pass's write-back): no copy of each value's sharding at the
+/// pass's peak of memory.
+pub(crate) fn propagate_shared(
+    graph: &Graph,
+    input: SolverInput,
+    options: &PassOptions,
+) -> Result<(SolverOutput, Vec<Option<Shared>>)> {
+    let prog = Arc::new(Program::new(graph, &input.facts)?);
+    solve_shared(&prog, input, options, None, false, None).map(|(out, values, _)| (out, values))
+}
+
 /// What solves of one program (with the same meshes) leave for the next ones: step outcomes
 /// by content ([`super::step_cache`]) and directions by op and signature
 /// ([`super::direction_table`]), and the visit memo's lists, to reuse their memory

@@ -17,7 +17,8 @@ use crate::error::{Error, Result};
 use crate::ir::clone::Uses;
 use crate::ir::values::set_result_sharding;
 use crate::ir::Program;
-use crate::propagation::{propagate, Pass, PassOptions, StrategyKind};
+use crate::propagation::layers::propagate_shared;
+use crate::propagation::{Pass, PassOptions, StrategyKind};
 use crate::sharding::{DimSharding, TensorSharding};
 use freeze::{check_types, freeze, solver_input};
 
@@ -69,9 +70,9 @@ fn run(p: &mut Program, cx: &mut PassContext, pass: Pass) -> Result<()> {
         let frozen = freeze(p, options.conservative, cx)?;
         let input = solver_input(p, &frozen, &forward)?;
         let before = write_back::Stored::of(&input.value_shardings, &input.func_results);
-        let out = propagate(&frozen.graph, input, &options)?;
+        let (out, values) = propagate_shared(&frozen.graph, input, &options)?;
         if out.group_conflicts.is_empty() {
-            return write_back::write_back(p, &frozen, &before, &out, keep_rules);
+            return write_back::write_back(p, &frozen, &before, &out, &values, keep_rules);
         }
         if attempt == 1 {
             break;

@@ -6,6 +6,8 @@
 //! through gets its rule) or removed (every rule that is no user's custom rule).
 
 use super::freeze::Frozen;
+use std::sync::Arc;
+
 use crate::error::Result;
 use crate::fast_hash::{FastMap, FastSet};
 use crate::graph::NONE;
@@ -35,17 +37,25 @@ impl Stored {
     }
 }
 
-/// Writes `out` (a solve of `p` frozen as `f`, from the stored shardings `before`) into `p`.
-pub fn write_back(p: &mut Program, f: &Frozen, before: &Stored, out: &SolverOutput, keep_rules: bool) -> Result<()> {
+/// Writes `out` and `new_values` (a solve of `p` frozen as `f`, from the stored shardings
+/// `before`; the values' shardings as the solver shares them) into `p`.
+pub fn write_back(
+    p: &mut Program,
+    f: &Frozen,
+    before: &Stored,
+    out: &SolverOutput,
+    new_values: &[Option<Arc<TensorSharding>>],
+    keep_rules: bool,
+) -> Result<()> {
     let (old, old_funcs) = (&before.values, &before.funcs);
-    let changed = |v: u32, new: &Option<TensorSharding>| new.as_ref() != old.get(&v);
-    let new_values = &out.value_shardings;
+    let changed = |v: u32, new: &Option<Arc<TensorSharding>>| new.as_deref() != old.get(&v);
     let func_index = p.func_index();
     for (gi, &op) in f.ops.iter().enumerate() {
         // Results.
         let results: Vec<u32> = f.graph.results.row(gi).to_vec();
         if results.iter().any(|&r| changed(r, &new_values[r as usize])) {
-            let all: Vec<Option<&TensorSharding>> = results.iter().map(|&r| new_values[r as usize].as_ref()).collect();
+            let all: Vec<Option<&TensorSharding>> =
+                results.iter().map(|&r| new_values[r as usize].as_deref()).collect();
             write_slot(p, op, &all);
         }
         // Block arguments.
@@ -61,11 +71,12 @@ pub fn write_back(p: &mut Program, f: &Frozen, before: &Stored, out: &SolverOutp
         if let Some(&fi) = func_index.get(&op) {
             for (k, &v) in args.iter().enumerate() {
                 if changed(v, &new_values[v as usize]) {
-                    set_func_sharding(p, fi, k, false, new_values[v as usize].as_ref());
+                    set_func_sharding(p, fi, k, false, new_values[v as usize].as_deref());
                 }
             }
         } else if REGION_DATA_FLOW_OPS.contains(&p.op_name(op)) && !args.is_empty() {
-            let all: Option<Vec<TensorSharding>> = args.iter().map(|&v| new_values[v as usize].clone()).collect();
+            let all: Option<Vec<TensorSharding>> =
+                args.iter().map(|&v| new_values[v as usize].as_deref().cloned()).collect();
             match all {
                 Some(all) => {
                     let text = print_sharding_per_value(&all);
