@@ -91,7 +91,11 @@ def propagate(module: Module, pipeline: str = "full", *, conservative: bool = Fa
     module docstring) and returns the module with every value's sharding decided, identical to
     what Shardy's ``sdy-propagation-pipeline`` gives (measured on the conformance corpus).
     ``conservative`` forbids split axes and non-divisible axes, as Shardy's
-    ``conservative-propagation``. The input is left unchanged unless ``in_place``.
+    ``conservative-propagation``. The input is left unchanged unless ``in_place``. A module
+    still held as a Rust program (``Module.native``: read by ``load_mlir``, no op asked for)
+    runs the native passes (``NativeProgram.run``, the GIL released) when every pass of the
+    pipeline is native and no rule is registered by the user, and the result is such a module
+    too; otherwise the Python passes run on the module's Python IR.
 
     Raises ``PipelineError`` for an unknown pass or option, ``ProgramError`` (op and location)
     for programs Shardy rejects, ``ShardingError`` for invalid shardings."""

@@ -29,7 +29,7 @@ class Module:
 
     A module read from text (``load_mlir``) and the modules the native passes give
     (``propagate``) start as a Rust program (``native``: ``shardwise._native.NativeProgram``,
-    about 0.9 KB per op) and build their Python ops, regions and values the first time
+    about 0.2 KB of heap per op, 0.6 KB resident; ``docs/speed.md``) and build their Python ops, regions and values the first time
     anything asks for them (``op``, and every property and method that reads ops); until
     then ``propagate``, ``copy``, ``to_mlir`` and ``save`` run in Rust without building them.
     Once built, the Python ops are the module (edit them as usual) and ``native`` is ``None``."""

@@ -263,8 +263,8 @@ fn run_program(mut p: Program, passes: &[&str]) -> Result<(Program, Warnings), P
 
 /// A verified module held by Rust (`crate::ir::Program`): what `shardwise.load_mlir` keeps
 /// until Python asks for the module's ops, so that reading, the native passes and printing
-/// never build the Python IR. Immutable: `run` gives a new program. About 0.9 KB per op
-/// (`benches/native_passes.md`).
+/// never build the Python IR. Immutable: `run` gives a new program. About 0.2 KB of heap per
+/// op, 0.6 KB resident (`benches/native_passes.md`, `docs/speed.md`).
 #[pyclass(frozen, module = "shardwise._native")]
 pub struct NativeProgram {
     program: Program,

@@ -5,9 +5,9 @@
 //! ops out of their blocks, and sharding rules kept (`keep-sharding-rules`: every op propagated
 //! through gets its rule) or removed (every rule that is no user's custom rule).
 
-use super::freeze::Frozen;
 use std::sync::Arc;
 
+use super::freeze::Frozen;
 use crate::error::Result;
 use crate::fast_hash::{FastMap, FastSet};
 use crate::graph::NONE;
@@ -23,7 +23,7 @@ use crate::text::{print_sharding, print_sharding_per_value};
 type FuncShardings = Vec<(u32, Vec<Option<TensorSharding>>)>;
 
 /// The shardings stored before a solve: the values that had one (most have none, and a dense
-/// copy costs about 160 bytes per value at the pass's peak) and the functions' results.
+/// copy costs 96 bytes per value at the pass's peak) and the functions' results.
 pub struct Stored {
     pub values: FastMap<u32, TensorSharding>,
     pub funcs: FuncShardings,
