@@ -310,9 +310,10 @@ impl NativeProgram {
         py.detach(|| tables(self.program.clone()))
     }
 
-    /// The number of ops in the program's arena (ops the passes erased included).
-    fn __len__(&self) -> usize {
-        self.program.ops.len()
+    /// The number of ops in the module, the module op aside (as `Module.walk()` counts them
+    /// once built; ops the passes erased are not counted).
+    fn __len__(&self, py: Python<'_>) -> usize {
+        py.detach(|| self.program.walk(0).len() - 1)
     }
 }
 
