@@ -65,7 +65,8 @@ pub struct FuncTables {
     result_attrs: Vec<Vec<(u32, u32)>>,
 }
 
-fn tables(p: Program) -> ProgramTables {
+/// The tables of `p` (its strings copied: `NativeProgram` keeps the program).
+fn tables(p: &Program) -> ProgramTables {
     let n = p.ops.len();
     let mut t = ProgramTables {
         strings: Vec::new(),
@@ -124,7 +125,7 @@ fn tables(p: Program) -> ProgramTables {
             result_attrs: f.result_attrs.iter().map(span).collect(),
         })
         .collect();
-    t.strings = p.strings.strings;
+    t.strings = p.strings.strings.clone();
     t
 }
 
@@ -141,7 +142,7 @@ fn read_mlir(py: Python<'_>, text: &str, source_name: &str, verify: bool) -> PyR
         if verify {
             mlir::verify(&p).map_err(PrintFailure::Verify)?;
         }
-        Ok(tables(p))
+        Ok(tables(&p))
     });
     read.map_err(|f| failure(py, f))
 }
@@ -307,7 +308,7 @@ impl NativeProgram {
 
     /// The module as flat tables (as `read_mlir` gives), from which Python builds its IR.
     fn tables(&self, py: Python<'_>) -> ProgramTables {
-        py.detach(|| tables(self.program.clone()))
+        py.detach(|| tables(&self.program))
     }
 
     /// The number of ops in the module, the module op aside (as `Module.walk()` counts them
