@@ -30,7 +30,15 @@ from shardwise.passes.pipeline import COMPOSITES, expand_pipeline, native_steps,
 from shardwise.passes.registry import PASSES
 from shardwise.rules.registry import has_user_rules
 
-__all__ = ["PIPELINES", "pipeline_text", "propagate", "propagate_native_modules", "propagate_text", "propagate_texts"]
+__all__ = [
+    "PIPELINES",
+    "native_pipeline_steps",
+    "pipeline_text",
+    "propagate",
+    "propagate_native_modules",
+    "propagate_text",
+    "propagate_texts",
+]
 
 PIPELINES: dict[str, str] = {
     "full": "builtin.module(sdy-propagation-pipeline)",
@@ -103,7 +111,7 @@ def propagate(module: Module, pipeline: str = "full", *, conservative: bool = Fa
     program = module.native
     if program is not None:
         # The module is still a Rust program (``load_mlir``): run the native passes on it.
-        steps = _native_steps(text)
+        steps = native_pipeline_steps(text)
         if steps is not None:
             try:
                 out = program.run(steps)
@@ -136,7 +144,7 @@ def propagate_text(text: str, pipeline: str, *, source: str | os.PathLike[str] |
     ``load_mlir`` and ``Module.to_mlir`` do, ``ProgramError`` for text nested too deeply
     (``MAX_NESTING``, ``MAX_BRACKETS``) and for a module that does not verify, before or after
     the passes."""
-    steps = _native_steps(pipeline)
+    steps = native_pipeline_steps(pipeline)
     if steps is None:
         return None
     check_nesting(text, source)
@@ -156,7 +164,7 @@ def propagate_texts(texts: Sequence[str], pipeline: str, *, threads: int = 1) ->
 
     Raises what ``propagate_text`` raises, for the first text (in order) that fails, with a
     note naming its index."""
-    steps = _native_steps(pipeline)
+    steps = native_pipeline_steps(pipeline)
     if steps is None:
         return None
     for i, text in enumerate(texts):
@@ -183,7 +191,7 @@ def propagate_native_modules(modules: Sequence[Module], pipeline: str, *, thread
     Raises what ``propagate`` raises, for the first module (in order) that fails, with a note
     naming its index."""
     programs = [m.native for m in modules]
-    steps = _native_steps(pipeline)
+    steps = native_pipeline_steps(pipeline)
     if steps is None or any(p is None for p in programs):
         return None
     try:
@@ -201,8 +209,10 @@ def _noted_verify_error(e: _native.MlirVerifyError) -> ProgramError:
     return err
 
 
-def _native_steps(pipeline: str) -> list[str] | None:
-    """The native passes ``pipeline`` runs, or ``None`` when it cannot run natively."""
+def native_pipeline_steps(pipeline: str) -> list[str] | None:
+    """The native passes ``pipeline`` (Shardy's pipeline syntax) runs, as ``NativeProgram.run``
+    takes them, or ``None`` when it cannot run natively (a pass or option without a native
+    version, or a rule registered by the user). Raises ``PipelineError`` for malformed text."""
     if has_user_rules():
         return None
     return native_steps(pipeline, _native.native_passes())

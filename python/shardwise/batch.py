@@ -18,6 +18,14 @@ annotated argument feeds a sharding constraint, sharding group or manual computa
 mesh has a size-one axis. Otherwise each candidate runs the whole pipeline on its own (still
 identical, just not faster); ``CandidateResults.batched`` says which path ran.
 
+A module still held as a Rust program (``Module.native``: read by ``load_mlir``, no op asked
+for) stays one: the steps before propagation, freezing, the solves, writing a candidate's
+solve back and the steps after propagation all run natively
+(``rust/src/transforms/propagation/candidates.rs``), and ``CandidateResult.module()`` is such
+a module too, as ``shardwise.propagate`` gives for it. That holds when every step is native
+and no rule is registered by the user; otherwise the module is built and takes the Python
+steps.
+
 This module runs whole pipelines, so it sits above ``shardwise.api`` and ``shardwise.passes``,
 and uses the solver driver of ``shardwise.propagation`` (freezing, program facts, write back).
 """
@@ -31,12 +39,20 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from shardwise import _native
-from shardwise.api import PIPELINES, pipeline_text, propagate, propagate_native_modules, propagate_texts
+from shardwise.api import (
+    PIPELINES,
+    native_pipeline_steps,
+    pipeline_text,
+    propagate,
+    propagate_native_modules,
+    propagate_texts,
+)
 from shardwise.errors import ProgramError
-from shardwise.importers.mlir import load_mlir
+from shardwise.importers.mlir import load_mlir, verify_error
 from shardwise.ir.core import Func, Module, Value
 from shardwise.ir.gc import no_cyclic_gc
 from shardwise.ir.rewrite import Uses
+from shardwise.ir.types import parse_type
 from shardwise.passes.pipeline import expand_pipeline, run_pipeline
 from shardwise.propagation import _check_types, _main_func, _write_back, solver_inputs
 from shardwise.propagation.freeze import freeze
@@ -63,6 +79,13 @@ def _threads(threads: int | None) -> int:
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be a positive int or None, got {threads!r}")
     return min(threads, cpus)
+
+
+def _native_halves() -> tuple[list[str], list[str]] | None:
+    """The native steps of ``_pipeline_halves``, or ``None`` when either cannot run natively
+    (a rule registered by the user)."""
+    before, after = (native_pipeline_steps(h) for h in _pipeline_halves())
+    return None if before is None or after is None else (before, after)
 
 
 @functools.lru_cache(maxsize=1)
@@ -105,13 +128,7 @@ class CandidateResult:
             m = self.module()
             f = m.func("main") if len(m.funcs) > 1 else m.funcs[0]
             return [a.sharding for a in f.args], list(f.result_shardings)
-        wires = self._out.shardings_of(p.main_args)
-        args = [_sharding(w, p.meshes) for w in wires]
-        results: list[TensorSharding | None] = []
-        for f, ws in self._out.func_results:
-            if f == p.main_index:
-                results = [_sharding(w, p.meshes) for w in ws]
-        return args, results
+        return p.main_shardings(self._out)
 
     def module(self) -> Module:
         """The propagated module, identical to ``shardwise.propagate`` of the original module
@@ -189,6 +206,101 @@ class _Prepared:
             [(self.main_index, i, w) for (kind, i), w in annotations if kind == "result"],
         )
 
+    def propagate(self, checked: list[list[tuple[tuple[str, int], Any]]], threads: int) -> list[Any]:
+        """The solves of the candidates ``checked`` (each a list of ``(key, wire)``)."""
+        return self.native.propagate([self.wires(c) for c in checked], threads)
+
+    def main_shardings(self, out: Any) -> tuple[list[TensorSharding | None], list[TensorSharding | None]]:
+        """@main's argument and result shardings in the solve ``out``."""
+        args = [_sharding(w, self.meshes) for w in out.shardings_of(self.main_args)]
+        results: list[TensorSharding | None] = []
+        for f, ws in out.func_results:
+            if f == self.main_index:
+                results = [_sharding(w, self.meshes) for w in ws]
+        return args, results
+
+    def materialize(self, annotations: Mapping[tuple[str, int], TensorSharding | None], out: Any) -> Module:
+        """The module of the solve ``out`` of ``annotations``, after the pipeline's last steps."""
+        m = _annotated(annotations, self.base)
+        with no_cyclic_gc():
+            frozen = freeze(m, rules=False)
+            _write_back(m, frozen, out, True)
+            run_pipeline(m, _pipeline_halves()[1])
+        return m
+
+
+class _NativePrepared:
+    """``_Prepared`` for a module still held as a Rust program: the steps before propagation,
+    freezing and the unannotated solve run natively (``_native.NativeCandidates``)."""
+
+    __slots__ = ("module", "meshes", "native", "after")
+
+    def __init__(self, module: Module, program: _native.NativeProgram, conservative: bool, steps: Any) -> None:
+        before, self.after = steps
+        self.module = module
+        self.meshes = module.meshes
+        self.native = _native.NativeCandidates(program, before, conservative)
+
+    def propagate(self, checked: list[list[tuple[tuple[str, int], Any]]], threads: int) -> list[Any]:
+        """The solves of the candidates ``checked`` (each a list of ``(key, wire)``)."""
+        return self.native.propagate([[(kind == "result", i, w) for (kind, i), w in c] for c in checked], threads)
+
+    def main_shardings(self, out: Any) -> tuple[list[TensorSharding | None], list[TensorSharding | None]]:
+        """@main's argument and result shardings in the solve ``out``."""
+        args, results = self.native.main_shardings(out)
+        return [_sharding(w, self.meshes) for w in args], [_sharding(w, self.meshes) for w in results]
+
+    def materialize(self, annotations: Mapping[tuple[str, int], TensorSharding | None], out: Any) -> Module:
+        """The module of the solve ``out`` of ``annotations``, after the pipeline's last steps
+        (still a Rust program)."""
+        try:
+            program = self.native.materialize(_annotation_wires(annotations), out, self.after)
+        except _native.MlirVerifyError as e:
+            raise verify_error(e, None) from None
+        return self.module.with_native(program)
+
+
+def _annotation_wires(annotations: Mapping[tuple[str, int], TensorSharding | None]) -> list[Any]:
+    """``annotations`` as ``NativeProgram.annotated`` and ``NativeCandidates`` take them."""
+    return [(kind == "result", i, None if s is None else s._wire()) for (kind, i), s in annotations.items()]
+
+
+def _annotated(annotations: Mapping[tuple[str, int], TensorSharding | None], module: Module) -> Module:
+    """A copy of ``module`` with @main's shardings set by ``annotations`` (still a Rust
+    program when ``module`` is one)."""
+    program = module.native
+    if program is not None:
+        return module.with_native(program.annotated(_annotation_wires(annotations)))
+    m = module.copy()
+    main = _main(m)
+    for (kind, i), s in annotations.items():
+        if kind == "arg":
+            main.args[i].sharding = s
+        else:
+            while len(main.result_shardings) <= i:
+                main.result_shardings.append(None)
+            main.result_shardings[i] = s
+    return m
+
+
+class _Main:
+    """@main as candidates name it: its name, its argument ``Value``s (none while the module is
+    a Rust program) and its argument and result types."""
+
+    __slots__ = ("name", "args", "arg_types", "result_types")
+
+    def __init__(self, module: Module) -> None:
+        program = module.native
+        if program is not None:
+            self.name, args, results = program.main_signature()
+            self.args: list[Value] = []
+            self.arg_types = [parse_type(t) for t in args]
+            self.result_types = [parse_type(t) for t in results]
+        else:
+            f = _main(module)
+            self.name, self.args = f.sym_name, list(f.args)
+            self.arg_types, self.result_types = [a.type for a in f.args], list(f.result_types)
+
 
 class CandidateBatch:
     """A program prepared for propagating many candidate sets of @main's in/out shardings,
@@ -203,6 +315,8 @@ class CandidateBatch:
     from call to call and replays it where it recurs, so later calls are cheaper; results
     never depend on earlier calls. A candidate is a mapping ``"argN"`` / ``"resultN"`` (or an
     argument ``Value`` of @main) -> ``TensorSharding`` (or ``None`` to remove the stored one).
+    A module still held as a Rust program (``Module.native``) is never built: everything runs
+    natively (see the module docstring) and naming an argument by ``Value`` builds ``module``.
 
     Raises ``ProgramError`` when the module has no function to propagate; ``propagate`` raises
     ``ValueError`` for a bad key, a sharding on an unknown mesh or one that does not fit the
@@ -217,42 +331,56 @@ class CandidateBatch:
         with no_cyclic_gc():
             self._setup(module.copy(), conservative)
         # Candidates name @main's arguments by the Values of ``module`` (not of the copy).
-        self._keys.update((a, ("arg", i)) for i, a in enumerate(_main(module).args))
+        self._source: Module | None = module
+        if module.native is None:
+            self._name_source_args()
 
     @classmethod
     def _over(cls, module: Module, conservative: bool) -> CandidateBatch:
         """A batch over ``module`` itself, not a copy (for one call that leaves it as it is)."""
         batch = cls.__new__(cls)
         batch._setup(module, conservative)
+        batch._source = None
         return batch
 
     def _setup(self, module: Module, conservative: bool) -> None:
         self.original = module
         self.conservative = conservative
-        self._main = _main(self.original)
+        self._main = _Main(self.original)
         self._guarded = _guarded_args(self.original)
-        self._prepared: _Prepared | None = None
+        self._meshes = self.original.meshes
+        self._prepared: _Prepared | _NativePrepared | None = None
         # Keys and shardings already checked (a search repeats them from candidate to
         # candidate): key -> ("arg" | "result", index); (that, sharding) -> (the sharding bound
         # to its mesh, its wire).
         self._keys: dict[str | Value, tuple[str, int]] = {}
         self._checked: dict[tuple[tuple[str, int], TensorSharding], tuple[TensorSharding, Any]] = {}
 
+    def _name_source_args(self) -> None:
+        """Names @main's arguments by the ``Value`` objects of the module the batch was made of
+        (built, if it was still a Rust program)."""
+        source, self._source = self._source, None
+        if source is not None:
+            self._keys.update((a, ("arg", i)) for i, a in enumerate(_main(source).args))
+
     def _annotation(
         self, key: str | Value, s: TensorSharding | None
     ) -> tuple[tuple[str, int], TensorSharding | None, Any]:
         """``(key, checked sharding, its wire)`` of one annotation; raises as ``propagate``."""
         k = self._keys.get(key) if isinstance(key, (str, Value)) else None
+        if k is None and isinstance(key, Value) and self._source is not None:
+            self._name_source_args()
+            k = self._keys.get(key)
         if k is None:
             k = _key(self._main, key)
             self._keys[key] = k
         if s is None:
             return k, None, None
         if not isinstance(s, TensorSharding):
-            _check(self._main, self.original.meshes, k, s)  # raises
+            _check(self._main, self._meshes, k, s)  # raises
         known = self._checked.get((k, s))
         if known is None:
-            bound = _check(self._main, self.original.meshes, k, s)
+            bound = _check(self._main, self._meshes, k, s)
             assert bound is not None
             if len(self._checked) >= _MAX_CHECKED:
                 self._checked.clear()
@@ -272,33 +400,25 @@ class CandidateBatch:
             if self._guarded is None or any(k in self._guarded for a in annotated for k in a):
                 return CandidateResults(self, [(a, None) for a in annotated], False, n)
             if self._prepared is None:
-                self._prepared = _Prepared(self.original, self.conservative)
-            p = self._prepared
-            outs = p.native.propagate([p.wires([(k, w) for k, _, w in c]) for c in checked], n)
+                self._prepared = self._prepare()
+            outs = self._prepared.propagate([[(k, w) for k, _, w in c] for c in checked], n)
             return CandidateResults(self, list(zip(annotated, outs)), True, n)
 
-    def _annotated(self, annotations: Mapping[tuple[str, int], TensorSharding | None], module: Module) -> Module:
-        m = module.copy()
-        main = _main(m)
-        for (kind, i), s in annotations.items():
-            if kind == "arg":
-                main.args[i].sharding = s
-            else:
-                while len(main.result_shardings) <= i:
-                    main.result_shardings.append(None)
-                main.result_shardings[i] = s
-        return m
+    def _prepare(self) -> _Prepared | _NativePrepared:
+        """The program ready for the candidates' solves: natively when the module is still a
+        Rust program and every step is native (no user rule), else on the Python IR."""
+        program = self.original.native
+        if program is not None:
+            steps = _native_halves()
+            if steps is not None:
+                return _NativePrepared(self.original, program, self.conservative, steps)
+        return _Prepared(self.original, self.conservative)
 
     def _materialize(self, annotations: Mapping[tuple[str, int], TensorSharding | None], out: Any) -> Module:
         p = self._prepared
         if out is None or out.group_conflicts or p is None:
-            return propagate(self._annotated(annotations, self.original), conservative=self.conservative)
-        m = self._annotated(annotations, p.base)
-        with no_cyclic_gc():
-            frozen = freeze(m, rules=False)
-            _write_back(m, frozen, out, True)
-            run_pipeline(m, _pipeline_halves()[1])
-        return m
+            return propagate(_annotated(annotations, self.original), conservative=self.conservative)
+        return p.materialize(annotations, out)
 
 
 def _main(module: Module) -> Func:
@@ -308,23 +428,25 @@ def _main(module: Module) -> Func:
     return f
 
 
-def _key(main: Func, key: str | Value) -> tuple[str, int]:
+def _key(main: _Main, key: str | Value) -> tuple[str, int]:
     if isinstance(key, Value):
         for i, a in enumerate(main.args):
             if a is key:
                 return ("arg", i)
-        raise ValueError(f"candidate key {key!r} is no argument of @{main.sym_name}")
+        raise ValueError(f"candidate key {key!r} is no argument of @{main.name}")
     for kind in ("arg", "result"):
         if isinstance(key, str) and key.startswith(kind) and key[len(kind) :].isdigit():
             i = int(key[len(kind) :])
-            n = len(main.args) if kind == "arg" else len(main.result_types)
+            n = len(main.arg_types) if kind == "arg" else len(main.result_types)
             if i >= n:
-                raise ValueError(f"candidate key {key!r}: @{main.sym_name} has {n} {kind}s")
+                raise ValueError(f"candidate key {key!r}: @{main.name} has {n} {kind}s")
             return (kind, i)
-    raise ValueError(f"candidate key {key!r}: expected 'argN', 'resultN' or an argument Value of @{main.sym_name}")
+    raise ValueError(f"candidate key {key!r}: expected 'argN', 'resultN' or an argument Value of @{main.name}")
 
 
-def _check(main: Func, meshes: dict[str, Any], key: tuple[str, int], s: TensorSharding | None) -> TensorSharding | None:
+def _check(
+    main: _Main, meshes: dict[str, Any], key: tuple[str, int], s: TensorSharding | None
+) -> TensorSharding | None:
     if s is None:
         return None
     if not isinstance(s, TensorSharding):
@@ -337,15 +459,20 @@ def _check(main: Func, meshes: dict[str, Any], key: tuple[str, int], s: TensorSh
         )
     if s.mesh is None:
         s = s.bind(meshes[s.mesh_name])
-    t = main.args[key[1]].type if key[0] == "arg" else main.result_types[key[1]]
-    s.validate(t.shape)
+    t = main.arg_types[key[1]] if key[0] == "arg" else main.result_types[key[1]]
+    s.validate(getattr(t, "shape", None))
     return s
 
 
 def _guarded_args(module: Module) -> set[tuple[str, int]] | None:
     """The annotations that the steps before propagation read (see the module docstring):
     ``None`` when no annotation can be batched, else the @main arguments that feed a sharding
-    constraint, sharding group or manual computation."""
+    constraint, sharding group or manual computation (read natively while ``module`` is a Rust
+    program: ``NativeProgram.guarded_args``)."""
+    program = module.native
+    if program is not None:
+        guarded = program.guarded_args()
+        return None if guarded is None else {("arg", i) for i in guarded}
     if len(module.funcs) != 1 or any(op.name == "func.call" for op in module.walk()):
         return None
     if any(a.size == 1 for m in module.meshes.values() for a in m.axes):

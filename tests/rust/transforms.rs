@@ -101,3 +101,73 @@ fn the_whole_propagation_pipeline_runs_natively_text_to_text() {
     let mut again = mlir::read(&text).unwrap();
     transforms::run(&mut again, transforms::PROPAGATION_PIPELINE).unwrap();
 }
+
+/// An MLP step with one function and no calls: every argument and result can take a
+/// candidate sharding.
+const CANDIDATES: &str = r#"module {
+  sdy.mesh @mesh = <["data"=2, "model"=4]>
+  func.func @main(%arg0: tensor<16x32xf32>, %arg1: tensor<32x64xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"model"}]>}, %arg2: tensor<64x32xf32>) -> tensor<16x32xf32> {
+    %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] : (tensor<16x32xf32>, tensor<32x64xf32>) -> tensor<16x64xf32>
+    %1 = stablehlo.tanh %0 : tensor<16x64xf32>
+    %2 = stablehlo.dot_general %1, %arg2, contracting_dims = [1] x [0] : (tensor<16x64xf32>, tensor<64x32xf32>) -> tensor<16x32xf32>
+    return %2 : tensor<16x32xf32>
+  }
+}
+"#;
+
+#[test]
+fn candidates_solved_once_prepared_equal_the_whole_pipeline_on_each_annotated_program() {
+    use shardwise::transforms::propagation::candidates::{self, Annotation, ProgramCandidates};
+    let steps = transforms::PROPAGATION_PIPELINE;
+    let k = steps.iter().position(|s| s.starts_with("sdy-user-priority-propagate")).unwrap();
+    let (before, after) = (&steps[..k], &steps[k + 1..]);
+    let p = mlir::read(CANDIDATES).unwrap();
+    assert_eq!(candidates::guarded_args(&p).unwrap(), Some(vec![]));
+    let s = |text: &str| Some(shardwise::text::parse_sharding(text).unwrap());
+    let arg = |index, sharding| Annotation { result: false, index, sharding };
+    let sets: Vec<Vec<Annotation>> = vec![
+        vec![arg(0, s(r#"#sdy.sharding<@mesh, [{"data"}, {}]>"#))],
+        vec![arg(0, s(r#"#sdy.sharding<@mesh, [{}, {"model"}]>"#)), arg(1, None)],
+        vec![Annotation { result: true, index: 0, sharding: s(r#"#sdy.sharding<@mesh, [{"data"}, {"model"}]>"#) }],
+        vec![],
+    ];
+    let (prepared, warnings) = ProgramCandidates::new(&p, before, false).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(prepared.main_arity(), (3, 1));
+    let outs = prepared.propagate(&sets, 2);
+    let mut texts = Vec::new();
+    for (set, out) in sets.iter().zip(outs) {
+        let out = out.unwrap();
+        let mut got = prepared.materialize(set, &out).unwrap();
+        transforms::run(&mut got, after).unwrap();
+        let mut expected = p.clone();
+        candidates::annotate(&mut expected, set).unwrap();
+        transforms::run(&mut expected, steps).unwrap();
+        assert_eq!(mlir::print(&got), mlir::print(&expected));
+        // @main's arguments after the solve: the candidate's own sharding is kept.
+        let (args, _) = prepared.main_shardings(&out);
+        if let Some(Annotation { result: false, index, sharding: Some(s) }) = set.first() {
+            assert_eq!(args[*index].as_ref(), Some(s));
+        }
+        texts.push(mlir::print(&got));
+    }
+    // The candidates differ from one another.
+    assert!(texts[0] != texts[1] && texts[1] != texts[2], "{texts:?}");
+    // An index @main does not have is refused, in that candidate only.
+    let outs = prepared.propagate(&[vec![arg(3, None)], vec![]], 1);
+    assert!(outs[0].as_ref().unwrap_err().to_string().contains("arg3: @main has 3 args"));
+    assert!(outs[1].is_ok());
+}
+
+#[test]
+fn candidates_are_not_batched_for_calls_size_one_axes_or_constrained_arguments() {
+    use shardwise::transforms::propagation::candidates::guarded_args;
+    assert_eq!(guarded_args(&mlir::read(MLP).unwrap()).unwrap(), None); // a call
+    let size_one = CANDIDATES.replace(r#""model"=4]>"#, r#""model"=4, "one"=1]>"#);
+    assert_eq!(guarded_args(&mlir::read(&size_one).unwrap()).unwrap(), None);
+    let constrained = CANDIDATES.replace(
+        "%1 = stablehlo.tanh %0",
+        "%c = sdy.sharding_constraint %arg2 <@mesh, [{}, {}]> : tensor<64x32xf32>\n    %1 = stablehlo.tanh %0",
+    );
+    assert_eq!(guarded_args(&mlir::read(&constrained).unwrap()).unwrap(), Some(vec![2]));
+}

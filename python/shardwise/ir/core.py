@@ -106,7 +106,11 @@ class Module:
 
     @property
     def meshes(self) -> dict[str, Mesh]:
-        """Named meshes (``sdy.mesh @name``), in definition order."""
+        """Named meshes (``sdy.mesh @name``), in definition order (read from the Rust program,
+        without building the ops, while the module is ``native``)."""
+        program = self._native
+        if program is not None:
+            return {name: Mesh.parse(text) for name, text in program.meshes()}
         out = {}
         for op in self.ops:
             if op.name == "sdy.mesh":

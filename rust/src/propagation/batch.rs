@@ -106,6 +106,21 @@ impl CandidateOutput {
         }
     }
 
+    /// Every value's stored sharding after propagation, shared with the solves that stored
+    /// them (what [`super::layers::propagate_shared`] returns), for writing back.
+    pub(crate) fn shared_values(&self) -> Vec<Option<Shared>> {
+        match &self.base {
+            None => self.changed.iter().map(|(_, s)| s.clone()).collect(),
+            Some(base) => {
+                let mut values = base.as_ref().clone();
+                for (v, s) in &self.changed {
+                    values[*v as usize] = s.clone();
+                }
+                values
+            }
+        }
+    }
+
     /// Number of values.
     pub fn num_values(&self) -> usize {
         self.base.as_ref().map_or(self.changed.len(), |b| b.len())

@@ -3,9 +3,11 @@
 
 use pyo3::prelude::*;
 
+use super::errors::IntoPyResult;
 use super::errors::{MlirReadError, MlirVerifyError};
 use crate::ir::Program;
 use crate::mlir;
+use crate::transforms::propagation::candidates;
 use crate::transforms::WarningKind;
 
 /// A read module as flat tables (see `crate::ir` for the layout). Ranges are given as offset
@@ -163,7 +165,7 @@ fn read_error(py: Python<'_>, e: mlir::ReadError) -> PyErr {
 }
 
 /// Why `read_mlir` or `print_mlir` gave no result.
-enum PrintFailure {
+pub(super) enum PrintFailure {
     Read(mlir::ReadError),
     /// A native pass refused the program.
     Pass(crate::error::Error),
@@ -256,7 +258,7 @@ fn read_verified(text: &str, name: &str) -> Result<Program, PrintFailure> {
 }
 
 /// Runs `passes` on `p` and verifies what they leave.
-fn run_program(mut p: Program, passes: &[&str]) -> Result<(Program, Warnings), PrintFailure> {
+pub(super) fn run_program(mut p: Program, passes: &[&str]) -> Result<(Program, Warnings), PrintFailure> {
     let warnings = crate::transforms::run(&mut p, passes).map_err(PrintFailure::Pass)?;
     mlir::verify(&p).map_err(PrintFailure::VerifyAfterPasses)?;
     Ok((p, warnings))
@@ -268,7 +270,7 @@ fn run_program(mut p: Program, passes: &[&str]) -> Result<(Program, Warnings), P
 /// op, 0.6 KB resident (`benches/native_passes.md`, `docs/speed.md`).
 #[pyclass(frozen, module = "shardwise._native")]
 pub struct NativeProgram {
-    program: Program,
+    pub(super) program: Program,
 }
 
 #[pymethods]
@@ -309,6 +311,42 @@ impl NativeProgram {
     /// The module as flat tables (as `read_mlir` gives), from which Python builds its IR.
     fn tables(&self, py: Python<'_>) -> ProgramTables {
         py.detach(|| tables(&self.program))
+    }
+
+    /// The top-level meshes as `(name, mesh attribute text)`, in definition order (what
+    /// `Module.meshes` parses), read without building anything.
+    fn meshes(&self) -> Vec<(String, String)> {
+        let p = &self.program;
+        crate::transforms::common::mesh_ops(p)
+            .into_iter()
+            .map(|op| (p.symbol_name(op).unwrap_or_default(), p.attr(op, "mesh").unwrap_or_default().to_string()))
+            .collect()
+    }
+
+    /// The function Shardy propagates the results of (the only one, or @main): `(name,
+    /// argument types, result types)`, types as MLIR text. Raises `ProgramError` when the
+    /// module has no function, or several and none is @main.
+    fn main_signature(&self, py: Python<'_>) -> PyResult<(String, Vec<String>, Vec<String>)> {
+        let (name, args, results) = candidates::main_signature(&self.program).py(py)?;
+        let owned = |ts: Vec<&str>| ts.into_iter().map(str::to_string).collect();
+        Ok((name, owned(args), owned(results)))
+    }
+
+    /// The arguments of @main whose candidate shardings the steps before propagation read,
+    /// or `None` when no candidate set can be batched (see
+    /// `crate::transforms::propagation::candidates::guarded_args`).
+    fn guarded_args(&self, py: Python<'_>) -> PyResult<Option<Vec<usize>>> {
+        py.detach(|| candidates::guarded_args(&self.program)).py(py)
+    }
+
+    /// A new program: this one with @main's shardings set by `annotations` (`(is a result,
+    /// index, sharding or None)`). Raises `ProgramError` for an index @main does not have or
+    /// no function to propagate.
+    fn annotated(&self, py: Python<'_>, annotations: Vec<super::candidates::AnnotationW>) -> PyResult<NativeProgram> {
+        let annotations = super::candidates::annotations_of(py, annotations)?;
+        let mut program = self.program.clone();
+        candidates::annotate(&mut program, &annotations).py(py)?;
+        Ok(NativeProgram { program })
     }
 
     /// The number of ops in the module, the module op aside (as `Module.walk()` counts them
@@ -362,7 +400,7 @@ fn collect_many<R, T>(
 }
 
 /// Issues the passes' warnings as `PassWarning`, `UnknownOpWarning` or `ShardingGroupWarning`.
-fn issue_warnings(py: Python<'_>, warnings: Vec<(WarningKind, String)>) -> PyResult<()> {
+pub(super) fn issue_warnings(py: Python<'_>, warnings: Vec<(WarningKind, String)>) -> PyResult<()> {
     for (kind, w) in warnings {
         let (module, name) = match kind {
             WarningKind::Pass => ("shardwise.errors", "PassWarning"),
@@ -383,7 +421,7 @@ fn native_passes() -> Vec<&'static str> {
 }
 
 /// The Python exception of a failed read, verification or strict print.
-fn failure(py: Python<'_>, f: PrintFailure) -> PyErr {
+pub(super) fn failure(py: Python<'_>, f: PrintFailure) -> PyErr {
     let after = matches!(f, PrintFailure::VerifyAfterPasses(_));
     match f {
         PrintFailure::Read(e) => read_error(py, e),

@@ -1,6 +1,7 @@
 //! PyO3 bindings: the private module `shardwise._native`. Only argument conversion and error
 //! mapping live here; every rule is in the core modules.
 
+mod candidates;
 mod errors;
 mod graph;
 mod mlir;
@@ -284,6 +285,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     registry::register(m)?;
     graph::register(m)?;
     mlir::register(m)?;
+    candidates::register(m)?;
     walk::register(m)?;
     propagation::register(m)?;
     redistribution::register(m)?;

@@ -142,6 +142,19 @@ impl PyPropagationResult {
         (distinct, index)
     }
 
+    /// One candidate's result.
+    pub(super) fn of_candidate(c: CandidateOutput) -> Self {
+        PyPropagationResult { held: Held::Candidate(c) }
+    }
+
+    /// The candidate's output, when this is one candidate's result.
+    pub(super) fn candidate(&self) -> Option<&CandidateOutput> {
+        match &self.held {
+            Held::Candidate(c) => Some(c),
+            Held::Full(_) => None,
+        }
+    }
+
     /// Everything but the value shardings.
     fn out(&self) -> &SolverOutput {
         match &self.held {

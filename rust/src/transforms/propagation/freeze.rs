@@ -5,6 +5,8 @@
 //! ops (the module itself is no op of the graph); an op's results when the op is met, then,
 //! block by block, the arguments of its regions' blocks before the ops of that block.
 
+use std::sync::Arc;
+
 use super::super::common::meshes;
 use super::super::{PassContext, WarningKind};
 use crate::error::{Error, Result};
@@ -23,7 +25,8 @@ use crate::text::{parse_sharding, parse_sharding_per_value};
 
 /// A frozen native program: the graph and, for each graph index, the native op or value.
 pub struct Frozen {
-    pub graph: Graph,
+    /// Shared with the candidate batches made over it.
+    pub graph: Arc<Graph>,
     /// Graph op -> native op.
     pub ops: Vec<u32>,
     /// Graph value -> native value.
@@ -158,7 +161,7 @@ pub fn freeze(p: &Program, conservative: bool, cx: &mut PassContext) -> Result<F
     let (rules, op_rule) = op_rules(p, &ops, conservative, cx)?;
     g.rules = rules;
     g.op_rule = op_rule;
-    Ok(Frozen { graph: Graph::new(g)?, ops, values, value_index, op_index })
+    Ok(Frozen { graph: Arc::new(Graph::new(g)?), ops, values, value_index, op_index })
 }
 
 /// An op's signature: its name, attributes, operand and result types (all interned).
@@ -440,8 +443,9 @@ pub fn top_funcs(p: &Program) -> Vec<u32> {
     p.block_ops(p.module_block()).iter().copied().filter(|&o| p.op_name(o) == "func.func").collect()
 }
 
-/// Shardy's `getMainFuncOrDie` as Python's `_main_func` words it.
-fn main_func(p: &Program, funcs: &[u32]) -> Result<Option<u32>> {
+/// Shardy's `getMainFuncOrDie` as Python's `_main_func` words it: the op of the module's
+/// only function, or of @main among several (`None` when there is no function).
+pub fn main_func(p: &Program, funcs: &[u32]) -> Result<Option<u32>> {
     match funcs {
         [] => Ok(None),
         [f] => Ok(Some(*f)),

@@ -9,6 +9,7 @@
 //! (`debug-sharding-origins`, `debug-propagation-edge-sharding`) are not native yet: a pass
 //! given one refuses the program (the Python pass writes them).
 
+pub mod candidates;
 pub mod freeze;
 pub mod write_back;
 

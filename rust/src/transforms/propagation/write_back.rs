@@ -24,6 +24,7 @@ type FuncShardings = Vec<(u32, Vec<Option<TensorSharding>>)>;
 
 /// The shardings stored before a solve: the values that had one (most have none, and a dense
 /// copy costs 96 bytes per value at the pass's peak) and the functions' results.
+#[derive(Debug, Clone)]
 pub struct Stored {
     pub values: FastMap<u32, TensorSharding>,
     pub funcs: FuncShardings,

@@ -1,0 +1,114 @@
+//! `NativeCandidates`: `shardwise.CandidateBatch` on a module still held as a Rust program
+//! (`crate::transforms::propagation::candidates`), so that a search's what-if evaluations of
+//! a loaded module never build the Python IR.
+
+use pyo3::prelude::*;
+
+use super::errors::IntoPyResult;
+use super::mlir::{failure, issue_warnings, run_program, NativeProgram};
+use super::propagation::PyPropagationResult;
+use super::wire::ShardingW;
+use crate::transforms::propagation::candidates::{Annotation, ProgramCandidates};
+
+/// One annotation as Python gives it: `(is a result, index, sharding or None)`.
+pub(super) type AnnotationW = (bool, usize, Option<ShardingW>);
+
+/// @main's argument and result shardings.
+type MainShardingsW = (Vec<Option<ShardingW>>, Vec<Option<ShardingW>>);
+
+/// The annotations of their wire form.
+pub(super) fn annotations_of(py: Python<'_>, ws: Vec<AnnotationW>) -> PyResult<Vec<Annotation>> {
+    ws.into_iter()
+        .map(|(result, index, w)| {
+            Ok(Annotation { result, index, sharding: w.map(ShardingW::into_sharding).transpose()? })
+        })
+        .collect::<crate::error::Result<_>>()
+        .py(py)
+}
+
+fn wires(ss: Vec<Option<crate::sharding::TensorSharding>>) -> Vec<Option<ShardingW>> {
+    ss.iter().map(|s| s.as_ref().map(ShardingW::from)).collect()
+}
+
+/// A native program prepared for many candidate sets of @main's argument and result
+/// shardings: `NativeCandidates(program, before, conservative)` runs the native steps
+/// `before` (the pipeline's steps before propagation) on a copy, freezes it and solves it
+/// once, with the GIL released, and issues the steps' warnings. Raises what the steps,
+/// freezing and the solver raise, and `ProgramError` when there is no function to propagate.
+#[pyclass(frozen, module = "shardwise._native")]
+pub struct NativeCandidates {
+    inner: ProgramCandidates,
+}
+
+#[pymethods]
+impl NativeCandidates {
+    #[new]
+    fn new(
+        py: Python<'_>,
+        program: &Bound<'_, NativeProgram>,
+        before: Vec<String>,
+        conservative: bool,
+    ) -> PyResult<Self> {
+        let names: Vec<&str> = before.iter().map(String::as_str).collect();
+        let p = &program.get().program;
+        let (inner, warnings) = py.detach(|| ProgramCandidates::new(p, &names, conservative)).py(py)?;
+        issue_warnings(py, warnings)?;
+        Ok(NativeCandidates { inner })
+    }
+
+    /// One result per candidate (a list of annotations), solved on `threads` worker threads
+    /// with the GIL released. Raises the first candidate's error (in order), `ProgramError`
+    /// for an index @main does not have.
+    #[pyo3(signature = (candidates, threads=1))]
+    fn propagate(
+        &self,
+        py: Python<'_>,
+        candidates: Vec<Vec<AnnotationW>>,
+        threads: usize,
+    ) -> PyResult<Vec<PyPropagationResult>> {
+        let candidates = candidates.into_iter().map(|c| annotations_of(py, c)).collect::<PyResult<Vec<_>>>()?;
+        let outs = py.detach(|| self.inner.propagate(&candidates, threads));
+        outs.into_iter().map(|r| r.py(py).map(PyPropagationResult::of_candidate)).collect()
+    }
+
+    /// @main's argument and result shardings after the solve of `result` (a result of
+    /// `propagate`), open dimensions still open. Raises `ValueError` for another result.
+    fn main_shardings(&self, result: &PyPropagationResult) -> PyResult<MainShardingsW> {
+        let out = candidate_of(result)?;
+        let (args, results) = self.inner.main_shardings(out);
+        Ok((wires(args), wires(results)))
+    }
+
+    /// The candidate's propagated program: the prepared one with `annotations` set on @main,
+    /// the solve `result` (of those annotations) written back and the native steps `after`
+    /// run on it, verified, with the GIL released; the steps' warnings are issued. Raises
+    /// `ValueError` for a result not of `propagate`, `ProgramError` when its sharding groups
+    /// conflict (run the whole pipeline then), and what the steps and the verifier raise.
+    fn materialize(
+        &self,
+        py: Python<'_>,
+        annotations: Vec<AnnotationW>,
+        result: &PyPropagationResult,
+        after: Vec<String>,
+    ) -> PyResult<NativeProgram> {
+        let annotations = annotations_of(py, annotations)?;
+        let out = candidate_of(result)?;
+        let names: Vec<&str> = after.iter().map(String::as_str).collect();
+        let p = py.detach(|| self.inner.materialize(&annotations, out)).py(py)?;
+        let (program, warnings) = py.detach(|| run_program(p, &names)).map_err(|f| failure(py, f))?;
+        issue_warnings(py, warnings)?;
+        Ok(NativeProgram { program })
+    }
+}
+
+fn candidate_of(result: &PyPropagationResult) -> PyResult<&crate::propagation::CandidateOutput> {
+    result.candidate().ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(
+            "expected a result of NativeCandidates.propagate, got the result of a single propagation",
+        )
+    })
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeCandidates>()
+}
