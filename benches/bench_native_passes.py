@@ -15,7 +15,8 @@ runs natively (``shardwise.testing.native_passes.PIPELINE``); Shardy runs
 
 The native text is checked equal to the Python passes' text. A third measure is the Python
 API from text to text (``propagate(load_mlir(text)).to_mlir()``) with the module kept native
-against the same with its Python IR built after reading.
+against the same with its Python IR built after reading, and so is ``CandidateBatch`` from
+text to the candidates' printed modules.
 
 Writes ``benches/native_passes.md`` (``$SHARDWISE_BENCH_OUT/native_passes.md`` when set).
 
@@ -38,7 +39,7 @@ from shardwise import _native
 from shardwise.importers.mlir import load_mlir
 from shardwise.passes.pipeline import run_pipeline
 from shardwise.testing.native_passes import PIPELINE
-from shardwise.testing.programs import transformer_step
+from shardwise.testing.programs import random_candidates, transformer_step
 
 LAYERS = [int(x) for x in os.environ.get("SHARDWISE_BENCH_LAYERS", "20,160").split(",") if x.strip()]
 PASSES = PIPELINE
@@ -47,6 +48,10 @@ _ROWS: dict[int, dict[str, float]] = {}
 _MANY: dict[str, float] = {}
 #: Resident memory: (system, what) -> (peak, resident after) bytes per op.
 _MEMORY: dict[tuple[str, str], tuple[float, float]] = {}
+#: ``CandidateBatch`` on the ``MANY_LAYERS`` step: seconds per route and part.
+_CANDIDATES: dict[str, float] = {}
+#: Candidate sets of that measure.
+CANDIDATE_SETS = 8
 #: Copies of the step in the batch, and its layers (about 22k ops).
 COPIES, MANY_LAYERS = 8, int(os.environ.get("SHARDWISE_BENCH_MANY_LAYERS", "160"))
 
@@ -113,6 +118,36 @@ def test_native_passes_beside_shardy_and_python(benchmark: Any, layers: int) -> 
 def _built(m: shardwise.Module) -> shardwise.Module:
     m.op  # noqa: B018 (builds the module's Python IR)
     return m
+
+
+def test_candidate_batch_native_against_built() -> None:
+    """``CandidateBatch`` from text to candidate modules on the ``MANY_LAYERS`` step: read,
+    prepare and solve ``CANDIDATE_SETS`` candidate sets, then each candidate's module printed;
+    the module kept native against its Python IR built after reading."""
+    text = transformer_step(MANY_LAYERS)
+    sets = random_candidates(_built(load_mlir(text)), CANDIDATE_SETS, seed=5)
+
+    def run(build: bool) -> tuple[float, float, list[str]]:
+        t = time.perf_counter()
+        m = load_mlir(text)
+        results = shardwise.CandidateBatch(_built(m) if build else m).propagate(sets, threads=1)
+        solved = time.perf_counter() - t
+        t = time.perf_counter()
+        texts = [r.module().to_mlir() for r in results]
+        return solved, time.perf_counter() - t, texts
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        native = [run(False) for _ in range(2)]
+        built = [run(True) for _ in range(2)]
+    assert native[0][2] == built[0][2]
+    _CANDIDATES.update(
+        ops=sum(1 for _ in load_mlir(text).walk()),
+        native_solve=min(r[0] for r in native),
+        native_modules=min(r[1] for r in native),
+        built_solve=min(r[0] for r in built),
+        built_modules=min(r[1] for r in built),
+    )
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -246,6 +281,28 @@ def teardown_module() -> None:
             "| 1 thread | 2 threads | speed-up |",
             "|---:|---:|---:|",
             f"| {_MANY['t1']:.2f} | {_MANY['t2']:.2f} | {_MANY['t1'] / _MANY['t2']:.2f}x |",
+        ]
+    if _CANDIDATES:
+        c = _CANDIDATES
+        lines += [
+            "",
+            (
+                f"`CandidateBatch` on the {c['ops']:,.0f}-op step, seconds, minimum of 2: `load_mlir`, "
+                f"preparing the batch and solving {CANDIDATE_SETS} candidate sets on one thread, then "
+                "each candidate's module printed (`result.module().to_mlir()`), with the module kept "
+                "native and with its Python IR built after reading:"
+            ),
+            "",
+            "| | native module | Python IR built | speed-up |",
+            "|:---|---:|---:|---:|",
+            (
+                f"| read, prepare, solve | {c['native_solve']:.2f} | {c['built_solve']:.2f} | "
+                f"{c['built_solve'] / c['native_solve']:.1f}x |"
+            ),
+            (
+                f"| the {CANDIDATE_SETS} modules printed | {c['native_modules']:.2f} | {c['built_modules']:.2f} | "
+                f"{c['built_modules'] / c['native_modules']:.1f}x |"
+            ),
         ]
     if _MEMORY:
         m = _MEMORY

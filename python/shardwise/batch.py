@@ -126,6 +126,11 @@ class CandidateResult:
         p = self._results._batch._prepared
         if self._out is None or self._out.group_conflicts or p is None:
             m = self.module()
+            program = m.native
+            if program is not None:  # read from the Rust program, nothing built
+                meshes = m.meshes
+                args, results = program.main_shardings()
+                return [_sharding(w, meshes) for w in args], [_sharding(w, meshes) for w in results]
             f = m.func("main") if len(m.funcs) > 1 else m.funcs[0]
             return [a.sharding for a in f.args], list(f.result_shardings)
         return p.main_shardings(self._out)

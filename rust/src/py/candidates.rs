@@ -14,7 +14,7 @@ use crate::transforms::propagation::candidates::{Annotation, ProgramCandidates};
 pub(super) type AnnotationW = (bool, usize, Option<ShardingW>);
 
 /// @main's argument and result shardings.
-type MainShardingsW = (Vec<Option<ShardingW>>, Vec<Option<ShardingW>>);
+pub(super) type MainShardingsW = (Vec<Option<ShardingW>>, Vec<Option<ShardingW>>);
 
 /// The annotations of their wire form.
 pub(super) fn annotations_of(py: Python<'_>, ws: Vec<AnnotationW>) -> PyResult<Vec<Annotation>> {
@@ -26,7 +26,7 @@ pub(super) fn annotations_of(py: Python<'_>, ws: Vec<AnnotationW>) -> PyResult<V
         .py(py)
 }
 
-fn wires(ss: Vec<Option<crate::sharding::TensorSharding>>) -> Vec<Option<ShardingW>> {
+pub(super) fn wires(ss: Vec<Option<crate::sharding::TensorSharding>>) -> Vec<Option<ShardingW>> {
     ss.iter().map(|s| s.as_ref().map(ShardingW::from)).collect()
 }
 

@@ -332,6 +332,14 @@ impl NativeProgram {
         Ok((name, owned(args), owned(results)))
     }
 
+    /// The stored shardings of the function Shardy propagates the results of (the only one,
+    /// or @main): one per argument and one per result (`None` for none). Raises
+    /// `ProgramError` as `main_signature`, and for a sharding that does not parse.
+    fn main_shardings(&self, py: Python<'_>) -> PyResult<super::candidates::MainShardingsW> {
+        let (args, results) = candidates::main_shardings(&self.program).py(py)?;
+        Ok((super::candidates::wires(args), super::candidates::wires(results)))
+    }
+
     /// The arguments of @main whose candidate shardings the steps before propagation read,
     /// or `None` when no candidate set can be batched (see
     /// `crate::transforms::propagation::candidates::guarded_args`).

@@ -15,7 +15,7 @@ use super::freeze::{check_types, freeze, main_func, solver_input, top_funcs, Fro
 use super::write_back::{write_back, Stored};
 use crate::error::{Error, Result};
 use crate::ir::clone::Uses;
-use crate::ir::values::set_func_sharding;
+use crate::ir::values::{func_arg_sharding, func_result_sharding, set_func_sharding};
 use crate::ir::Program;
 use crate::propagation::batch::{Candidate, CandidateBatch, CandidateOutput};
 use crate::propagation::{Pass, PassOptions, StrategyKind};
@@ -49,6 +49,15 @@ pub fn main_signature(p: &Program) -> Result<(String, Vec<&str>, Vec<&str>)> {
     let name = p.symbol_name(f.op).unwrap_or_default();
     let types = |ts: &[u32]| ts.iter().map(|&t| p.strings.get(t)).collect::<Vec<_>>();
     Ok((name, types(&f.arg_types), types(&f.result_types)))
+}
+
+/// @main's stored argument and result shardings (one per argument and per result).
+pub fn main_shardings(p: &Program) -> Result<(Vec<Option<TensorSharding>>, Vec<Option<TensorSharding>>)> {
+    let fi = main_func_index(p)?;
+    let f = &p.funcs[fi];
+    let args = (0..f.arg_types.len()).map(|k| func_arg_sharding(p, fi, k)).collect::<Result<_>>()?;
+    let results = (0..f.result_types.len()).map(|k| func_result_sharding(p, fi, k)).collect::<Result<_>>()?;
+    Ok((args, results))
 }
 
 /// Sets @main's shardings as `annotations` say. Errors on an index @main does not have.
