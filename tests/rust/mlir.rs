@@ -86,7 +86,7 @@ fn custom_forms_read_into_the_generic_shape() {
     assert_eq!(b - a, 1);
     assert_eq!(p.attr(main.op, "sym_visibility"), Some("\"public\""));
     // Ops without a location get the one jaxlib's parser gives them.
-    assert_eq!(p.strings.get(p.ops[dot as usize].loc), "loc(\"-\":5:10)");
+    assert_eq!(p.loc_text(p.ops[dot as usize].loc), "loc(\"-\":5:10)");
 }
 
 #[test]
@@ -95,7 +95,7 @@ fn generic_form_and_location_aliases() {
     let p = read(text).expect("reads");
     assert_eq!(p.op_name(0), "builtin.module");
     let abs = find(&p, "stablehlo.abs");
-    assert_eq!(p.strings.get(p.ops[abs as usize].loc), "loc(callsite(\"a.py\":3:4 at \"b\"))");
+    assert_eq!(p.loc_text(p.ops[abs as usize].loc), "loc(callsite(\"a.py\":3:4 at \"b\"))");
     assert_eq!(p.funcs[0].arg_types.len(), 1);
 }
 

@@ -73,8 +73,24 @@ impl Interner {
     }
 }
 
+/// The flag of an op location that is no interned text but an implicit location (see
+/// [`ImplicitLocs`]): the other bits index [`ImplicitLocs::at`].
+pub const IMPLICIT_LOC: u32 = 1 << 31;
+
+/// The implicit locations of the ops read without one (`loc("FILE":line:column)`, as jaxlib's
+/// parser gives them), kept as numbers and formatted when asked ([`Program::loc_text`]): one
+/// distinct text per op would cost an allocation and an interner entry each (issue 28's
+/// reading and memory targets).
+#[derive(Debug, Clone, Default)]
+pub struct ImplicitLocs {
+    /// The source name, quoted as it is printed.
+    pub source: String,
+    /// `(line, column)` per implicit location.
+    pub at: Vec<(u32, u32)>,
+}
+
 /// One op: its name, operands (value ids), results (value ids), attributes (name, text), regions
-/// and location (an interned `loc(...)` text).
+/// and location (an interned `loc(...)` text, or an implicit location: [`IMPLICIT_LOC`]).
 #[derive(Debug, Clone, Copy)]
 pub struct OpData {
     pub name: u32,
@@ -118,9 +134,30 @@ pub struct Program {
     pub blocks: Vec<BlockData>,
     pub block_ops: Vec<u32>,
     pub funcs: Vec<FuncData>,
+    pub implicit_locs: ImplicitLocs,
 }
 
 impl Program {
+    /// The text of location `loc` (an op's `loc`): `loc(...)`.
+    pub fn loc_text(&self, loc: u32) -> std::borrow::Cow<'_, str> {
+        if loc & IMPLICIT_LOC == 0 {
+            return std::borrow::Cow::Borrowed(self.strings.get(loc));
+        }
+        let (line, column) = self.implicit_locs.at[(loc & !IMPLICIT_LOC) as usize];
+        std::borrow::Cow::Owned(format!("loc({}:{line}:{column})", self.implicit_locs.source))
+    }
+
+    /// An implicit location at `line` and `column` of the source (see [`ImplicitLocs`]).
+    pub fn implicit_loc(&mut self, line: u32, column: u32) -> u32 {
+        let i = self.implicit_locs.at.len() as u32;
+        if i >= IMPLICIT_LOC {
+            let text = format!("loc({}:{line}:{column})", self.implicit_locs.source);
+            return self.strings.intern(&text);
+        }
+        self.implicit_locs.at.push((line, column));
+        i | IMPLICIT_LOC
+    }
+
     pub fn op_name(&self, op: u32) -> &str {
         self.strings.get(self.ops[op as usize].name)
     }

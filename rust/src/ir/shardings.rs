@@ -75,7 +75,7 @@ pub type Transform<'a> = dyn FnMut(&mut Program, &TensorSharding, Site) -> Resul
 impl Program {
     /// `op` and where it was read from, for messages (`stablehlo.add at loc(...)`).
     pub fn op_where(&self, op: u32) -> String {
-        format!("{} at {}", self.op_name(op), self.strings.get(self.ops[op as usize].loc))
+        format!("{} at {}", self.op_name(op), self.loc_text(self.ops[op as usize].loc))
     }
 
     /// Calls `f` on every sharding, in pre-order over the ops (a function's argument then

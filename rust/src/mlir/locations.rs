@@ -56,8 +56,8 @@ impl Reader<'_> {
             }
         }
         self.line_pos = at;
-        let text = format!("loc({}:{}:{})", self.source_name, self.line, at - self.line_start + 1);
-        self.intern(&text)
+        let column = (at - self.line_start + 1) as u32;
+        self.p.implicit_loc(self.line as u32, column)
     }
 
     /// A trailing `loc(...)`, with aliases resolved, or `None`.

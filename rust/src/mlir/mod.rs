@@ -79,7 +79,7 @@ pub fn read(text: &str) -> Result<Program, ReadError> {
 /// [`read`], with `source_name` (a file path) in the implicit locations instead of `-`.
 pub fn read_named(text: &str, source_name: &str) -> Result<Program, ReadError> {
     let mut r = reader::Reader::new(text);
-    r.source_name = crate::mlir::reader::quote(source_name);
+    r.p.implicit_locs.source = crate::mlir::reader::quote(source_name);
     r.module()
 }
 

@@ -9,7 +9,7 @@ use crate::fast_hash::FastMap;
 
 use super::cursor::{unescape, Cursor, Res};
 use super::ops;
-use crate::ir::{BlockData, FuncData, OpData, Program, Span};
+use crate::ir::{BlockData, FuncData, ImplicitLocs, OpData, Program, Span};
 
 /// An op being read, in MLIR's generic shape.
 #[derive(Debug, Default)]
@@ -78,8 +78,6 @@ pub(crate) struct Reader<'a> {
     pub(crate) line_pos: usize,
     pub(crate) line: usize,
     pub(crate) line_start: usize,
-    /// The quoted file name of implicit locations (`"-"` for text).
-    pub(crate) source_name: String,
 }
 
 /// The deepest nesting of regions read (each level is an op and its region on the stack).
@@ -95,14 +93,16 @@ impl<'a> Reader<'a> {
         scope.reserve(lines);
         Reader {
             c: Cursor::new(text),
-            p: Program::default(),
+            p: Program {
+                implicit_locs: ImplicitLocs { source: "\"-\"".to_string(), at: Vec::new() },
+                ..Program::default()
+            },
             scope,
             undo: Vec::new(),
             loc_aliases: FastMap::default(),
             line_pos: 0,
             line: 1,
             line_start: 0,
-            source_name: "\"-\"".to_string(),
         }
     }
 
@@ -135,7 +135,7 @@ impl<'a> Reader<'a> {
             self.c.expect("{")?;
         }
         // jaxlib's parser gives an implicit module line 0, column 0.
-        let loc = if explicit { self.implicit_loc(at) } else { self.intern(&format!("loc({}:0:0)", self.source_name)) };
+        let loc = if explicit { self.implicit_loc(at) } else { self.p.implicit_loc(0, 0) };
         let module_op = self.p.ops.len() as u32;
         self.p.ops.push(placeholder());
         let mut top: Vec<u32> = Vec::new();

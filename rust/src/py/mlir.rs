@@ -5,7 +5,7 @@ use pyo3::prelude::*;
 
 use super::errors::IntoPyResult;
 use super::errors::{MlirReadError, MlirVerifyError};
-use crate::ir::Program;
+use crate::ir::{Program, IMPLICIT_LOC};
 use crate::mlir;
 use crate::transforms::propagation::candidates;
 use crate::transforms::WarningKind;
@@ -93,7 +93,7 @@ fn tables(p: &Program) -> ProgramTables {
     t.region_offsets.push(0);
     for op in &p.ops {
         t.op_names.push(op.name);
-        t.op_locs.push(op.loc);
+        t.op_locs.push(op.loc); // implicit locations are given their text below
         t.operands.extend_from_slice(&p.operands[op.operands.0 as usize..op.operands.1 as usize]);
         t.operand_offsets.push(t.operands.len() as u32);
         t.result_offsets.push(op.results.0);
@@ -128,6 +128,12 @@ fn tables(p: &Program) -> ProgramTables {
         })
         .collect();
     t.strings = p.strings.strings.clone();
+    // Implicit locations (`ir::IMPLICIT_LOC`) as texts after the interned strings.
+    for loc in t.op_locs.iter_mut().filter(|l| **l & IMPLICIT_LOC != 0) {
+        let text = p.loc_text(*loc).into_owned();
+        *loc = t.strings.len() as u32;
+        t.strings.push(text);
+    }
     t
 }
 

@@ -182,7 +182,7 @@ impl<'p> Verifier<'p> {
         VerifyError {
             op: self.position[op as usize],
             name: self.p.op_name(op).to_string(),
-            loc: self.s(self.p.ops[op as usize].loc).to_string(),
+            loc: self.p.loc_text(self.p.ops[op as usize].loc).into_owned(),
             message,
         }
     }
