@@ -198,8 +198,9 @@ else:
     print(kib("VmHWM") - before, kib("VmRSS") - before)
 """
 
-#: mimalloc (the extension's allocator) keeps freed pages for a while and commits its arenas
-#: eagerly; with these it returns them at once (slower: measured in docs/speed.md).
+#: mimalloc (the extension's allocator) keeps freed pages for a while; with these it returns
+#: them at once (slower: measured in docs/speed.md). Its arenas are committed on demand, as
+#: ``import shardwise`` sets by default (``MIMALLOC_ARENA_EAGER_COMMIT=0``).
 _RETURN_PAGES = {"MIMALLOC_PURGE_DELAY": "0", "MIMALLOC_ARENA_EAGER_COMMIT": "0"}
 
 
@@ -311,8 +312,10 @@ def teardown_module() -> None:
             "",
             (
                 f"Resident memory added on the {_MANY['rss_ops']:,.0f}-op step, bytes per op, each in a fresh "
-                "process (the peak `VmHWM` after, and `VmRSS` after, less `VmRSS` before). The last column "
-                "has mimalloc return freed pages at once (`MIMALLOC_PURGE_DELAY=0 MIMALLOC_ARENA_EAGER_COMMIT=0`):"
+                "process (the peak `VmHWM` after, and `VmRSS` after, less `VmRSS` before). Native: mimalloc "
+                "commits its arenas on demand (`MIMALLOC_ARENA_EAGER_COMMIT=0`, set by `import shardwise` "
+                "unless the environment sets it); the last column also has it return freed pages at once "
+                "(`MIMALLOC_PURGE_DELAY=0`):"
             ),
             "",
             "| | Shardy (jaxlib) | native | native, freed pages returned |",
