@@ -7,6 +7,7 @@
 
 use super::{Program, Span};
 use crate::error::{Error, Result};
+use crate::fast_hash::FastMap;
 use crate::sharding::TensorSharding;
 use crate::text::{parse_sharding, parse_sharding_per_value, print_sharding, print_sharding_per_value};
 
@@ -138,6 +139,105 @@ impl Program {
             }
         }
         Ok(())
+    }
+
+    /// [`Program::transform_shardings`] for a transform `f` of each sharding alone (no site,
+    /// no program): each distinct sharding text (programs repeat a few dozen over tens of
+    /// thousands of ops) is read, transformed and printed once, and every attribute holding it
+    /// gets the one result. The same shardings in the same order as `transform_shardings`;
+    /// errors as there, at the first attribute holding the failing text.
+    pub fn map_shardings(
+        &mut self,
+        f: &mut dyn FnMut(&TensorSharding) -> Result<Option<TensorSharding>>,
+    ) -> Result<()> {
+        let mut memo: FastMap<(u32, bool), Option<u32>> = FastMap::default();
+        let funcs = self.func_index();
+        let sharding = self.intern("sdy.sharding");
+        for op in self.walk(0) {
+            if let Some(&fi) = funcs.get(&op) {
+                for is_result in [false, true] {
+                    let count =
+                        if is_result { self.funcs[fi].result_attrs.len() } else { self.funcs[fi].arg_attrs.len() };
+                    for index in 0..count {
+                        let f_data = &self.funcs[fi];
+                        let span = if is_result { f_data.result_attrs[index] } else { f_data.arg_attrs[index] };
+                        let Some(&(_, text)) =
+                            self.attrs[span.0 as usize..span.1 as usize].iter().find(|(k, _)| *k == sharding)
+                        else {
+                            continue;
+                        };
+                        let Some(v) = self.mapped(&mut memo, text, true, op, f)? else { continue };
+                        let list = with_attr(&self.attrs[span.0 as usize..span.1 as usize], sharding, v);
+                        let start = self.attrs.len() as u32;
+                        self.attrs.extend(list);
+                        let new_span: Span = (start, self.attrs.len() as u32);
+                        let f_data = &mut self.funcs[fi];
+                        if is_result {
+                            f_data.result_attrs[index] = new_span;
+                        } else {
+                            f_data.arg_attrs[index] = new_span;
+                        }
+                    }
+                }
+                continue;
+            }
+            let name = self.op_name(op);
+            let in_shardings = REGION_DATA_FLOW_OPS.contains(&name);
+            let (slot, single) = result_slot(name);
+            let no_results = self.ops[op as usize].results.0 == self.ops[op as usize].results.1;
+            if in_shardings {
+                self.map_slot(&mut memo, op, "in_shardings", false, f)?;
+            }
+            if no_results {
+                self.map_slot(&mut memo, op, "sdy.sharding", false, f)?;
+            } else {
+                self.map_slot(&mut memo, op, slot, single, f)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Attribute `slot` of `op` mapped by `f` (see [`Program::map_shardings`]).
+    fn map_slot(
+        &mut self,
+        memo: &mut FastMap<(u32, bool), Option<u32>>,
+        op: u32,
+        slot: &str,
+        single: bool,
+        f: &mut dyn FnMut(&TensorSharding) -> Result<Option<TensorSharding>>,
+    ) -> Result<()> {
+        let Some(text) = self.attr_id(op, slot) else { return Ok(()) };
+        if let Some(v) = self.mapped(memo, text, single, op, f)? {
+            let v = self.strings.get(v).to_string();
+            self.set_attr(op, slot, &v);
+        }
+        Ok(())
+    }
+
+    /// The text (interned) that the sharding text `text` becomes under `f`, `None` when
+    /// unchanged; computed once per text (`memo`). `op` names the first holder in errors.
+    fn mapped(
+        &mut self,
+        memo: &mut FastMap<(u32, bool), Option<u32>>,
+        text: u32,
+        single: bool,
+        op: u32,
+        f: &mut dyn FnMut(&TensorSharding) -> Result<Option<TensorSharding>>,
+    ) -> Result<Option<u32>> {
+        if let Some(&known) = memo.get(&(text, single)) {
+            return Ok(known);
+        }
+        let mut shardings = read(self.strings.get(text), single, || self.op_where(op))?;
+        let mut changed = false;
+        for s in shardings.iter_mut() {
+            if let Some(new) = f(s)? {
+                changed |= new != *s;
+                *s = new;
+            }
+        }
+        let out = if changed { Some(self.intern(&print(&shardings, single))) } else { None };
+        memo.insert((text, single), out);
+        Ok(out)
     }
 
     fn transform_slot(

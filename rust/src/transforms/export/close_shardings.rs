@@ -18,7 +18,9 @@ pub fn closed_like(s: &TensorSharding) -> TensorSharding {
 }
 
 pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
-    p.transform_shardings(&mut |_, s, _| {
+    // Each distinct sharding text is closed once (`map_shardings`): reading them was most of
+    // the pass.
+    p.map_shardings(&mut |s| {
         let closed = closed_like(s);
         // An open empty dimension with a priority cannot be closed (the Python pass refuses it
         // with the same `InvalidShardingError`).
