@@ -664,3 +664,23 @@ fn the_verifier_checks_element_types_of_elementwise_ops() {
         verifies_as(&text, want);
     }
 }
+
+#[test]
+fn dynamic_dimensions_are_found_as_the_shape_reader_finds_them() {
+    use shardwise::ir::types::{has_dynamic_dim, tensor_shape};
+    for ty in [
+        "tensor<4x8xf32>",
+        "tensor<?x8xf32>",
+        "tensor<4x?xbf16>",
+        "tensor<f32>",
+        "tensor<*xf32>",
+        "tensor<?x8xf32, #stablehlo.bounds<16, ?>>",
+        "tensor<8xf32, #stablehlo.bounds<?>>",
+        "tensor<99999999999999999999x?xf32>",
+        "tensor<4xcomplex<f32>>",
+        "!stablehlo.token",
+        "tuple<tensor<?xf32>>",
+    ] {
+        assert_eq!(has_dynamic_dim(ty), tensor_shape(ty).is_some_and(|s| s.contains(&-1)), "{ty}");
+    }
+}

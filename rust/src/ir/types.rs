@@ -22,6 +22,27 @@ pub fn tensor_shape(ty: &str) -> Option<Vec<i64>> {
     Some(dims)
 }
 
+/// Whether `ty` is a ranked tensor type with a dynamic dimension (`tensor<4x?xf32>`): what
+/// `tensor_shape(ty)` gives contains -1, found without building the shape.
+pub fn has_dynamic_dim(ty: &str) -> bool {
+    let Some(inner) = ty.strip_prefix("tensor<").and_then(|t| t.strip_suffix('>')) else { return false };
+    let mut rest = inner;
+    let mut dynamic = false;
+    while let Some((head, tail)) = rest.split_once('x') {
+        if head == "?" {
+            dynamic = true;
+        } else if !head.is_empty() && head.bytes().all(|c| c.is_ascii_digit()) {
+            if head.parse::<i64>().is_err() {
+                return false; // `tensor_shape` reads no shape
+            }
+        } else {
+            break;
+        }
+        rest = tail;
+    }
+    dynamic && !rest.starts_with('*')
+}
+
 /// The rank of a ranked tensor type, 0 for any other type (Python's `rank_of`).
 pub fn rank(ty: &str) -> usize {
     tensor_shape(ty).map_or(0, |s| s.len())

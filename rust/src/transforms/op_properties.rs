@@ -1,6 +1,9 @@
 //! Op properties Shardy's passes ask about (Shardy `transforms/common/op_properties.cc`, and
 //! MLIR's `isPure`): element-wise ops and ops without memory effects.
 
+use std::sync::OnceLock;
+
+use crate::fast_hash::FastSet;
 use crate::ir::{types, Program};
 
 /// StableHLO ops with MLIR's `Elementwise` or StableHLO's `BroadcastingElementwise` trait.
@@ -108,13 +111,20 @@ fn static_shapes(p: &Program, op: u32) -> bool {
         .iter()
         .copied()
         .chain(p.op_results(op))
-        .all(|v| types::tensor_shape(p.strings.get(p.value_types[v as usize])).is_none_or(|s| !s.contains(&-1)))
+        .all(|v| !types::has_dynamic_dim(p.strings.get(p.value_types[v as usize])))
+}
+
+/// The names of [`ELEMENTWISE_OPS`] and the other ops without memory effects, hashed once
+/// (the constant splitter asks for every op).
+fn no_memory_effect_names() -> &'static FastSet<&'static str> {
+    static NAMES: OnceLock<FastSet<&'static str>> = OnceLock::new();
+    NAMES.get_or_init(|| ELEMENTWISE_OPS.iter().chain(OTHER_NO_MEMORY_EFFECT_OPS).copied().collect())
 }
 
 /// Ops without memory effects (MLIR's `MemoryEffectOpInterface` with no effects), whatever
 /// their shapes.
 pub fn has_no_memory_effect(name: &str) -> bool {
-    ELEMENTWISE_OPS.contains(&name) || OTHER_NO_MEMORY_EFFECT_OPS.contains(&name)
+    no_memory_effect_names().contains(name)
 }
 
 /// MLIR's `isPure` for the ops Shardy's passes ask about: no memory effects and speculatable
