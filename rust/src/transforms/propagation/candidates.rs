@@ -27,6 +27,9 @@ use crate::transforms::{PassContext, WarningKind};
 /// sharding (`shardwise.batch._GUARDED_USERS`).
 const GUARDED_USERS: [&str; 3] = ["sdy.sharding_constraint", "sdy.sharding_group", "sdy.manual_computation"];
 
+/// @main's argument shardings and result shardings (`None`: none).
+pub type MainShardings = (Vec<Option<TensorSharding>>, Vec<Option<TensorSharding>>);
+
 /// One sharding of a candidate: @main's argument or result `index` gets `sharding` (`None`
 /// removes the stored one).
 #[derive(Debug, Clone)]
@@ -52,7 +55,7 @@ pub fn main_signature(p: &Program) -> Result<(String, Vec<&str>, Vec<&str>)> {
 }
 
 /// @main's stored argument and result shardings (one per argument and per result).
-pub fn main_shardings(p: &Program) -> Result<(Vec<Option<TensorSharding>>, Vec<Option<TensorSharding>>)> {
+pub fn main_shardings(p: &Program) -> Result<MainShardings> {
     let fi = main_func_index(p)?;
     let f = &p.funcs[fi];
     let args = (0..f.arg_types.len()).map(|k| func_arg_sharding(p, fi, k)).collect::<Result<_>>()?;
@@ -203,7 +206,7 @@ impl ProgramCandidates {
 
     /// @main's argument and result shardings after the solve `out` (before the steps after
     /// propagation: open dimensions are still open).
-    pub fn main_shardings(&self, out: &CandidateOutput) -> (Vec<Option<TensorSharding>>, Vec<Option<TensorSharding>>) {
+    pub fn main_shardings(&self, out: &CandidateOutput) -> MainShardings {
         let args = self.main_args.iter().map(|&v| out.value_sharding(v).cloned()).collect();
         let results = out.output().func_results.iter().find(|(f, _)| *f == self.main_op).map(|(_, rs)| rs.clone());
         (args, results.unwrap_or_default())
