@@ -100,10 +100,15 @@ impl Program {
     /// Sets attribute `name` of `op` to `value` (text), appending it when the op has none.
     pub fn set_attr(&mut self, op: u32, name: &str, value: &str) {
         let (n, v) = (self.intern(name), self.intern(value));
+        self.set_attr_id(op, n, v);
+    }
+
+    /// [`Program::set_attr`] with the name and the text interned already.
+    pub fn set_attr_id(&mut self, op: u32, name: u32, value: u32) {
         let mut attrs = self.op_attrs(op).to_vec();
-        match attrs.iter_mut().find(|(k, _)| *k == n) {
-            Some(slot) => slot.1 = v,
-            None => attrs.push((n, v)),
+        match attrs.iter_mut().find(|(k, _)| *k == name) {
+            Some(slot) => slot.1 = value,
+            None => attrs.push((name, value)),
         }
         self.set_attrs(op, &attrs);
     }

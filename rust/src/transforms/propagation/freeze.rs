@@ -55,13 +55,16 @@ enum Event {
 /// Shardy's `allValidShapes`: every op result is a statically shaped ranked tensor or no
 /// tensor at all, and no tuple. The error is Python's (`run_propagation_pass`).
 pub fn check_types(p: &Program) -> Result<()> {
+    // A program has few distinct types: each is judged once.
+    let mut judged: FastMap<u32, bool> = FastMap::default();
     for op in p.walk(0) {
         for (k, r) in p.op_results(op).enumerate() {
-            let t = p.strings.get(p.value_types[r as usize]);
-            let bad = match tensor_shape(t) {
+            let id = p.value_types[r as usize];
+            let t = p.strings.get(id);
+            let bad = *judged.entry(id).or_insert_with(|| match tensor_shape(t) {
                 Some(shape) => shape.contains(&-1),
                 None => t.starts_with("tuple<") || t.starts_with("tensor<"),
-            };
+            });
             if bad {
                 let what = if t.starts_with("tuple<") {
                     "doesn't support tuples"

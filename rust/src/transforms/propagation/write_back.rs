@@ -51,13 +51,14 @@ pub fn write_back(
     let (old, old_funcs) = (&before.values, &before.funcs);
     let changed = |v: u32, new: &Option<Arc<TensorSharding>>| new.as_deref() != old.get(&v);
     let func_index = p.func_index();
+    let mut slot_texts = SlotTexts::default();
     for (gi, &op) in f.ops.iter().enumerate() {
         // Results.
         let results: Vec<u32> = f.graph.results.row(gi).to_vec();
         if results.iter().any(|&r| changed(r, &new_values[r as usize])) {
             let all: Vec<Option<&TensorSharding>> =
                 results.iter().map(|&r| new_values[r as usize].as_deref()).collect();
-            write_slot(p, op, &all);
+            write_slot(p, op, &all, &mut slot_texts);
         }
         // Block arguments.
         let (a, b) = p.ops[op as usize].regions;
@@ -110,18 +111,27 @@ pub fn write_back(
     }
     // Sharding rules.
     if keep_rules {
-        let mut texts: FastMap<u32, String> = FastMap::default();
+        // Each distinct rule printed and interned once.
+        let name = p.intern("sdy.sharding_rule");
+        let mut texts: FastMap<u32, u32> = FastMap::default();
         for &gi in &out.rule_ops {
             let op = f.ops[gi as usize];
-            if p.attr(op, "sdy.sharding_rule").is_some() {
+            if p.attr_id(op, "sdy.sharding_rule").is_some() {
                 continue;
             }
             let k = f.graph.op_rule[gi as usize];
             if k == NONE {
                 continue;
             }
-            let text = texts.entry(k).or_insert_with(|| print_rule(&f.graph.rules[k as usize])).clone();
-            p.set_attr(op, "sdy.sharding_rule", &text);
+            let text = match texts.get(&k) {
+                Some(&t) => t,
+                None => {
+                    let t = p.intern(&print_rule(&f.graph.rules[k as usize]));
+                    texts.insert(k, t);
+                    t
+                }
+            };
+            p.set_attr_id(op, name, text);
         }
     } else {
         for &op in &f.ops {
@@ -137,13 +147,51 @@ pub fn write_back(
 
 /// Writes `op`'s result shardings `all` into its result slot: removed when none has one; a
 /// per-value slot fills the others with fully open shardings on the mesh of the first.
-fn write_slot(p: &mut Program, op: u32, all: &[Option<&TensorSharding>]) {
+///
+/// The texts are kept by op name, each result's sharding by address (the solver shares one
+/// allocation among the values it gave the same sharding; 0 for none) and, when a result has
+/// none, the results' types (`texts`): ops with the same shardings print them once.
+fn write_slot(p: &mut Program, op: u32, all: &[Option<&TensorSharding>], texts: &mut SlotTexts) {
     let (slot, single) = result_slot(p.op_name(op));
     let Some(reference) = all.iter().flatten().next().copied() else {
         p.remove_attr(op, slot);
         return;
     };
-    let text = if single && slot != "sdy.sharding" && all.len() == 1 {
+    let addresses: Vec<usize> = all.iter().map(|s| s.map_or(0, |s| s as *const TensorSharding as usize)).collect();
+    let types: Vec<u32> = if all.iter().any(Option::is_none) {
+        p.op_results(op).map(|r| p.value_types[r as usize]).collect()
+    } else {
+        Vec::new()
+    };
+    let key = (p.ops[op as usize].name, addresses, types);
+    let text = match texts.get(&key) {
+        Some(&t) => t,
+        None => {
+            let t = slot_text(p, op, all, reference, slot, single);
+            let t = p.intern(&t);
+            texts.insert(key, t);
+            t
+        }
+    };
+    if p.attr_id(op, slot) != Some(text) {
+        let name = p.intern(slot);
+        p.set_attr_id(op, name, text);
+    }
+}
+
+/// Printed result-slot texts (see [`write_slot`]).
+type SlotTexts = FastMap<(u32, Vec<usize>, Vec<u32>), u32>;
+
+/// The text of `op`'s result slot holding `all` (`reference`: the first sharding of them).
+fn slot_text(
+    p: &Program,
+    op: u32,
+    all: &[Option<&TensorSharding>],
+    reference: &TensorSharding,
+    slot: &str,
+    single: bool,
+) -> String {
+    if single && slot != "sdy.sharding" && all.len() == 1 {
         print_sharding(reference)
     } else {
         let filled: Vec<TensorSharding> = p
@@ -159,8 +207,5 @@ fn write_slot(p: &mut Program, op: u32, all: &[Option<&TensorSharding>]) {
             })
             .collect();
         print_sharding_per_value(&filled)
-    };
-    if p.attr(op, slot) != Some(text.as_str()) {
-        p.set_attr(op, slot, &text);
     }
 }
