@@ -71,6 +71,9 @@ struct Reshards<'a> {
     unchanged: FastSet<Key>,
     erased: FastSet<u32>,
     context: Option<Context>,
+    /// Sharding rules read from `sdy.sharding_rule` texts (interned text -> rule): ops of a
+    /// kind share one text.
+    rules: FastMap<u32, OpShardingRule>,
 }
 
 impl Reshards<'_> {
@@ -424,8 +427,13 @@ impl Reshards<'_> {
     }
 
     fn rule(&mut self, p: &Program, op: u32) -> Result<Option<OpShardingRule>> {
-        if let Some(text) = p.attr(op, "sdy.sharding_rule") {
-            return parse_rule(text).map(Some).map_err(|e| e.context(p.op_where(op)));
+        if let Some(text) = p.attr_id(op, "sdy.sharding_rule") {
+            if let Some(rule) = self.rules.get(&text) {
+                return Ok(Some(rule.clone()));
+            }
+            let rule = parse_rule(p.strings.get(text)).map_err(|e| e.context(p.op_where(op)))?;
+            self.rules.insert(text, rule.clone());
+            return Ok(Some(rule));
         }
         match registry_rule(p, op, false, &mut self.context)?.0 {
             Builtin::Rule(r) => Ok(Some(r)),
@@ -763,6 +771,7 @@ pub fn run(p: &mut Program, cx: &mut PassContext) -> Result<()> {
             unchanged: FastSet::default(),
             erased: FastSet::default(),
             context: None,
+            rules: FastMap::default(),
         };
         r.run_func(p, f, funcs[&f])?;
     }
