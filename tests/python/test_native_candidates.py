@@ -183,3 +183,22 @@ def test_module_meshes_are_read_without_building() -> None:
     m = load_mlir(GUARDED)
     assert m.meshes == _built(GUARDED).meshes
     assert m.native is not None
+
+
+def test_a_solve_of_another_program_is_refused() -> None:
+    # NativeCandidates.materialize writes a solve back by value index: a solve of another
+    # program is refused with an error, never indexed out of range.
+    from shardwise import _native
+    from shardwise.batch import _native_halves
+
+    halves = _native_halves()
+    assert halves is not None
+    before, after = halves
+    other = GUARDED.replace(
+        "%1 = stablehlo.add %0, %arg1", "%2 = stablehlo.abs %arg1 : tensor<8x8xf32>\n  %1 = stablehlo.add %0, %2"
+    )
+    mine = _native.NativeCandidates(load_mlir(GUARDED).native, before, False)
+    theirs = _native.NativeCandidates(load_mlir(other).native, before, False)
+    with pytest.raises(sw.ProgramError, match="it is no solve of these candidates"):
+        mine.materialize([], theirs.propagate([[]])[0], after)
+    assert mine.materialize([], mine.propagate([[]])[0], after).print() == sw.propagate(load_mlir(GUARDED)).to_mlir()

@@ -208,8 +208,8 @@ impl Program {
     ) -> Result<()> {
         let Some(text) = self.attr_id(op, slot) else { return Ok(()) };
         if let Some(v) = self.mapped(memo, text, single, op, f)? {
-            let v = self.strings.get(v).to_string();
-            self.set_attr(op, slot, &v);
+            let name = self.intern(slot);
+            self.set_attr_id(op, name, v);
         }
         Ok(())
     }

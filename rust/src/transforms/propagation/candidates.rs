@@ -217,6 +217,13 @@ impl ProgramCandidates {
     /// Errors: an index @main does not have; `out` has sharding-group conflicts (then the
     /// whole pipeline must run on the annotated program, as Shardy inserts constraints).
     pub fn materialize(&self, annotations: &[Annotation], out: &CandidateOutput) -> Result<Program> {
+        if out.num_values() != self.frozen.values.len() {
+            return Err(Error::program(format!(
+                "the solve has {} values, the prepared program {}: it is no solve of these candidates",
+                out.num_values(),
+                self.frozen.values.len()
+            )));
+        }
         if !out.output().group_conflicts.is_empty() {
             return Err(Error::program("the candidate's sharding groups conflict: run the whole pipeline on it"));
         }
