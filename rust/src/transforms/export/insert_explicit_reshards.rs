@@ -54,8 +54,12 @@ fn fully_closed(mesh: MeshRef, rank: usize) -> TensorSharding {
 }
 
 /// A memo key: op name, version, operand count, attributes, and per value its type, sharding
-/// and sharding through propagation barriers.
-type Key = (u32, bool, usize, Vec<(u32, u32)>, Vec<(u32, Option<TensorSharding>, Option<TensorSharding>)>);
+/// and sharding through propagation barriers (shardings by their index in
+/// `Reshards::sharding_ids`, `NO_SHARDING` for none: equal indices are equal shardings).
+type Key = (u32, bool, usize, Vec<(u32, u32)>, Vec<(u32, u32, u32)>);
+
+/// The index of no sharding in a [`Key`].
+const NO_SHARDING: u32 = u32::MAX;
 
 struct Reshards<'a> {
     full: bool,
@@ -74,6 +78,9 @@ struct Reshards<'a> {
     /// Sharding rules read from `sdy.sharding_rule` texts (interned text -> rule): ops of a
     /// kind share one text.
     rules: FastMap<u32, OpShardingRule>,
+    /// The distinct shardings the memo keys name, by index (each is hashed once per value
+    /// instead of with the whole key, and keys hold no copies).
+    sharding_ids: FastMap<TensorSharding, u32>,
 }
 
 impl Reshards<'_> {
@@ -570,14 +577,25 @@ impl Reshards<'_> {
         self.sharding(p, v)
     }
 
+    /// The index of `s` among the shardings memo keys name ([`Key`]).
+    fn sharding_id(&mut self, s: Option<TensorSharding>) -> u32 {
+        let Some(s) = s else { return NO_SHARDING };
+        let next = self.sharding_ids.len() as u32;
+        *self.sharding_ids.entry(s).or_insert(next)
+    }
+
     fn memoised_tail(&mut self, p: &mut Program, op: u32, full: bool) -> Result<()> {
         let mut signature = Vec::new();
         let values: Vec<u32> = p.op_operands(op).iter().copied().chain(p.op_results(op)).collect();
         for v in values {
             let s = self.sharding(p, v)?;
+            let s = self.sharding_id(s);
             let through = match self.values.defining_op(p, v) {
-                Some(d) if p.op_name(d) == BARRIER => self.bypass(p, v)?,
-                _ => s.clone(),
+                Some(d) if p.op_name(d) == BARRIER => {
+                    let through = self.bypass(p, v)?;
+                    self.sharding_id(through)
+                }
+                _ => s,
             };
             signature.push((p.value_types[v as usize], s, through));
         }
@@ -772,6 +790,7 @@ pub fn run(p: &mut Program, cx: &mut PassContext) -> Result<()> {
             erased: FastSet::default(),
             context: None,
             rules: FastMap::default(),
+            sharding_ids: FastMap::default(),
         };
         r.run_func(p, f, funcs[&f])?;
     }
