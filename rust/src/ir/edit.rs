@@ -113,6 +113,31 @@ impl Program {
         self.set_attrs(op, &attrs);
     }
 
+    /// Sets (`Some`) or removes (`None`) attribute `name` (interned) of argument (`result`
+    /// false) or result `index` of function `self.funcs[fi]` to `value` (interned); a new
+    /// entry goes after the others.
+    pub fn set_func_attr_id(&mut self, fi: usize, result: bool, index: usize, name: u32, value: Option<u32>) {
+        let f = &mut self.funcs[fi];
+        let (count, spans) =
+            if result { (f.result_types.len(), &mut f.result_attrs) } else { (f.arg_types.len(), &mut f.arg_attrs) };
+        if spans.len() < count {
+            spans.resize(count, (0, 0));
+        }
+        let Some(&(a, b)) = spans.get(index) else { return };
+        let mut list = self.attrs[a as usize..b as usize].to_vec();
+        match value {
+            Some(v) => match list.iter_mut().find(|(k, _)| *k == name) {
+                Some(slot) => slot.1 = v,
+                None => list.push((name, v)),
+            },
+            None => list.retain(|(k, _)| *k != name),
+        }
+        let start = self.attrs.len() as u32;
+        self.attrs.extend(list);
+        let spans = if result { &mut self.funcs[fi].result_attrs } else { &mut self.funcs[fi].arg_attrs };
+        spans[index] = (start, self.attrs.len() as u32);
+    }
+
     /// Removes attribute `name` of `op`; whether it had one.
     pub fn remove_attr(&mut self, op: u32, name: &str) -> bool {
         let attrs = self.op_attrs(op);

@@ -5,7 +5,7 @@
 //! data-flow edges, `out_sharding` of the sdy collectives, and every other op's
 //! `sdy.sharding`.
 
-use super::{Program, Span};
+use super::Program;
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
 use crate::sharding::TensorSharding;
@@ -60,16 +60,6 @@ fn print(shardings: &[TensorSharding], single: bool) -> String {
     }
 }
 
-/// `list` with attribute `name` set to `value` (appended when absent).
-fn with_attr(list: &[(u32, u32)], name: u32, value: u32) -> Vec<(u32, u32)> {
-    let mut out = list.to_vec();
-    match out.iter_mut().find(|(k, _)| *k == name) {
-        Some(slot) => slot.1 = value,
-        None => out.push((name, value)),
-    }
-    out
-}
-
 /// What [`transform_shardings`] does with one sharding: `Ok(None)` keeps it.
 pub type Transform<'a> = dyn FnMut(&mut Program, &TensorSharding, Site) -> Result<Option<TensorSharding>> + 'a;
 
@@ -111,16 +101,7 @@ impl Program {
                         };
                         if let Some(new) = f(self, &s[0], site)? {
                             let v = self.intern(&print_sharding(&new));
-                            let list = with_attr(&self.attrs[span.0 as usize..span.1 as usize], sharding, v);
-                            let start = self.attrs.len() as u32;
-                            self.attrs.extend(list);
-                            let new_span: Span = (start, self.attrs.len() as u32);
-                            let f = &mut self.funcs[fi];
-                            if is_result {
-                                f.result_attrs[index] = new_span;
-                            } else {
-                                f.arg_attrs[index] = new_span;
-                            }
+                            self.set_func_attr_id(fi, is_result, index, sharding, Some(v));
                         }
                     }
                 }
@@ -167,16 +148,7 @@ impl Program {
                             continue;
                         };
                         let Some(v) = self.mapped(&mut memo, text, true, op, f)? else { continue };
-                        let list = with_attr(&self.attrs[span.0 as usize..span.1 as usize], sharding, v);
-                        let start = self.attrs.len() as u32;
-                        self.attrs.extend(list);
-                        let new_span: Span = (start, self.attrs.len() as u32);
-                        let f_data = &mut self.funcs[fi];
-                        if is_result {
-                            f_data.result_attrs[index] = new_span;
-                        } else {
-                            f_data.arg_attrs[index] = new_span;
-                        }
+                        self.set_func_attr_id(fi, is_result, index, sharding, Some(v));
                     }
                 }
                 continue;

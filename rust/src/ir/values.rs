@@ -280,29 +280,9 @@ fn set_func_arg_sharding(p: &mut Program, fi: usize, index: usize, s: &TensorSha
 /// Sets (`Some`) or removes (`None`) the `sdy.sharding` of argument (`result` false) or
 /// result `index` of function `p.funcs[fi]`; a new entry goes after the others.
 pub fn set_func_sharding(p: &mut Program, fi: usize, index: usize, result: bool, s: Option<&TensorSharding>) {
-    let f = &mut p.funcs[fi];
-    let (count, spans) =
-        if result { (f.result_types.len(), &mut f.result_attrs) } else { (f.arg_types.len(), &mut f.arg_attrs) };
-    if spans.len() < count {
-        spans.resize(count, (0, 0));
-    }
-    let Some(&(a, b)) = spans.get(index) else { return };
-    let n = p.intern("sdy.sharding");
-    let mut list = p.attrs[a as usize..b as usize].to_vec();
-    match s {
-        Some(s) => {
-            let v = p.intern(&print_sharding(s));
-            match list.iter_mut().find(|(k, _)| *k == n) {
-                Some(slot) => slot.1 = v,
-                None => list.push((n, v)),
-            }
-        }
-        None => list.retain(|(k, _)| *k != n),
-    }
-    let start = p.attrs.len() as u32;
-    p.attrs.extend(list);
-    let spans = if result { &mut p.funcs[fi].result_attrs } else { &mut p.funcs[fi].arg_attrs };
-    spans[index] = (start, p.attrs.len() as u32);
+    let name = p.intern("sdy.sharding");
+    let value = s.map(|s| p.intern(&print_sharding(s)));
+    p.set_func_attr_id(fi, result, index, name, value);
 }
 
 /// `setBlockArgumentEdgeOwnerSharding` of a named or manual computation.
