@@ -24,9 +24,10 @@ from collections.abc import Sequence
 from shardwise import _native
 from shardwise.errors import PipelineError, ProgramError
 from shardwise.importers.mlir import check_nesting, verify_error
+from shardwise.importers.native import build_op
 from shardwise.ir.core import Module
 from shardwise.ir.gc import no_cyclic_gc
-from shardwise.passes.pipeline import COMPOSITES, expand_pipeline, native_steps, run_pipeline
+from shardwise.passes.pipeline import COMPOSITES, expand_pipeline, native_program, native_steps, run_pipeline
 from shardwise.passes.registry import PASSES
 from shardwise.rules.registry import has_user_rules
 
@@ -100,27 +101,28 @@ def propagate(module: Module, pipeline: str = "full", *, conservative: bool = Fa
     what Shardy's ``sdy-propagation-pipeline`` gives (measured on the conformance corpus).
     ``conservative`` forbids split axes and non-divisible axes, as Shardy's
     ``conservative-propagation``. The input is left unchanged unless ``in_place``. A module
-    still held as a Rust program (``Module.native``: read by ``load_mlir``, no op asked for)
-    runs the native passes (``NativeProgram.run``, the GIL released) when every pass of the
-    pipeline is native and no rule is registered by the user, and the result is such a module
-    too; otherwise the Python passes run on the module's Python IR.
+    runs the native passes on its Rust program (``NativeProgram.run``, the GIL released) when
+    every pass of the pipeline is native and no rule is registered by the user: the module's
+    own while it is not built (``Module.native``: read by ``load_mlir``, no op asked for),
+    else one read from its Python ops (``shardwise.passes.native_program``); the result is
+    such a module, built when asked for. Otherwise ``run_pipeline`` runs the native passes
+    natively and the others on the Python IR.
 
     Raises ``PipelineError`` for an unknown pass or option, ``ProgramError`` (op and location)
-    for programs Shardy rejects, ``ShardingError`` for invalid shardings."""
+    for programs Shardy rejects or modules that do not verify, ``ShardingError`` for invalid
+    shardings."""
     text = pipeline_text(pipeline, conservative=conservative)
-    program = module.native
-    if program is not None:
-        # The module is still a Rust program (``load_mlir``): run the native passes on it.
-        steps = native_pipeline_steps(text)
-        if steps is not None:
-            try:
-                out = program.run(steps)
-            except _native.MlirVerifyError as e:
-                raise verify_error(e, None) from None
-            if in_place:
-                module.set_native(out)
-                return module
-            return module.with_native(out)
+    steps = native_pipeline_steps(text)
+    program = native_program(module) if steps is not None else None
+    if steps is not None and program is not None:
+        try:
+            out = program.run(steps)
+        except _native.MlirVerifyError as e:
+            raise verify_error(e, None) from None
+        if in_place:
+            module.assign_native(out, build_op)
+            return module
+        return Module.from_native(out, build_op)
     # One pause of the cyclic collector over the copy and the pipeline (``shardwise.ir.gc``):
     # the collector then runs once after both, not once after each.
     with no_cyclic_gc():
@@ -184,21 +186,28 @@ def propagate_texts(texts: Sequence[str], pipeline: str, *, threads: int = 1) ->
 def propagate_native_modules(modules: Sequence[Module], pipeline: str, *, threads: int = 1) -> list[Module] | None:
     """``propagate`` of each of ``modules`` (inputs unchanged), all in Rust on ``threads``
     scoped threads with the GIL released throughout (``_native.run_native_programs_many``),
-    when every module is still a Rust program (``Module.native``: read by ``load_mlir`` and
-    no op asked for), the pipeline is native and no user rule is registered; ``None``
-    otherwise. The warnings come afterwards, module by module.
+    when the pipeline is native and no user rule is registered: each module's Rust program
+    (its own while not built, else read from its Python ops: ``shardwise.passes.
+    native_program``); ``None`` otherwise, or when the native reader cannot read a built
+    module. The results are modules built when asked for. The warnings come afterwards,
+    module by module.
 
     Raises what ``propagate`` raises, for the first module (in order) that fails, with a note
     naming its index."""
-    programs = [m.native for m in modules]
     steps = native_pipeline_steps(pipeline)
-    if steps is None or any(p is None for p in programs):
+    if steps is None:
         return None
+    programs = []
+    for m in modules:
+        program = native_program(m)
+        if program is None:
+            return None
+        programs.append(program)
     try:
-        out = _native.run_native_programs_many([p for p in programs if p is not None], steps, threads)
+        out = _native.run_native_programs_many(programs, steps, threads)
     except _native.MlirVerifyError as e:
         raise _noted_verify_error(e) from None
-    return [m.with_native(p) for m, p in zip(modules, out)]
+    return [Module.from_native(p, build_op) for p in out]
 
 
 def _noted_verify_error(e: _native.MlirVerifyError) -> ProgramError:

@@ -91,6 +91,12 @@ class Module:
             raise ValueError("the module's Python ops are built: it has no native program to replace")
         self._native = program
 
+    def assign_native(self, program: NativeProgram, build: Callable[[NativeProgram], Op]) -> None:
+        """Makes ``program`` this module's content, built (by ``build``) when next asked for, as
+        ``from_native``; Python ops, regions and values taken from the module before no longer
+        belong to it. ``run_pipeline`` uses it after running native passes on a built module."""
+        self._op, self._native, self._build = None, program, build
+
     @property
     def name(self) -> str | None:
         s = self.op.attributes.get("sym_name")

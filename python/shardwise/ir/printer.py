@@ -100,9 +100,11 @@ def save(module: Module, path: str | os.PathLike[str]) -> None:
 
 class Writer:
     """Writes modules in the generic op form, naming values ``%v1``, ``%v2``, ... in order
-    (``names``: value id -> name, kept after writing)."""
+    (``names``: value id -> name, kept after writing); ``locations``: each op's location
+    (``Op.location``) after it, as MLIR's ``--mlir-print-debuginfo`` writes it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, locations: bool = False) -> None:
+        self.locations = locations
         self.names: dict[int, str] = {}
         self.counter = 0
         # The text of each result-sharding attribute written so far, by slot form and
@@ -152,6 +154,10 @@ class Writer:
         result_types = ", ".join(str(v.type) for v in op.results)
         tail = f" {{{attrs}}}" if attrs else ""
         tail += f" : ({operand_types}) -> ({result_types})"
+        if self.locations and op.name != "builtin.module":
+            loc = op.location
+            if loc is not None:
+                tail += " " + loc
         if not op.regions:
             lines.append(head + tail)
             return

@@ -18,11 +18,27 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
+from shardwise import _native
+from shardwise._native import MlirReadError, MlirVerifyError, NativeProgram
+from shardwise.errors import ProgramError
+from shardwise.importers.native import build_op
 from shardwise.ir.core import Module
 from shardwise.ir.gc import no_cyclic_gc
+from shardwise.ir.printer import Writer
 from shardwise.passes.registry import PASSES, UNSUPPORTED, OptionValue, PipelineError
+from shardwise.rules.registry import has_user_rules
 
-__all__ = ["COMPOSITES", "Nested", "PassStep", "expand_pipeline", "native_steps", "parse_pipeline", "run_pipeline"]
+__all__ = [
+    "COMPOSITES",
+    "RULE_PASSES",
+    "Nested",
+    "PassStep",
+    "expand_pipeline",
+    "native_program",
+    "native_steps",
+    "parse_pipeline",
+    "run_pipeline",
+]
 
 
 @dataclass
@@ -418,40 +434,154 @@ class _OpNames:
             self.names |= adds
 
 
+#: Passes whose result depends on the sharding rules of ops: with a rule registered by the
+#: user (``shardwise.rules.register_rule``), which the native passes do not see, they run on the
+#: Python IR.
+RULE_PASSES = frozenset(
+    {
+        "sdy-basic-propagate",
+        "sdy-aggressive-propagate",
+        "sdy-op-priority-propagate",
+        "sdy-user-priority-propagate",
+        "shardwise.propagation",
+        "sdy-apply-sharding-constraints",
+        "sdy-insert-explicit-reshards",
+        "sdy-populate-op-sharding-rules",
+    }
+)
+
+
+def _native_step(step: PassStep, native: Mapping[str, list[str]], user_rules: bool) -> bool:
+    """Whether ``step`` runs natively: a native pass (``native``: its options by pass name)
+    given only options it takes, no debugging option set, and not a pass of ``RULE_PASSES``
+    while the user has a rule registered."""
+    options = native.get(step.name)
+    return (
+        options is not None
+        and not (user_rules and step.name in RULE_PASSES)
+        and all(k.replace("_", "-") in options for k in step.options)
+        and not any(k in NOT_NATIVE_OPTIONS and v.lower() not in ("false", "0") for k, v in step.options.items())
+    )
+
+
+@dataclass
+class _Segment:
+    """Consecutive steps of a pipeline that run together: natively (``native``: the steps as
+    ``NativeProgram.run`` takes them) or on the Python IR (``python``: bound steps)."""
+
+    native: list[str] | None
+    python: list[_Bound | tuple[str, list[_Bound]]]
+    names: list[str]
+
+
+def _segments(steps: list[Step], bound: list[_Bound | tuple[str, list[_Bound]]]) -> list[_Segment]:
+    """``steps`` (expanded, at module level) and their bindings cut into runs of native and
+    Python steps. A ``func.func(...)`` nest is native when all its passes are; its passes then
+    act on every function in turn (as ``native_steps``)."""
+    native = _native.native_pass_options()
+    user_rules = has_user_rules()
+    out: list[_Segment] = []
+    for step, item in zip(steps, bound, strict=True):
+        if isinstance(step, Nested):
+            inner = [s for s in step.steps if isinstance(s, PassStep)]
+            is_native = all(_native_step(s, native, user_rules) for s in inner)
+            texts = [str(s) for s in inner]
+            name = f"{step.anchor}(" + ",".join(s.name for s in inner) + ")"
+        else:
+            is_native = _native_step(step, native, user_rules)
+            texts, name = [str(step)], step.name
+        last = out[-1] if out else None
+        if last is not None and (last.native is not None) == is_native:
+            if last.native is not None:
+                last.native.extend(texts)
+            last.python.append(item)
+            last.names.append(name)
+        else:
+            out.append(_Segment(texts if is_native else None, [item], [name]))
+    return out
+
+
+def native_program(module: Module) -> NativeProgram | None:
+    """``module`` as a Rust program: its ``native`` program while it is not built, else its
+    Python ops written in the generic form with their locations and read by the native reader;
+    ``None`` when the native reader cannot read that text (an op or type it has no grammar
+    for). Raises ``ProgramError`` (op and location) when the module does not verify."""
+    program = module.native
+    if program is not None:
+        return program
+    try:
+        return NativeProgram.read(Writer(locations=True).module(module), "-")
+    except MlirReadError:
+        return None
+    except MlirVerifyError as e:
+        raise ProgramError(f"the module does not verify: {e.op_name} at {e.location}: {e.detail}") from None
+
+
 def run_pipeline(module: Module, pipeline: str, *, timings: dict[str, float] | None = None) -> None:
     """Runs Shardy's pass ``pipeline`` (text, as ``mlir-opt --pass-pipeline`` takes it) on
-    ``module`` in place. A function pass written at module level runs on every function.
-    ``timings``, when given, receives the wall time of each pass in seconds (summed over
-    repeated passes), for profiles such as ``benches/bench_propagate.py``. A pass that would
-    change nothing because the module has none of the ops it acts on (``PassInfo.acts_on``)
-    is not called.
+    ``module`` in place.
+
+    Consecutive passes that run natively (``_native.native_passes()``, without a debugging
+    option and, with a rule registered by the user, not one of ``RULE_PASSES``) run as one
+    ``NativeProgram.run`` (the GIL released) on the module's Rust program, read from its
+    Python ops when they are built (``native_program``); the module then holds the result
+    (``Module.assign_native``: its Python ops are built again when asked for, and those taken
+    before no longer belong to it). The other passes run on the Python IR (``PASSES``). A
+    function pass written at module level runs on every function. ``timings``, when given,
+    receives the wall time of each pass or native run of passes in seconds (summed over
+    repeats), for profiles such as ``benches/bench_propagate.py``. A Python pass that would
+    change nothing because the module has none of the ops it acts on (``PassInfo.acts_on``) is
+    not called.
 
     Raises ``PipelineError`` (before running anything) for malformed text, an unknown or
-    unsupported pass, or a bad option; a pass raises ``ProgramError`` naming the op and its
-    location where Shardy emits an error."""
+    unsupported pass, or a bad option; ``ProgramError`` naming the op and its location where
+    Shardy emits an error or the module does not verify."""
     root = expand_pipeline(pipeline)
     if root.anchor != "builtin.module":
         raise PipelineError(f"a pipeline must be anchored on builtin.module, got {root.anchor}")
-    op_names = _OpNames(module)
+    bound = _bind(root.steps, "builtin.module")
     with no_cyclic_gc():
-        for item in _bind(root.steps, "builtin.module"):
+        for segment in _segments(root.steps, bound):
             start = time.perf_counter()
-            if isinstance(item, _Bound):
-                info = PASSES[item.name]
-                if info.may_act(item.options, op_names):
-                    info(module, item.options)
-                    op_names.ran(item.name)
-                name = item.name
-            else:
-                _, inner = item
-                for f in list(module.funcs):
-                    if not f.regions[0].blocks:
-                        continue
-                    for b in inner:
-                        info = PASSES[b.name]
-                        if info.may_act(b.options, op_names):
-                            info.run(module, f, b.options)
-                            op_names.ran(b.name)
-                name = "func.func(" + ",".join(b.name for b in inner) + ")"
-            if timings is not None:
-                timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+            if segment.native is not None:
+                program = native_program(module)
+                if program is not None:
+                    try:
+                        out = program.run(segment.native)
+                    except MlirVerifyError as e:
+                        raise ProgramError(
+                            f"the module does not verify: {e.op_name} at {e.location}: {e.detail}"
+                        ) from None
+                    module.assign_native(out, build_op)
+                    if timings is not None:
+                        name = "native(" + ",".join(segment.names) + ")"
+                        timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+                    continue
+            _run_python(module, segment.python, timings)
+
+
+def _run_python(
+    module: Module, items: list[_Bound | tuple[str, list[_Bound]]], timings: dict[str, float] | None
+) -> None:
+    op_names = _OpNames(module)
+    for item in items:
+        start = time.perf_counter()
+        if isinstance(item, _Bound):
+            info = PASSES[item.name]
+            if info.may_act(item.options, op_names):
+                info(module, item.options)
+                op_names.ran(item.name)
+            name = item.name
+        else:
+            _, inner = item
+            for f in list(module.funcs):
+                if not f.regions[0].blocks:
+                    continue
+                for b in inner:
+                    info = PASSES[b.name]
+                    if info.may_act(b.options, op_names):
+                        info.run(module, f, b.options)
+                        op_names.ran(b.name)
+            name = "func.func(" + ",".join(b.name for b in inner) + ")"
+        if timings is not None:
+            timings[name] = timings.get(name, 0.0) + time.perf_counter() - start

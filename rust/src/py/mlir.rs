@@ -434,6 +434,13 @@ fn native_passes() -> Vec<&'static str> {
     crate::transforms::PASSES.iter().map(|(n, _, _)| *n).collect()
 }
 
+/// The options each native pass takes, by pass name (`crate::transforms::PASSES`): a step
+/// setting another option is not run natively.
+#[pyfunction]
+fn native_pass_options() -> std::collections::HashMap<&'static str, Vec<&'static str>> {
+    crate::transforms::PASSES.iter().map(|(n, _, o)| (*n, o.to_vec())).collect()
+}
+
 /// The Python exception of a failed read, verification or strict print.
 pub(super) fn failure(py: Python<'_>, f: PrintFailure) -> PyErr {
     let after = matches!(f, PrintFailure::VerifyAfterPasses(_));
@@ -491,5 +498,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_native_passes_many, m)?)?;
     m.add_function(wrap_pyfunction!(run_native_programs_many, m)?)?;
     m.add_function(wrap_pyfunction!(native_passes, m)?)?;
+    m.add_function(wrap_pyfunction!(native_pass_options, m)?)?;
     Ok(())
 }
