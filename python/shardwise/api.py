@@ -27,7 +27,8 @@ from shardwise.importers.mlir import check_nesting, verify_error
 from shardwise.importers.native import build_op
 from shardwise.ir.core import Module
 from shardwise.ir.gc import no_cyclic_gc
-from shardwise.passes.pipeline import COMPOSITES, expand_pipeline, native_program, native_steps, run_pipeline
+from shardwise.passes.native import native_program
+from shardwise.passes.pipeline import COMPOSITES, expand_pipeline, native_steps, run_pipeline
 from shardwise.passes.registry import PASSES
 from shardwise.rules.registry import has_user_rules
 
@@ -224,4 +225,4 @@ def native_pipeline_steps(pipeline: str) -> list[str] | None:
     version, or a rule registered by the user). Raises ``PipelineError`` for malformed text."""
     if has_user_rules():
         return None
-    return native_steps(pipeline, _native.native_passes())
+    return native_steps(pipeline, _native.native_pass_options())

@@ -332,7 +332,7 @@ def test_propagate_text_runs_natively_only_when_the_whole_pipeline_is_native_and
     text = real_model(model_names()[0]).text
     pipeline = "builtin.module(sdy-propagation-pipeline)"
     # The default pipeline is native from end to end, pass for pass as PIPELINE lists it.
-    steps = native_steps(pipeline, _native.native_passes())
+    steps = native_steps(pipeline, _native.native_pass_options())
     assert steps is not None and [s.split("{")[0] for s in steps] == [s.split("{")[0] for s in PIPELINE]
     module = load_mlir(text)
     propagate(module, pipeline, in_place=True)

@@ -15,26 +15,21 @@ unknown pass or option, a bad option value, or a pass marked ``UNSUPPORTED``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from shardwise import _native
-from shardwise._native import MlirReadError, MlirVerifyError, NativeProgram
-from shardwise.errors import ProgramError
-from shardwise.importers.native import build_op
 from shardwise.ir.core import Module
 from shardwise.ir.gc import no_cyclic_gc
-from shardwise.ir.printer import Writer
+from shardwise.passes.native import run_native, runs_natively
 from shardwise.passes.registry import PASSES, UNSUPPORTED, OptionValue, PipelineError
 from shardwise.rules.registry import has_user_rules
 
 __all__ = [
     "COMPOSITES",
-    "RULE_PASSES",
     "Nested",
     "PassStep",
     "expand_pipeline",
-    "native_program",
     "native_steps",
     "parse_pipeline",
     "run_pipeline",
@@ -336,23 +331,11 @@ def expand_pipeline(pipeline: str | Nested) -> Nested:
     return out
 
 
-#: Pass options the native passes do not implement yet (the debugging records of
-#: propagation and their sinking): a step that sets one to anything but false is not native.
-NOT_NATIVE_OPTIONS = frozenset(
-    {
-        "debug-sharding-origins",
-        "debug-propagation-edge-sharding",
-        "sink-debug-sharding-origins",
-        "sink-debug-propagation-edge-sharding",
-    }
-)
-
-
-def native_steps(pipeline: str, native: Collection[str]) -> list[str] | None:
+def native_steps(pipeline: str, native: Mapping[str, Sequence[str]]) -> list[str] | None:
     """The passes of ``pipeline`` (composites expanded) in order, as
-    ``_native.run_native_passes`` takes them, when every one is among ``native``
-    (``_native.native_passes()``) and sets no option of ``NOT_NATIVE_OPTIONS``; ``None``
-    otherwise. A ``func.func(...)`` nest is flattened:
+    ``_native.run_native_passes`` takes them, when every one runs natively (``runs_natively``
+    with ``native``, ``_native.native_pass_options()``, whatever rules the user registered);
+    ``None`` otherwise. A ``func.func(...)`` nest is flattened:
     the native passes of a function anchor act on every function, in module order. Raises
     ``PipelineError`` for malformed pipeline text."""
     out: list[str] = []
@@ -362,9 +345,7 @@ def native_steps(pipeline: str, native: Collection[str]) -> list[str] | None:
             if isinstance(s, Nested):
                 if s.anchor not in ("builtin.module", "func.func") or not flatten(s.steps):  # noqa: F821
                     return False
-            elif s.name in native and not any(
-                k in NOT_NATIVE_OPTIONS and v.lower() not in ("false", "0") for k, v in s.options.items()
-            ):
+            elif runs_natively(s.name, s.options, native, user_rules=False):
                 out.append(str(s))
             else:
                 return False
@@ -434,36 +415,6 @@ class _OpNames:
             self.names |= adds
 
 
-#: Passes whose result depends on the sharding rules of ops: with a rule registered by the
-#: user (``shardwise.rules.register_rule``), which the native passes do not see, they run on the
-#: Python IR.
-RULE_PASSES = frozenset(
-    {
-        "sdy-basic-propagate",
-        "sdy-aggressive-propagate",
-        "sdy-op-priority-propagate",
-        "sdy-user-priority-propagate",
-        "shardwise.propagation",
-        "sdy-apply-sharding-constraints",
-        "sdy-insert-explicit-reshards",
-        "sdy-populate-op-sharding-rules",
-    }
-)
-
-
-def _native_step(step: PassStep, native: Mapping[str, list[str]], user_rules: bool) -> bool:
-    """Whether ``step`` runs natively: a native pass (``native``: its options by pass name)
-    given only options it takes, no debugging option set, and not a pass of ``RULE_PASSES``
-    while the user has a rule registered."""
-    options = native.get(step.name)
-    return (
-        options is not None
-        and not (user_rules and step.name in RULE_PASSES)
-        and all(k.replace("_", "-") in options for k in step.options)
-        and not any(k in NOT_NATIVE_OPTIONS and v.lower() not in ("false", "0") for k, v in step.options.items())
-    )
-
-
 @dataclass
 class _Segment:
     """Consecutive steps of a pipeline that run together: natively (``native``: the steps as
@@ -484,11 +435,11 @@ def _segments(steps: list[Step], bound: list[_Bound | tuple[str, list[_Bound]]])
     for step, item in zip(steps, bound, strict=True):
         if isinstance(step, Nested):
             inner = [s for s in step.steps if isinstance(s, PassStep)]
-            is_native = all(_native_step(s, native, user_rules) for s in inner)
+            is_native = all(runs_natively(s.name, s.options, native, user_rules) for s in inner)
             texts = [str(s) for s in inner]
             name = f"{step.anchor}(" + ",".join(s.name for s in inner) + ")"
         else:
-            is_native = _native_step(step, native, user_rules)
+            is_native = runs_natively(step.name, step.options, native, user_rules)
             texts, name = [str(step)], step.name
         last = out[-1] if out else None
         if last is not None and (last.native is not None) == is_native:
@@ -499,22 +450,6 @@ def _segments(steps: list[Step], bound: list[_Bound | tuple[str, list[_Bound]]])
         else:
             out.append(_Segment(texts if is_native else None, [item], [name]))
     return out
-
-
-def native_program(module: Module) -> NativeProgram | None:
-    """``module`` as a Rust program: its ``native`` program while it is not built, else its
-    Python ops written in the generic form with their locations and read by the native reader;
-    ``None`` when the native reader cannot read that text (an op or type it has no grammar
-    for). Raises ``ProgramError`` (op and location) when the module does not verify."""
-    program = module.native
-    if program is not None:
-        return program
-    try:
-        return NativeProgram.read(Writer(locations=True).module(module), "-")
-    except MlirReadError:
-        return None
-    except MlirVerifyError as e:
-        raise ProgramError(f"the module does not verify: {e.op_name} at {e.location}: {e.detail}") from None
 
 
 def run_pipeline(module: Module, pipeline: str, *, timings: dict[str, float] | None = None) -> None:
@@ -543,20 +478,11 @@ def run_pipeline(module: Module, pipeline: str, *, timings: dict[str, float] | N
     with no_cyclic_gc():
         for segment in _segments(root.steps, bound):
             start = time.perf_counter()
-            if segment.native is not None:
-                program = native_program(module)
-                if program is not None:
-                    try:
-                        out = program.run(segment.native)
-                    except MlirVerifyError as e:
-                        raise ProgramError(
-                            f"the module does not verify: {e.op_name} at {e.location}: {e.detail}"
-                        ) from None
-                    module.assign_native(out, build_op)
-                    if timings is not None:
-                        name = "native(" + ",".join(segment.names) + ")"
-                        timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
-                    continue
+            if segment.native is not None and run_native(module, segment.native):
+                if timings is not None:
+                    name = "native(" + ",".join(segment.names) + ")"
+                    timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+                continue
             _run_python(module, segment.python, timings)
 
 
@@ -569,7 +495,7 @@ def _run_python(
         if isinstance(item, _Bound):
             info = PASSES[item.name]
             if info.may_act(item.options, op_names):
-                info(module, item.options)
+                info.run_python(module, item.options)
                 op_names.ran(item.name)
             name = item.name
         else:
@@ -579,6 +505,8 @@ def _run_python(
                     continue
                 for b in inner:
                     info = PASSES[b.name]
+                    if info.run is None:
+                        info.run_python(module, b.options)  # raises: the pass has no Python version
                     if info.may_act(b.options, op_names):
                         info.run(module, f, b.options)
                         op_names.ran(b.name)

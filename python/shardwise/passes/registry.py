@@ -1,10 +1,13 @@
 """The pass registry: every pass shardwise can run, by Shardy's pass name, with its anchor
 (``builtin.module`` or ``func.func``), its options and their defaults.
 
-A pass is a function over a ``Module`` that edits it in place. Module passes are called as
-``fn(module, options)``; function passes as ``fn(module, func, options)``, once per
+Most passes run natively (``rust/src/transforms/``; ``shardwise.passes.native``) and are
+declared here without a Python function (``declare_native_pass``). A pass with a Python
+version (``register_pass``: the passes the native ones cannot stand in for yet, and passes
+users register) is a function over a ``Module`` that edits it in place: module passes are
+called as ``fn(module, options)``, function passes as ``fn(module, func, options)``, once per
 ``func.func`` of the module. ``PASSES[name](module, **options)`` runs a pass on a module (a
-function pass on every function).
+function pass on every function), natively where it can (``runs_natively``).
 """
 
 from __future__ import annotations
@@ -15,8 +18,19 @@ from typing import Literal
 
 from shardwise.errors import PipelineError
 from shardwise.ir.core import Func, Module
+from shardwise.passes.native import run_native, runs_natively
 
-__all__ = ["PASSES", "UNSUPPORTED", "OptionValue", "Options", "PassInfo", "PipelineError", "register_pass"]
+__all__ = [
+    "PASSES",
+    "UNSUPPORTED",
+    "OptionValue",
+    "Options",
+    "PassInfo",
+    "PipelineError",
+    "declare_native_pass",
+    "option_text",
+    "register_pass",
+]
 
 OptionValue = bool | int | str
 #: Option values of one pass run, by Shardy's option name (``dedup-functions-fully``).
@@ -29,8 +43,9 @@ FuncPassFn = Callable[[Module, Func, Options], None]
 @dataclass(frozen=True)
 class PassInfo:
     """One registered pass: ``name`` (Shardy's), ``anchor`` (the op it runs on), ``run`` (the
-    function), ``options`` (name -> default value, whose type is the option's type),
-    ``summary``, and what ``run_pipeline`` may skip it on:
+    Python function; ``None`` for a pass that runs only natively), ``options`` (name ->
+    default value, whose type is the option's type), ``summary``, and what ``run_pipeline``
+    may skip its Python function on:
 
     * ``acts_on``: op names such that the pass changes nothing (and raises nothing) in a
       module without any op of these names, unless one of the options named in
@@ -40,7 +55,7 @@ class PassInfo:
 
     name: str
     anchor: Literal["builtin.module", "func.func"]
-    run: Callable[..., None]
+    run: Callable[..., None] | None
     options: Mapping[str, OptionValue] = field(default_factory=dict)
     summary: str = ""
     acts_on: frozenset[str] | None = None
@@ -67,14 +82,39 @@ class PassInfo:
         return out
 
     def __call__(self, module: Module, options: Mapping[str, object] | None = None, **kwargs: object) -> None:
-        """Runs the pass on ``module`` (a function pass on each of its functions)."""
-        opts = self.resolve({**(options or {}), **kwargs})
+        """Runs the pass on ``module`` (a function pass on each of its functions): natively
+        when it can (``runs_natively``; the module's Python ops are then new, see
+        ``run_native``), else its Python function. Raises ``PipelineError`` for a bad option or
+        a pass that cannot run on this module here."""
+        given = {**(options or {}), **kwargs}
+        opts = self.resolve(given)
+        written = {k.replace("_", "-"): option_text(v) for k, v in given.items()}
+        if runs_natively(self.name, written):
+            step = self.name + ("{" + " ".join(f"{k}={v}" for k, v in written.items()) + "}" if written else "")
+            if run_native(module, [step]):
+                return
+        self.run_python(module, opts)
+
+    def run_python(self, module: Module, options: Mapping[str, OptionValue]) -> None:
+        """Runs the pass's Python function on ``module`` with resolved ``options`` (a function
+        pass on each function with a body). Raises ``PipelineError`` when it has none."""
+        if self.run is None:
+            raise PipelineError(
+                f"pass {self.name} runs only natively, and cannot run here: the native reader does not read "
+                "the module, an option is not supported natively, a propagation debugging option is set, or "
+                "(for passes that read sharding rules) a rule is registered by the user"
+            )
         if self.anchor == "func.func":
             for f in list(module.funcs):
                 if f.regions[0].blocks:
-                    self.run(module, f, opts)
+                    self.run(module, f, options)
         else:
-            self.run(module, opts)
+            self.run(module, options)
+
+
+def option_text(value: object) -> str:
+    """An option value as pipeline text (``true``/``false`` for booleans)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _convert(pass_name: str, option: str, default: OptionValue, value: object) -> OptionValue:
@@ -129,3 +169,16 @@ def register_pass(
         return fn
 
     return deco
+
+
+def declare_native_pass(
+    name: str,
+    anchor: Literal["builtin.module", "func.func"] = "builtin.module",
+    options: Mapping[str, OptionValue] | None = None,
+    summary: str = "",
+) -> None:
+    """Registers ``name`` as a pass that runs only natively (``PassInfo.run`` is ``None``),
+    with its anchor, options (name -> default) and summary; a later ``register_pass`` of the
+    same name gives it a Python function."""
+    PASSES[name] = PassInfo(name, anchor, None, dict(options or {}), summary)
+    UNSUPPORTED.pop(name, None)

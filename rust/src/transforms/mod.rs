@@ -76,14 +76,16 @@ const PROPAGATE_OPTIONS: &[&str] = &[
 pub const PASSES: &[(&str, Pass, &[&str])] = &[
     ("symbol-dce", import::symbol_dce::run, &[]),
     ("sdy-lift-inlined-meshes", import::lift_inlined_meshes::run, &[]),
+    ("sdy-inline-meshes", import::inline_meshes::run, &[]),
     ("sdy-remove-size-one-axes", import::remove_size_one_axes::run, &[]),
     ("sdy-propagate-sharding-from-func-to-call", import::propagate_sharding_from_func_to_call::run, &[]),
     ("sdy-constant-or-scalar-splitter", import::constant_or_scalar_splitter::run, &[]),
     ("sdy-manual-axes-cleanup", import::manual_axes_cleanup::run, &[]),
-    ("sdy-save-module", save_module, &["module-dump-directory", "module-file-name"]),
+    ("sdy-save-module", save_module, &["module-dump-directory", "module-file-name", "dump-index"]),
     ("sdy-add-data-flow-edges", import::add_data_flow_edges::run, &[]),
+    ("sdy-add-func-data-flow-edges", import::add_func_data_flow_edges::run, &[]),
     ("sdy-flatten-call-graph", import::flatten_call_graph::run, &[]),
-    ("sdy-import-func-calls", import::import_func_calls::run, &[]),
+    ("sdy-import-func-calls", import::import_func_calls::run, import::import_func_calls::OPTIONS),
     ("sdy-apply-sharding-constraints", import::apply_sharding_constraints::run, &[]),
     ("sdy-sharding-group-import", import::sharding_group_import::run, &[]),
     ("sdy-pre-order-funcs", import::pre_order_funcs::run, &[]),
@@ -99,6 +101,7 @@ pub const PASSES: &[(&str, Pass, &[&str])] = &[
     // Export passes: the export pipeline's passes.
     ("sdy-constant-or-scalar-merger", export::constant_or_scalar_merger::run, &[]),
     ("sdy-sink-data-flow-edges", export::sink_data_flow_edges::run, export::sink_data_flow_edges::OPTIONS),
+    ("sdy-sink-func-data-flow-edges", export::sink_func_data_flow_edges::run, &[]),
     ("sdy-remove-sharding-groups", export::remove_sharding_groups::run, &[]),
     ("sdy-sharding-constraint-to-reshard", export::sharding_constraint_to_reshard::run, &[]),
     ("sdy-update-non-divisible-input-output-shardings", export::update_non_divisible_input_output_shardings::run, &[]),
@@ -107,6 +110,11 @@ pub const PASSES: &[(&str, Pass, &[&str])] = &[
     ("sdy-insert-explicit-reshards", export::insert_explicit_reshards::run, &["enable-full-version"]),
     ("sdy-remove-propagation-debug-info", export::remove_propagation_debug_info::run, &[]),
     ("sdy-drop-sharding-rules", export::drop_sharding_rules::run, &[]),
+    (
+        "sdy-populate-op-sharding-rules",
+        propagation::populate_op_sharding_rules::run,
+        propagation::populate_op_sharding_rules::OPTIONS,
+    ),
     // MLIR's canonicalizer with Shardy's collective patterns.
     ("canonicalize", canonicalize::run, canonicalize::OPTIONS),
 ];

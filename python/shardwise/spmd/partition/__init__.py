@@ -218,9 +218,9 @@ def partition(
                 added += replicate_unsupported(work, f)
         run_pipeline(work, "builtin.module(func.func(sdy-insert-explicit-reshards{enable-full-version=true}))")
         collectives: list[Collective] = []
-        for f in work.funcs:
-            if f.regions[0].blocks:
-                collectives += lower_to_collectives(work, f, cost_model)
+        # By name: each lowering runs a pass that gives the module new Python ops.
+        for name in [f.sym_name for f in work.funcs if f.regions[0].blocks]:
+            collectives += lower_to_collectives(work, work.func(name), cost_model)
     ranks = [localize(work, r) for r in range(the_mesh.size)]
     part = Partition(work, ranks, mesh_name, the_mesh, collectives, added_reshards=added, weights=arrays)
     part.meta = build_meta(part, entry_func(work))

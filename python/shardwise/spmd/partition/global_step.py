@@ -433,9 +433,13 @@ def merge_equal_reshards(func: Func, uses: Uses) -> int:
     return removed
 
 
-def _lower_reshard(
-    op: Op, uses: Uses, mesh_name: str, mesh: Mesh, model: CostModel, out: dict[int, Collective]
-) -> None:
+#: The attribute that marks a collective lowered from a reshard with its index among the
+#: planned collectives, so that it is found again after the canonicalization (which runs
+#: natively and gives the module new Python ops); removed when read.
+_PLANNED = "shardwise.planned_collective"
+
+
+def _lower_reshard(op: Op, uses: Uses, mesh_name: str, mesh: Mesh, model: CostModel, out: list[Collective]) -> None:
     v = op.operands[0]
     tgt = op.results[0].sharding
     t = v.type
@@ -455,7 +459,8 @@ def _lower_reshard(
         )
         insert_before(op, new)
         uses.add(new)
-        out[id(new)] = Collective(f"sdy.{step.kind}", op.where(), t.shape, t.element_type, step.bytes, step.text)
+        new.attributes[_PLANNED] = f"{len(out)} : i64"
+        out.append(Collective(f"sdy.{step.kind}", op.where(), t.shape, t.element_type, step.bytes, step.text))
         current = new.results[0]
     uses.replace_all_uses(op.results[0], current)
     erase_op(op, uses)
@@ -551,13 +556,15 @@ def lower_to_collectives(module: Module, func: Func, model: CostModel | None = N
     model = CostModel() if model is None else model
     uses = Uses(func)
     merge_equal_reshards(func, uses)
-    planned: dict[int, Collective] = {}
+    planned: list[Collective] = []
     for op in list(func.walk_nested()):
         if op.name in _LOWERED and op.parent is not None:
             _lower_reshard(op, uses, mesh_name, mesh, model, planned)
         elif op.name in ("sdy.sharded_to_unreduced", "sdy.replicated_to_unreduced"):
             raise ProgramError(f"{op.where()}: unreduced shardings are not supported by the partitioner yet")
+    name = func.sym_name
     run_pipeline(module, "builtin.module(canonicalize{enable-patterns={sdy-collective}})")
+    func = module.func(name)  # the module's ops are new after the native pass
     uses = Uses(func)
     out: list[Collective] = []
     for op in func.walk_nested():
@@ -575,12 +582,13 @@ def _collectives_of(
     mesh_name: str,
     mesh: Mesh,
     model: CostModel,
-    planned: dict[int, Collective],
+    planned: list[Collective],
     out: list[Collective],
 ) -> None:
     """Appends the collectives of ``op`` (one run of it) to ``out``."""
-    if id(op) in planned and op.parent is not None:
-        out.append(planned[id(op)])
+    index = op.attributes.pop(_PLANNED, None)
+    if index is not None:
+        out.append(planned[int(index.split(":")[0])])
         return
     t = op.operands[0].type if op.operands else None
     if not isinstance(t, TensorType):

@@ -15,5 +15,6 @@ pub mod remove_sharding_groups;
 pub mod remove_sub_axes_in_input_output_shardings;
 pub mod sharding_constraint_to_reshard;
 pub mod sink_data_flow_edges;
+pub mod sink_func_data_flow_edges;
 pub mod unflatten_call_graph;
 pub mod update_non_divisible_input_output_shardings;

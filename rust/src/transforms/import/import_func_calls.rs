@@ -6,6 +6,9 @@
 //! `execution_thread`); the inlined functions are removed. Then every named computation gets
 //! data-flow edges (the pass's `add-data-flow-edges-on-named-computations`, on by default).
 
+/// The options of the pass.
+pub const OPTIONS: &[&str] = &["add-data-flow-edges-on-named-computations"];
+
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
 use crate::ir::clone::{Mapping, Uses};
@@ -28,8 +31,9 @@ pub fn run(p: &mut Program, cx: &mut PassContext) -> Result<()> {
     let mut symbols = SymbolTable::new(p);
     let meshes = meshes(p)?;
     let calls = walk_calls(p, &symbols);
+    let edges = cx.flag(OPTIONS[0], true)?;
     let has_named = || p.walk(0).into_iter().any(|o| p.op_name(o) == NAMED_COMPUTATION);
-    if calls.is_empty() && !has_named() {
+    if calls.is_empty() && !(edges && has_named()) {
         return Ok(()); // nothing to inline, no named computation to give edges
     }
     let mut parent = p.enclosing_blocks(0);
@@ -118,6 +122,9 @@ pub fn run(p: &mut Program, cx: &mut PassContext) -> Result<()> {
         if let Some(op) = symbols.lookup(&name) {
             symbols.erase(p, op);
         }
+    }
+    if !edges {
+        return Ok(());
     }
     let mut named: Vec<u32> = p.walk(0);
     named.retain(|&o| p.op_name(o) == NAMED_COMPUTATION);

@@ -2,10 +2,12 @@
 //! run between them).
 
 pub mod add_data_flow_edges;
+pub mod add_func_data_flow_edges;
 pub mod apply_sharding_constraints;
 pub mod constant_or_scalar_splitter;
 pub mod flatten_call_graph;
 pub mod import_func_calls;
+pub mod inline_meshes;
 pub mod lift_inlined_meshes;
 pub mod manual_axes_cleanup;
 pub mod pre_order_funcs;

@@ -181,7 +181,7 @@ enum Found {
 /// Each op's rule, as `rule_for` gives it: the op's own `sdy.sharding_rule` first, then the
 /// builtin registry. Ops whose rule reads only the op are looked up once per signature (name,
 /// attributes, operand and result types); identical rules are stored once.
-fn op_rules(
+pub(crate) fn op_rules(
     p: &Program,
     ops: &[u32],
     conservative: bool,

@@ -11,6 +11,7 @@
 
 pub mod candidates;
 pub mod freeze;
+pub mod populate_op_sharding_rules;
 pub mod write_back;
 
 use super::{PassContext, WarningKind};
