@@ -27,7 +27,7 @@ from shardwise.importers.mlir import check_nesting, verify_error
 from shardwise.importers.native import build_op
 from shardwise.ir.core import Module
 from shardwise.ir.gc import no_cyclic_gc
-from shardwise.passes.native import native_program
+from shardwise.passes.native import native_program, run_native
 from shardwise.passes.pipeline import COMPOSITES, expand_pipeline, native_steps, run_pipeline
 from shardwise.passes.registry import PASSES
 from shardwise.rules.registry import has_user_rules
@@ -105,8 +105,9 @@ def propagate(module: Module, pipeline: str = "full", *, conservative: bool = Fa
     runs the native passes on its Rust program (``NativeProgram.run``, the GIL released) when
     every pass of the pipeline is native and no rule is registered by the user: the module's
     own while it is not built (``Module.native``: read by ``load_mlir``, no op asked for),
-    else one read from its Python ops (``shardwise.passes.native_program``); the result is
-    such a module, built when asked for. Otherwise ``run_pipeline`` runs the native passes
+    else one read from its Python ops (``shardwise.passes.native.native_program``); the result
+    is such a module, built when asked for (``in_place``: the module itself, whose ops and
+    values the passes kept keep their Python objects). Otherwise ``run_pipeline`` runs the native passes
     natively and the others on the Python IR.
 
     Raises ``PipelineError`` for an unknown pass or option, ``ProgramError`` (op and location)
@@ -114,16 +115,17 @@ def propagate(module: Module, pipeline: str = "full", *, conservative: bool = Fa
     shardings."""
     text = pipeline_text(pipeline, conservative=conservative)
     steps = native_pipeline_steps(text)
-    program = native_program(module) if steps is not None else None
-    if steps is not None and program is not None:
-        try:
-            out = program.run(steps)
-        except _native.MlirVerifyError as e:
-            raise verify_error(e, None) from None
-        if in_place:
-            module.assign_native(out, build_op)
+    if steps is not None and in_place:
+        if run_native(module, steps):  # a built module keeps the objects of the ops kept
             return module
-        return Module.from_native(out, build_op)
+    elif steps is not None:
+        program = native_program(module)
+        if program is not None:
+            try:
+                out = program.run(steps)
+            except _native.MlirVerifyError as e:
+                raise verify_error(e, None) from None
+            return Module.from_native(out, build_op)
     # One pause of the cyclic collector over the copy and the pipeline (``shardwise.ir.gc``):
     # the collector then runs once after both, not once after each.
     with no_cyclic_gc():

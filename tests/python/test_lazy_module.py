@@ -22,7 +22,8 @@ _FULL = "builtin.module(sdy-propagation-pipeline)"
 
 
 def _python(module: sw.Module) -> sw.Module:
-    """``propagate`` through the Python IR and passes: the module built first."""
+    """``propagate`` of the module built as Python ops first (which writes it and reads it back
+    natively)."""
     built = module.copy()
     built.op  # noqa: B018 (builds the Python ops)
     assert built.native is None
@@ -229,3 +230,49 @@ def test_an_unknown_pass_on_a_native_module_is_refused_as_on_a_built_one() -> No
     with pytest.raises(PipelineError) as python:
         run_pipeline(m.copy(), "builtin.module(sdy-no-such-pass)")
     assert str(native.value) == str(python.value)
+
+
+_CALLED = """
+module {
+  sdy.mesh @m = <["x"=2, "y"=2]>
+  func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@m, [{"x"}, {}]>}, %arg1: tensor<8x8xf32>) -> tensor<8x8xf32> {
+    %0 = stablehlo.add %arg0, %arg1 : tensor<8x8xf32>
+    %1 = call @f(%0) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+    %2 = stablehlo.multiply %1, %arg1 : tensor<8x8xf32>
+    return %2 : tensor<8x8xf32>
+  }
+  func.func private @f(%arg0: tensor<8x8xf32>) -> tensor<8x8xf32> {
+    %0 = stablehlo.negate %arg0 : tensor<8x8xf32>
+    return %0 : tensor<8x8xf32>
+  }
+}"""
+
+
+def test_native_passes_on_a_built_module_keep_the_python_objects_of_what_they_keep() -> None:
+    """``propagate(..., in_place=True)`` and ``run_pipeline`` on a built module run the native
+    passes (the module is written with its locations and read back) and build the module again
+    with the Python objects of the ops and values the passes kept: arguments and results held
+    before read the propagated shardings; the ops they replaced are new objects; the text is
+    the one the passes give on the module's text."""
+    m = load_mlir(_CALLED)
+    main = m.func("main")
+    arg1 = main.args[1]
+    add = main.body.ops[0]
+    location = add.location
+    sw.propagate(m, in_place=True)
+    assert m.native is not None  # built again when asked for
+    assert m.to_mlir() == sw.propagate(load_mlir(_CALLED)).to_mlir()
+    new_main = m.func("main")
+    assert new_main.args[1] is arg1 and arg1.owner is new_main.body
+    assert str(arg1.sharding) == '#sdy.sharding<@m, [{"x"}, {}]>'
+    assert new_main.body.ops[0] is add and add.results[0].sharding is not None
+    assert add.parent is new_main.body and add.location == location
+    assert add.operands[1] is arg1
+    # A pass that replaces ops: the constant splitter's sdy.constant is a new op.
+    m2 = load_mlir(
+        "module {\n  func.func @main() -> tensor<2xf32> {\n    %0 = stablehlo.constant dense<1.0> : tensor<2xf32>\n    return %0 : tensor<2xf32>\n  }\n}"
+    )
+    const = m2.func("main").body.ops[0]
+    run_pipeline(m2, "builtin.module(sdy-constant-or-scalar-splitter)")
+    new = m2.func("main").body.ops[0]
+    assert new.name == "sdy.constant" and new is not const

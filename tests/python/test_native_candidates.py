@@ -171,7 +171,9 @@ def test_a_user_rule_takes_the_python_steps() -> None:
         batch = sw.CandidateBatch(m)
         results = batch.propagate([{"arg1": s}], threads=1)
         assert type(batch._prepared).__name__ == "_Prepared"
-        assert results[0].module().native is None
+        # The passes that read rules ran on the Python IR, the others natively: the export
+        # passes leave a Rust program.
+        assert results[0].module().native is not None
         expected = _one_by_one(GUARDED, {"arg1": s})
     finally:
         unregister_op_rule("shardwise_test.op")

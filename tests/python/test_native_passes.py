@@ -1,8 +1,10 @@
-"""The native passes (``rust/src/transforms/``, run by ``shardwise._native.run_native_passes``)
-give, module for module, the text the Python passes of the same name give
-(``shardwise.passes``), on the conformance corpus and on raw JAX training steps of real flax
-models (calls and all). The Python passes are themselves compared with jaxlib's Shardy in
-``test_passes.py`` and the corpus tests."""
+"""The native passes (``rust/src/transforms/``, run by ``shardwise._native.run_native_passes``
+on text) give, module for module, the text ``run_pipeline`` gives on the same module loaded and
+built as Python ops (written with its locations, read back natively and built again with the
+objects the passes kept: ``shardwise.passes.native``), on the conformance corpus and on raw JAX
+training steps of real flax models (calls and all), with the same warnings and refusals. The
+passes themselves are compared with jaxlib's Shardy pass by pass in ``test_passes.py`` and the
+corpus tests."""
 
 from __future__ import annotations
 
@@ -30,7 +32,9 @@ _CORPUS_RUNS = (
 
 
 def _python(text: str, passes: list[str]) -> str:
+    """``passes`` run by ``run_pipeline`` on ``text`` loaded and built as Python ops."""
     m = load_mlir(text)
+    m.op  # noqa: B018  (built)
     run_pipeline(m, "builtin.module(" + ",".join(passes) + ")")
     return m.to_mlir()
 
@@ -47,11 +51,11 @@ def _native_text(text: str, passes: list[str]) -> str | None:
 
 
 def _both(text: str, passes: list[str]) -> tuple[str | None, list[str], str, list[str]]:
-    """The native and the Python passes' texts (or ``ErrorClass: message`` where a pass
-    refuses the program), each with the warnings it gave. A pass that leaves a program the
-    verifier refuses (a lit case's input that is no valid program) is ``does not verify:
-    detail`` on both sides (natively an ``MlirVerifyError``, in Python a ``ProgramError`` of
-    ``to_mlir``)."""
+    """The passes' texts on the text and on the built module (or ``ErrorClass: message`` where
+    a pass refuses the program), each with the warnings it gave. A pass that leaves a program
+    the verifier refuses (a lit case's input that is no valid program) is ``does not verify:
+    detail`` on both sides (an ``MlirVerifyError`` on text, a ``ProgramError`` on the built
+    module)."""
     with warnings.catch_warnings(record=True) as native_warnings:
         warnings.simplefilter("always")
         try:
@@ -80,7 +84,7 @@ def _both(text: str, passes: list[str]) -> tuple[str | None, list[str], str, lis
     _CORPUS_RUNS,
     ids=lambda p: "+".join(p) if len(p) < len(NATIVE) else "import" + "+".join(["", *p[len(NATIVE) :]])[:60],
 )
-def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[str]) -> None:
+def test_native_passes_give_the_same_text_on_built_modules_on_the_corpus(passes: list[str]) -> None:
     same = changed = refused = 0
     for path in corpus_files():
         text = path.read_text()
@@ -136,7 +140,7 @@ def test_native_passes_give_the_python_passes_text_on_the_corpus(passes: list[st
 
 @pytest.mark.parametrize("annotated", [True, False], ids=["annotated", "plain"])
 @pytest.mark.parametrize("name", model_names())
-def test_native_passes_give_the_python_passes_text_on_real_jax_steps(name: str, annotated: bool) -> None:
+def test_native_passes_give_the_same_text_on_built_modules_on_real_jax_steps(name: str, annotated: bool) -> None:
     text = real_model(name).text if annotated else plain_model(name).text
     assert "call @" in text or "func.call" in text or "stablehlo" in text
     native, native_warnings, python, python_warnings = _both(text, PIPELINE)
@@ -187,14 +191,14 @@ module {
 }"""
 
 
-def test_manual_axes_are_sorted_and_added_to_replicated_as_in_python() -> None:
+def test_manual_axes_are_sorted_and_added_to_replicated() -> None:
     text = _MANUAL.replace("@OUT", "@m")
     out = _native.run_native_passes(text, ["sdy-manual-axes-cleanup"])
     assert out == _python(text, ["sdy-manual-axes-cleanup"])
     assert 'manual_axes={"x", "y"}' in out and 'replicated={"y"}' in out
 
 
-def test_manual_computation_on_two_meshes_is_refused_before_the_pass_as_in_python() -> None:
+def test_manual_computation_on_two_meshes_is_refused_before_the_pass() -> None:
     """The native run verifies its input first, as the loader does: a manual computation whose
     shardings are on two meshes never reaches the pass (which refuses it too)."""
     text = _MANUAL.replace('<@OUT, [{"x"}]>', '<@n, [{"z"}]>')
@@ -204,7 +208,7 @@ def test_manual_computation_on_two_meshes_is_refused_before_the_pass_as_in_pytho
         _python(text, ["sdy-manual-axes-cleanup"])
 
 
-def test_a_function_called_twice_is_copied_with_the_python_passes_warning() -> None:
+def test_a_function_called_twice_is_copied_with_a_warning() -> None:
     text = """
 module {
   sdy.mesh @m = <["x"=2]>
@@ -284,10 +288,10 @@ module {
 }"""
 
 
-def test_native_propagation_warns_with_the_python_pass_categories_and_inserts_group_constraints() -> None:
+def test_native_propagation_warns_with_the_python_categories_and_inserts_group_constraints() -> None:
     """Conflicting sharding groups get an open sharding constraint per member
     (``ShardingGroupWarning``) and a custom call without a rule warns ``UnknownOpWarning``,
-    as the Python pass does."""
+    with the categories of the Python propagation pass, on text and on a built module."""
     from shardwise.propagation import ShardingGroupWarning
     from shardwise.rules.exceptions import UnknownOpWarning
 

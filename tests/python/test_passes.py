@@ -27,9 +27,8 @@ from typing import Any
 
 import pytest
 from corpus import conformance_dir
-from shardwise.errors import ProgramError
+from shardwise.errors import PassWarning, ProgramError
 from shardwise.passes import PASSES, PipelineError, expand_pipeline, run_pipeline
-from shardwise.passes.call_graph import PassWarning
 from shardwise.propagation import ShardingGroupWarning
 
 pytestmark = [pytest.mark.jax, pytest.mark.corpus]
@@ -334,42 +333,41 @@ func.func @main(%arg0: tensor<8x8xf32>) -> tensor<8x8xf32> {
 """
 
 
-def test_pipeline_skips_passes_without_their_ops(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A pass is not called on a module without any op it acts on (``PassInfo.acts_on``);
-    it is called once an earlier pass of the pipeline added one (``PassInfo.adds``), and
-    whatever the module has when an option makes it act anyway (``acts_always_with``). The
-    passes run on the Python IR here (no pass is taken as native)."""
-    import dataclasses
+def test_pipeline_skips_python_passes_without_their_ops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Python pass is not called on a module without any op it acts on
+    (``PassInfo.acts_on``); it is called once an earlier pass of the pipeline may have added
+    one (``PassInfo.adds``; ``None``: look at the module again), after a native pass (which
+    may add anything), and whatever the module has when an option makes it act anyway
+    (``acts_always_with``)."""
+    from shardwise import load_mlir
+    from shardwise.passes import PassInfo
 
-    from shardwise import _native, load_mlir
-
-    monkeypatch.setattr(_native, "native_pass_options", lambda: {})
     calls: list[str] = []
 
-    def record(name: str) -> None:
-        info = PASSES[name]
-        monkeypatch.setitem(PASSES, name, dataclasses.replace(info, run=lambda *args: calls.append(name)))
+    def fake(name: str, acts_on: frozenset[str] | None, adds: frozenset[str] | None = frozenset()) -> None:
+        def run(module: object, options: object) -> None:
+            calls.append(name)
 
-    record("sdy-flatten-call-graph")
-    record("sdy-apply-sharding-constraints")
-    assert PASSES["sdy-flatten-call-graph"].acts_on == frozenset({"func.call"})
-    run_pipeline(load_mlir(_SIMPLE), "builtin.module(sdy-flatten-call-graph,sdy-apply-sharding-constraints)")
-    assert calls == []  # no call, no constraint, no manual computation
-    run_pipeline(load_mlir(_SIMPLE), "builtin.module(sdy-apply-sharding-constraints{debug-sharding-origins=true})")
-    assert calls == ["sdy-apply-sharding-constraints"]
+        info = PassInfo(name, "builtin.module", run, {"force": False}, "", acts_on, ("force",), adds)
+        monkeypatch.setitem(PASSES, name, info)
+
+    fake("test-on-calls", frozenset({"func.call"}))
+    fake("test-may-add-calls", None, adds=frozenset({"func.call"}))
+    fake("test-may-add-anything", None, adds=None)
+    run_pipeline(load_mlir(_SIMPLE), "builtin.module(test-on-calls)")
+    assert calls == []  # no call
+    run_pipeline(load_mlir(_SIMPLE), "builtin.module(test-on-calls{force=true})")
+    assert calls == ["test-on-calls"]
     calls.clear()
-    # sdy-export-named-computations turns the named computation into a call: flattening runs.
-    run_pipeline(
-        load_mlir(_NAMED), "builtin.module(sdy-flatten-call-graph,sdy-export-named-computations,sdy-flatten-call-graph)"
-    )
-    assert calls == ["sdy-flatten-call-graph"]
-    # A pass that declares nothing about what it adds makes the pipeline look at the module again.
+    run_pipeline(load_mlir(_SIMPLE), "builtin.module(test-on-calls,test-may-add-calls,test-on-calls)")
+    assert calls == ["test-may-add-calls", "test-on-calls"]
     calls.clear()
-    monkeypatch.setitem(
-        PASSES, "sdy-export-named-computations", dataclasses.replace(PASSES["sdy-export-named-computations"], adds=None)
-    )
-    run_pipeline(load_mlir(_NAMED), "builtin.module(sdy-export-named-computations,sdy-flatten-call-graph)")
-    assert calls == ["sdy-flatten-call-graph"]
+    run_pipeline(load_mlir(_SIMPLE), "builtin.module(test-may-add-anything,test-on-calls)")
+    assert calls == ["test-may-add-anything"]  # the module is looked at again: still no call
+    calls.clear()
+    # The native sdy-export-named-computations turns the named computation into a call.
+    run_pipeline(load_mlir(_NAMED), "builtin.module(test-on-calls,sdy-export-named-computations,test-on-calls)")
+    assert calls == ["test-on-calls"]
 
 
 @pytest.mark.parametrize(
@@ -395,7 +393,7 @@ def test_pipeline_errors(pipeline: str, message: str) -> None:
     assert module.to_mlir() == before  # nothing ran
 
 
-@pytest.mark.parametrize("first", ["shardwise.passes", "shardwise.propagation", "shardwise.passes.call_graph"])
+@pytest.mark.parametrize("first", ["shardwise.passes", "shardwise.propagation", "shardwise.passes.explicit_reshards"])
 def test_propagation_passes_are_registered_on_import(first: str) -> None:
     """Importing ``shardwise.passes`` registers the four propagation passes, whichever module
     is imported first (``shardwise.passes`` imports ``shardwise.propagation``): no import

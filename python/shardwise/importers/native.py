@@ -10,6 +10,7 @@ two over the conformance corpus and real JAX programs.
 from __future__ import annotations
 
 from sys import intern
+from typing import NamedTuple
 
 from shardwise._native import FuncTables, NativeProgram, ProgramTables
 from shardwise.errors import ProgramError
@@ -19,24 +20,74 @@ from shardwise.ir.core import Block, Func, Module, Op, Region, Value
 from shardwise.ir.types import Type, parse_type
 from shardwise.mesh import Mesh
 
-__all__ = ["build_module", "build_op"]
+__all__ = ["Reuse", "build_module", "build_op", "reuse_of"]
 
 
-def build_module(t: ProgramTables) -> Module:
-    """The module the tables describe. Raises ``ShardingError`` (with the op and location) for
-    shardings shardwise rejects, ``ProgramError`` for a function with several blocks."""
-    return _Builder(t).module()
+class Reuse(NamedTuple):
+    """Python objects a build takes again: the op (``ops``) and value (``values``) objects of
+    a module by their index in a native program read from it (``reuse_of``). Ops the native
+    passes kept keep their index, and so their Python object: ops and values taken from a
+    module before a native pass ran on it stay the module's."""
+
+    ops: dict[int, Op]
+    values: dict[int, Value]
 
 
-def build_op(program: NativeProgram) -> Op:
+def reuse_of(module: Module, t: ProgramTables) -> Reuse | None:
+    """The ops and values of built ``module`` by their index in the program ``t`` describes,
+    read from ``module``'s text: the two trees are walked side by side. ``None`` when they do
+    not match (then nothing is taken again)."""
+    ops: dict[int, Op] = {}
+    values: dict[int, Value] = {}
+    strings, op_names = t.strings, t.op_names
+    rb, ro, ba = t.region_blocks, t.region_offsets, t.block_args
+    bo, block_ops = t.block_op_offsets, t.block_ops
+    stack: list[tuple[Op, int]] = [(module.op, 0)]
+    while stack:
+        op, i = stack.pop()
+        if strings[op_names[i]] != op.name:
+            return None
+        ops[i] = op
+        first = t.result_offsets[2 * i]
+        if t.result_offsets[2 * i + 1] - first != len(op.results):
+            return None
+        for k, v in enumerate(op.results):
+            values[first + k] = v
+        regions = range(ro[i], ro[i + 1])
+        if len(regions) != len(op.regions):
+            return None
+        for r, region in zip(regions, op.regions):
+            blocks = range(rb[2 * r], rb[2 * r + 1])
+            if len(blocks) != len(region.blocks):
+                return None
+            for b, block in zip(blocks, region.blocks):
+                a0, a1 = ba[2 * b], ba[2 * b + 1]
+                inner = block_ops[bo[2 * b] : bo[2 * b + 1]]
+                if a1 - a0 != len(block.args) or len(inner) != len(block.ops):
+                    return None
+                for k, v in enumerate(block.args):
+                    values[a0 + k] = v
+                stack.extend(zip(block.ops, inner))
+    return Reuse(ops, values)
+
+
+def build_module(t: ProgramTables, reuse: Reuse | None = None) -> Module:
+    """The module the tables describe, taking ``reuse``'s objects where given. Raises
+    ``ShardingError`` (with the op and location) for shardings shardwise rejects,
+    ``ProgramError`` for a function with several blocks."""
+    return _Builder(t, reuse).module()
+
+
+def build_op(program: NativeProgram, reuse: Reuse | None = None) -> Op:
     """The ``builtin.module`` op of ``program`` with everything in it, as ``build_module``
     builds it from ``program.tables()`` (what a lazy ``Module`` calls on first use)."""
-    return build_module(program.tables()).op
+    return build_module(program.tables(), reuse).op
 
 
 class _Builder(ShardingReader):
-    def __init__(self, t: ProgramTables) -> None:
+    def __init__(self, t: ProgramTables, reuse: Reuse | None = None) -> None:
         super().__init__()
+        self.reuse = reuse
         self.strings = t.strings
         self.names: dict[int, str] = {}
         self.types: dict[int, Type] = {}
@@ -123,9 +174,33 @@ class _Builder(ShardingReader):
         result_types = [types.get(t) or self.type(t) for t in vt[first:end]]
         op = Op(self.name(self.op_names[i]), operands, result_types, self.attrs(i))  # type: ignore[arg-type]
         op._location = self.strings[self.op_locs[i]]
+        if self.reuse is not None:
+            op = self._taken(i, op, first)
         values[first:end] = op.results
         self.take_shardings(op)
         return op
+
+    def _taken(self, i: int, new: Op, first: int) -> Op:
+        """``new`` in the object ``reuse`` has for op ``i`` (and its results in theirs), if it
+        has one."""
+        assert self.reuse is not None
+        old = self.reuse.ops.get(i)
+        if old is None or type(old) is not Op:
+            return new
+        old.name, old.operands, old.attributes = new.name, new.operands, new.attributes
+        old.regions, old.parent, old.operand_shardings = [], None, None
+        old._location = new._location
+        old.results = [self._value(first + k, v, old) for k, v in enumerate(new.results)]
+        return old
+
+    def _value(self, index: int, new: Value, owner: Op | Block) -> Value:
+        """``new`` in the object ``reuse`` has for value ``index``, if it has one."""
+        assert self.reuse is not None
+        old = self.reuse.values.get(index)
+        if old is None:
+            return new
+        old.type, old.owner, old.index, old.sharding = new.type, owner, new.index, new.sharding
+        return old
 
     def regions(self, i: int, op: Op) -> list[tuple[Block, list[int]]]:
         """Adds ``op``'s regions and blocks (their arguments bound); returns each block with the
@@ -145,6 +220,8 @@ class _Builder(ShardingReader):
                 a0, a1 = self.block_args[2 * b0], self.block_args[2 * b0 + 1]
                 if a1 - a0 != len(block.args) or any(self.type(vt[a0 + k]) != v.type for k, v in enumerate(block.args)):
                     raise ProgramError(f"{op.where()}: the entry block's arguments do not match the function type")
+                if self.reuse is not None:
+                    block.args = [self._value(a0 + k, v, block) for k, v in enumerate(block.args)]
                 for k, v in enumerate(block.args):
                     self.values[a0 + k] = v
                 out.append((block, self.block_ops_of(b0)))
@@ -153,6 +230,8 @@ class _Builder(ShardingReader):
             for b in range(b0, b1):
                 a0, a1 = self.block_args[2 * b], self.block_args[2 * b + 1]
                 block = region.append(Block([self.type(vt[v]) for v in range(a0, a1)]))
+                if self.reuse is not None:
+                    block.args = [self._value(a0 + k, v, block) for k, v in enumerate(block.args)]
                 for k, v in enumerate(block.args):
                     self.values[a0 + k] = v
                 out.append((block, self.block_ops_of(b)))

@@ -34,10 +34,12 @@ class Module:
     then ``propagate``, ``copy``, ``to_mlir`` and ``save`` run in Rust without building them.
     Once built, the Python ops are the module (edit them as usual) and ``native`` is ``None``."""
 
-    __slots__ = ("_build", "_native", "_op")
+    __slots__ = ("_build", "_native", "_op", "_reuse")
     _op: Op | None
     _native: NativeProgram | None
-    _build: Callable[[NativeProgram], Op] | None
+    _build: Callable[..., Op] | None
+    #: What the next build takes again (``importers.native.Reuse``), set by ``assign_native``.
+    _reuse: object
 
     def __init__(self, name: str | None = None, attributes: dict[str, str] | None = None) -> None:
         attrs = dict(attributes or {})
@@ -50,7 +52,7 @@ class Module:
         """A module whose ops stay in ``program`` until asked for; ``build`` then makes its
         ``builtin.module`` op (``shardwise.importers.native.build_op``)."""
         m = cls.__new__(cls)
-        m._op, m._native, m._build = None, program, build
+        m._op, m._native, m._build, m._reuse = None, program, build, None
         return m
 
     @property
@@ -64,13 +66,16 @@ class Module:
                 if op is None:
                     assert self._native is not None and self._build is not None
                     with no_cyclic_gc():
-                        op = self._build(self._native)
+                        if self._reuse is None:
+                            op = self._build(self._native)
+                        else:
+                            op = self._build(self._native, self._reuse)
                     self.op = op
         return op
 
     @op.setter
     def op(self, op: Op) -> None:
-        self._op, self._native, self._build = op, None, None
+        self._op, self._native, self._build, self._reuse = op, None, None, None
 
     @property
     def native(self) -> NativeProgram | None:
@@ -89,13 +94,15 @@ class Module:
         ``ValueError`` when this module's Python ops are built."""
         if self._build is None:
             raise ValueError("the module's Python ops are built: it has no native program to replace")
-        self._native = program
+        self._native, self._reuse = program, None
 
-    def assign_native(self, program: NativeProgram, build: Callable[[NativeProgram], Op]) -> None:
+    def assign_native(self, program: NativeProgram, build: Callable[..., Op], reuse: object = None) -> None:
         """Makes ``program`` this module's content, built (by ``build``) when next asked for, as
-        ``from_native``; Python ops, regions and values taken from the module before no longer
-        belong to it. ``run_pipeline`` uses it after running native passes on a built module."""
-        self._op, self._native, self._build = None, program, build
+        ``from_native``. ``reuse`` (``importers.native.Reuse``): the Python ops and values the
+        build takes again, those of the ops the native passes kept (``run_pipeline`` and
+        ``propagate(..., in_place=True)`` on a built module), so that they stay this module's;
+        without it, Python objects taken from the module before no longer belong to it."""
+        self._op, self._native, self._build, self._reuse = None, program, build, reuse
 
     @property
     def name(self) -> str | None:

@@ -1,35 +1,30 @@
-"""Shardy's import and export passes as transformations of the program IR.
+"""Shardy's passes and pipelines over a shardwise ``Module``.
 
-Every pass edits a ``Module`` in place and reproduces what jaxlib's Shardy does to the same
-module (checked pass by pass against jaxlib on the conformance corpus). ``PASSES`` maps
-Shardy's pass names to them (``PASSES["sdy-close-shardings"](module)``); ``run_pipeline(module,
-text)`` runs a pipeline written in MLIR's pass-pipeline syntax
+``PASSES`` maps Shardy's pass names to what runs them (``PASSES["sdy-close-shardings"](module)``);
+``run_pipeline(module, text)`` runs a pipeline written in MLIR's pass-pipeline syntax
 (``builtin.module(a,func.func(b{opt=v}))``), including the composite ``sdy-import-pipeline``,
-``sdy-export-pipeline`` and ``sdy-propagation-pipeline``. The four propagation passes
-(``sdy-basic-propagate`` ... ``sdy-user-priority-propagate``, ``shardwise.propagation``) are
-registered too, by ``propagation_passes``.
+``sdy-export-pipeline`` and ``sdy-propagation-pipeline``. Every pass runs natively
+(``rust/src/transforms/``, one Rust file per Shardy pass, compared with jaxlib's Shardy pass by
+pass on the conformance corpus), consecutive native passes as one call with the GIL released
+(``native``). A few passes have a Python version too, for what the native ones do not do yet:
+the propagation passes and ``sdy-apply-sharding-constraints`` with the propagation debugging
+options, the passes that read sharding rules while the user has a rule registered
+(``propagation_passes``, ``constraints``, ``explicit_reshards``), and
+``sdy-explicit-gather-scatter-batching`` (``gather_scatter``). Users may register passes of
+their own (``register_pass``).
 
-Modules: ``meshes`` (lift/inline meshes, size-one axes), ``constants`` (splitter),
-``data_flow`` (data flow edges and their sinking), ``call_graph`` (symbol DCE, flattening,
-importing calls, call shardings, function order), ``import_passes`` (sharding constraints,
-sharding groups, manual axes, gather/scatter batching), ``export_passes`` (named computations,
-function results, unflattening, call reshards, merger, constraint -> reshard, non-divisible and
-sub-axis shardings, closing, dropping rules and debug info), ``explicit_reshards``
-(``sdy-insert-explicit-reshards``), ``canonicalize`` (the ``sdy-collective`` canonicalization),
-``propagation_passes`` (the propagation passes), ``pipeline`` and ``registry``.
+Modules: ``registry`` (``PASSES``, ``register_pass``), ``shardy_passes`` (the passes that run
+only natively), ``native`` (when and how a step runs natively), ``pipeline`` (parsing and
+running pipelines) and the Python versions above.
 """
 
 from shardwise.errors import PassWarning
 from shardwise.passes import (  # noqa: F401  (importing a module registers its passes)
-    call_graph,
-    canonicalize,
-    constants,
-    data_flow,
+    constraints,
     explicit_reshards,
-    export_passes,
-    import_passes,
-    meshes,
+    gather_scatter,
     propagation_passes,
+    shardy_passes,
 )
 from shardwise.passes.pipeline import COMPOSITES, expand_pipeline, parse_pipeline, run_pipeline
 from shardwise.passes.registry import PASSES, UNSUPPORTED, Options, PassInfo, PipelineError, register_pass

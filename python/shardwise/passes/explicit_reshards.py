@@ -1,5 +1,7 @@
-"""``sdy-insert-explicit-reshards`` (Shardy's ``transforms/export/insert_explicit_reshards.cc``
-and ``explicit_reshards_util.cc``): all-reduces where unreduced axes become replicated, the
+"""``sdy-insert-explicit-reshards`` on the Python IR (Shardy's
+``transforms/export/insert_explicit_reshards.cc`` and ``explicit_reshards_util.cc``), for the
+rules users register, which the native pass (``rust/src/transforms/export/
+insert_explicit_reshards.rs``; ``shardwise.passes.native``) does not see: all-reduces where unreduced axes become replicated, the
 collectives that make tensors unreduced, reshards of call operands to the callee's argument
 shardings, the reshard of a dot/dot_general result that makes the dot compatible, and, on the
 full version, reshards to the common factor shardings of every op with a sharding rule. What to
@@ -32,6 +34,7 @@ from shardwise.ir.sdy import (
     is_data_flow_op,
     is_equivalent,
     manual_axes,
+    mesh_ref,
     post_order,
     rank_of,
     result_edge_owners,
@@ -39,7 +42,6 @@ from shardwise.ir.sdy import (
 )
 from shardwise.ir.types import TensorType
 from shardwise.mesh import Mesh
-from shardwise.passes.call_graph import func_arg_shardings
 from shardwise.passes.registry import Options, register_pass
 from shardwise.rules.from_ir import CONTEXT_OPS
 from shardwise.rules.rule import OpShardingRule
@@ -65,6 +67,23 @@ def _axis_list(axes: list[AxisWire]) -> str:
 def _axis_lists(per_dim: list[list[AxisWire]]) -> str:
     dims = ("{" + ", ".join(str(AxisRef._from_wire(a)) for a in d) + "}" for d in per_dim)
     return "#sdy<list_of_axis_ref_lists[" + ", ".join(dims) + "]>"
+
+
+def _mesh_of(s: TensorSharding, meshes: dict[str, Mesh]) -> Mesh | None:
+    return s.mesh if s.mesh is not None else meshes.get(s.mesh_name or "")
+
+
+def func_arg_shardings(func: Func, meshes: dict[str, Mesh]) -> list[TensorSharding] | None:
+    """Shardy's ``getFuncArgShardings``: the argument shardings, fully open (on the mesh of the
+    first sharding that is not on a maximal mesh) where missing; ``None`` when no argument has
+    such a sharding."""
+    shardings = [a.sharding for a in func.args]
+    ref = next((s for s in shardings if s is not None and not getattr(_mesh_of(s, meshes), "is_maximal", False)), None)
+    if ref is None:
+        return None
+    return [
+        s if s is not None else fully_replicated(mesh_ref(ref), rank_of(a), False) for s, a in zip(shardings, func.args)
+    ]
 
 
 class _Inserter:

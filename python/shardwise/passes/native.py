@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from shardwise import _native
 from shardwise._native import MlirReadError, MlirVerifyError, NativeProgram
 from shardwise.errors import ProgramError
-from shardwise.importers.native import build_op
+from shardwise.importers.native import build_op, reuse_of
 from shardwise.ir.core import Module
 from shardwise.ir.printer import Writer
 from shardwise.rules.registry import has_user_rules
@@ -79,10 +79,13 @@ def native_program(module: Module) -> NativeProgram | None:
 
 def run_native(module: Module, steps: list[str]) -> bool:
     """Runs the native pass ``steps`` (``name`` or ``name{key=value ...}``, as
-    ``NativeProgram.run`` takes them) on ``module`` in place (``Module.assign_native``: Python
-    ops taken from it before no longer belong to it); ``False``, with the module unchanged,
-    when the native reader cannot read it (``native_program``). Raises ``ProgramError`` where
-    a pass does (op and location) or the result does not verify."""
+    ``NativeProgram.run`` takes them) on ``module`` in place (``Module.assign_native``); a
+    built module is built again when next asked for, with the Python objects of the ops and
+    values the passes kept (``importers.native.reuse_of``: ops the passes replaced are new
+    objects, as Python passes would make them); ``False``, with the module unchanged, when the
+    native reader cannot read it (``native_program``). Raises ``ProgramError`` where a pass
+    does (op and location) or the result does not verify."""
+    built = module.native is None
     program = native_program(module)
     if program is None:
         return False
@@ -90,5 +93,5 @@ def run_native(module: Module, steps: list[str]) -> bool:
         out = program.run(steps)
     except MlirVerifyError as e:
         raise ProgramError(f"the module does not verify: {e.op_name} at {e.location}: {e.detail}") from None
-    module.assign_native(out, build_op)
+    module.assign_native(out, build_op, reuse_of(module, program.tables()) if built else None)
     return True

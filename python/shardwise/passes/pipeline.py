@@ -505,10 +505,11 @@ def _run_python(
                     continue
                 for b in inner:
                     info = PASSES[b.name]
-                    if info.run is None:
+                    run = info.run
+                    if run is None:
                         info.run_python(module, b.options)  # raises: the pass has no Python version
-                    if info.may_act(b.options, op_names):
-                        info.run(module, f, b.options)
+                    elif info.may_act(b.options, op_names):
+                        run(module, f, b.options)
                         op_names.ran(b.name)
             name = "func.func(" + ",".join(b.name for b in inner) + ")"
         if timings is not None:

@@ -68,7 +68,7 @@ class Strategy:
     (major to minor, after the dimension's own axes): the op then ends with a reduce-scatter
     instead of an all-reduce and each device keeps its slice of the reduced result (XLA's and
     Alpa's reduce-scatter strategy; the partitioner fuses Shardy's ``all_reduce`` +
-    ``all_slice`` into one ``reduce_scatter``, ``passes/canonicalize.py``)."""
+    ``all_slice`` into one ``reduce_scatter``, ``rust/src/transforms/canonicalize/``)."""
 
     factor_axes: tuple[tuple[str, ...], ...]
     operands: tuple[TensorSharding, ...]

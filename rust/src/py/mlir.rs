@@ -434,6 +434,16 @@ fn native_passes() -> Vec<&'static str> {
     crate::transforms::PASSES.iter().map(|(n, _, _)| *n).collect()
 }
 
+/// The op names of the native passes' op properties (`crate::transforms::op_properties`):
+/// `"elementwise"` (Shardy's element-wise StableHLO ops) and `"no_memory_effect"` (ops
+/// without memory effects, the element-wise ones included).
+#[pyfunction]
+fn op_properties() -> std::collections::HashMap<&'static str, Vec<&'static str>> {
+    use crate::transforms::op_properties::{ELEMENTWISE_OPS, OTHER_NO_MEMORY_EFFECT_OPS};
+    let all = ELEMENTWISE_OPS.iter().chain(OTHER_NO_MEMORY_EFFECT_OPS).copied().collect();
+    [("elementwise", ELEMENTWISE_OPS.to_vec()), ("no_memory_effect", all)].into_iter().collect()
+}
+
 /// The options each native pass takes, by pass name (`crate::transforms::PASSES`): a step
 /// setting another option is not run natively.
 #[pyfunction]
@@ -499,5 +509,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_native_programs_many, m)?)?;
     m.add_function(wrap_pyfunction!(native_passes, m)?)?;
     m.add_function(wrap_pyfunction!(native_pass_options, m)?)?;
+    m.add_function(wrap_pyfunction!(op_properties, m)?)?;
     Ok(())
 }

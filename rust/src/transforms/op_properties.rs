@@ -60,7 +60,7 @@ pub const ELEMENTWISE_OPS: &[&str] = &[
 
 /// Ops without memory effects besides the element-wise ones (speculatable when their shapes
 /// are static).
-const OTHER_NO_MEMORY_EFFECT_OPS: &[&str] = &[
+pub const OTHER_NO_MEMORY_EFFECT_OPS: &[&str] = &[
     "stablehlo.constant",
     "stablehlo.iota",
     "stablehlo.create_token",

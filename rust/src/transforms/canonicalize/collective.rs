@@ -12,8 +12,7 @@
 //! - an unused `all_to_all` is erased, and `all_to_all(all_to_all(x))` over disjoint
 //!   dimensions becomes one `all_to_all` (`AllToAllFusion`).
 //!
-//! The attribute texts are compared as `python/shardwise/passes/canonicalize.py` compares
-//! them.
+//! The attribute texts are compared as printed.
 
 use super::Rewriter;
 use crate::axis::AxisRef;

@@ -22,8 +22,8 @@ pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
     // the pass.
     p.map_shardings(&mut |s| {
         let closed = closed_like(s);
-        // An open empty dimension with a priority cannot be closed (the Python pass refuses it
-        // with the same `InvalidShardingError`).
+        // An open empty dimension with a priority cannot be closed (refused with an
+        // `InvalidShardingError`).
         closed.check_local()?;
         Ok((closed != *s).then_some(closed))
     })

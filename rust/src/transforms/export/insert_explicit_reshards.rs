@@ -40,7 +40,7 @@ const DATA_FLOW: &[&str] =
     &["sdy.named_computation", MANUAL, "stablehlo.while", "stablehlo.case", "stablehlo.optimization_barrier"];
 const UNREDUCED_OPS: &[&str] = &["sdy.sharded_to_unreduced", "sdy.replicated_to_unreduced"];
 
-/// A program error of the plans names the op (as the Python pass's `ProgramError` does); other
+/// A program error of the plans names the op (as `ProgramError`s do); other
 /// errors (an invalid sharding) pass unchanged.
 fn in_op(p: &Program, op: u32, e: Error) -> Error {
     match e.kind {

@@ -1,7 +1,6 @@
 //! Shardy's export passes on the native program (`shardy/dialect/sdy/transforms/export/`):
-//! what `sdy-propagation-pipeline` runs after propagation, one pass per file, each giving what
-//! the Python pass of the same name (`python/shardwise/passes/export_passes.py`,
-//! `passes/data_flow.py`) gives.
+//! what `sdy-propagation-pipeline` runs after propagation, one pass per file, each compared
+//! with jaxlib's pass of the same name (`tests/python/test_passes.py`).
 
 pub mod close_shardings;
 pub mod constant_or_scalar_merger;

@@ -35,7 +35,7 @@ fn axis_size(a: &AxisRef, mesh: &Mesh) -> i64 {
 }
 
 /// `s` with each dimension that its axes do not divide cut to the longest dividing prefix
-/// (its priority dropped, as the Python pass does).
+/// (its priority dropped).
 fn evenly_sharded(s: &TensorSharding, shape: &[i64], mesh: &Mesh) -> TensorSharding {
     let mut out = s.clone();
     for (d, &size) in out.dims.iter_mut().zip(shape) {
