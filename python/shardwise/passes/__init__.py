@@ -9,9 +9,8 @@ pass on the conformance corpus), consecutive native passes as one call with the 
 (``native``). A few passes have a Python version too, for what the native ones do not do yet:
 the propagation passes and ``sdy-apply-sharding-constraints`` with the propagation debugging
 options, the passes that read sharding rules while the user has a rule registered
-(``propagation_passes``, ``constraints``, ``explicit_reshards``), and
-``sdy-explicit-gather-scatter-batching`` (``gather_scatter``). Users may register passes of
-their own (``register_pass``).
+(``propagation_passes``, ``constraints``, ``explicit_reshards``). Users may register passes
+of their own (``register_pass``).
 
 Modules: ``registry`` (``PASSES``, ``register_pass``), ``shardy_passes`` (the passes that run
 only natively), ``native`` (when and how a step runs natively), ``pipeline`` (parsing and
@@ -22,7 +21,6 @@ from shardwise.errors import PassWarning
 from shardwise.passes import (  # noqa: F401  (importing a module registers its passes)
     constraints,
     explicit_reshards,
-    gather_scatter,
     propagation_passes,
     shardy_passes,
 )

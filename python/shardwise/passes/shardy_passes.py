@@ -27,6 +27,16 @@ class _Native(NamedTuple):
 #: The passes that run only natively.
 NATIVE_ONLY: tuple[_Native, ...] = (
     _Native(
+        "sdy-explicit-gather-scatter-batching",
+        "func.func",
+        {},
+        (
+            "Turns the implicit batch dimension 0 of a ``stablehlo.gather`` / ``stablehlo.scatter``"
+            " (indexed by an iota along dimension 0) into explicit batching dimensions, dropping that"
+            " index component, then removes ops left without uses."
+        ),
+    ),
+    _Native(
         "sdy-save-module",
         "builtin.module",
         {"module-dump-directory": "", "module-file-name": "", "dump-index": 0},

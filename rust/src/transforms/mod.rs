@@ -80,6 +80,7 @@ pub const PASSES: &[(&str, Pass, &[&str])] = &[
     ("sdy-remove-size-one-axes", import::remove_size_one_axes::run, &[]),
     ("sdy-propagate-sharding-from-func-to-call", import::propagate_sharding_from_func_to_call::run, &[]),
     ("sdy-constant-or-scalar-splitter", import::constant_or_scalar_splitter::run, &[]),
+    ("sdy-explicit-gather-scatter-batching", import::explicit_gather_scatter_batching::run, &[]),
     ("sdy-manual-axes-cleanup", import::manual_axes_cleanup::run, &[]),
     ("sdy-save-module", save_module, &["module-dump-directory", "module-file-name", "dump-index"]),
     ("sdy-add-data-flow-edges", import::add_data_flow_edges::run, &[]),

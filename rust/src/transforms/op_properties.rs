@@ -106,6 +106,9 @@ pub const OTHER_NO_MEMORY_EFFECT_OPS: &[&str] = &[
     "func.return",
 ];
 
+/// The terminators of the regions the passes walk.
+pub const TERMINATORS: &[&str] = &["func.return", "stablehlo.return", "sdy.return", "mhlo.return"];
+
 fn static_shapes(p: &Program, op: u32) -> bool {
     p.op_operands(op)
         .iter()

@@ -39,7 +39,7 @@ pub const OPTIONS: &[&str] = &[
     "cse-between-iterations",
 ];
 
-const TERMINATORS: &[&str] = &["func.return", "stablehlo.return", "sdy.return", "mhlo.return"];
+use crate::transforms::op_properties::TERMINATORS;
 /// Ops whose memory effects are those of the ops in their regions.
 const RECURSIVE_EFFECT_OPS: &[&str] = &[
     "stablehlo.if",

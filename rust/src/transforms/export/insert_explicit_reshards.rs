@@ -34,7 +34,7 @@ const RESHARD: &str = "sdy.reshard";
 const ALL_REDUCE: &str = "sdy.all_reduce";
 const BARRIER: &str = "sdy.propagation_barrier";
 const MANUAL: &str = "sdy.manual_computation";
-const TERMINATORS: &[&str] = &["func.return", "stablehlo.return", "sdy.return", "mhlo.return"];
+use crate::transforms::op_properties::TERMINATORS;
 const REGION_DATA_FLOW: &[&str] = &["sdy.named_computation", MANUAL];
 const DATA_FLOW: &[&str] =
     &["sdy.named_computation", MANUAL, "stablehlo.while", "stablehlo.case", "stablehlo.optimization_barrier"];

@@ -19,7 +19,7 @@ use crate::transforms::PassContext;
 
 const NAMED_COMPUTATION: &str = "sdy.named_computation";
 const SHARDING_GROUP: &str = "sdy.sharding_group";
-const TERMINATORS: &[&str] = &["func.return", "stablehlo.return", "sdy.return", "mhlo.return"];
+use crate::transforms::op_properties::TERMINATORS;
 
 struct Splitter {
     symbols: SymbolTable,

@@ -5,6 +5,7 @@ pub mod add_data_flow_edges;
 pub mod add_func_data_flow_edges;
 pub mod apply_sharding_constraints;
 pub mod constant_or_scalar_splitter;
+pub mod explicit_gather_scatter_batching;
 pub mod flatten_call_graph;
 pub mod import_func_calls;
 pub mod inline_meshes;
