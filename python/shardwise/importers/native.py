@@ -41,15 +41,16 @@ def reuse_of(module: Module, t: ProgramTables) -> Reuse | None:
     values: dict[int, Value] = {}
     strings, op_names = t.strings, t.op_names
     rb, ro, ba = t.region_blocks, t.region_offsets, t.block_args
-    bo, block_ops = t.block_op_offsets, t.block_ops
+    bo, block_ops, ro_results = t.block_op_offsets, t.block_ops, t.result_offsets
+    # (Each table attribute is read once: reading one copies it out of Rust.)
     stack: list[tuple[Op, int]] = [(module.op, 0)]
     while stack:
         op, i = stack.pop()
         if strings[op_names[i]] != op.name:
             return None
         ops[i] = op
-        first = t.result_offsets[2 * i]
-        if t.result_offsets[2 * i + 1] - first != len(op.results):
+        first = ro_results[2 * i]
+        if ro_results[2 * i + 1] - first != len(op.results):
             return None
         for k, v in enumerate(op.results):
             values[first + k] = v

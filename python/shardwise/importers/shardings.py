@@ -21,6 +21,9 @@ class ShardingReader:
 
     def __init__(self) -> None:
         self.meshes: dict[str, Mesh] = {}
+        # Each distinct attribute text is parsed once (shardings are immutable, so values
+        # share them): a propagated program holds few distinct shardings.
+        self._parsed: dict[tuple[str, str], tuple[TensorSharding, ...]] = {}
 
     def sharding(self, text: str | None, op: Op, what: str) -> TensorSharding | None:
         if text is None:
@@ -54,12 +57,19 @@ class ShardingReader:
         text = op.attributes.pop(slot.attribute, None)
         if text is None:
             return None
+        key = (slot.form, text)
+        parsed = self._parsed.get(key)
+        if parsed is not None:
+            return parsed
         try:
             if slot.form == "single":
-                return (TensorSharding.parse(text, self._meshes_for(text)),)
-            return TensorSharding.parse_per_value(text, self._meshes_for(text))
+                parsed = (TensorSharding.parse(text, self._meshes_for(text)),)
+            else:
+                parsed = TensorSharding.parse_per_value(text, self._meshes_for(text))
         except ShardingError as e:
             raise _located(e, f"{op.where()}, {what}") from None
+        self._parsed[key] = parsed
+        return parsed
 
 
 def check_rank(sharding: TensorSharding, type: Type, op: Op, what: str) -> TensorSharding:
