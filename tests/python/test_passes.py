@@ -370,6 +370,19 @@ def test_pipeline_skips_python_passes_without_their_ops(monkeypatch: pytest.Monk
     assert calls == ["test-on-calls"]
 
 
+def test_a_pass_a_user_registers_under_a_native_name_replaces_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shardwise import load_mlir
+    from shardwise.passes import register_pass
+
+    calls: list[str] = []
+    monkeypatch.setitem(PASSES, "sdy-close-shardings", PASSES["sdy-close-shardings"])  # restored afterwards
+    assert PASSES["sdy-close-shardings"].native and PASSES["sdy-close-shardings"].run is None
+    register_pass("sdy-close-shardings")(lambda module, options: calls.append("mine"))
+    run_pipeline(load_mlir(_SIMPLE), "builtin.module(sdy-remove-sharding-groups,sdy-close-shardings)")
+    PASSES["sdy-close-shardings"](load_mlir(_SIMPLE))
+    assert calls == ["mine", "mine"]
+
+
 @pytest.mark.parametrize(
     "pipeline, message",
     [

@@ -196,6 +196,7 @@ def _move_after_value(op: Op, value: Value) -> None:
     options={"debug-sharding-origins": False, "debug-propagation-edge-sharding": False},
     acts_on=frozenset({SHARDING_CONSTRAINT, MANUAL_COMPUTATION}),
     acts_always_with=("debug-sharding-origins", "debug-propagation-edge-sharding"),
+    native=True,
 )
 def apply_sharding_constraints(module: Module, options: Options | None = None) -> None:
     """Gives the input of each ``sdy.sharding_constraint`` (and each operand of a manual

@@ -571,7 +571,7 @@ def _tensor_sizes(op: Op) -> list[int]:
     return out
 
 
-@register_pass("sdy-insert-explicit-reshards", anchor="func.func", options={"enable-full-version": False})
+@register_pass("sdy-insert-explicit-reshards", anchor="func.func", options={"enable-full-version": False}, native=True)
 def insert_explicit_reshards(module: Module, func: Func, options: Options | None = None) -> None:
     """Makes the ops of ``func`` agree with their shardings: an ``sdy.all_reduce`` where a
     tensor with unreduced axes is used where those axes are replicated (operands of ops, data

@@ -345,7 +345,7 @@ def native_steps(pipeline: str, native: Mapping[str, Sequence[str]]) -> list[str
             if isinstance(s, Nested):
                 if s.anchor not in ("builtin.module", "func.func") or not flatten(s.steps):  # noqa: F821
                     return False
-            elif runs_natively(s.name, s.options, native, user_rules=False):
+            elif _native_step(s, native, user_rules=False):
                 out.append(str(s))
             else:
                 return False
@@ -415,6 +415,13 @@ class _OpNames:
             self.names |= adds
 
 
+def _native_step(step: PassStep, native: Mapping[str, Sequence[str]], user_rules: bool) -> bool:
+    """Whether ``step`` runs natively: its registration stands for the native pass
+    (``PassInfo.native``; not a pass a user registered under that name) and ``runs_natively``."""
+    info = PASSES.get(step.name)
+    return info is not None and info.native and runs_natively(step.name, step.options, native, user_rules)
+
+
 @dataclass
 class _Segment:
     """Consecutive steps of a pipeline that run together: natively (``native``: the steps as
@@ -435,11 +442,11 @@ def _segments(steps: list[Step], bound: list[_Bound | tuple[str, list[_Bound]]])
     for step, item in zip(steps, bound, strict=True):
         if isinstance(step, Nested):
             inner = [s for s in step.steps if isinstance(s, PassStep)]
-            is_native = all(runs_natively(s.name, s.options, native, user_rules) for s in inner)
+            is_native = all(_native_step(s, native, user_rules) for s in inner)
             texts = [str(s) for s in inner]
             name = f"{step.anchor}(" + ",".join(s.name for s in inner) + ")"
         else:
-            is_native = runs_natively(step.name, step.options, native, user_rules)
+            is_native = _native_step(step, native, user_rules)
             texts, name = [str(step)], step.name
         last = out[-1] if out else None
         if last is not None and (last.native is not None) == is_native:

@@ -55,10 +55,14 @@ for _name, _shardy_name in PASS_NAMES.items():
     if _name in ("op-priority", "user-priority"):
         _options["run-op-priority-propagation"] = True
     # Conflicting sharding groups get open sharding constraints (``_insert_group_constraints``).
-    register_pass(_shardy_name, "builtin.module", _options, adds=frozenset({"sdy.sharding_constraint"}))(_make(_name))
+    register_pass(_shardy_name, "builtin.module", _options, adds=frozenset({"sdy.sharding_constraint"}), native=True)(
+        _make(_name)
+    )
 
 
-@register_pass("sdy-populate-op-sharding-rules", anchor="func.func", options={"conservative-propagation": False})
+@register_pass(
+    "sdy-populate-op-sharding-rules", anchor="func.func", options={"conservative-propagation": False}, native=True
+)
 def populate_op_sharding_rules(module: Module, func: Func, options: Options | None = None) -> None:
     """Gives every op of the function that has a sharding rule and none yet its
     ``sdy.sharding_rule`` (``shardwise.rules``, the user's rules included). Mirrors Shardy's

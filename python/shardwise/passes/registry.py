@@ -44,8 +44,10 @@ FuncPassFn = Callable[[Module, Func, Options], None]
 class PassInfo:
     """One registered pass: ``name`` (Shardy's), ``anchor`` (the op it runs on), ``run`` (the
     Python function; ``None`` for a pass that runs only natively), ``options`` (name ->
-    default value, whose type is the option's type), ``summary``, and what ``run_pipeline``
-    may skip its Python function on:
+    default value, whose type is the option's type), ``summary``, ``native`` (the native pass
+    of that name runs in its place where it can: shardwise's own passes; a pass a user
+    registers under a native pass's name replaces it), and what ``run_pipeline`` may skip its
+    Python function on:
 
     * ``acts_on``: op names such that the pass changes nothing (and raises nothing) in a
       module without any op of these names, unless one of the options named in
@@ -61,6 +63,7 @@ class PassInfo:
     acts_on: frozenset[str] | None = None
     acts_always_with: tuple[str, ...] = ()
     adds: frozenset[str] | None = None
+    native: bool = False
 
     def may_act(self, options: Mapping[str, OptionValue], op_names: Callable[[], frozenset[str] | set[str]]) -> bool:
         """Whether the pass, run with ``options`` (resolved), may change a module whose op
@@ -89,7 +92,7 @@ class PassInfo:
         given = {**(options or {}), **kwargs}
         opts = self.resolve(given)
         written = {k.replace("_", "-"): option_text(v) for k, v in given.items()}
-        if runs_natively(self.name, written):
+        if self.native and runs_natively(self.name, written):
             step = self.name + ("{" + " ".join(f"{k}={v}" for k, v in written.items()) + "}" if written else "")
             if run_native(module, [step]):
                 return
@@ -156,15 +159,19 @@ def register_pass(
     acts_on: frozenset[str] | None = None,
     acts_always_with: tuple[str, ...] = (),
     adds: frozenset[str] | None = None,
+    native: bool = False,
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Decorator registering ``fn`` as pass ``name`` (replacing any earlier registration, and
     lifting an ``UNSUPPORTED`` mark): module passes take ``(module, options)``, function passes
-    ``(module, func, options)``. ``acts_on``, ``acts_always_with`` and ``adds``: see
-    ``PassInfo``."""
+    ``(module, func, options)``. ``acts_on``, ``acts_always_with``, ``adds`` and ``native``
+    (``fn`` is the Python version of the native pass of that name, run only where that one
+    cannot; off for users' passes, which always run): see ``PassInfo``."""
 
     def deco(fn: Callable[..., None]) -> Callable[..., None]:
         summary_ = summary or (fn.__doc__ or "").strip().split("\n")[0]
-        PASSES[name] = PassInfo(name, anchor, fn, dict(options or {}), summary_, acts_on, acts_always_with, adds)
+        PASSES[name] = PassInfo(
+            name, anchor, fn, dict(options or {}), summary_, acts_on, acts_always_with, adds, native
+        )
         UNSUPPORTED.pop(name, None)
         return fn
 
@@ -180,5 +187,5 @@ def declare_native_pass(
     """Registers ``name`` as a pass that runs only natively (``PassInfo.run`` is ``None``),
     with its anchor, options (name -> default) and summary; a later ``register_pass`` of the
     same name gives it a Python function."""
-    PASSES[name] = PassInfo(name, anchor, None, dict(options or {}), summary)
+    PASSES[name] = PassInfo(name, anchor, None, dict(options or {}), summary, native=True)
     UNSUPPORTED.pop(name, None)
