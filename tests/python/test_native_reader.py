@@ -26,6 +26,7 @@ from shardwise.importers.mlir import load_mlir
 from shardwise.importers.native import build_module
 from shardwise.ir.core import Module
 from shardwise.ir.printer import Writer
+from shardwise.passes import run_pipeline
 from shardwise.testing.corpus import conformance_dir, corpus_files
 from shardwise.testing.real_models import model_names, real_model
 
@@ -155,6 +156,11 @@ def test_unsupported_text_falls_back_to_jaxlib_and_native_refuses_it() -> None:
     assert mesh in text
     text = text.replace(mesh, mesh[:-1] + ", device_ids = dense<[3, 2, 1, 0]> : tensor<4xi64>>")
     assert load_mlir(text).funcs  # auto: jaxlib reads it
+    # The passes run natively only: on such a module they refuse with the reader's message.
+    with pytest.raises(
+        ProgramError, match="native passes cannot run on this module: the native reader refuses it: .*stablehlo mesh"
+    ):
+        run_pipeline(load_mlir(text), "builtin.module(sdy-lift-inlined-meshes)")
     with pytest.raises(ProgramError, match=r"cannot parse MLIR: line \d+, column \d+: stablehlo mesh"):
         load_mlir(text, reader="native")
     with pytest.raises(ValueError, match="reader must be one of auto, native, jaxlib, got 'mlir'"):

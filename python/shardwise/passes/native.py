@@ -61,32 +61,38 @@ def runs_natively(
     )
 
 
-def native_program(module: Module) -> NativeProgram | None:
+def native_program(module: Module, *, required: bool = False) -> NativeProgram | None:
     """``module`` as a Rust program: its ``native`` program while it is not built, else its
     Python ops written in the generic form with their locations and read by the native reader;
     ``None`` when the native reader cannot read that text (an op or type it has no grammar
-    for). Raises ``ProgramError`` (op and location) when the module does not verify."""
+    for), or, when ``required``, ``ProgramError`` with the reader's message. Raises
+    ``ProgramError`` (op and location) when the module does not verify."""
     program = module.native
     if program is not None:
         return program
     try:
         return NativeProgram.read(Writer(locations=True).module(module), "-")
-    except MlirReadError:
+    except MlirReadError as e:
+        if required:
+            raise ProgramError(
+                f"the native passes cannot run on this module: the native reader refuses it: {e}"
+            ) from None
         return None
     except MlirVerifyError as e:
         raise ProgramError(f"the module does not verify: {e.op_name} at {e.location}: {e.detail}") from None
 
 
-def run_native(module: Module, steps: list[str]) -> bool:
+def run_native(module: Module, steps: list[str], *, required: bool = False) -> bool:
     """Runs the native pass ``steps`` (``name`` or ``name{key=value ...}``, as
     ``NativeProgram.run`` takes them) on ``module`` in place (``Module.assign_native``); a
     built module is built again when next asked for, with the Python objects of the ops and
     values the passes kept (``importers.native.reuse_of``: ops the passes replaced are new
     objects, as Python passes would make them); ``False``, with the module unchanged, when the
-    native reader cannot read it (``native_program``). Raises ``ProgramError`` where a pass
-    does (op and location) or the result does not verify."""
+    native reader cannot read it (``native_program``; with ``required``, ``ProgramError``).
+    Raises ``ProgramError`` where a pass does (op and location) or the result does not
+    verify."""
     built = module.native is None
-    program = native_program(module)
+    program = native_program(module, required=required)
     if program is None:
         return False
     try:

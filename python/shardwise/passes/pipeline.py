@@ -485,12 +485,18 @@ def run_pipeline(module: Module, pipeline: str, *, timings: dict[str, float] | N
     with no_cyclic_gc():
         for segment in _segments(root.steps, bound):
             start = time.perf_counter()
-            if segment.native is not None and run_native(module, segment.native):
+            # Without a Python version of every pass, the native reader's refusal is the error.
+            required = any(PASSES[b.name].run is None for b in _flat(segment.python))
+            if segment.native is not None and run_native(module, segment.native, required=required):
                 if timings is not None:
                     name = "native(" + ",".join(segment.names) + ")"
                     timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
                 continue
             _run_python(module, segment.python, timings)
+
+
+def _flat(items: list[_Bound | tuple[str, list[_Bound]]]) -> list[_Bound]:
+    return [b for item in items for b in ([item] if isinstance(item, _Bound) else item[1])]
 
 
 def _run_python(

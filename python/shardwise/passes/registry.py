@@ -94,7 +94,7 @@ class PassInfo:
         written = {k.replace("_", "-"): option_text(v) for k, v in given.items()}
         if self.native and runs_natively(self.name, written):
             step = self.name + ("{" + " ".join(f"{k}={v}" for k, v in written.items()) + "}" if written else "")
-            if run_native(module, [step]):
+            if run_native(module, [step], required=self.run is None):
                 return
         self.run_python(module, opts)
 
