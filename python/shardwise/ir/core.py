@@ -89,13 +89,6 @@ class Module:
             raise ValueError("the module's Python ops are built: it has no native program to replace")
         return Module.from_native(program, self._build)
 
-    def set_native(self, program: NativeProgram) -> None:
-        """Makes ``program`` this module's content (``propagate(..., in_place=True)``). Raises
-        ``ValueError`` when this module's Python ops are built."""
-        if self._build is None:
-            raise ValueError("the module's Python ops are built: it has no native program to replace")
-        self._native, self._reuse = program, None
-
     def assign_native(self, program: NativeProgram, build: Callable[..., Op], reuse: object = None) -> None:
         """Makes ``program`` this module's content, built (by ``build``) when next asked for, as
         ``from_native``. ``reuse`` (``importers.native.Reuse``): the Python ops and values the

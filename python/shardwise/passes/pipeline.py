@@ -463,12 +463,13 @@ def run_pipeline(module: Module, pipeline: str, *, timings: dict[str, float] | N
     """Runs Shardy's pass ``pipeline`` (text, as ``mlir-opt --pass-pipeline`` takes it) on
     ``module`` in place.
 
-    Consecutive passes that run natively (``_native.native_passes()``, without a debugging
-    option and, with a rule registered by the user, not one of ``RULE_PASSES``) run as one
+    Consecutive passes that run natively (``passes.native.runs_natively``: a native pass
+    without a debugging option and, with a rule registered by the user, not one of
+    ``RULE_PASSES``; not a pass a user registered under a native pass's name) run as one
     ``NativeProgram.run`` (the GIL released) on the module's Rust program, read from its
     Python ops when they are built (``native_program``); the module then holds the result
-    (``Module.assign_native``: its Python ops are built again when asked for, and those taken
-    before no longer belong to it). The other passes run on the Python IR (``PASSES``). A
+    (``Module.assign_native``: its Python ops are built again when asked for, with the objects
+    of the ops and values the passes kept). The other passes run on the Python IR. A
     function pass written at module level runs on every function. ``timings``, when given,
     receives the wall time of each pass or native run of passes in seconds (summed over
     repeats), for profiles such as ``benches/bench_propagate.py``. A Python pass that would
