@@ -6,7 +6,6 @@ from typing import Any, TypeAlias, final
 
 __version__: str
 __all__ = [
-    "AllReducePlan",
     "BuiltinRule",
     "CandidateBatch",
     "ConversionError",
@@ -21,7 +20,6 @@ __all__ = [
     "MlirVerifyError",
     "NativeCandidates",
     "NativeProgram",
-    "OpReshards",
     "ProgramFacts",
     "ProgramTables",
     "ProgramWalk",
@@ -31,9 +29,7 @@ __all__ = [
     "ShardingError",
     "ShardingParseError",
     "ShardwiseError",
-    "UnreducedCollectives",
     "__version__",
-    "all_reduce_to_replicated",
     "axes_set_diff",
     "axes_sort_and_merge",
     "axes_sorted",
@@ -44,7 +40,6 @@ __all__ = [
     "collective_cost",
     "custom_call_target",
     "einsum_check",
-    "explicit_reshards_plan",
     "factor_symbol",
     "from_hlo_sharding",
     "from_mindspore_layout",
@@ -91,7 +86,6 @@ __all__ = [
     "sharding_validate",
     "to_hlo_sharding",
     "to_mindspore_layout",
-    "unreduced_collectives",
     "walk_program",
 ]
 
@@ -502,54 +496,7 @@ def collective_cost(
     kind: str, mesh: _MeshW, axes: list[_AxisW], local_bytes: float, model: _CostModelW
 ) -> tuple[float, float]: ...
 
-# sdy-insert-explicit-reshards (rust/src/py/reshards.rs)
-@final
-class OpReshards:
-    @property
-    def operands(self) -> list[_ShardingW | None]: ...
-    @property
-    def results(self) -> list[_ShardingW | None]: ...
-    @property
-    def all_reduce_axes(self) -> list[_AxisW]: ...
-
-@final
-class AllReducePlan:
-    @property
-    def axes(self) -> list[_AxisW]: ...
-    @property
-    def sharding(self) -> _ShardingW: ...
-
-@final
-class UnreducedCollectives:
-    @property
-    def reshard(self) -> _ShardingW | None: ...
-    @property
-    def replicated_to_unreduced_axes(self) -> list[_AxisW]: ...
-    @property
-    def replicated_to_unreduced(self) -> _ShardingW | None: ...
-    @property
-    def sharded_to_unreduced_axes(self) -> list[list[_AxisW]]: ...
-    @property
-    def sharded_to_unreduced(self) -> _ShardingW | None: ...
-
-def explicit_reshards_plan(
-    *,
-    rule: _RuleW,
-    operands: list[_ShardingW | None],
-    results: list[_ShardingW | None],
-    mesh_name: str,
-    mesh: _MeshW,
-    sizes: list[int],
-    other_device_order: list[bool],
-    version: str,
-    is_reshape: bool,
-    direct_operands: list[_ShardingW | None] | None = None,
-    direct_other_device_order: list[bool] | None = None,
-) -> OpReshards: ...
-def all_reduce_to_replicated(
-    source: _ShardingW, target_unreduced: list[_AxisW], mesh: _MeshW
-) -> AllReducePlan | None: ...
-def unreduced_collectives(input: _ShardingW, output: _ShardingW, mesh: _MeshW) -> UnreducedCollectives | None: ...
+# axis lists (rust/src/py/axes.rs)
 def axes_set_diff(a: list[_AxisW], b: list[_AxisW], mesh: _MeshW) -> list[_AxisW]: ...
 def axes_sort_and_merge(a: list[_AxisW], mesh: _MeshW) -> list[_AxisW]: ...
 

@@ -406,7 +406,7 @@ def test_pipeline_errors(pipeline: str, message: str) -> None:
     assert module.to_mlir() == before  # nothing ran
 
 
-@pytest.mark.parametrize("first", ["shardwise.passes", "shardwise.propagation", "shardwise.passes.explicit_reshards"])
+@pytest.mark.parametrize("first", ["shardwise.passes", "shardwise.propagation", "shardwise.passes.constraints"])
 def test_propagation_passes_are_registered_on_import(first: str) -> None:
     """Importing ``shardwise.passes`` registers the four propagation passes, whichever module
     is imported first (``shardwise.passes`` imports ``shardwise.propagation``): no import

@@ -6,11 +6,11 @@
 ``sdy-export-pipeline`` and ``sdy-propagation-pipeline``. Every pass runs natively
 (``rust/src/transforms/``, one Rust file per Shardy pass, compared with jaxlib's Shardy pass by
 pass on the conformance corpus), consecutive native passes as one call with the GIL released
-(``native``). A few passes have a Python version too, for what the native ones do not do yet:
-the propagation passes and ``sdy-apply-sharding-constraints`` with the propagation debugging
-options, the passes that read sharding rules while the user has a rule registered
-(``propagation_passes``, ``constraints``, ``explicit_reshards``). Users may register passes
-of their own (``register_pass``).
+(``native``); the rules users register are set on the ops before a pass that reads rules
+runs. The propagation passes and ``sdy-apply-sharding-constraints`` have a Python version too,
+for the propagation debugging records, which the native ones do not write yet
+(``propagation_passes``, ``constraints``). Users may register passes of their own
+(``register_pass``).
 
 Modules: ``registry`` (``PASSES``, ``register_pass``), ``shardy_passes`` (the passes that run
 only natively), ``native`` (when and how a step runs natively), ``pipeline`` (parsing and
@@ -20,7 +20,6 @@ running pipelines) and the Python versions above.
 from shardwise.errors import PassWarning
 from shardwise.passes import (  # noqa: F401  (importing a module registers its passes)
     constraints,
-    explicit_reshards,
     propagation_passes,
     shardy_passes,
 )

@@ -1,8 +1,8 @@
 """``sdy-apply-sharding-constraints`` on the Python IR (Shardy's
 ``transforms/import/apply_sharding_constraints.cc``), for what the native pass does not do yet:
 the propagation debugging records (``debug-sharding-origins``,
-``debug-propagation-edge-sharding``) and the rules users register (it sets each op's
-``sdy.sharding_rule``). Otherwise the pass runs natively (``shardwise.passes.native``)."""
+``debug-propagation-edge-sharding``). Otherwise the pass runs natively
+(``shardwise.passes.native``)."""
 
 from __future__ import annotations
 

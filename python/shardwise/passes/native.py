@@ -3,10 +3,13 @@ module: its Rust program while it is not built, else one read from its Python op
 
 ``runs_natively(name, options)`` says whether a pass step runs natively: a native pass
 (``_native.native_pass_options()``) given only options it takes, without a debugging option of
-propagation (``NOT_NATIVE_OPTIONS``: those records are written on the Python IR), and, while the
-user has a sharding rule registered (``shardwise.rules.register_rule``), not one of the passes
-that read rules (``RULE_PASSES``: the native passes do not see Python rules). ``run_native``
-runs native steps on a module in place.
+propagation (``NOT_NATIVE_OPTIONS``: those records are written on the Python IR). ``run_native``
+runs native steps on a module in place. The native passes do not call Python: before a pass
+that reads sharding rules (``RULE_PASSES``) runs while the user has a rule registered
+(``shardwise.rules.register_rule``, ``register_op_rule``), ``set_user_rules`` gives every op
+the user's rule applies to that rule as an attribute (``USER_RULE``, read after the op's own
+``sdy.sharding_rule`` and before the builtin registry), and the native
+``shardwise-drop-user-rules`` removes them afterwards.
 """
 
 from __future__ import annotations
@@ -19,16 +22,26 @@ from shardwise.errors import ProgramError
 from shardwise.importers.native import build_op, reuse_of
 from shardwise.ir.core import Module
 from shardwise.ir.printer import Writer
-from shardwise.rules.registry import has_user_rules
+from shardwise.rules.from_ir import RuleCache
+from shardwise.rules.registry import has_user_rule
 
-__all__ = ["NOT_NATIVE_OPTIONS", "RULE_PASSES", "native_program", "run_native", "runs_natively"]
+__all__ = [
+    "DROP_USER_RULES",
+    "NOT_NATIVE_OPTIONS",
+    "RULE_PASSES",
+    "USER_RULE",
+    "native_program",
+    "run_native",
+    "runs_natively",
+    "set_user_rules",
+]
 
 #: Pass options the native passes do not implement yet (the debugging records of
 #: propagation): a step that sets one to anything but false is not native.
 NOT_NATIVE_OPTIONS = frozenset({"debug-sharding-origins", "debug-propagation-edge-sharding"})
 
 #: Passes whose result depends on the sharding rules of ops: with a rule registered by the
-#: user, which the native passes do not see, they run on the Python IR.
+#: user, the user's rules are set on the ops before they run (``set_user_rules``).
 RULE_PASSES = frozenset(
     {
         "sdy-basic-propagate",
@@ -42,19 +55,18 @@ RULE_PASSES = frozenset(
 )
 
 
-def runs_natively(
-    name: str,
-    options: Mapping[str, str],
-    native: Mapping[str, Sequence[str]] | None = None,
-    user_rules: bool | None = None,
-) -> bool:
+#: The attribute of an op holding the rule a user registered for it (``set_user_rules``;
+#: ``rust/src/transforms/propagation/freeze.rs``'s ``USER_RULE``).
+USER_RULE = "shardwise.user_rule"
+#: The native step that removes ``USER_RULE`` from every op.
+DROP_USER_RULES = "shardwise-drop-user-rules"
+
+
+def runs_natively(name: str, options: Mapping[str, str], native: Mapping[str, Sequence[str]] | None = None) -> bool:
     """Whether pass ``name`` with ``options`` (as written: name -> text) runs natively.
-    ``native`` (``_native.native_pass_options()``) and ``user_rules`` (``has_user_rules()``)
-    are read when not given."""
+    ``native`` (``_native.native_pass_options()``) is read when not given."""
     takes = (_native.native_pass_options() if native is None else native).get(name)
     if takes is None:
-        return False
-    if (has_user_rules() if user_rules is None else user_rules) and name in RULE_PASSES:
         return False
     return all(k.replace("_", "-") in takes for k in options) and not any(
         k.replace("_", "-") in NOT_NATIVE_OPTIONS and v.lower() not in ("false", "0") for k, v in options.items()
@@ -80,6 +92,22 @@ def native_program(module: Module, *, required: bool = False) -> NativeProgram |
         return None
     except MlirVerifyError as e:
         raise ProgramError(f"the module does not verify: {e.op_name} at {e.location}: {e.detail}") from None
+
+
+def set_user_rules(module: Module, conservative: bool) -> None:
+    """Gives every op of ``module`` that a rule registered by the user applies to
+    (``shardwise.rules.registry.has_user_rule``) and that has no ``sdy.sharding_rule`` of its
+    own the rule as ``USER_RULE`` (``"none"`` where the user's function gives none), computed
+    on the module as it is (``RuleCache``, with ``conservative`` as the pass that reads it);
+    builds the module. Raises what the user's rule raises."""
+    cache = RuleCache(module, conservative=conservative)
+    for op in module.walk():
+        own = op.attributes.get("sdy.sharding_rule")
+        if own is not None and own.lstrip().startswith("#sdy.op_sharding_rule"):
+            continue
+        if has_user_rule(op.name, op.attributes):
+            rule = cache.rule(op)
+            op.attributes[USER_RULE] = '"none"' if rule is None else str(rule)
 
 
 def run_native(module: Module, steps: list[str], *, required: bool = False) -> bool:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from shardwise import _native
 from shardwise.ir.core import Module
 from shardwise.ir.gc import no_cyclic_gc
-from shardwise.passes.native import run_native, runs_natively
+from shardwise.passes.native import DROP_USER_RULES, RULE_PASSES, run_native, runs_natively, set_user_rules
 from shardwise.passes.registry import PASSES, UNSUPPORTED, OptionValue, PipelineError
 from shardwise.rules.registry import has_user_rules
 
@@ -345,7 +345,7 @@ def native_steps(pipeline: str, native: Mapping[str, Sequence[str]]) -> list[str
             if isinstance(s, Nested):
                 if s.anchor not in ("builtin.module", "func.func") or not flatten(s.steps):  # noqa: F821
                     return False
-            elif _native_step(s, native, user_rules=False):
+            elif _native_step(s, native):
                 out.append(str(s))
             else:
                 return False
@@ -415,21 +415,25 @@ class _OpNames:
             self.names |= adds
 
 
-def _native_step(step: PassStep, native: Mapping[str, Sequence[str]], user_rules: bool) -> bool:
+def _native_step(step: PassStep, native: Mapping[str, Sequence[str]]) -> bool:
     """Whether ``step`` runs natively: its registration stands for the native pass
     (``PassInfo.native``; not a pass a user registered under that name) and ``runs_natively``."""
     info = PASSES.get(step.name)
-    return info is not None and info.native and runs_natively(step.name, step.options, native, user_rules)
+    return info is not None and info.native and runs_natively(step.name, step.options, native)
 
 
 @dataclass
 class _Segment:
     """Consecutive steps of a pipeline that run together: natively (``native``: the steps as
-    ``NativeProgram.run`` takes them) or on the Python IR (``python``: bound steps)."""
+    ``NativeProgram.run`` takes them) or on the Python IR (``python``: bound steps).
+    ``user_rules``: the users' rules are set on the ops first (``set_user_rules``, with this
+    ``conservative`` flag), a native segment starting with a pass that reads rules while the
+    user has a rule registered."""
 
     native: list[str] | None
     python: list[_Bound | tuple[str, list[_Bound]]]
     names: list[str]
+    user_rules: bool | None = None
 
 
 def _segments(steps: list[Step], bound: list[_Bound | tuple[str, list[_Bound]]]) -> list[_Segment]:
@@ -442,12 +446,22 @@ def _segments(steps: list[Step], bound: list[_Bound | tuple[str, list[_Bound]]])
     for step, item in zip(steps, bound, strict=True):
         if isinstance(step, Nested):
             inner = [s for s in step.steps if isinstance(s, PassStep)]
-            is_native = all(_native_step(s, native, user_rules) for s in inner)
+            is_native = all(_native_step(s, native) for s in inner)
             texts = [str(s) for s in inner]
             name = f"{step.anchor}(" + ",".join(s.name for s in inner) + ")"
         else:
-            is_native = _native_step(step, native, user_rules)
+            inner = [step]
+            is_native = _native_step(step, native)
             texts, name = [str(step)], step.name
+        # The users' rules are set on the ops right before each pass that reads rules (they
+        # may read the program around the op as that pass sees it).
+        reads_rules = user_rules and is_native and any(s.name in RULE_PASSES for s in inner)
+        if reads_rules:
+            conservative = any(
+                s.options.get("conservative-propagation", "false").lower() in ("true", "1") for s in inner
+            )
+            out.append(_Segment(texts, [item], [name], conservative))
+            continue
         last = out[-1] if out else None
         if last is not None and (last.native is not None) == is_native:
             if last.native is not None:
@@ -488,7 +502,11 @@ def run_pipeline(module: Module, pipeline: str, *, timings: dict[str, float] | N
             start = time.perf_counter()
             # Without a Python version of every pass, the native reader's refusal is the error.
             required = any(PASSES[b.name].run is None for b in _flat(segment.python))
-            if segment.native is not None and run_native(module, segment.native, required=required):
+            steps = segment.native
+            if steps is not None and segment.user_rules is not None:
+                set_user_rules(module, segment.user_rules)
+                steps = [*steps, DROP_USER_RULES]
+            if steps is not None and run_native(module, steps, required=required):
                 if timings is not None:
                     name = "native(" + ",".join(segment.names) + ")"
                     timings[name] = timings.get(name, 0.0) + time.perf_counter() - start

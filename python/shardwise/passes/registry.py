@@ -18,7 +18,8 @@ from typing import Literal
 
 from shardwise.errors import PipelineError
 from shardwise.ir.core import Func, Module
-from shardwise.passes.native import run_native, runs_natively
+from shardwise.passes.native import DROP_USER_RULES, RULE_PASSES, USER_RULE, run_native, runs_natively, set_user_rules
+from shardwise.rules.registry import has_user_rules
 
 __all__ = [
     "PASSES",
@@ -93,9 +94,14 @@ class PassInfo:
         opts = self.resolve(given)
         written = {k.replace("_", "-"): option_text(v) for k, v in given.items()}
         if self.native and runs_natively(self.name, written):
-            step = self.name + ("{" + " ".join(f"{k}={v}" for k, v in written.items()) + "}" if written else "")
-            if run_native(module, [step], required=self.run is None):
+            steps = [self.name + ("{" + " ".join(f"{k}={v}" for k, v in written.items()) + "}" if written else "")]
+            if self.name in RULE_PASSES and has_user_rules():
+                set_user_rules(module, bool(opts.get("conservative-propagation", False)))
+                steps.append(DROP_USER_RULES)
+            if run_native(module, steps, required=self.run is None):
                 return
+            for op in module.walk():  # the native reader refused the module: as it was
+                op.attributes.pop(USER_RULE, None)
         self.run_python(module, opts)
 
     def run_python(self, module: Module, options: Mapping[str, OptionValue]) -> None:

@@ -3,9 +3,8 @@ pass, each naming the Shardy source it follows), declared in ``PASSES`` with the
 options and defaults, so that pipelines and ``PASSES[name](module)`` check them as they check
 every pass. Running one runs the Rust pass on the module's Rust program
 (``shardwise.passes.native``). The passes with a Python version too (``register_pass``: the
-passes that read sharding rules, which run on the Python IR while the user has a rule
-registered, and ``sdy-apply-sharding-constraints`` with the propagation debugging options)
-are registered by their modules.
+propagation passes and ``sdy-apply-sharding-constraints``, for the propagation debugging
+options) are registered by their modules.
 """
 
 from __future__ import annotations
@@ -26,6 +25,23 @@ class _Native(NamedTuple):
 
 #: The passes that run only natively.
 NATIVE_ONLY: tuple[_Native, ...] = (
+    _Native(
+        "sdy-insert-explicit-reshards",
+        "func.func",
+        {"enable-full-version": False},
+        (
+            "Makes the ops of each function agree with their shardings: all-reduces where unreduced axes"
+            " become replicated, reshards of call operands to the callee's argument shardings, the reshard"
+            " that makes a dot compatible and, with the full version, reshards to the common factor"
+            " shardings of every op with a sharding rule (decisions in ``rust/src/export/``)."
+        ),
+    ),
+    _Native(
+        "sdy-populate-op-sharding-rules",
+        "func.func",
+        {"conservative-propagation": False},
+        "Gives every op that has a sharding rule and none yet its ``sdy.sharding_rule``.",
+    ),
     _Native(
         "sdy-explicit-gather-scatter-batching",
         "func.func",

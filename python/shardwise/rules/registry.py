@@ -35,6 +35,7 @@ __all__ = [
     "RuleFunction",
     "builtin_custom_call_targets",
     "builtin_op_names",
+    "has_user_rule",
     "has_user_rules",
     "register_op_rule",
     "register_rule",
@@ -247,6 +248,16 @@ def unregister_op_rule(op_name: str) -> bool:
 def user_op_names() -> set[str]:
     """The op names a rule function is registered for (``register_op_rule``)."""
     return set(_USER_OPS)
+
+
+def has_user_rule(op_name: str, attributes: dict[str, str]) -> bool:
+    """A rule the user registered applies to an op named ``op_name`` with ``attributes``
+    (``register_op_rule`` for the name, or ``register_rule`` for a custom call's target)."""
+    if op_name in _USER_OPS:
+        return True
+    if op_name == _CUSTOM_CALL and _USER_TARGETS:
+        return _native.custom_call_target(op_name, list(attributes.items())) in _USER_TARGETS
+    return False
 
 
 def has_user_rules() -> bool:

@@ -1,6 +1,7 @@
 //! PyO3 bindings: the private module `shardwise._native`. Only argument conversion and error
 //! mapping live here; every rule is in the core modules.
 
+mod axes;
 mod candidates;
 mod errors;
 mod graph;
@@ -8,7 +9,7 @@ mod mlir;
 mod propagation;
 mod redistribution;
 mod registry;
-mod reshards;
+
 mod rule;
 mod search;
 mod walk;
@@ -289,7 +290,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     walk::register(m)?;
     propagation::register(m)?;
     redistribution::register(m)?;
-    reshards::register(m)?;
+    axes::register(m)?;
     search::register(m)?;
     m.add_function(wrap_pyfunction!(mesh_new, m)?)?;
     m.add_function(wrap_pyfunction!(mesh_parse, m)?)?;

@@ -116,6 +116,8 @@ pub const PASSES: &[(&str, Pass, &[&str])] = &[
         propagation::populate_op_sharding_rules::run,
         propagation::populate_op_sharding_rules::OPTIONS,
     ),
+    // shardwise's own: removes the rules of users' rule functions set for the passes above.
+    ("shardwise-drop-user-rules", propagation::drop_user_rules::run, &[]),
     // MLIR's canonicalizer with Shardy's collective patterns.
     ("canonicalize", canonicalize::run, canonicalize::OPTIONS),
 ];

@@ -7,7 +7,7 @@
 //! unreduced result). This file walks the program and inserts the ops.
 
 use super::super::common::{callee_name, func_arg_shardings, meshes, post_order_of, resolve_mesh};
-use super::super::propagation::freeze::{registry_rule, top_funcs, Context};
+use super::super::propagation::freeze::{registry_rule, top_funcs, user_rule, Context, UserRule};
 use super::super::PassContext;
 use crate::axis::AxisRef;
 use crate::error::{Error, Result};
@@ -441,6 +441,11 @@ impl Reshards<'_> {
             let rule = parse_rule(p.strings.get(text)).map_err(|e| e.context(p.op_where(op)))?;
             self.rules.insert(text, rule.clone());
             return Ok(Some(rule));
+        }
+        match user_rule(p, op)? {
+            UserRule::Rule(rule) => return Ok(Some(rule)),
+            UserRule::NoRule => return Ok(None),
+            UserRule::NotGiven => {}
         }
         match registry_rule(p, op, false, &mut self.context)?.0 {
             Builtin::Rule(r) => Ok(Some(r)),

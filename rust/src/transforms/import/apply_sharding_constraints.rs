@@ -16,6 +16,7 @@ use crate::rules::{builtin_rule, Builtin, OpDesc, CONTEXT_OPS};
 use crate::sharding::TensorSharding;
 use crate::text::{parse_sharding_per_value, print_sharding};
 use crate::transforms::common::post_order_of;
+use crate::transforms::propagation::freeze::{user_rule, UserRule};
 use crate::transforms::PassContext;
 
 const SHARDING_CONSTRAINT: &str = "sdy.sharding_constraint";
@@ -154,9 +155,16 @@ impl Apply {
             }
             return Ok(());
         }
-        if p.attr(op, "sdy.sharding_rule").is_none() && !CONTEXT_OPS.contains(&p.op_name(op)) {
-            if let Builtin::Rule(rule) = builtin_rule(&OpDesc::of(p, op), false)? {
-                p.set_attr(op, "sdy.sharding_rule", &print_rule(&rule));
+        if p.attr(op, "sdy.sharding_rule").is_none() {
+            match user_rule(p, op)? {
+                UserRule::Rule(rule) => p.set_attr(op, "sdy.sharding_rule", &print_rule(&rule)),
+                UserRule::NoRule => {}
+                UserRule::NotGiven if CONTEXT_OPS.contains(&p.op_name(op)) => {}
+                UserRule::NotGiven => {
+                    if let Builtin::Rule(rule) = builtin_rule(&OpDesc::of(p, op), false)? {
+                        p.set_attr(op, "sdy.sharding_rule", &print_rule(&rule));
+                    }
+                }
             }
         }
         self.values.set_sharding(p, &self.uses, value, s)

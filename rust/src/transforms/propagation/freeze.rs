@@ -209,6 +209,17 @@ pub(crate) fn op_rules(
                 continue;
             }
         }
+        match user_rule(p, op)? {
+            UserRule::Rule(rule) => {
+                op_rule.push(store(rule));
+                continue;
+            }
+            UserRule::NoRule => {
+                op_rule.push(NONE);
+                continue;
+            }
+            UserRule::NotGiven => {}
+        }
         let name = p.op_name(op);
         let is_context = rules::CONTEXT_OPS.contains(&name);
         let key = (!is_context).then(|| {
@@ -247,6 +258,31 @@ pub(crate) fn op_rules(
     unknown.sort_by_key(|(class, _)| *class);
     cx.warnings.extend(unknown.into_iter().map(|(_, m)| (WarningKind::UnknownOp, m)));
     Ok((rules, op_rule))
+}
+
+/// The attribute holding the rule a user registered for an op (`shardwise.rules.
+/// register_rule` / `register_op_rule`), set by the Python side before native passes that
+/// read rules run (`shardwise.passes.native`) and removed after them
+/// (`shardwise-drop-user-rules`): an op sharding rule, or `"none"` where the user's rule gives
+/// none. It comes after the op's own `sdy.sharding_rule` and before the builtin registry.
+pub const USER_RULE: &str = "shardwise.user_rule";
+
+/// What [`USER_RULE`] says of an op.
+pub enum UserRule {
+    Rule(OpShardingRule),
+    NoRule,
+    NotGiven,
+}
+
+/// The user's rule of `op` ([`USER_RULE`]). Errors for a rule text that does not parse.
+pub fn user_rule(p: &Program, op: u32) -> Result<UserRule> {
+    match p.attr(op, USER_RULE) {
+        None => Ok(UserRule::NotGiven),
+        Some(text) if text.trim_start().starts_with("#sdy.op_sharding_rule") => {
+            Ok(UserRule::Rule(parse_rule(text).map_err(|e| e.context(p.op_where(op)))?))
+        }
+        Some(_) => Ok(UserRule::NoRule),
+    }
 }
 
 /// The rule the builtin registry gives op `op` (its `sdy.sharding_rule` attribute not read),

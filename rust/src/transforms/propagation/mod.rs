@@ -10,6 +10,7 @@
 //! given one refuses the program (the Python pass writes them).
 
 pub mod candidates;
+pub mod drop_user_rules;
 pub mod freeze;
 pub mod populate_op_sharding_rules;
 pub mod write_back;
