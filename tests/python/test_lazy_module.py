@@ -274,3 +274,43 @@ def test_native_passes_on_a_built_module_keep_the_python_objects_of_what_they_ke
     run_pipeline(m2, "builtin.module(sdy-constant-or-scalar-splitter)")
     new = m2.func("main").body.ops[0]
     assert new.name == "sdy.constant" and new is not const
+
+
+_KERNEL = """
+module {
+  sdy.mesh @m = <["x"=2, "y"=2]>
+  func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@m, [{"x"}, {}]>}) -> tensor<8x8xf32> {
+    %0 = stablehlo.custom_call @my_kernel(%arg0) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+    %1 = stablehlo.negate %0 : tensor<8x8xf32>
+    return %1 : tensor<8x8xf32>
+  }
+}"""
+
+
+def test_a_users_rule_reaches_the_native_passes_and_leaves_no_attribute() -> None:
+    """A rule registered for a custom call is set on the op for the native passes that read
+    rules (``shardwise.user_rule``) and removed after them: propagation goes through the
+    kernel as the rule says, ``sdy-populate-op-sharding-rules`` writes it, and no
+    ``shardwise.user_rule`` is left, on a native and on a built module alike."""
+    from shardwise.passes import PASSES
+    from shardwise.rules import register_rule, unregister_rule
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        without = sw.propagate(load_mlir(_KERNEL)).to_mlir()
+    register_rule("my_kernel", "i j -> i j")
+    try:
+        native = sw.propagate(load_mlir(_KERNEL)).to_mlir()
+        built = load_mlir(_KERNEL)
+        built.op  # noqa: B018
+        sw.propagate(built, in_place=True)
+        populated = load_mlir(_KERNEL)
+        PASSES["sdy-populate-op-sharding-rules"](populated)
+        populated_text = populated.to_mlir()
+    finally:
+        unregister_rule("my_kernel")
+    kernel = next(line for line in native.splitlines() if "@my_kernel" in line)
+    assert '<@m, [{"x"}, {}]>' in kernel and kernel not in without
+    assert built.to_mlir() == native
+    assert "shardwise.user_rule" not in native + populated_text
+    assert "custom>" in next(line for line in populated_text.splitlines() if "@my_kernel" in line)
