@@ -30,6 +30,7 @@ __all__ = [
     "NOT_NATIVE_OPTIONS",
     "RULE_PASSES",
     "USER_RULE",
+    "drop_user_rules",
     "native_program",
     "run_native",
     "runs_natively",
@@ -108,6 +109,13 @@ def set_user_rules(module: Module, conservative: bool) -> None:
         if has_user_rule(op.name, op.attributes):
             rule = cache.rule(op)
             op.attributes[USER_RULE] = '"none"' if rule is None else str(rule)
+
+
+def drop_user_rules(module: Module) -> None:
+    """Removes ``USER_RULE`` from every op of built ``module`` (``set_user_rules`` undone, when
+    the native passes did not run after all)."""
+    for op in module.walk():
+        op.attributes.pop(USER_RULE, None)
 
 
 def run_native(module: Module, steps: list[str], *, required: bool = False) -> bool:

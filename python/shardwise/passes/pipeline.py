@@ -21,7 +21,14 @@ from dataclasses import dataclass, field
 from shardwise import _native
 from shardwise.ir.core import Module
 from shardwise.ir.gc import no_cyclic_gc
-from shardwise.passes.native import DROP_USER_RULES, RULE_PASSES, run_native, runs_natively, set_user_rules
+from shardwise.passes.native import (
+    DROP_USER_RULES,
+    RULE_PASSES,
+    drop_user_rules,
+    run_native,
+    runs_natively,
+    set_user_rules,
+)
 from shardwise.passes.registry import PASSES, UNSUPPORTED, OptionValue, PipelineError
 from shardwise.rules.registry import has_user_rules
 
@@ -511,6 +518,8 @@ def run_pipeline(module: Module, pipeline: str, *, timings: dict[str, float] | N
                     name = "native(" + ",".join(segment.names) + ")"
                     timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
                 continue
+            if segment.user_rules is not None:  # the native reader refused the module
+                drop_user_rules(module)
             _run_python(module, segment.python, timings)
 
 

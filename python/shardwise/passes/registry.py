@@ -18,7 +18,14 @@ from typing import Literal
 
 from shardwise.errors import PipelineError
 from shardwise.ir.core import Func, Module
-from shardwise.passes.native import DROP_USER_RULES, RULE_PASSES, USER_RULE, run_native, runs_natively, set_user_rules
+from shardwise.passes.native import (
+    DROP_USER_RULES,
+    RULE_PASSES,
+    drop_user_rules,
+    run_native,
+    runs_natively,
+    set_user_rules,
+)
 from shardwise.rules.registry import has_user_rules
 
 __all__ = [
@@ -100,8 +107,8 @@ class PassInfo:
                 steps.append(DROP_USER_RULES)
             if run_native(module, steps, required=self.run is None):
                 return
-            for op in module.walk():  # the native reader refused the module: as it was
-                op.attributes.pop(USER_RULE, None)
+            if len(steps) > 1:  # the native reader refused the module: as it was
+                drop_user_rules(module)
         self.run_python(module, opts)
 
     def run_python(self, module: Module, options: Mapping[str, OptionValue]) -> None:
