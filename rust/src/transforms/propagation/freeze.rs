@@ -179,7 +179,7 @@ enum Found {
 }
 
 /// Each op's rule, as `rule_for` gives it: the op's own `sdy.sharding_rule` first, then the
-/// builtin registry. Ops whose rule reads only the op are looked up once per signature (name,
+/// rule a user registered ([`USER_RULE`]), then the builtin registry. Ops whose rule reads only the op are looked up once per signature (name,
 /// attributes, operand and result types); identical rules are stored once.
 pub(crate) fn op_rules(
     p: &Program,
