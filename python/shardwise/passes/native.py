@@ -118,18 +118,30 @@ def drop_user_rules(module: Module) -> None:
         op.attributes.pop(USER_RULE, None)
 
 
-def run_native(module: Module, steps: list[str], *, required: bool = False) -> bool:
+def run_native(module: Module, steps: list[str], *, required: bool = False, user_rules: bool | None = None) -> bool:
     """Runs the native pass ``steps`` (``name`` or ``name{key=value ...}``, as
     ``NativeProgram.run`` takes them) on ``module`` in place (``Module.assign_native``); a
     built module is built again when next asked for, with the Python objects of the ops and
     values the passes kept (``importers.native.reuse_of``: ops the passes replaced are new
     objects, as Python passes would make them); ``False``, with the module unchanged, when the
     native reader cannot read it (``native_program``; with ``required``, ``ProgramError``).
-    Raises ``ProgramError`` where a pass does (op and location) or the result does not
-    verify."""
+    ``user_rules`` (not ``None``): the users' rules are set first (``set_user_rules``, with
+    that ``conservative`` flag) and dropped after the steps, or at once when the reader
+    refuses the module. Raises ``ProgramError`` where a pass does (op and location) or the
+    result does not verify."""
+    if user_rules is not None:
+        set_user_rules(module, user_rules)
+        steps = [*steps, DROP_USER_RULES]
     built = module.native is None
-    program = native_program(module, required=required)
+    try:
+        program = native_program(module, required=required)
+    except ProgramError:
+        if user_rules is not None:
+            drop_user_rules(module)
+        raise
     if program is None:
+        if user_rules is not None:
+            drop_user_rules(module)
         return False
     try:
         out = program.run(steps)

@@ -21,14 +21,7 @@ from dataclasses import dataclass, field
 from shardwise import _native
 from shardwise.ir.core import Module
 from shardwise.ir.gc import no_cyclic_gc
-from shardwise.passes.native import (
-    DROP_USER_RULES,
-    RULE_PASSES,
-    drop_user_rules,
-    run_native,
-    runs_natively,
-    set_user_rules,
-)
+from shardwise.passes.native import RULE_PASSES, run_native, runs_natively
 from shardwise.passes.registry import PASSES, UNSUPPORTED, OptionValue, PipelineError
 from shardwise.rules.registry import has_user_rules
 
@@ -509,17 +502,12 @@ def run_pipeline(module: Module, pipeline: str, *, timings: dict[str, float] | N
             start = time.perf_counter()
             # Without a Python version of every pass, the native reader's refusal is the error.
             required = any(PASSES[b.name].run is None for b in _flat(segment.python))
-            steps = segment.native
-            if steps is not None and segment.user_rules is not None:
-                set_user_rules(module, segment.user_rules)
-                steps = [*steps, DROP_USER_RULES]
-            if steps is not None and run_native(module, steps, required=required):
+            native = segment.native
+            if native is not None and run_native(module, native, required=required, user_rules=segment.user_rules):
                 if timings is not None:
                     name = "native(" + ",".join(segment.names) + ")"
                     timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
                 continue
-            if segment.user_rules is not None:  # the native reader refused the module
-                drop_user_rules(module)
             _run_python(module, segment.python, timings)
 
 

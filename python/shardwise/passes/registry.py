@@ -18,14 +18,7 @@ from typing import Literal
 
 from shardwise.errors import PipelineError
 from shardwise.ir.core import Func, Module
-from shardwise.passes.native import (
-    DROP_USER_RULES,
-    RULE_PASSES,
-    drop_user_rules,
-    run_native,
-    runs_natively,
-    set_user_rules,
-)
+from shardwise.passes.native import RULE_PASSES, run_native, runs_natively
 from shardwise.rules.registry import has_user_rules
 
 __all__ = [
@@ -101,14 +94,11 @@ class PassInfo:
         opts = self.resolve(given)
         written = {k.replace("_", "-"): option_text(v) for k, v in given.items()}
         if self.native and runs_natively(self.name, written):
-            steps = [self.name + ("{" + " ".join(f"{k}={v}" for k, v in written.items()) + "}" if written else "")]
-            if self.name in RULE_PASSES and has_user_rules():
-                set_user_rules(module, bool(opts.get("conservative-propagation", False)))
-                steps.append(DROP_USER_RULES)
-            if run_native(module, steps, required=self.run is None):
+            step = self.name + ("{" + " ".join(f"{k}={v}" for k, v in written.items()) + "}" if written else "")
+            reads_rules = self.name in RULE_PASSES and has_user_rules()
+            conservative = bool(opts.get("conservative-propagation", False)) if reads_rules else None
+            if run_native(module, [step], required=self.run is None, user_rules=conservative):
                 return
-            if len(steps) > 1:  # the native reader refused the module: as it was
-                drop_user_rules(module)
         self.run_python(module, opts)
 
     def run_python(self, module: Module, options: Mapping[str, OptionValue]) -> None:
