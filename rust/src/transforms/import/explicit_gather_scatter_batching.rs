@@ -48,7 +48,7 @@ pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
                 match p.op_name(op) {
                     "stablehlo.gather" => b.batch(p, op, "dimension_numbers", "gather", &GATHER_FIELDS, 1),
                     "stablehlo.scatter" => {
-                        let n = (p.op_operands(op).len() - 1) / 2;
+                        let n = p.op_operands(op).len().saturating_sub(1) / 2;
                         b.batch(p, op, "scatter_dimension_numbers", "scatter", &SCATTER_FIELDS, n)
                     }
                     _ => {}
@@ -85,7 +85,10 @@ impl Batcher {
         if !get(&dims, batching_f).is_empty() {
             return;
         }
-        let (data, indices) = (p.op_operands(op)[0], p.op_operands(op)[indices_index]);
+        // The verifier checks the arities; an op without its operands is left alone anyway.
+        let (Some(&data), Some(&indices)) = (p.op_operands(op).first(), p.op_operands(op).get(indices_index)) else {
+            return;
+        };
         let shape = |v: u32| types::tensor_shape(p.strings.get(p.value_types[v as usize]));
         let (Some(dt), Some(it)) = (shape(data), shape(indices)) else { return };
         if dt.is_empty() || it.is_empty() {
