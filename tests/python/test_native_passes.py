@@ -311,15 +311,15 @@ def test_native_propagation_warns_with_the_python_categories_and_inserts_group_c
     assert "sdy.sharding_rule = #sdy.op_sharding_rule<([i, j], [i, j])->([i, j])" in native
 
 
-def test_native_propagation_options_are_checked_and_debug_records_are_refused() -> None:
+def test_native_propagation_options_are_checked() -> None:
     with pytest.raises(ProgramError, match='pass sdy-basic-propagate has no option "nonsense"'):
         _native.run_native_passes(_GROUPS, ["sdy-basic-propagate{nonsense=1}"])
     with pytest.raises(ProgramError, match='option keep-sharding-rules takes true or false, got "maybe"'):
         _native.run_native_passes(_GROUPS, ["sdy-basic-propagate{keep-sharding-rules=maybe}"])
     with pytest.raises(ProgramError, match="unknown propagation strategy"):
         _native.run_native_passes(_GROUPS, ["sdy-aggressive-propagate{propagation-strategy=fast}"])
-    with pytest.raises(ProgramError, match="debug-sharding-origins: the native propagation passes do not write"):
-        _native.run_native_passes(_GROUPS, ["sdy-user-priority-propagate{debug-sharding-origins=true}"])
+    with pytest.raises(ProgramError, match='option debug-sharding-origins takes true or false, got "yes please"'):
+        _native.run_native_passes(_GROUPS, ['sdy-user-priority-propagate{debug-sharding-origins="yes please"}'])
 
 
 def test_propagate_text_runs_natively_only_when_the_whole_pipeline_is_native_and_no_user_rule_is_registered(
@@ -343,8 +343,11 @@ def test_propagate_text_runs_natively_only_when_the_whole_pipeline_is_native_and
     expected = module.to_mlir()
     assert propagate_text(text, pipeline) == expected
     assert propagate_text(text, "builtin.module(sdy-user-priority-propagate,sdy-close-shardings-nonsense)") is None
-    assert propagate_text(text, "builtin.module(sdy-user-priority-propagate{debug-sharding-origins=true})") is None
-    assert propagate_text(text, "builtin.module(sdy-user-priority-propagate{debug-sharding-origins=false})") is not None
+    debug = (
+        "builtin.module(sdy-user-priority-propagate{debug-sharding-origins=true debug-propagation-edge-sharding=true})"
+    )
+    recorded = propagate_text(text, debug)
+    assert recorded is not None and "sdy.sharding_origins" in recorded and "sdy.propagation_edges" in recorded
     # sdy-reshard-to-collectives is not native.
     assert propagate_text(text, "builtin.module(sdy-export-pipeline{enable-insert-explicit-collectives=true})") is None
     register_op_rule("mydialect.op", lambda op, c: None)

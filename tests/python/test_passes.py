@@ -406,11 +406,10 @@ def test_pipeline_errors(pipeline: str, message: str) -> None:
     assert module.to_mlir() == before  # nothing ran
 
 
-@pytest.mark.parametrize("first", ["shardwise.passes", "shardwise.propagation", "shardwise.passes.constraints"])
+@pytest.mark.parametrize("first", ["shardwise.passes", "shardwise.propagation", "shardwise.passes.native"])
 def test_propagation_passes_are_registered_on_import(first: str) -> None:
-    """Importing ``shardwise.passes`` registers the four propagation passes, whichever module
-    is imported first (``shardwise.passes`` imports ``shardwise.propagation``): no import
-    cycle, no ``register_passes()`` call needed."""
+    """Importing ``shardwise.passes`` declares the four propagation passes, whichever module
+    is imported first: no import cycle, no ``register_passes()`` call needed."""
     code = (
         f"import {first}\n"
         "import shardwise.passes as p\n"

@@ -7,22 +7,15 @@
 (``rust/src/transforms/``, one Rust file per Shardy pass, compared with jaxlib's Shardy pass by
 pass on the conformance corpus), consecutive native passes as one call with the GIL released
 (``native``); the rules users register are set on the ops before a pass that reads rules
-runs. The propagation passes and ``sdy-apply-sharding-constraints`` have a Python version too,
-for the propagation debugging records, which the native ones do not write yet
-(``propagation_passes``, ``constraints``). Users may register passes of their own
-(``register_pass``).
+runs. Users may register passes of their own (``register_pass``), which run on the Python IR.
 
-Modules: ``registry`` (``PASSES``, ``register_pass``), ``shardy_passes`` (the passes that run
-only natively), ``native`` (when and how a step runs natively), ``pipeline`` (parsing and
-running pipelines) and the Python versions above.
+Modules: ``registry`` (``PASSES``, ``register_pass``), ``shardy_passes`` (Shardy's passes,
+declared), ``native`` (when and how a step runs natively) and ``pipeline`` (parsing and
+running pipelines).
 """
 
 from shardwise.errors import PassWarning
-from shardwise.passes import (  # noqa: F401  (importing a module registers its passes)
-    constraints,
-    propagation_passes,
-    shardy_passes,
-)
+from shardwise.passes import shardy_passes  # noqa: F401  (importing it declares Shardy's passes)
 from shardwise.passes.pipeline import COMPOSITES, expand_pipeline, parse_pipeline, run_pipeline
 from shardwise.passes.registry import PASSES, UNSUPPORTED, Options, PassInfo, PipelineError, register_pass
 

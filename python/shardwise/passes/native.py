@@ -2,8 +2,7 @@
 module: its Rust program while it is not built, else one read from its Python ops.
 
 ``runs_natively(name, options)`` says whether a pass step runs natively: a native pass
-(``_native.native_pass_options()``) given only options it takes, without a debugging option of
-propagation (``NOT_NATIVE_OPTIONS``: those records are written on the Python IR). ``run_native``
+(``_native.native_pass_options()``) given only options it takes. ``run_native``
 runs native steps on a module in place. The native passes do not call Python: before a pass
 that reads sharding rules (``RULE_PASSES``) runs while the user has a rule registered
 (``shardwise.rules.register_rule``, ``register_op_rule``), ``set_user_rules`` gives every op
@@ -27,7 +26,6 @@ from shardwise.rules.registry import has_user_rule
 
 __all__ = [
     "DROP_USER_RULES",
-    "NOT_NATIVE_OPTIONS",
     "RULE_PASSES",
     "USER_RULE",
     "drop_user_rules",
@@ -36,10 +34,6 @@ __all__ = [
     "runs_natively",
     "set_user_rules",
 ]
-
-#: Pass options the native passes do not implement yet (the debugging records of
-#: propagation): a step that sets one to anything but false is not native.
-NOT_NATIVE_OPTIONS = frozenset({"debug-sharding-origins", "debug-propagation-edge-sharding"})
 
 #: Passes whose result depends on the sharding rules of ops: with a rule registered by the
 #: user, the user's rules are set on the ops before they run (``set_user_rules``).
@@ -69,9 +63,7 @@ def runs_natively(name: str, options: Mapping[str, str], native: Mapping[str, Se
     takes = (_native.native_pass_options() if native is None else native).get(name)
     if takes is None:
         return False
-    return all(k.replace("_", "-") in takes for k in options) and not any(
-        k.replace("_", "-") in NOT_NATIVE_OPTIONS and v.lower() not in ("false", "0") for k, v in options.items()
-    )
+    return all(k.replace("_", "-") in takes for k in options)
 
 
 def native_program(module: Module, *, required: bool = False) -> NativeProgram | None:

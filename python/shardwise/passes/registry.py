@@ -149,7 +149,7 @@ PASSES: dict[str, PassInfo] = {}
 
 #: Passes of Shardy's pipelines that shardwise.passes does not implement, with the reason
 #: (``run_pipeline`` rejects them before running anything). Empty: every pass of Shardy's
-#: pipelines is registered (the propagation passes by ``propagation_passes``).
+#: pipelines is declared (``shardy_passes``).
 UNSUPPORTED: dict[str, str] = {}
 
 

@@ -1,10 +1,8 @@
-"""Shardy's passes that shardwise runs only natively (``rust/src/transforms/``, one file per
+"""Shardy's passes, which shardwise runs natively (``rust/src/transforms/``, one file per
 pass, each naming the Shardy source it follows), declared in ``PASSES`` with their anchors,
 options and defaults, so that pipelines and ``PASSES[name](module)`` check them as they check
 every pass. Running one runs the Rust pass on the module's Rust program
-(``shardwise.passes.native``). The passes with a Python version too (``register_pass``: the
-propagation passes and ``sdy-apply-sharding-constraints``, for the propagation debugging
-options) are registered by their modules.
+(``shardwise.passes.native``).
 """
 
 from __future__ import annotations
@@ -23,8 +21,65 @@ class _Native(NamedTuple):
     summary: str
 
 
-#: The passes that run only natively.
+#: The options of every propagation pass (Shardy's ``PropagationOptions``);
+#: ``module-dump-directory`` is accepted and ignored (nothing is dumped).
+_PROPAGATION_OPTIONS: dict[str, OptionValue] = {
+    "keep-sharding-rules": False,
+    "module-dump-directory": "",
+    "conservative-propagation": False,
+    "debug-sharding-origins": False,
+    "debug-propagation-edge-sharding": False,
+}
+
+_DEBUG_SUMMARY = (
+    " ``debug-sharding-origins`` writes where each axis came from (``sdy.sharding_origins``,"
+    " ``sdy.sharding_origin_name``) and ``debug-propagation-edge-sharding`` the edges that moved it"
+    " (``sdy.propagation_edges``), as Shardy's ``SourceShardingHandler`` does"
+    " (``rust/src/transforms/propagation/source_sharding.rs``)."
+)
+
+
+def _propagation(name: str, options: dict[str, OptionValue], what: str) -> _Native:
+    return _Native(name, "builtin.module", {**_PROPAGATION_OPTIONS, **options}, what + _DEBUG_SUMMARY)
+
+
+#: The passes, by their Shardy names.
 NATIVE_ONLY: tuple[_Native, ...] = (
+    _propagation(
+        "sdy-basic-propagate",
+        {},
+        (
+            "Shardy's basic propagation: along every factor of every op's sharding rule, the"
+            " longest compatible major axes, to a fixed point (``rust/src/propagation/``)."
+        ),
+    ),
+    _propagation(
+        "sdy-aggressive-propagate",
+        {"propagation-strategy": "aggressive"},
+        "Shardy's aggressive propagation: the basic propagation, then conflicts resolved by the strategy.",
+    ),
+    _propagation(
+        "sdy-op-priority-propagate",
+        {"propagation-strategy": "aggressive", "run-op-priority-propagation": True},
+        "Shardy's op-priority propagation: the aggressive propagation, op by op in the order of their priorities.",
+    ),
+    _propagation(
+        "sdy-user-priority-propagate",
+        {"propagation-strategy": "aggressive", "run-op-priority-propagation": True},
+        "Shardy's user-priority propagation: the op-priority propagation per user priority (``p0`` first).",
+    ),
+    _Native(
+        "sdy-apply-sharding-constraints",
+        "builtin.module",
+        {"debug-sharding-origins": False, "debug-propagation-edge-sharding": False},
+        (
+            "Gives the input of each ``sdy.sharding_constraint`` (and each operand of a manual"
+            " computation) the constraint's sharding when the input has none, the sharding is fully"
+            " closed and no other constraint on it disagrees; an input that is a data flow edge"
+            " target instead has all its uses go through the constraint. A chain of constraints also"
+            " takes over the later uses of the chain's input in its block." + _DEBUG_SUMMARY
+        ),
+    ),
     _Native(
         "sdy-insert-explicit-reshards",
         "func.func",

@@ -75,8 +75,8 @@ __all__ = [
     "solver_inputs",
 ]
 
-#: The pass names ``run_propagation_pass`` takes, with the Shardy pass each one runs
-#: (``shardwise.passes.propagation_passes`` registers them under these names).
+#: The pass names ``run_propagation_pass`` takes, with the Shardy pass each one runs (the
+#: pipelines run the native passes of these names: ``shardwise.passes``).
 PASS_NAMES = {
     "basic": "sdy-basic-propagate",
     "aggressive": "sdy-aggressive-propagate",

@@ -3,12 +3,13 @@ the origin of each axis of each sharding (``sdy.sharding_origins``, ``debug-shar
 and the propagation edges that moved it (``sdy.propagation_edges``,
 ``debug-propagation-edge-sharding``).
 
-``DebugInfo`` holds the records (Shardy's ``ShardingDebugMappings``) and writes them onto a
-module as Shardy does (``save``). ``sdy-apply-sharding-constraints`` records here while it
-copies a constraint's sharding onto its input; the propagation passes record in the Rust
-solver (``rust/src/propagation/debug.rs``) and load its records with ``load_solver_records``.
+``DebugInfo`` holds the records (Shardy's ``ShardingDebugMappings``) of a propagation solve
+on the Python IR (``shardwise.propagation.run_propagation_pass``, which ``shardwise.explain``
+runs for its trace): the Rust solver records them (``rust/src/propagation/debug.rs``),
+``load_solver_records`` loads them and ``save`` writes them onto the module as Shardy does.
 The attribute text comes from the solver's printers (``_native.sharding_origins_text``,
-``_native.propagation_edges_text``)."""
+``_native.propagation_edges_text``). The pipelines' passes write the same records natively
+(``rust/src/transforms/propagation/source_sharding.rs``)."""
 
 from __future__ import annotations
 
@@ -25,12 +26,10 @@ from shardwise.ir.sdy import (
     DATA_FLOW_EDGE,
     MANUAL_COMPUTATION,
     SHARDING_CONSTRAINT,
-    get_sharding,
     lookup_data_flow_edge,
     post_order,
-    shardable_value,
 )
-from shardwise.sharding import AxisRef, TensorSharding
+from shardwise.sharding import AxisRef
 
 SHARDING_ORIGINS = "sdy.sharding_origins"
 SHARDING_ORIGIN_NAME = "sdy.sharding_origin_name"
@@ -79,90 +78,6 @@ class DebugInfo:
     op_edges: dict[int, tuple[Op, dict[AxisRef, list[Edge]]]] = field(default_factory=dict)
     #: Per function, the edges of each result (Shardy records all of them under result 0).
     func_result_edges: dict[int, tuple[Func, list[dict[AxisRef, list[Edge]]]]] = field(default_factory=dict)
-
-    @property
-    def active(self) -> bool:
-        return self.origins or self.edges
-
-    def _save(self, sharding: TensorSharding | None, origin: Origin, value: Value) -> None:
-        if sharding is None:
-            return
-        v = shardable_value(value, self.uses)
-        if v is None:
-            return
-        for d in sharding.dims:
-            for a in d.axes:
-                self.value_origins.setdefault(id(v), (v, {}))[1].setdefault(a, origin)
-
-    def prepare(self, module: Module) -> None:
-        """``SourceShardingHandler::prepareHandler``: the starting step and, for origins, the
-        origins of every constraint, manual computation and function argument/result sharding
-        (and ``sdy.sharding_origin_name`` on constraints and manual computations)."""
-        self.step = max_step(module) + 1
-        if not self.origins:
-            return
-        ops = [o for top in list(module.ops) for o in post_order(top)]
-        source = 0
-        for op in ops:
-            if op.name != SHARDING_CONSTRAINT:
-                continue
-            origin = Origin(CONSTRAINT, 0, source)
-            self._save(op.results[0].sharding, origin, op.results[0])
-            op.attributes[SHARDING_ORIGIN_NAME] = quote(str(origin))
-            operand = op.operands[0]
-            self._save(get_sharding(operand, self.uses), origin, operand)
-            source += 1
-        source = 0
-        for op in ops:
-            if op.name != MANUAL_COMPUTATION:
-                continue
-            args = op.regions[0].entry.args
-            for i, s in enumerate(op.operand_shardings or ()):
-                edge = lookup_data_flow_edge(args[i], self.uses)
-                if edge is None:
-                    continue
-                origin = Origin(MC_INPUT, i, source)
-                self._save(s, origin, edge.results[0])
-                src = op.operands[i]
-                self._save(get_sharding(src, self.uses), origin, src)
-            for i, r in enumerate(op.results):
-                edge = lookup_data_flow_edge(r, self.uses)
-                if edge is None or r.sharding is None:
-                    continue
-                self._save(r.sharding, Origin(MC_OUTPUT, i, source), edge.results[0])
-            op.attributes[SHARDING_ORIGIN_NAME] = quote(f"mc_{source}")
-            source += 1
-        for f in module.funcs:
-            if not f.regions[0].blocks:
-                continue
-            for a in f.args:
-                self._save(get_sharding(a, self.uses), Origin(INPUT, a.index), a)
-            for i, v in enumerate(f.return_op.operands):
-                self._save(f.result_shardings[i] if i < len(f.result_shardings) else None, Origin(OUTPUT, i), v)
-
-    def record_constraint(self, op: Op) -> None:
-        """The action of copying a sharding constraint's (pointwise) sharding onto its input:
-        one step; each axis of the input came from result 0 of ``op``."""
-        step = self.step
-        self.step += 1
-        sharding = op.results[0].sharding
-        if sharding is None:
-            return
-        axes: dict[AxisRef, Edge] = {}
-        for d in sharding.dims:
-            for a in d.axes:
-                axes.setdefault(a, Edge(("result", 0), ("operand", 0), step))
-        for a, e in axes.items():
-            if self.edges:
-                self.op_edges.setdefault(id(op), (op, {}))[1].setdefault(a, []).append(e)
-            if self.origins:
-                v = shardable_value(op.operands[0], self.uses)
-                src = shardable_value(op.results[0], self.uses)
-                if v is None or src is None:
-                    continue
-                origin = _lookup(self.value_origins.get(id(src), (src, {}))[1], a)
-                if origin is not None:
-                    self.value_origins.setdefault(id(v), (v, {}))[1].setdefault(a, origin)
 
     def save(self, module: Module) -> None:
         """``SourceShardingHandler::saveOnModule``: the origins of each recorded value on the
@@ -240,15 +155,6 @@ class DebugInfo:
 
 def _edge(w: tuple[str, int, str, int, int]) -> Edge:
     return Edge((w[0], w[1]), (w[2], w[3]), w[4])
-
-
-def _lookup(axes: dict[AxisRef, Origin], a: AxisRef) -> Origin | None:
-    if a in axes:
-        return axes[a]
-    for other, origin in axes.items():
-        if other.contains(a) or a.contains(other):
-            return origin
-    return None
 
 
 def max_step(module: Module) -> int:

@@ -420,6 +420,7 @@ pub(super) fn issue_warnings(py: Python<'_>, warnings: Vec<(WarningKind, String)
             WarningKind::Pass => ("shardwise.errors", "PassWarning"),
             WarningKind::UnknownOp => ("shardwise.rules.exceptions", "UnknownOpWarning"),
             WarningKind::ShardingGroup => ("shardwise.propagation", "ShardingGroupWarning"),
+            WarningKind::ShardingOrigin => ("shardwise.propagation", "ShardingOriginWarning"),
         };
         let class = py.import(module)?.getattr(name)?;
         let message = std::ffi::CString::new(w.replace('\0', " ")).unwrap_or_default();

@@ -24,6 +24,8 @@ pub enum WarningKind {
     UnknownOp,
     /// `ShardingGroupWarning`: conflicting sharding groups.
     ShardingGroup,
+    /// `ShardingOriginWarning`: propagated axes without a recorded origin.
+    ShardingOrigin,
 }
 
 /// What a pass reads besides the program (its options) and reports besides it (Shardy's
@@ -87,7 +89,11 @@ pub const PASSES: &[(&str, Pass, &[&str])] = &[
     ("sdy-add-func-data-flow-edges", import::add_func_data_flow_edges::run, &[]),
     ("sdy-flatten-call-graph", import::flatten_call_graph::run, &[]),
     ("sdy-import-func-calls", import::import_func_calls::run, import::import_func_calls::OPTIONS),
-    ("sdy-apply-sharding-constraints", import::apply_sharding_constraints::run, &[]),
+    (
+        "sdy-apply-sharding-constraints",
+        import::apply_sharding_constraints::run,
+        &["debug-sharding-origins", "debug-propagation-edge-sharding"],
+    ),
     ("sdy-sharding-group-import", import::sharding_group_import::run, &[]),
     ("sdy-pre-order-funcs", import::pre_order_funcs::run, &[]),
     ("sdy-basic-propagate", propagation::basic, PROPAGATE_OPTIONS),

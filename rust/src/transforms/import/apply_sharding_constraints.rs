@@ -4,19 +4,24 @@
 //! sharding when it has none, the sharding is fully closed and no other constraint on it
 //! disagrees; an input that is a data-flow edge target instead has all its uses go through the
 //! constraint (moved right after it). A chain of constraints also takes over the later uses of
-//! the chain's input in its block.
+//! the chain's input in its block. With `debug-sharding-origins` or
+//! `debug-propagation-edge-sharding` it records, as Shardy's `SourceShardingHandler` does,
+//! where each axis of each user sharding came from and the step of each constraint applied
+//! ([`crate::transforms::propagation::source_sharding`]).
 
 use crate::error::Result;
 use crate::fast_hash::FastMap;
 use crate::ir::clone::Uses;
 use crate::ir::values::{result_sharding, ValueIndex};
 use crate::ir::Program;
+use crate::propagation::{DebugOptions, ShardingDebug};
 use crate::rule::print_rule;
 use crate::rules::{builtin_rule, Builtin, OpDesc, CONTEXT_OPS};
 use crate::sharding::TensorSharding;
 use crate::text::{parse_sharding_per_value, print_sharding};
 use crate::transforms::common::post_order_of;
 use crate::transforms::propagation::freeze::{user_rule, UserRule};
+use crate::transforms::propagation::source_sharding::{self, Handler};
 use crate::transforms::PassContext;
 
 const SHARDING_CONSTRAINT: &str = "sdy.sharding_constraint";
@@ -28,6 +33,8 @@ struct Apply {
     values: ValueIndex,
     /// Each op's block, kept up to date as constraints move and are added.
     parent: FastMap<u32, u32>,
+    /// The debugging records, with a debugging option.
+    debug: Option<ShardingDebug>,
 }
 
 /// How a constraint gets to sit right after the value it constrains.
@@ -167,7 +174,13 @@ impl Apply {
                 }
             }
         }
-        self.values.set_sharding(p, &self.uses, value, s)
+        self.values.set_sharding(p, &self.uses, value, s)?;
+        if p.attr(op, "sdy.sharding_rule").is_some() && s.rank() > 0 {
+            if let Some(debug) = self.debug.as_mut() {
+                Handler { values: &mut self.values, uses: &self.uses, debug }.record_constraint(p, op)?;
+            }
+        }
+        Ok(())
     }
 
     fn chain_tail(&mut self, p: &Program, head: u32) -> Result<Option<u32>> {
@@ -225,20 +238,30 @@ impl Apply {
     }
 }
 
-pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
+pub fn run(p: &mut Program, cx: &mut PassContext) -> Result<()> {
+    let origins = cx.flag("debug-sharding-origins", false)?;
+    let edges = cx.flag("debug-propagation-edge-sharding", false)?;
     let mut order = p.walk(0);
     order.retain(|&o| matches!(p.op_name(o), SHARDING_CONSTRAINT | MANUAL_COMPUTATION));
-    if order.is_empty() {
-        return Ok(());
+    if order.is_empty() && !origins && !edges {
+        return Ok(()); // nothing to apply and nothing to record
     }
     let parent = p.enclosing_blocks(0);
-    let mut apply = Apply { uses: Uses::new(p, 0), values: ValueIndex::new(p), parent };
+    let mut apply = Apply { uses: Uses::new(p, 0), values: ValueIndex::new(p), parent, debug: None };
+    if origins || edges {
+        let mut debug = ShardingDebug::new(DebugOptions { origins, edges, ..DebugOptions::default() });
+        Handler { values: &mut apply.values, uses: &apply.uses, debug: &mut debug }.prepare(p)?;
+        apply.debug = Some(debug);
+    }
     for op in post_order_of(p, &order) {
         if p.op_name(op) == SHARDING_CONSTRAINT {
             apply.constraint(p, op)?;
         } else {
             apply.manual(p, op)?;
         }
+    }
+    if let Some(debug) = apply.debug.take() {
+        source_sharding::save(p, &mut apply.values, &apply.uses, &debug)?;
     }
     Ok(())
 }

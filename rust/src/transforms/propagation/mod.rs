@@ -5,23 +5,25 @@
 //! ([`write_back`]), as `shardwise.propagation.run_propagation_pass` does on the Python IR.
 //!
 //! Conflicting sharding groups get an open sharding constraint after each member (Shardy's
-//! `syncGroupMemberShardings`) and the program is solved again. The debugging options
-//! (`debug-sharding-origins`, `debug-propagation-edge-sharding`) are not native yet: a pass
-//! given one refuses the program (the Python pass writes them).
+//! `syncGroupMemberShardings`) and the program is solved again. With the debugging options
+//! (`debug-sharding-origins`, `debug-propagation-edge-sharding`) the solver records where each
+//! axis came from and the records are written onto the program ([`source_sharding`]).
 
 pub mod candidates;
 pub mod drop_user_rules;
 pub mod freeze;
 pub mod populate_op_sharding_rules;
+pub mod source_sharding;
 pub mod write_back;
 
 use super::{PassContext, WarningKind};
 use crate::error::{Error, Result};
 use crate::ir::clone::Uses;
 use crate::ir::values::set_result_sharding;
+use crate::ir::values::ValueIndex;
 use crate::ir::Program;
 use crate::propagation::layers::propagate_shared;
-use crate::propagation::{Pass, PassOptions, StrategyKind};
+use crate::propagation::{DebugOptions, Pass, PassOptions, ShardingDebug, StrategyKind};
 use crate::sharding::{DimSharding, TensorSharding};
 use freeze::{check_types, freeze, solver_input};
 
@@ -41,41 +43,62 @@ pub fn user_priority(p: &mut Program, cx: &mut PassContext) -> Result<()> {
     run(p, cx, Pass::UserPriority)
 }
 
-/// The pass options of `cx` (the Python pass's defaults where not given).
-fn options(cx: &PassContext, pass: Pass) -> Result<(PassOptions, bool)> {
-    for debug in ["debug-sharding-origins", "debug-propagation-edge-sharding"] {
-        if cx.flag(debug, false)? {
-            return Err(Error::program(format!(
-                "{debug}: the native propagation passes do not write debugging records yet (the Python pass does)"
-            )));
-        }
-    }
+/// What a pass's options ask for.
+struct Options {
+    solver: PassOptions,
+    keep_rules: bool,
+    /// `debug-sharding-origins`.
+    origins: bool,
+    /// `debug-propagation-edge-sharding`.
+    edges: bool,
+}
+
+/// The pass options of `cx` (Shardy's defaults where not given).
+fn options(cx: &PassContext, pass: Pass) -> Result<Options> {
     let name = cx.option("propagation-strategy").unwrap_or("aggressive");
     let strategy = StrategyKind::from_name(name).ok_or_else(|| {
         Error::program(format!(
             "unknown propagation strategy {name:?}; expected \"basic\", \"aggressive\" or \"basic-then-aggressive\""
         ))
     })?;
-    let options = PassOptions {
+    let solver = PassOptions {
         pass,
         strategy,
         conservative: cx.flag("conservative-propagation", false)?,
         run_op_priority: cx.flag("run-op-priority-propagation", true)?,
     };
-    Ok((options, cx.flag("keep-sharding-rules", false)?))
+    Ok(Options {
+        solver,
+        keep_rules: cx.flag("keep-sharding-rules", false)?,
+        origins: cx.flag("debug-sharding-origins", false)?,
+        edges: cx.flag("debug-propagation-edge-sharding", false)?,
+    })
 }
 
 fn run(p: &mut Program, cx: &mut PassContext, pass: Pass) -> Result<()> {
-    let (options, keep_rules) = options(cx, pass)?;
+    let o = options(cx, pass)?;
     check_types(p)?;
+    let first_step = if o.origins || o.edges { source_sharding::max_step(p) + 1 } else { 0 };
     let mut forward: Vec<u32> = Vec::new();
     for attempt in 0..2 {
-        let frozen = freeze(p, options.conservative, cx)?;
-        let input = solver_input(p, &frozen, &forward)?;
+        let frozen = freeze(p, o.solver.conservative, cx)?;
+        let mut input = solver_input(p, &frozen, &forward)?;
+        if o.origins || o.edges {
+            // Shardy numbers the user shardings before it inserts the constraints of
+            // conflicting sharding groups: those are no user shardings.
+            let owners = if forward.is_empty() { Vec::new() } else { p.value_owners() };
+            let skip_ops = forward.iter().filter_map(|&v| frozen.op(*owners.get(v as usize)?)).collect();
+            input.debug =
+                Some(DebugOptions { origins: o.origins, edges: o.edges, first_step, skip_ops, explain: false });
+        }
         let before = write_back::Stored::of(&input.value_shardings, &input.func_results);
-        let (out, values) = propagate_shared(&frozen.graph, input, &options)?;
+        let (out, values) = propagate_shared(&frozen.graph, input, &o.solver)?;
         if out.group_conflicts.is_empty() {
-            return write_back::write_back(p, &frozen, &before, &out, &values, keep_rules);
+            write_back::write_back(p, &frozen, &before, &out, &values, o.keep_rules)?;
+            if let Some(debug) = &out.debug {
+                save_debug(p, source_sharding::native_records(debug, &frozen), cx)?;
+            }
+            return Ok(());
         }
         if attempt == 1 {
             break;
@@ -84,6 +107,30 @@ fn run(p: &mut Program, cx: &mut PassContext, pass: Pass) -> Result<()> {
         insert_group_constraints(p, &frozen, &out.group_conflicts, &mut forward, cx)?;
     }
     Err(Error::program("sharding groups still conflict after adding open sharding constraints"))
+}
+
+/// Writes the solver's records `debug` (indexed by native values and ops) onto `p`, after the
+/// write back; warns (`ShardingOriginWarning`) of propagated axes without a recorded origin.
+fn save_debug(p: &mut Program, debug: ShardingDebug, cx: &mut PassContext) -> Result<()> {
+    if debug.options.origins && !debug.missing_origins.is_empty() {
+        let mut names: Vec<String> =
+            debug.missing_origins.iter().map(|(_, a)| crate::text::print_axis_ref(a)).collect();
+        names.sort();
+        names.dedup();
+        cx.warnings.push((
+            WarningKind::ShardingOrigin,
+            format!(
+                "debug-sharding-origins: {} propagated axes ({}) came from shardings that are no user sharding (set \
+                 on an op result, or given to a sharding group member) and have no origin; none is written for them \
+                 (Shardy's behaviour is undefined there)",
+                debug.missing_origins.len(),
+                names.join(", ")
+            ),
+        ));
+    }
+    let mut values = ValueIndex::new(p);
+    let uses = Uses::new(p, 0);
+    source_sharding::save(p, &mut values, &uses, &debug)
 }
 
 /// Shardy's answer to conflicting sharding groups (`syncGroupMemberShardings`): an open
