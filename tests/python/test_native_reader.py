@@ -149,19 +149,48 @@ def test_generated_jax_program_reads_and_prints_as_jaxlib(name: str) -> None:
     assert _native.print_mlir(text, verify=True, strict=True) == expected
 
 
-def test_unsupported_text_falls_back_to_jaxlib_and_native_refuses_it() -> None:
+def test_stablehlo_mesh_with_device_ids_reads_and_prints_as_jaxlib() -> None:
+    """A StableHLO mesh with device ids (a splat, a permutation, two dimensions) is read natively
+    and printed as jaxlib prints it (``device_ids=`` and a canonical dense literal), and the
+    native passes run on a module holding one as jaxlib's do."""
+    from jaxlib.mlir import passmanager
+    from shardwise._jaxlib import context, ir
+
     text = next(p for p in _corpus_cases() if str(p).endswith("lift_inlined_meshes__008.in.mlir")).read_text()
-    # A StableHLO mesh with device ids: jaxlib's spelling of it is not known natively.
     mesh = '#stablehlo.mesh<axes = [#stablehlo.mesh_axis<name = "z", size = 4>]>'
     assert mesh in text
-    text = text.replace(mesh, mesh[:-1] + ", device_ids = dense<[3, 2, 1, 0]> : tensor<4xi64>>")
-    assert load_mlir(text).funcs  # auto: jaxlib reads it
-    # The passes run natively only: on such a module they refuse with the reader's message.
-    with pytest.raises(
-        ProgramError, match="native passes cannot run on this module: the native reader refuses it: .*stablehlo mesh"
+    for ids in (
+        "dense<[3, 2, 1, 0]> : tensor<4xi64>",
+        "dense<[1,1,1,1]> : tensor<4xi64>",
+        "dense<[[0, 1], [2, 3]]> : tensor<2x2xi32>",
     ):
-        run_pipeline(load_mlir(text), "builtin.module(sdy-lift-inlined-meshes)")
-    with pytest.raises(ProgramError, match=r"cannot parse MLIR: line \d+, column \d+: stablehlo mesh"):
+        changed = text.replace(mesh, mesh[:-1] + f", device_ids = {ids}>")
+        with context():
+            expected = str(ir().Module.parse(changed))
+        assert "device_ids=dense<" in expected
+        assert _native.print_mlir(changed, verify=True, strict=True) == expected
+        module = load_mlir(changed, reader="native")
+        run_pipeline(module, "builtin.module(sdy-lift-inlined-meshes)")
+        with context():
+            m = ir().Module.parse(changed)
+            passmanager.PassManager.parse("builtin.module(sdy-lift-inlined-meshes)").run(m.operation)
+            assert module.to_mlir() == str(m)
+
+
+def test_unsupported_text_falls_back_to_jaxlib_and_native_refuses_it() -> None:
+    # An attribute alias: jaxlib resolves it, the native reader does not read aliases.
+    text = (
+        '#sh = #sdy.sharding<@mesh, [{"x"}]>\n'
+        'sdy.mesh @mesh = <["x"=2]>\n'
+        "func.func @main(%a: tensor<2xf32> {sdy.sharding = #sh}) -> tensor<2xf32> {\n"
+        "  return %a : tensor<2xf32>\n"
+        "}\n"
+    )
+    module = load_mlir(text)  # auto: jaxlib reads it
+    assert '{sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}' in module.to_mlir()
+    # Its Python IR, written out, is read natively: the passes run on it.
+    run_pipeline(module, "builtin.module(sdy-lift-inlined-meshes)")
+    with pytest.raises(ProgramError, match=r"cannot parse MLIR: line 1, column 1: attribute aliases"):
         load_mlir(text, reader="native")
     with pytest.raises(ValueError, match="reader must be one of auto, native, jaxlib, got 'mlir'"):
         load_mlir(text, reader="mlir")

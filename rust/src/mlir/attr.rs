@@ -30,22 +30,54 @@ pub(crate) fn canonical(value: &str) -> Result<String, String> {
         }
     }
     if v.contains("#stablehlo.mesh<") || v.contains("#stablehlo.replica_group_mesh_axes<") {
-        return stablehlo_mesh_spelling(&v).ok_or_else(|| {
-            "stablehlo mesh attributes with device ids are printed by jaxlib in another spelling".into()
-        });
+        return stablehlo_mesh_spelling(&v);
     }
     value_at(&v, 0, false)
 }
 
 /// StableHLO's mesh attributes as jaxlib prints them: `#stablehlo.mesh<axes=[<name = "x",
-/// size = 4>, ...]>` (the `axes = ` of the written form without spaces, each
-/// `#stablehlo.mesh_axis<...>` without its mnemonic); `None` for a mesh with device ids, whose
-/// printed form is not known here.
-fn stablehlo_mesh_spelling(v: &str) -> Option<String> {
-    if v.contains("device_ids") {
-        return None;
+/// size = 4>, ...], device_ids=dense<[3, 2, 1, 0]> : tensor<4xi64>>` (the `axes = ` and
+/// `device_ids = ` of the written form without spaces, each `#stablehlo.mesh_axis<...>`
+/// without its mnemonic, the device ids a canonical dense literal).
+fn stablehlo_mesh_spelling(v: &str) -> Result<String, String> {
+    let v = v.replace("#stablehlo.mesh<axes = [", "#stablehlo.mesh<axes=[").replace("#stablehlo.mesh_axis<", "<");
+    let mut out = String::with_capacity(v.len());
+    let mut rest = v.as_str();
+    while let Some(i) = rest.find("device_ids") {
+        out.push_str(&rest[..i]);
+        let after = rest[i + "device_ids".len()..].trim_start();
+        let after = after
+            .strip_prefix('=')
+            .ok_or_else(|| format!("stablehlo mesh: expected '=' after device_ids in {v}"))?
+            .trim_start();
+        // The literal `dense<...> : tensor<...>` ends where the mesh does (at its `>`).
+        let mut end = after.len();
+        let mut depth = 0i32;
+        for (k, c) in after.char_indices() {
+            match c {
+                '<' | '[' | '(' => depth += 1,
+                '>' | ']' | ')' if depth == 0 => {
+                    end = k;
+                    break;
+                }
+                '>' | ']' | ')' => depth -= 1,
+                ',' if depth == 0 => {
+                    end = k;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let ids = after[..end].trim();
+        if !ids.starts_with("dense<") {
+            return Err(format!("stablehlo mesh: device ids {ids} are not a dense literal"));
+        }
+        out.push_str("device_ids=");
+        out.push_str(&value_at(ids, 1, false)?);
+        rest = &after[end..];
     }
-    Some(v.replace("#stablehlo.mesh<axes = [", "#stablehlo.mesh<axes=[").replace("#stablehlo.mesh_axis<", "<"))
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// Deepest nesting of arrays and dictionaries whose elements are made canonical.
