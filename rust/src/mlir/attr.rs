@@ -184,7 +184,8 @@ fn split_type(v: &str) -> Option<(&str, &str)> {
 /// The element type of a ranked tensor type (`f32` of `tensor<4x8xf32>`).
 pub(crate) fn element_type(ty: &str) -> Option<&str> {
     let inner = ty.strip_prefix("tensor<")?.strip_suffix('>')?;
-    let inner = split_top(inner).first().copied().unwrap_or(inner).trim();
+    // The encoding after a top-level comma is not part of it (most types have none).
+    let inner = if inner.contains(',') { split_top(inner).first().copied().unwrap_or(inner) } else { inner }.trim();
     let mut rest = inner;
     while let Some((head, tail)) = rest.split_once('x') {
         if head == "?" || (!head.is_empty() && head.bytes().all(|c| c.is_ascii_digit())) {

@@ -13,12 +13,29 @@ pub(crate) struct Cursor<'a> {
 
 pub(crate) type Res<T> = std::result::Result<T, ReadError>;
 
+/// Per byte: 1 for a character that may start a bare identifier, 2 for one that may continue
+/// it (MLIR's `bare-id`: letters, digits, `_`, `$`, `.`).
+const ID_CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        if b.is_ascii_alphabetic() || b == b'_' {
+            t[c] = 3;
+        } else if b.is_ascii_digit() || b == b'$' || b == b'.' {
+            t[c] = 2;
+        }
+        c += 1;
+    }
+    t
+};
+
 fn is_id_start(c: u8) -> bool {
-    c.is_ascii_alphabetic() || c == b'_'
+    ID_CLASS[c as usize] & 1 != 0
 }
 
 fn is_id_char(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c == b'.'
+    ID_CLASS[c as usize] != 0
 }
 
 /// The characters of a suffix id (`%0`, `%arg_1`, `^bb0`, `#loc3`, `%cst-1`).

@@ -412,7 +412,10 @@ fn list_text(v: &[i64]) -> String {
 fn dot(r: &mut Reader<'_>, b: &mut OpBuild<'_>, plain: bool, declared: usize) -> Res<()> {
     let (ops, mut more) = r.uses()?;
     b.operands = ops;
+    let start = r.c.pos;
     let mut dims: Vec<(&str, Vec<i64>)> = Vec::new();
+    // `precision` and `algorithm`, in the order written: (name, items or group).
+    let mut extra: Vec<(&str, Vec<&str>)> = Vec::new();
     while more {
         let at = r.c.pos;
         let kw = r.c.expect_ident("a keyword")?;
@@ -431,40 +434,55 @@ fn dot(r: &mut Reader<'_>, b: &mut OpBuild<'_>, plain: bool, declared: usize) ->
                 let mut items = Vec::new();
                 if !r.c.eat("]") {
                     loop {
-                        let p = r.c.expect_ident("a precision")?;
-                        items.push(format!("#stablehlo<precision {p}>"));
+                        items.push(r.c.expect_ident("a precision")?);
                         if r.c.eat("]") {
                             break;
                         }
                         r.c.expect(",")?;
                     }
                 }
-                b.attrs.push(r.attr("precision_config", &format!("[{}]", items.join(", "))));
+                extra.push(("precision", items));
             }
-            "algorithm" => {
-                let g = r.c.group()?;
-                b.attrs.push(r.attr("algorithm", &format!("#stablehlo.dot_algorithm{g}")));
-            }
+            "algorithm" => extra.push(("algorithm", vec![r.c.group()?])),
             _ => return Err(r.c.unsupported(at, format!("{}: keyword {kw} is not read natively", b.name))),
         }
         more = r.c.eat(",");
     }
-    if !plain {
-        let mut fields = Vec::new();
-        for what in ["batching", "contracting"] {
-            let lists: Vec<&Vec<i64>> = dims.iter().filter(|(w, _)| *w == what).map(|(_, l)| l).collect();
-            if let [lhs, rhs] = lists[..] {
-                if !lhs.is_empty() {
-                    fields.push(format!("lhs_{what}_dimensions = {}", list_text(lhs)));
+    // The attributes are built once per distinct keyword text (a program's dots repeat a few):
+    // `dot_dimension_numbers` (not for `dot`), then the others in the order written.
+    let section = (plain, r.c.src[start..r.c.pos].trim());
+    let attrs = match r.keyword_attrs.get(&section) {
+        Some(attrs) => attrs.clone(),
+        None => {
+            let mut attrs = Vec::new();
+            if !plain {
+                let mut fields = Vec::new();
+                for what in ["batching", "contracting"] {
+                    let lists: Vec<&Vec<i64>> = dims.iter().filter(|(w, _)| *w == what).map(|(_, l)| l).collect();
+                    if let [lhs, rhs] = lists[..] {
+                        if !lhs.is_empty() {
+                            fields.push(format!("lhs_{what}_dimensions = {}", list_text(lhs)));
+                        }
+                        if !rhs.is_empty() {
+                            fields.push(format!("rhs_{what}_dimensions = {}", list_text(rhs)));
+                        }
+                    }
                 }
-                if !rhs.is_empty() {
-                    fields.push(format!("rhs_{what}_dimensions = {}", list_text(rhs)));
+                attrs.push(r.attr("dot_dimension_numbers", &format!("#stablehlo.dot<{}>", fields.join(", "))));
+            }
+            for (name, items) in extra {
+                if name == "precision" {
+                    let items: Vec<String> = items.iter().map(|p| format!("#stablehlo<precision {p}>")).collect();
+                    attrs.push(r.attr("precision_config", &format!("[{}]", items.join(", "))));
+                } else {
+                    attrs.push(r.attr("algorithm", &format!("#stablehlo.dot_algorithm{}", items[0])));
                 }
             }
+            r.keyword_attrs.insert(section, attrs.clone());
+            attrs
         }
-        let text = format!("#stablehlo.dot<{}>", fields.join(", "));
-        b.attrs.insert(0, r.attr("dot_dimension_numbers", &text));
-    }
+    };
+    b.attrs.splice(0..0, attrs);
     sig(r, b, Types::Same, declared)
 }
 
@@ -480,12 +498,11 @@ pub(crate) fn constant(r: &mut Reader<'_>, b: &mut OpBuild<'_>) -> Res<()> {
     if r.c.b.get(r.c.pos) == Some(&b'<') {
         r.c.group()?;
     }
-    let literal = r.c.src[start..r.c.pos].trim().to_string();
+    let literal = r.c.src[start..r.c.pos].trim();
     r.c.expect(":")?;
     let t = r.ty()?;
-    let text = format!("{literal} : {}", r.p.strings.get(t));
-    let text = super::attr::canonical(&text).map_err(|m| r.c.unsupported(at, m))?;
-    b.attrs.push(r.attr("value", &text));
+    let value = r.canonical_id(literal, t, at)?;
+    b.attrs.push((r.intern("value"), value));
     b.result_types = vec![t];
     Ok(())
 }

@@ -78,6 +78,12 @@ pub(crate) struct Reader<'a> {
     pub(crate) line_pos: usize,
     pub(crate) line: usize,
     pub(crate) line_start: usize,
+    /// The interned canonical text of each attribute value read (by its text as written and,
+    /// for a constant's literal, its type): a program repeats few.
+    canonical: FastMap<(&'a str, u32), u32>,
+    /// The attributes of each distinct keyword section of a dot (by whether it is a plain
+    /// `dot` and the section's text), built once (`ops::dot`).
+    pub(crate) keyword_attrs: FastMap<(bool, &'a str), Vec<(u32, u32)>>,
 }
 
 /// The deepest nesting of regions read (each level is an op and its region on the stack).
@@ -109,6 +115,8 @@ impl<'a> Reader<'a> {
             line_pos: 0,
             line: 1,
             line_start: 0,
+            canonical: FastMap::default(),
+            keyword_attrs: FastMap::default(),
         }
     }
 
@@ -118,6 +126,23 @@ impl<'a> Reader<'a> {
 
     pub(crate) fn attr(&mut self, name: &str, value: &str) -> (u32, u32) {
         (self.intern(name), self.intern(value))
+    }
+
+    /// The interned canonical text ([`super::attr::canonical`]) of attribute value `value`
+    /// (with `ty`, the interned type of a literal `value : ty`; `u32::MAX` for none), worked
+    /// out once per distinct text; an unsupported value fails at `at`.
+    pub(crate) fn canonical_id(&mut self, value: &'a str, ty: u32, at: usize) -> Res<u32> {
+        if let Some(&id) = self.canonical.get(&(value, ty)) {
+            return Ok(id);
+        }
+        let text = if ty == u32::MAX {
+            super::attr::canonical(value)
+        } else {
+            super::attr::canonical(&format!("{value} : {}", self.p.strings.get(ty)))
+        };
+        let id = self.intern(&text.map_err(|m| self.c.unsupported(at, m))?);
+        self.canonical.insert((value, ty), id);
+        Ok(id)
     }
 
     // ---------------------------------------------------------------------------------------
@@ -367,11 +392,11 @@ impl<'a> Reader<'a> {
                 if v.is_empty() {
                     return self.c.fail("an attribute value");
                 }
-                super::attr::canonical(v).map_err(|m| self.c.unsupported(at, m))?
+                self.canonical_id(v, u32::MAX, at)?
             } else {
-                "unit".to_string()
+                self.intern("unit")
             };
-            out.push(self.attr(&name, &value));
+            out.push((self.intern(&name), value));
             if self.c.eat("}") {
                 return Ok(out);
             }

@@ -7,7 +7,6 @@
 //! types (`!quant.uniform`) are left to jaxlib.
 
 use super::{Verifier, VerifyError};
-use crate::mlir::attr::element_type;
 
 /// `T` of `complex<T>`.
 fn complex_part(t: &str) -> Option<&str> {
@@ -18,7 +17,7 @@ impl<'p> Verifier<'p> {
     /// Checks the element types of element-wise op `op` named `name` (`stablehlo.` stripped).
     pub(super) fn elementwise_types(&self, op: u32, name: &str) -> Result<(), VerifyError> {
         // An unranked tensor's type text is `tensor<*xT>`.
-        let elem = |v: u32| element_type(self.ty(v)).map(|t| t.strip_prefix("*x").unwrap_or(t));
+        let elem = |v: u32| self.elem(v).map(|t| t.strip_prefix("*x").unwrap_or(t));
         let types: Option<Vec<&str>> = self.operands(op).iter().copied().chain(self.results(op)).map(elem).collect();
         // A value that is no ranked or unranked tensor (a token, a tuple): not checked here.
         let Some(types) = types else { return Ok(()) };

@@ -6,7 +6,6 @@
 
 use super::shapes::dims_text;
 use super::{Verifier, VerifyError};
-use crate::mlir::attr::element_type;
 
 /// The axis names of `#sdy<manual_axes{"x", "y"}>`; `None` when it does not read so.
 fn manual_axes(text: &str) -> Option<Vec<String>> {
@@ -141,7 +140,7 @@ impl<'p> Verifier<'p> {
                         want.push(size / factor);
                     }
                 }
-                if want != local || element_type(self.ty(g)) != element_type(self.ty(l)) {
+                if want != local || self.elem(g) != self.elem(l) {
                     return Err(self.err(
                         op,
                         format!(

@@ -103,8 +103,13 @@ struct Verifier<'p> {
     definitions: std::cell::OnceCell<collectives::Definitions>,
     /// The dimension sizes of each type (by interned string; `None` for other strings).
     type_dims: Vec<Option<Vec<i64>>>,
+    /// The element type of each tensor type (by interned string; `None` for other strings).
+    type_elems: Vec<Option<&'p str>>,
     /// Each op name's signature (by interned string), looked up once.
     signatures: FastMap<u32, Option<(Count, Count, Rule)>>,
+    /// The batching and contracting dimensions (lhs, rhs) of each `dot_dimension_numbers`
+    /// text (by interned string), read once.
+    dot_dims: std::cell::RefCell<FastMap<u32, std::rc::Rc<[Vec<i64>; 4]>>>,
 }
 
 /// Verifies `p` (see the module documentation); the first violation found, in op order.
@@ -120,11 +125,16 @@ pub fn verify(p: &Program) -> Result<(), VerifyError> {
         manual_parent: vec![u32::MAX; p.ops.len()],
         definitions: std::cell::OnceCell::new(),
         type_dims: vec![None; p.strings.strings.len()],
+        type_elems: vec![None; p.strings.strings.len()],
         signatures: FastMap::default(),
+        dot_dims: std::cell::RefCell::default(),
     };
     for &t in &p.value_types {
         if v.type_dims[t as usize].is_none() {
             v.type_dims[t as usize] = tensor_dims(p.strings.get(t));
+        }
+        if v.type_elems[t as usize].is_none() {
+            v.type_elems[t as usize] = crate::mlir::attr::element_type(p.strings.get(t));
         }
     }
     let order = pre_order(p);

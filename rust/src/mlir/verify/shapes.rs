@@ -5,8 +5,6 @@
 //! `dot_general` and the start indices of dynamic slices; the ops that take parts of a
 //! tensor are in `slicing.rs`, the windowed ones in `window.rs`.
 
-use crate::mlir::attr::element_type;
-
 use super::{Verifier, VerifyError};
 
 /// How many operands or results an op takes.
@@ -297,6 +295,12 @@ impl<'p> Verifier<'p> {
         self.type_dims[self.p.value_types[value as usize] as usize].as_deref()
     }
 
+    /// The element type of `value`'s type ([`crate::mlir::attr::element_type`]: `None` for no
+    /// ranked tensor).
+    pub(super) fn elem(&self, value: u32) -> Option<&'p str> {
+        self.type_elems[self.p.value_types[value as usize] as usize]
+    }
+
     pub(super) fn shapes(&self, op: u32, rule: Rule) -> Result<(), VerifyError> {
         let ins = self.operands(op);
         let outs: Vec<u32> = self.results(op).collect();
@@ -336,7 +340,7 @@ impl<'p> Verifier<'p> {
                             (Some(a), Some(b)) => same_dims(a, b),
                             _ => self.ty(v) == self.ty(r),
                         };
-                        if !shapes_agree || element_type(self.ty(v)) != element_type(self.ty(r)) {
+                        if !shapes_agree || self.elem(v) != self.elem(r) {
                             return Err(
                                 self.err(op, format!("result {i} has type {}, its operand {}", self.ty(r), self.ty(v)))
                             );
@@ -637,12 +641,25 @@ impl<'p> Verifier<'p> {
     }
 
     fn dot_general(&self, op: u32, l: u32, r: u32, out: u32) -> Result<(), VerifyError> {
-        let text = self.attr(op, "dot_dimension_numbers").unwrap_or("");
-        let field = |k: &str| struct_list(text, k).unwrap_or_default();
-        let (lb, rb) = (field("lhs_batching_dimensions"), field("rhs_batching_dimensions"));
-        let (lc, rc) = (field("lhs_contracting_dimensions"), field("rhs_contracting_dimensions"));
+        let id = self.p.attr_id(op, "dot_dimension_numbers");
+        let cached = id.and_then(|id| self.dot_dims.borrow().get(&id).cloned());
+        let dims = cached.unwrap_or_else(|| {
+            let text = id.map_or("", |id| self.p.strings.get(id));
+            let field = |k: &str| struct_list(text, k).unwrap_or_default();
+            let dims = std::rc::Rc::new([
+                field("lhs_batching_dimensions"),
+                field("rhs_batching_dimensions"),
+                field("lhs_contracting_dimensions"),
+                field("rhs_contracting_dimensions"),
+            ]);
+            if let Some(id) = id {
+                self.dot_dims.borrow_mut().insert(id, dims.clone());
+            }
+            dims
+        });
+        let [lb, rb, lc, rc] = &*dims;
         let (Some(a), Some(b), Some(o)) = (self.dims(l), self.dims(r), self.dims(out)) else { return Ok(()) };
-        for (what, x, y) in [("batching", &lb, &rb), ("contracting", &lc, &rc)] {
+        for (what, x, y) in [("batching", lb, rb), ("contracting", lc, rc)] {
             if x.len() != y.len() {
                 return Err(self.err(
                     op,
@@ -673,8 +690,8 @@ impl<'p> Verifier<'p> {
             (0..d.len() as i64).filter(|i| !batch.contains(i) && !contract.contains(i)).map(|i| d[i as usize]).collect()
         };
         let mut want: Vec<i64> = lb.iter().map(|&i| a[i as usize]).collect();
-        want.extend(free(a, &lb, &lc));
-        want.extend(free(b, &rb, &rc));
+        want.extend(free(a, lb, lc));
+        want.extend(free(b, rb, rc));
         if !same_dims(o, &want) {
             return Err(self.err(
                 op,
