@@ -80,7 +80,16 @@ def test_native_passes_beside_shardy_and_on_built_modules(benchmark: Any, layers
         native_text = benchmark.pedantic(_native.run_native_passes, args=(text, PASSES), rounds=rounds, iterations=1)
         native = benchmark.stats.stats.min
         io = _best(lambda: _native.run_native_passes(text, []), rounds)
+        # Reading (with the verifier) and printing alone, beside jaxlib's parse (which
+        # verifies) and print.
+        read = _best(lambda: _native.NativeProgram.read(text, "-"), rounds)
+        program = _native.NativeProgram.read(text, "-")
+        write = _best(program.print, rounds)
         ctx = jax_mlir.make_ir_context()
+        with ctx:
+            shardy_parse = _best(lambda: ir.Module.parse(text), rounds)
+            parsed = ir.Module.parse(text)
+            shardy_print = _best(lambda: str(parsed), rounds)
         shardy, shardy_text = [], []
         for _ in range(rounds):
             with ctx:
@@ -109,6 +118,10 @@ def test_native_passes_beside_shardy_and_on_built_modules(benchmark: Any, layers
         "ops": ops,
         "native": (native - io) * 1e6 / ops,
         "io": io * 1e6 / ops,
+        "read": read * 1e6 / ops,
+        "write": write * 1e6 / ops,
+        "shardy_parse": shardy_parse * 1e6 / ops,
+        "shardy_print": shardy_print * 1e6 / ops,
         "shardy": min(shardy) * 1e6 / ops,
         "built": min(built) * 1e6 / ops,
         "shardy_text": min(shardy_text) * 1e6 / ops,
@@ -260,6 +273,22 @@ def teardown_module() -> None:
             f"| {r['ops']:,.0f} | {r['shardy']:.2f} | {r['built']:.2f} | {r['native']:.2f} | {r['io']:.2f} | "
             f"{r['shardy'] / r['native']:.1f}x | {r['shardy_text']:.2f} | {r['native_text']:.2f} | "
             f"{r['shardy_text'] / r['native_text']:.1f}x |"
+        )
+    lines += [
+        "",
+        (
+            "Reading (the native reader with its verifier, `NativeProgram.read`; jaxlib's "
+            "`ir.Module.parse`, which verifies) and printing (`NativeProgram.print`; `str(module)`) "
+            "alone, µs per op, minimum over rounds (targets: 1 µs/op each):"
+        ),
+        "",
+        "| ops | native read | jaxlib parse | jaxlib / native | native print | jaxlib print | jaxlib / native |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in _ROWS.values():
+        lines.append(
+            f"| {r['ops']:,.0f} | {r['read']:.2f} | {r['shardy_parse']:.2f} | {r['shardy_parse'] / r['read']:.1f}x | "
+            f"{r['write']:.2f} | {r['shardy_print']:.2f} | {r['shardy_print'] / r['write']:.1f}x |"
         )
     lines += [
         "",

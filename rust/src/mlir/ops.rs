@@ -380,10 +380,10 @@ pub(crate) fn real_of_complex(ty: &str) -> Option<String> {
 /// `[1, -2, 3]`.
 pub(crate) fn i64_list(r: &mut Reader<'_>) -> Res<Vec<i64>> {
     r.c.expect("[")?;
-    let mut out = Vec::new();
     if r.c.eat("]") {
-        return Ok(out);
+        return Ok(Vec::new());
     }
+    let mut out = Vec::with_capacity(4);
     loop {
         out.push(r.c.expect_int("an integer")?);
         if r.c.eat("]") {
@@ -413,7 +413,7 @@ fn dot(r: &mut Reader<'_>, b: &mut OpBuild<'_>, plain: bool, declared: usize) ->
     let (ops, mut more) = r.uses()?;
     b.operands = ops;
     let start = r.c.pos;
-    let mut dims: Vec<(&str, Vec<i64>)> = Vec::new();
+    let mut dims: Vec<(&str, Vec<i64>)> = Vec::with_capacity(4);
     // `precision` and `algorithm`, in the order written: (name, items or group).
     let mut extra: Vec<(&str, Vec<&str>)> = Vec::new();
     while more {

@@ -84,6 +84,8 @@ pub(crate) struct Reader<'a> {
     /// The attributes of each distinct keyword section of a dot (by whether it is a plain
     /// `dot` and the section's text), built once (`ops::dot`).
     pub(crate) keyword_attrs: FastMap<(bool, &'a str), Vec<(u32, u32)>>,
+    /// The input and result types of each function type read (by its text).
+    function_types: FastMap<&'a str, (Vec<u32>, Vec<u32>)>,
 }
 
 /// The deepest nesting of regions read (each level is an op and its region on the stack).
@@ -117,6 +119,7 @@ impl<'a> Reader<'a> {
             line_start: 0,
             canonical: FastMap::default(),
             keyword_attrs: FastMap::default(),
+            function_types: FastMap::default(),
         }
     }
 
@@ -286,10 +289,10 @@ impl<'a> Reader<'a> {
     /// the keyword items of custom forms follow). Returns the uses and whether that comma was
     /// taken.
     pub(crate) fn uses(&mut self) -> Res<(Vec<u32>, bool)> {
-        let mut out = Vec::new();
         if self.c.peek() != Some(b'%') {
-            return Ok((out, false));
+            return Ok((Vec::new(), false));
         }
+        let mut out = Vec::with_capacity(2);
         loop {
             out.push(self.use_()?);
             if !self.c.eat(",") {
@@ -362,11 +365,22 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// A function type `(A, B) -> C` or `(A) -> (B, C)`.
+    /// A function type `(A, B) -> C` or `(A) -> (B, C)`; each distinct text is read once (a
+    /// program's ops repeat a few signatures).
     pub(crate) fn function_type(&mut self) -> Res<(Vec<u32>, Vec<u32>)> {
+        self.c.ws();
+        let start = self.c.pos;
+        if let Ok(raw) = self.c.type_text() {
+            if let Some(hit) = self.function_types.get(raw) {
+                return Ok(hit.clone());
+            }
+        }
+        self.c.pos = start;
         let inputs = self.type_list_paren()?;
         self.c.expect("->")?;
         let results = if self.c.peek() == Some(b'(') { self.type_list_paren()? } else { vec![self.ty()?] };
+        let raw = &self.c.src[start..self.c.pos];
+        self.function_types.insert(raw, (inputs.clone(), results.clone()));
         Ok((inputs, results))
     }
 
@@ -506,10 +520,11 @@ impl<'a> Reader<'a> {
 
     /// `%a, %b:2 =` before an op, or nothing.
     fn result_defs(&mut self) -> Res<Vec<ResultDef<'a>>> {
-        let mut out = Vec::new();
         if self.c.peek() != Some(b'%') {
-            return Ok(out);
+            return Ok(Vec::new());
         }
+        // Sized for the usual one name (growing an empty vector costs more than sizing it).
+        let mut out = Vec::with_capacity(1);
         loop {
             let Some(name) = self.c.sigil_id(b'%') else { return self.c.fail("a result name") };
             let count = if self.c.eat(":") { self.c.expect_int("a result count")? as u32 } else { 1 };
