@@ -114,6 +114,32 @@ fn errors_give_line_column_and_whether_jaxlib_may_read_it() {
     assert!(!e.unsupported && e.message.contains("tensor<4xf32>"), "{e}");
 }
 
+#[test]
+fn numbered_names_are_scoped_like_the_others() {
+    // `%N` names are kept by number: each function's body is its own scope, a region's names
+    // are gone after it, `%01` is not `%1`, and a number far beyond the text is still a name.
+    let two = "func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n  %0 = stablehlo.abs %a : tensor<4xf32>\n  \
+               return %0 : tensor<4xf32>\n}\nfunc.func @g(%a: tensor<4xf32>) -> tensor<4xf32> {\n  %0 = stablehlo.negate \
+               %a : tensor<4xf32>\n  %01 = stablehlo.abs %0 : tensor<4xf32>\n  %999999999 = stablehlo.abs %01 : \
+               tensor<4xf32>\n  return %999999999 : tensor<4xf32>\n}\n";
+    let p = read(two).expect("reads");
+    let ret = (0..p.ops.len() as u32).filter(|&i| p.op_name(i) == "func.return").collect::<Vec<_>>();
+    let (f, g) = (p.op_operands(ret[0])[0], p.op_operands(ret[1])[0]);
+    assert_ne!(f, g);
+    let abs: Vec<u32> = (0..p.ops.len() as u32).filter(|&i| p.op_name(i) == "stablehlo.abs").collect();
+    // `%01` uses `%0` of @g (the negate), and `%999999999` uses `%01`.
+    let negate = find(&p, "stablehlo.negate");
+    assert_eq!(p.op_operands(abs[1])[0], p.op_results(negate).start);
+    assert_eq!(p.op_operands(abs[2])[0], p.op_results(abs[1]).start);
+    let e = err("func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n  %0 = stablehlo.abs %a : tensor<4xf32>\n  \
+                 return %0 : tensor<4xf32>\n}\nfunc.func @g(%a: tensor<4xf32>) -> tensor<4xf32> {\n  return %0 : \
+                 tensor<4xf32>\n}\n");
+    assert!(e.message.contains("use of undefined value %0") && e.line == 6, "{e}");
+    let e = err("func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n  %0 = stablehlo.abs %a : tensor<4xf32>\n  \
+                 return %01 : tensor<4xf32>\n}\n");
+    assert!(e.message.contains("use of undefined value %01"), "{e}");
+}
+
 /// A small deterministic generator (xorshift) for the fuzzing below.
 struct Rng(u64);
 

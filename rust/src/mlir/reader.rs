@@ -70,8 +70,11 @@ struct Frame<'a> {
 pub(crate) struct Reader<'a> {
     pub(crate) c: Cursor<'a>,
     pub(crate) p: Program,
-    /// Visible SSA names: name -> (first value, count); `undo` restores shadowed ones.
+    /// Visible SSA names: name -> (first value, count); `undo` restores shadowed ones. Names
+    /// `%N` (MLIR's printer numbers most values) are kept by `N` in `numbered` instead
+    /// (`UNBOUND` where none is visible).
     pub(crate) scope: FastMap<&'a str, (u32, u32)>,
+    numbered: Vec<(u32, u32)>,
     pub(crate) undo: Vec<(&'a str, Option<(u32, u32)>)>,
     pub(crate) loc_aliases: FastMap<String, String>,
     /// Incremental line counting for implicit locations (ops are read in text order).
@@ -88,6 +91,9 @@ pub(crate) struct Reader<'a> {
     function_types: FastMap<&'a str, (Vec<u32>, Vec<u32>)>,
 }
 
+/// No value bound to a number in [`Reader::numbered`].
+const UNBOUND: (u32, u32) = (u32::MAX, 0);
+
 /// The deepest nesting of regions read (each level is an op and its region on the stack).
 pub const MAX_DEPTH: usize = 100_000;
 
@@ -103,8 +109,8 @@ impl<'a> Reader<'a> {
         // (its regrowth copies made the reading's peak; sizing the program's arrays the same
         // way made the peak of reading and printing higher, measured).
         let lines = count_lines(text.as_bytes());
-        let mut scope = FastMap::default();
-        scope.reserve(lines);
+        let scope = FastMap::default();
+        let numbered = Vec::with_capacity(lines);
         Reader {
             c: Cursor::new(text),
             p: Program {
@@ -112,6 +118,7 @@ impl<'a> Reader<'a> {
                 ..Program::default()
             },
             scope,
+            numbered,
             undo: Vec::new(),
             loc_aliases: FastMap::default(),
             line_pos: 0,
@@ -242,6 +249,10 @@ impl<'a> Reader<'a> {
     pub(crate) fn pop_to(&mut self, mark: usize) {
         while self.undo.len() > mark {
             let (name, prev) = self.undo.pop().expect("undo entry");
+            if let Some(n) = self.number(name) {
+                self.numbered[n] = prev.unwrap_or(UNBOUND);
+                continue;
+            }
             match prev {
                 Some(v) => self.scope.insert(name, v),
                 None => self.scope.remove(name),
@@ -249,9 +260,37 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// `N` of a name `%N` (decimal, no leading zero) kept in `numbered`: `N` below a quarter of
+    /// the text's length (so that `numbered` never outgrows the text), else `None`.
+    fn number(&self, name: &str) -> Option<usize> {
+        let d = name.as_bytes().get(1..)?;
+        if d.is_empty() || d.len() > 9 || (d[0] == b'0' && d.len() > 1) || !d.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        let n = d.iter().fold(0usize, |n, &c| n * 10 + usize::from(c - b'0'));
+        (n < self.c.b.len() / 4).then_some(n)
+    }
+
     pub(crate) fn bind(&mut self, name: &'a str, first: u32, count: u32) {
-        let prev = self.scope.insert(name, (first, count));
+        let prev = match self.number(name) {
+            Some(n) => {
+                if n >= self.numbered.len() {
+                    self.numbered.resize(n + 1, UNBOUND);
+                }
+                let prev = std::mem::replace(&mut self.numbered[n], (first, count));
+                (prev != UNBOUND).then_some(prev)
+            }
+            None => self.scope.insert(name, (first, count)),
+        };
         self.undo.push((name, prev));
+    }
+
+    /// The (first value, count) bound to `name`, if any.
+    fn lookup(&self, name: &str) -> Option<(u32, u32)> {
+        match self.number(name) {
+            Some(n) => self.numbered.get(n).copied().filter(|&b| b != UNBOUND),
+            None => self.scope.get(name).copied(),
+        }
     }
 
     pub(crate) fn new_value(&mut self, ty: u32) -> u32 {
@@ -269,9 +308,9 @@ impl<'a> Reader<'a> {
         } else {
             0
         };
-        match self.scope.get(name) {
-            Some(&(first, count)) if index < count => Ok(Some(first + index)),
-            Some(&(_, count)) => Err(self.c.error(at, format!("{name} has {count} results, not #{index}"))),
+        match self.lookup(name) {
+            Some((first, count)) if index < count => Ok(Some(first + index)),
+            Some((_, count)) => Err(self.c.error(at, format!("{name} has {count} results, not #{index}"))),
             None => Err(self
                 .c
                 .error(at, format!("use of undefined value {name} (defined outside the module or after its use)"))),
