@@ -249,9 +249,9 @@ module {
 def test_native_passes_on_a_built_module_keep_the_python_objects_of_what_they_keep() -> None:
     """``propagate(..., in_place=True)`` and ``run_pipeline`` on a built module run the native
     passes (the module is written with its locations and read back) and build the module again
-    with the Python objects of the ops and values the passes kept: arguments and results held
-    before read the propagated shardings; the ops they replaced are new objects; the text is
-    the one the passes give on the module's text."""
+    with the Python objects of the ops, functions and values the passes kept: arguments and
+    results held before read the propagated shardings; the ops they replaced are new objects;
+    the text is the one the passes give on the module's text."""
     m = load_mlir(_CALLED)
     main = m.func("main")
     arg1 = main.args[1]
@@ -261,6 +261,8 @@ def test_native_passes_on_a_built_module_keep_the_python_objects_of_what_they_ke
     assert m.native is not None  # built again when asked for
     assert m.to_mlir() == sw.propagate(load_mlir(_CALLED)).to_mlir()
     new_main = m.func("main")
+    assert new_main is main and main.parent is m.op.regions[0].entry and main.regions[0].parent is main
+    assert main.result_shardings == sw.propagate(load_mlir(_CALLED)).func("main").result_shardings
     assert new_main.args[1] is arg1 and arg1.owner is new_main.body
     assert str(arg1.sharding) == '#sdy.sharding<@m, [{"x"}, {}]>'
     assert new_main.body.ops[0] is add and add.results[0].sharding is not None

@@ -24,10 +24,11 @@ __all__ = ["Reuse", "build_module", "build_op", "reuse_of"]
 
 
 class Reuse(NamedTuple):
-    """Python objects a build takes again: the op (``ops``) and value (``values``) objects of
-    a module by their index in a native program read from it (``reuse_of``). Ops the native
-    passes kept keep their index, and so their Python object: ops and values taken from a
-    module before a native pass ran on it stay the module's."""
+    """Python objects a build takes again: the op (``ops``, functions included) and value
+    (``values``) objects of a module by their index in a native program read from it
+    (``reuse_of``). Ops the native passes kept keep their index, and so their Python object:
+    ops, functions and values taken from a module before a native pass ran on it stay the
+    module's."""
 
     ops: dict[int, Op]
     values: dict[int, Value]
@@ -268,4 +269,18 @@ class _Builder(ShardingReader):
                 check_rank(sharding, f.result_types[k], f, f"result {k}")
             f.result_shardings[k] = sharding
             f.result_attrs[k] = d
-        return f
+        return f if self.reuse is None else self._taken_func(i, f)
+
+    def _taken_func(self, i: int, new: Func) -> Func:
+        """``new`` in the object ``reuse`` has for function op ``i``, if it has one (its
+        argument values are taken again with its block, by ``regions``)."""
+        assert self.reuse is not None
+        old = self.reuse.ops.get(i)
+        if type(old) is not Func:
+            return new
+        for slot in (*Op.__slots__, *Func.__slots__):
+            setattr(old, slot, getattr(new, slot))
+        old.parent = None
+        for region in old.regions:
+            region.parent = old
+        return old
