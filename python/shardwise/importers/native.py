@@ -174,25 +174,30 @@ class _Builder(ShardingReader):
         if None in operands:  # the reader resolves names first: only a reader bug gets here
             raise ProgramError(f"{self.strings[self.op_names[i]]}: operand read before its definition")
         result_types = [types.get(t) or self.type(t) for t in vt[first:end]]
-        op = Op(self.name(self.op_names[i]), operands, result_types, self.attrs(i))  # type: ignore[arg-type]
-        op._location = self.strings[self.op_locs[i]]
-        if self.reuse is not None:
-            op = self._taken(i, op, first)
+        old = self.reuse.ops.get(i) if self.reuse is not None else None
+        if old is not None and type(old) is Op:
+            # The object ``reuse`` has for op ``i`` (and its results in theirs) takes the op's
+            # fields, as a new ``Op`` would hold them.
+            old.name, old.operands, old.attributes = self.name(self.op_names[i]), operands, self.attrs(i)  # type: ignore[assignment]
+            old.regions, old.parent, old.operand_shardings = [], None, None
+            old._location = self.strings[self.op_locs[i]]
+            old.results = [self._result(first + k, t, old, k) for k, t in enumerate(result_types)]
+            op = old
+        else:
+            op = Op(self.name(self.op_names[i]), operands, result_types, self.attrs(i))  # type: ignore[arg-type]
+            op._location = self.strings[self.op_locs[i]]
         values[first:end] = op.results
         self.take_shardings(op)
         return op
 
-    def _taken(self, i: int, new: Op, first: int) -> Op:
-        """``new`` in the object ``reuse`` has for op ``i`` (and its results in theirs), if it
-        has one."""
+    def _result(self, index: int, ty: Type, owner: Op, k: int) -> Value:
+        """Result ``k`` of ``owner``: the object ``reuse`` has for value ``index`` if it has
+        one, else a new value."""
         assert self.reuse is not None
-        old = self.reuse.ops.get(i)
-        if old is None or type(old) is not Op:
-            return new
-        old.name, old.operands, old.attributes = new.name, new.operands, new.attributes
-        old.regions, old.parent, old.operand_shardings = [], None, None
-        old._location = new._location
-        old.results = [self._value(first + k, v, old) for k, v in enumerate(new.results)]
+        old = self.reuse.values.get(index)
+        if old is None:
+            return Value(ty, owner, k)
+        old.type, old.owner, old.index, old.sharding = ty, owner, k, None
         return old
 
     def _value(self, index: int, new: Value, owner: Op | Block) -> Value:
