@@ -11,7 +11,7 @@
 //! caller can hand the text to jaxlib instead; malformed text is one with `unsupported` unset.
 //! Every walk is a loop over an explicit stack: deep nesting cannot overflow the stack.
 
-mod attr;
+pub(crate) mod attr;
 mod cursor;
 mod locations;
 mod names;

@@ -18,6 +18,7 @@ use crate::fast_hash::FastMap;
 use crate::ir::clone::Uses;
 use crate::ir::values::{func_arg_sharding, func_result_sharding, result_sharding, ValueIndex};
 use crate::ir::Program;
+use crate::mlir::attr::split_top;
 use crate::propagation::debug::{
     origins_dict_text, propagation_edges_text, AxisMap, EdgeNode, EdgeNodeKind, Origin, OriginKind, PropagationEdge,
     ShardingDebug,
@@ -328,35 +329,7 @@ fn split_array(text: &str) -> Option<Vec<String>> {
 /// `body` split at the commas outside brackets and strings, each entry trimmed (none for an
 /// empty body).
 fn split_top_level(body: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let (mut depth, mut start, mut in_str, mut escaped) = (0i32, 0usize, false, false);
-    for (i, c) in body.char_indices() {
-        if in_str {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_str = false;
-            }
-            continue;
-        }
-        match c {
-            '"' => in_str = true,
-            '{' | '[' | '<' | '(' => depth += 1,
-            '}' | ']' | '>' | ')' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(body[start..i].trim().to_string());
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    let last = body[start..].trim();
-    if !last.is_empty() {
-        out.push(last.to_string());
-    }
-    out
+    split_top(body).into_iter().map(|s| s.trim().to_string()).collect()
 }
 
 /// `text` (a `sdy.sharding_origins` dictionary) with every origin equal to `name` replaced by
