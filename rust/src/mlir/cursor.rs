@@ -13,8 +13,8 @@ pub(crate) struct Cursor<'a> {
 
 pub(crate) type Res<T> = std::result::Result<T, ReadError>;
 
-/// Per byte: 1 for a character that may start a bare identifier, 2 for one that may continue
-/// it (MLIR's `bare-id`: letters, digits, `_`, `$`, `.`).
+/// Per byte, as bits: 1 when it may start a bare identifier (letters, `_`), 2 when it may
+/// continue one (letters, digits, `_`, `$`, `.`: MLIR's `bare-id`).
 const ID_CLASS: [u8; 256] = {
     let mut t = [0u8; 256];
     let mut c = 0;
