@@ -34,12 +34,12 @@ from shardwise.search.ilp import (
     solve_ilp,
 )
 from shardwise.search.local import (
-    POLL_SECONDS,
     OnThread,
     Solution,
     check_time_limit,
     clear_stop,
     request_stop,
+    wait_for,
     wire,
 )
 
@@ -96,14 +96,13 @@ def lower_bound(
     job = OnThread(run, "shardwise-bound")
     interrupted = False
     try:
-        while not job.done.wait(POLL_SECONDS):
-            pass
+        wait_for(job.done)
     except KeyboardInterrupt:
         # The ascent stops at its next round and hands back its best bound.
         interrupted = True
         request_stop()
         try:
-            job.done.wait()
+            wait_for(job.done)
         finally:
             clear_stop()
     r = job.result()

@@ -16,6 +16,7 @@ import atexit
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -137,6 +138,27 @@ def offer_incumbent(graph: object, sol: Solution) -> None:
 T = TypeVar("T")
 
 
+def wait_for(event: threading.Event, seconds: float | None = None) -> bool:
+    """Waits until ``event`` is set or ``seconds`` have passed (``None``: no limit); returns
+    whether it is set. For the main thread, which signals interrupt: it sleeps and looks at the
+    flag instead of waiting on the event's condition, because a ``KeyboardInterrupt`` raised
+    inside ``Condition.wait`` can leave the condition's lock released, and leaving the ``with``
+    block then raises ``RuntimeError: release unlocked lock`` instead (seen under SIGINT with
+    CPython 3.11, in ``Event.wait``). The sleeps grow from 0.2 ms to :data:`POLL_SECONDS`, so
+    a short run is answered at once."""
+    end = None if seconds is None else time.monotonic() + seconds
+    nap = 0.0002
+    while not event.is_set():
+        if end is not None:
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            nap = min(nap, left)
+        time.sleep(nap)
+        nap = min(nap * 2, POLL_SECONDS)
+    return True
+
+
 class OnThread(Generic[T]):
     """``run()`` on a daemon thread of its own, named ``name`` (a daemon thread does not hold up
     the process's exit, so one that is abandoned finishes in the background or not at all).
@@ -218,8 +240,6 @@ def interruptible(run: Callable[[], Solution], graph: object = None, time_limit:
     ``run()`` is called directly."""
     if threading.current_thread() is not threading.main_thread():
         return run()
-    import time
-
     clear_stop()  # a stop left standing by an abandoned search (its parts keep theirs)
     with _LOCK:
         _TOP[0] = graph
@@ -242,7 +262,7 @@ def interruptible(run: Callable[[], Solution], graph: object = None, time_limit:
     end = None if time_limit is None else time.perf_counter() + time_limit + OVERRUN_SECONDS
     interrupted = overran = False
     try:
-        while not done.wait(POLL_SECONDS):
+        while not wait_for(done, POLL_SECONDS):
             if end is not None and time.perf_counter() > end:
                 overran = True
                 break
@@ -250,11 +270,11 @@ def interruptible(run: Callable[[], Solution], graph: object = None, time_limit:
         interrupted = True
     except BaseException:
         request_stop()
-        done.wait(GRACE_SECONDS)
+        wait_for(done, GRACE_SECONDS)
         raise
     if interrupted or overran:
         request_stop()
-        done.wait(GRACE_SECONDS)  # a second Ctrl-C propagates
+        wait_for(done, GRACE_SECONDS)  # a second Ctrl-C propagates
         with _LOCK:
             offered = list(_INCUMBENT)
         if not done.is_set():
@@ -270,8 +290,7 @@ def interruptible(run: Callable[[], Solution], graph: object = None, time_limit:
                 return replace(
                     offered[0], interrupted=interrupted, note=f"search {why}: the best answer offered so far"
                 )
-            while not done.wait(POLL_SECONDS):  # nothing to answer with yet: wait for it
-                pass
+            wait_for(done)  # nothing to answer with yet: wait for it
         clear_stop()
     with _LOCK:
         _TOP[0] = None
@@ -326,7 +345,6 @@ def solve_local(
     assignment (``Solution.interrupted``; :func:`interruptible`). Raises :class:`SearchError`
     for a bad time limit or share, or a warm start of the wrong length / out-of-range index.
     """
-    import time
 
     t = check_time_limit(time_limit)
     if not 0.0 <= lagrange_share <= 1.0:
@@ -369,7 +387,6 @@ def lagrange_prices(
     first one whose priced assignment fitted (else the last prices); and the overflow of the
     priced assignment under them as a share of the limit (<= 0: it fitted). ``None`` without a
     usage limit. Raises :class:`SearchError` for a bad time limit or graph."""
-    import time
 
     start = time.perf_counter()
     t = check_time_limit(time_limit)
