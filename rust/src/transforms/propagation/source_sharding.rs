@@ -2,9 +2,9 @@
 //! (`shardy/dialect/sdy/transforms/propagation/debugging/source_sharding.cc`): the records of
 //! the debugging options `debug-sharding-origins` and `debug-propagation-edge-sharding`
 //! ([`crate::propagation::debug::ShardingDebug`], here indexed by native values and ops)
-//! prepared before a pass, added to by `sdy-apply-sharding-constraints` ([`record_constraint`])
-//! or by the solver (mapped with [`native_records`]), and written onto the program as Shardy's
-//! `saveOnModule` writes them ([`save`]):
+//! prepared before a pass, added to by `sdy-apply-sharding-constraints`
+//! ([`Handler::record_constraint`]) or by the solver (mapped with [`native_records`]), and
+//! written onto the program as Shardy's `saveOnModule` writes them ([`save`]):
 //!
 //! * `sdy.sharding_origins`: a dictionary from axis to origin on the op or function argument
 //!   or result holding each recorded value's sharding (an array of one dictionary per result on
@@ -27,7 +27,7 @@ use crate::sharding::TensorSharding;
 use crate::text::{parse_sharding_per_value, parse_string, print_string};
 use crate::transforms::common::post_order_of;
 
-use super::freeze::Frozen;
+use super::freeze::{top_funcs, Frozen};
 
 /// The dictionary of the origin of each axis of a value's sharding.
 pub const SHARDING_ORIGINS: &str = "sdy.sharding_origins";
@@ -62,11 +62,6 @@ pub fn max_step(p: &Program) -> i64 {
 fn post_order(p: &Program) -> Vec<u32> {
     let top: Vec<u32> = p.walk(0).into_iter().skip(1).collect();
     post_order_of(p, &top)
-}
-
-/// The function ops at the top of the module, in order.
-fn top_funcs(p: &Program) -> Vec<u32> {
-    p.block_ops(p.module_block()).iter().copied().filter(|&o| p.op_name(o) == FUNC).collect()
 }
 
 /// The records of `sdy-apply-sharding-constraints` while it runs, with the program's values
