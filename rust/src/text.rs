@@ -36,6 +36,13 @@ pub fn print_string(s: &str, out: &mut String) {
     out.push('"');
 }
 
+/// `s` as an MLIR string literal (quotes included; [`print_string`]).
+pub fn quote(s: &str) -> String {
+    let mut out = String::new();
+    print_string(s, &mut out);
+    out
+}
+
 fn is_bare_id(s: &str) -> bool {
     let mut chars = s.chars();
     match chars.next() {

@@ -3,18 +3,12 @@
 
 use super::Program;
 use crate::fast_hash::FastMap;
-use crate::text::print_string;
+use crate::text::quote;
 
 /// The top-level symbols of a program.
 pub struct SymbolTable {
     symbols: FastMap<String, u32>,
     counter: u32,
-}
-
-fn quote(s: &str) -> String {
-    let mut out = String::new();
-    print_string(s, &mut out);
-    out
 }
 
 impl SymbolTable {

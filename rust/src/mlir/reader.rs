@@ -893,9 +893,4 @@ fn qualify(name: &str, in_func: bool) -> String {
     }
 }
 
-/// An MLIR string literal of `s`.
-pub(crate) fn quote(s: &str) -> String {
-    let mut out = String::new();
-    crate::text::print_string(s, &mut out);
-    out
-}
+pub(crate) use crate::text::quote;

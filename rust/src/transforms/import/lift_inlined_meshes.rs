@@ -14,7 +14,7 @@ use crate::ir::Program;
 use crate::mesh::{Mesh, MeshAxis};
 use crate::name::Name;
 use crate::sharding::MeshRef;
-use crate::text::{parse_mesh, parse_string, print_mesh, print_string, print_symbol};
+use crate::text::{parse_mesh, parse_string, print_mesh, print_symbol, quote};
 use crate::transforms::PassContext;
 
 /// The StableHLO collectives whose `replica_groups` may name a mesh, in the order Shardy's
@@ -26,12 +26,6 @@ const REPLICA_GROUP_OPS: &[&str] = &[
     "stablehlo.all_to_all",
     "stablehlo.collective_broadcast",
 ];
-
-fn quote(s: &str) -> String {
-    let mut out = String::new();
-    print_string(s, &mut out);
-    out
-}
 
 fn new_mesh_name(mesh: &Mesh) -> String {
     if let Some(d) = mesh.maximal_device() {

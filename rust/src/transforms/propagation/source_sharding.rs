@@ -24,7 +24,7 @@ use crate::propagation::debug::{
     ShardingDebug,
 };
 use crate::sharding::TensorSharding;
-use crate::text::{parse_sharding_per_value, parse_string, print_string};
+use crate::text::{parse_sharding_per_value, parse_string, quote};
 use crate::transforms::common::post_order_of;
 
 use super::freeze::{top_funcs, Frozen};
@@ -209,12 +209,6 @@ pub fn native_records(debug: &ShardingDebug, frozen: &Frozen) -> ShardingDebug {
     out
 }
 
-fn quoted(s: &str) -> String {
-    let mut out = String::new();
-    print_string(s, &mut out);
-    out
-}
-
 /// `saveOnModule`: with origins, the origin name of each constraint and manual computation,
 /// the origins of each recorded value on what holds its sharding (and on the function result
 /// it is returned as), then `self` for each user sharding's own axes; with edges, the edges
@@ -223,7 +217,7 @@ fn quoted(s: &str) -> String {
 pub fn save(p: &mut Program, values: &mut ValueIndex, uses: &Uses, debug: &ShardingDebug) -> Result<()> {
     if debug.options.origins {
         for (op, name) in &debug.origin_names {
-            p.set_attr(*op, SHARDING_ORIGIN_NAME, &quoted(name));
+            p.set_attr(*op, SHARDING_ORIGIN_NAME, &quote(name));
         }
         let funcs = p.func_index();
         let parents: FastMap<u32, u32> = p.parents(0).into_iter().map(|(o, w)| (o, w.op)).collect();
