@@ -692,9 +692,19 @@ fn the_verifier_checks_element_types_of_elementwise_ops() {
 }
 
 #[test]
-fn dynamic_dimensions_are_found_as_the_shape_reader_finds_them() {
-    use shardwise::ir::types::{has_dynamic_dim, tensor_shape};
+fn dynamic_dimensions_and_scalars_are_found_as_the_shape_reader_finds_them() {
+    use shardwise::ir::types::{has_dynamic_dim, is_scalar, tensor_shape};
     for ty in [
+        "tensor<5>",
+        "tensor<xf32>",
+        "tensor<?>",
+        "tensor<*>",
+        "tensor<i1>",
+        "tensor<complex<f32>>",
+        "tensor<f32, #stablehlo.bounds<?>>",
+        "tensor<>",
+        "tensor<",
+        "f32",
         "tensor<4x8xf32>",
         "tensor<?x8xf32>",
         "tensor<4x?xbf16>",
@@ -708,5 +718,6 @@ fn dynamic_dimensions_are_found_as_the_shape_reader_finds_them() {
         "tuple<tensor<?xf32>>",
     ] {
         assert_eq!(has_dynamic_dim(ty), tensor_shape(ty).is_some_and(|s| s.contains(&-1)), "{ty}");
+        assert_eq!(is_scalar(ty), tensor_shape(ty).is_some_and(|s| s.is_empty()), "{ty}");
     }
 }

@@ -171,3 +171,51 @@ fn candidates_are_not_batched_for_calls_size_one_axes_or_constrained_arguments()
     );
     assert_eq!(guarded_args(&mlir::read(&constrained).unwrap()).unwrap(), Some(vec![2]));
 }
+
+/// Every op's post-order under `op`, children before their parent (the reference).
+fn post_order(p: &shardwise::ir::Program, op: u32, out: &mut Vec<u32>) {
+    let (a, b) = p.ops[op as usize].regions;
+    for r in a..b {
+        let (s, e) = p.regions[r as usize];
+        for blk in s..e {
+            for &o in p.block_ops(blk) {
+                post_order(p, o, out);
+            }
+        }
+    }
+    out.push(op);
+}
+
+#[test]
+fn post_order_of_puts_nested_ops_first_for_the_whole_program_subsets_and_detached_ops() {
+    use shardwise::transforms::common::post_order_of;
+    let text = r#"module {
+  func.func @main(%arg0: tensor<i32>, %arg1: tensor<4xf32>) -> tensor<4xf32> {
+    %0:2 = stablehlo.while(%iterArg = %arg0, %iterArg_0 = %arg1) : tensor<i32>, tensor<4xf32>
+    cond {
+      %c = stablehlo.constant dense<3> : tensor<i32>
+      %1 = stablehlo.compare  LT, %iterArg, %c : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %1 : tensor<i1>
+    } do {
+      %1 = stablehlo.negate %iterArg_0 : tensor<4xf32>
+      stablehlo.return %iterArg, %1 : tensor<i32>, tensor<4xf32>
+    }
+    %2 = stablehlo.abs %0#1 : tensor<4xf32>
+    return %2 : tensor<4xf32>
+  }
+}
+"#;
+    let mut p = mlir::read(text).expect("reads");
+    let mut want = Vec::new();
+    post_order(&p, 0, &mut want);
+    assert_eq!(post_order_of(&p, &p.walk(0)), want);
+    // A subset in pre-order: the while, one op of its body, the op after it.
+    let name = |p: &shardwise::ir::Program, n: &str| p.walk(0).into_iter().find(|&o| p.op_name(o) == n).unwrap();
+    let (w, neg, abs, func) =
+        (name(&p, "stablehlo.while"), name(&p, "stablehlo.negate"), name(&p, "stablehlo.abs"), name(&p, "func.func"));
+    assert_eq!(post_order_of(&p, &[func, w, neg, abs]), vec![neg, w, abs, func]);
+    // An op outside the module (made, not yet placed in a block) is ordered by walking.
+    let ty = p.value_types[p.op_results(abs).start as usize];
+    let loose = p.new_op("stablehlo.abs", &[p.op_results(abs).start], &[ty], &[], p.ops[abs as usize].loc);
+    assert_eq!(post_order_of(&p, &[w, neg, loose]), vec![neg, w, loose]);
+}

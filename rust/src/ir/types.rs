@@ -25,6 +25,9 @@ pub fn tensor_shape(ty: &str) -> Option<Vec<i64>> {
 /// Whether `ty` is a ranked tensor type with a dynamic dimension (`tensor<4x?xf32>`): what
 /// `tensor_shape(ty)` gives contains -1, found without building the shape.
 pub fn has_dynamic_dim(ty: &str) -> bool {
+    if !ty.as_bytes().contains(&b'?') {
+        return false;
+    }
     let Some(inner) = ty.strip_prefix("tensor<").and_then(|t| t.strip_suffix('>')) else { return false };
     let mut rest = inner;
     let mut dynamic = false;
@@ -50,7 +53,15 @@ pub fn rank(ty: &str) -> usize {
 
 /// A rank-0 tensor (Shardy's `isScalar`).
 pub fn is_scalar(ty: &str) -> bool {
-    tensor_shape(ty).is_some_and(|s| s.is_empty())
+    // `tensor_shape(ty)` is empty: its first `x`-separated part is no dimension.
+    let Some(inner) = ty.strip_prefix("tensor<").and_then(|t| t.strip_suffix('>')) else { return false };
+    if inner.starts_with('*') {
+        return false;
+    }
+    match inner.split_once('x') {
+        None => true,
+        Some((head, _)) => head != "?" && (head.is_empty() || !head.bytes().all(|c| c.is_ascii_digit())),
+    }
 }
 
 /// The element type of a ranked tensor type (`f32` of `tensor<4x8xf32>`), encoding left out.

@@ -4,6 +4,9 @@
 //! argument attributes, a data-flow edge owner in its `sdy.data_flow_edge`, the body argument
 //! of a named or manual computation in the op's `in_shardings`.
 
+use std::borrow::Cow;
+use std::collections::hash_map::Entry;
+
 use super::clone::Uses;
 use super::shardings::{result_slot, REGION_DATA_FLOW_OPS};
 use super::{types, Program, Span};
@@ -32,9 +35,8 @@ pub struct ValueIndex {
     arg_of: FastMap<u32, (u32, u32)>,
     block_owner: FastMap<u32, u32>,
     funcs: FastMap<u32, usize>,
-    /// Sharding attribute texts read so far (interned text, one sharding or one per value):
-    /// a program repeats few.
-    parsed: FastMap<(u32, bool), Vec<TensorSharding>>,
+    /// Sharding attribute texts read so far.
+    parsed: ParsedShardings,
 }
 
 impl ValueIndex {
@@ -59,7 +61,7 @@ impl ValueIndex {
             arg_of,
             block_owner,
             funcs: p.func_index(),
-            parsed: FastMap::default(),
+            parsed: ParsedShardings::default(),
         }
     }
 
@@ -161,39 +163,43 @@ impl ValueIndex {
 
     /// The sharding of `v` (Shardy's `getSharding(Value)`).
     pub fn get_sharding(&mut self, p: &Program, uses: &Uses, v: u32) -> Result<Option<TensorSharding>> {
+        Ok(self.sharding_of(p, uses, v)?.map(Cow::into_owned))
+    }
+
+    /// [`get_sharding`](Self::get_sharding) without a copy where the sharding is an entry of an
+    /// op's sharding attribute (the common case: it is borrowed from the parsed texts).
+    pub fn sharding_of(&mut self, p: &Program, uses: &Uses, v: u32) -> Result<Option<Cow<'_, TensorSharding>>> {
         let Some(v) = self.shardable_value(p, uses, v) else { return Ok(None) };
         if let Some((op, index)) = self.result_index(p, v) {
-            return self.slot_entry(p, op, result_slot(p.op_name(op)).0, index);
+            return Ok(self.slot_entry(p, op, result_slot(p.op_name(op)).0, index)?.map(Cow::Borrowed));
         }
         let Some(op) = self.owning_op(p, v) else { return Ok(None) };
         let index = self.arg_index(v).unwrap_or(0);
         let name = p.op_name(op);
         if REGION_DATA_FLOW_OPS.contains(&name) {
-            let Some(s) = self.slot_entry(p, op, "in_shardings", index)? else { return Ok(None) };
             if name == "sdy.manual_computation" {
-                return Ok(Some(erase_manual_axes(&s, &manual_axes(p.attr(op, "manual_axes").unwrap_or("")))));
+                let manual = manual_axes(p.attr(op, "manual_axes").unwrap_or(""));
+                let Some(s) = self.slot_entry(p, op, "in_shardings", index)? else { return Ok(None) };
+                return Ok(Some(Cow::Owned(erase_manual_axes(s, &manual))));
             }
-            return Ok(Some(s));
+            return Ok(self.slot_entry(p, op, "in_shardings", index)?.map(Cow::Borrowed));
         }
         if let Some(&fi) = self.funcs.get(&op) {
-            return func_arg_sharding(p, fi, index);
+            return Ok(self.parsed.func_arg(p, fi, index)?.map(Cow::Borrowed));
         }
         Ok(None)
     }
 
+    /// [`func_result_sharding`], each distinct text parsed once.
+    pub fn func_result_sharding(&mut self, p: &Program, fi: usize, index: usize) -> Result<Option<&TensorSharding>> {
+        self.parsed.func_result(p, fi, index)
+    }
+
     /// [`slot_entry`], each distinct attribute text parsed once.
-    fn slot_entry(&mut self, p: &Program, op: u32, slot: &str, index: usize) -> Result<Option<TensorSharding>> {
+    fn slot_entry(&mut self, p: &Program, op: u32, slot: &str, index: usize) -> Result<Option<&TensorSharding>> {
         let Some(id) = p.attr_id(op, slot) else { return Ok(None) };
         let single = result_slot(p.op_name(op)).1 && slot != "in_shardings" && slot != "sdy.sharding";
-        if let Some(all) = self.parsed.get(&(id, single)) {
-            return Ok(all.get(index).cloned());
-        }
-        let text = p.strings.get(id);
-        let all = if single { parse_sharding(text).map(|s| vec![s]) } else { parse_sharding_per_value(text) };
-        let all = all.map_err(|e| e.context(p.op_where(op)))?;
-        let out = all.get(index).cloned();
-        self.parsed.insert((id, single), all);
-        Ok(out)
+        self.parsed.entry(p, op, id, single, index)
     }
 
     /// Sets the sharding of `v` (Shardy's `setSharding(Value, sharding)`): an op's other results
@@ -253,6 +259,52 @@ pub fn set_result_sharding(p: &mut Program, op: u32, index: usize, s: &TensorSha
     all[index] = s.clone();
     p.set_attr(op, slot, &print_sharding_per_value(&all));
     Ok(())
+}
+
+/// Sharding attribute texts parsed once each (interned text, as one sharding or one per
+/// value): a program repeats few, and parsing one costs thousands of instructions.
+#[derive(Default)]
+pub struct ParsedShardings(FastMap<(u32, bool), Vec<TensorSharding>>);
+
+impl ParsedShardings {
+    /// Entry `index` of the sharding text `id` that `op` holds (one sharding when `single`,
+    /// else one per value); errors name `op`.
+    pub fn entry(
+        &mut self,
+        p: &Program,
+        op: u32,
+        id: u32,
+        single: bool,
+        index: usize,
+    ) -> Result<Option<&TensorSharding>> {
+        let all = match self.0.entry((id, single)) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                let text = p.strings.get(id);
+                let all = if single { parse_sharding(text).map(|s| vec![s]) } else { parse_sharding_per_value(text) };
+                e.insert(all.map_err(|err| err.context(p.op_where(op)))?)
+            }
+        };
+        Ok(all.get(index))
+    }
+
+    /// [`func_arg_sharding`], parsed once per text.
+    pub fn func_arg(&mut self, p: &Program, fi: usize, index: usize) -> Result<Option<&TensorSharding>> {
+        let Some(span) = func_arg_span(p, fi, index) else { return Ok(None) };
+        self.func_entry(p, fi, span)
+    }
+
+    /// [`func_result_sharding`], parsed once per text.
+    pub fn func_result(&mut self, p: &Program, fi: usize, index: usize) -> Result<Option<&TensorSharding>> {
+        let Some(&span) = p.funcs[fi].result_attrs.get(index) else { return Ok(None) };
+        self.func_entry(p, fi, span)
+    }
+
+    fn func_entry(&mut self, p: &Program, fi: usize, (a, b): Span) -> Result<Option<&TensorSharding>> {
+        let text = p.attrs[a as usize..b as usize].iter().find(|(k, _)| p.strings.get(*k) == "sdy.sharding");
+        let Some(&(_, id)) = text else { return Ok(None) };
+        self.entry(p, p.funcs[fi].op, id, true, 0)
+    }
 }
 
 fn func_arg_span(p: &Program, fi: usize, index: usize) -> Option<Span> {

@@ -2,7 +2,7 @@
 //! `transforms/common/`): callees, the module's meshes, function shardings.
 
 use crate::error::{Error, Result};
-use crate::fast_hash::FastMap;
+use crate::fast_hash::{FastMap, FastSet};
 use crate::ir::symbols::SymbolTable;
 use crate::ir::{types, Program};
 use crate::mesh::Mesh;
@@ -194,22 +194,70 @@ pub fn walk_calls(p: &Program, symbols: &SymbolTable) -> Vec<u32> {
 
 /// `ops` (in pre-order) rearranged so that an op comes after the ops nested in it.
 pub fn post_order_of(p: &Program, ops: &[u32]) -> Vec<u32> {
+    let spans = pre_order_spans(p);
+    let span = |op: u32| spans.get(op as usize).copied().filter(|&(start, _)| start != u32::MAX);
+    if ops.iter().any(|&op| span(op).is_none()) {
+        return post_order_by_walks(p, ops);
+    }
     let mut out: Vec<u32> = Vec::with_capacity(ops.len());
-    let mut open: Vec<(u32, FastMap<u32, ()>)> = Vec::new();
+    let mut open: Vec<u32> = Vec::new();
+    for &op in ops {
+        let (at, _) = spans[op as usize];
+        while let Some(&top) = open.last() {
+            let (start, end) = spans[top as usize];
+            if start < at && at < end {
+                break;
+            }
+            out.push(top);
+            open.pop();
+        }
+        open.push(op);
+    }
+    out.extend(open.into_iter().rev());
+    out
+}
+
+/// Each op's pre-order position in the module (op 0) and the position after the ops nested in
+/// it (`u32::MAX` for ops outside it): the ops nested in `t` are those at `(start, end)`.
+fn pre_order_spans(p: &Program) -> Vec<(u32, u32)> {
+    let mut spans = vec![(u32::MAX, u32::MAX); p.ops.len()];
+    let mut next = 0u32;
+    // (op, entered): an op is pushed again to close its span after the ops nested in it.
+    let mut stack = vec![(0u32, false)];
+    while let Some((op, entered)) = stack.pop() {
+        if entered {
+            spans[op as usize].1 = next;
+            continue;
+        }
+        spans[op as usize].0 = next;
+        next += 1;
+        stack.push((op, true));
+        let (a, b) = p.ops[op as usize].regions;
+        for r in (a..b).rev() {
+            let (s, e) = p.regions[r as usize];
+            for blk in (s..e).rev() {
+                stack.extend(p.block_ops(blk).iter().rev().map(|&o| (o, false)));
+            }
+        }
+    }
+    spans
+}
+
+/// [`post_order_of`] for ops outside the module: what each op nests found by walking it.
+fn post_order_by_walks(p: &Program, ops: &[u32]) -> Vec<u32> {
+    let mut out: Vec<u32> = Vec::with_capacity(ops.len());
+    let mut open: Vec<(u32, FastSet<u32>)> = Vec::new();
     for &op in ops {
         while let Some((top, inside)) = open.last() {
-            if inside.contains_key(&op) {
+            if inside.contains(&op) {
                 break;
             }
             out.push(*top);
             open.pop();
         }
-        let inside: FastMap<u32, ()> = p.walk(op).into_iter().skip(1).map(|o| (o, ())).collect();
-        open.push((op, inside));
+        open.push((op, p.walk(op).into_iter().skip(1).collect()));
     }
-    while let Some((top, _)) = open.pop() {
-        out.push(top);
-    }
+    out.extend(open.into_iter().rev().map(|(top, _)| top));
     out
 }
 

@@ -124,6 +124,12 @@ fn no_memory_effect_names() -> &'static FastSet<&'static str> {
     NAMES.get_or_init(|| ELEMENTWISE_OPS.iter().chain(OTHER_NO_MEMORY_EFFECT_OPS).copied().collect())
 }
 
+/// Whether `name` is one of [`ELEMENTWISE_OPS`] (hashed once).
+pub fn is_elementwise_name(name: &str) -> bool {
+    static NAMES: OnceLock<FastSet<&'static str>> = OnceLock::new();
+    NAMES.get_or_init(|| ELEMENTWISE_OPS.iter().copied().collect()).contains(name)
+}
+
 /// Ops without memory effects (MLIR's `MemoryEffectOpInterface` with no effects), whatever
 /// their shapes.
 pub fn has_no_memory_effect(name: &str) -> bool {
@@ -140,7 +146,7 @@ pub fn is_pure(p: &Program, op: u32) -> bool {
 /// shape, and `sdy.propagation_barrier` / `sdy.sharding_constraint` / `sdy.reshard`.
 pub fn is_elementwise(p: &Program, op: u32) -> bool {
     let name = p.op_name(op);
-    if ELEMENTWISE_OPS.contains(&name) {
+    if is_elementwise_name(name) {
         return true;
     }
     if name == "stablehlo.bitcast_convert" {

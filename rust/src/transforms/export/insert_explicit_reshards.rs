@@ -9,6 +9,8 @@
 use super::super::common::{callee_name, func_arg_shardings, meshes, post_order_of, resolve_mesh};
 use super::super::propagation::freeze::{registry_rule, top_funcs, user_rule, Context, UserRule};
 use super::super::PassContext;
+use std::borrow::Cow;
+
 use crate::axis::AxisRef;
 use crate::error::{Error, Result};
 use crate::export::explicit_reshards::{
@@ -18,8 +20,7 @@ use crate::fast_hash::{FastMap, FastSet};
 use crate::ir::clone::Uses;
 use crate::ir::symbols::SymbolTable;
 use crate::ir::values::{
-    add_free_axes, erase_manual_axes, func_result_sharding, manual_axes, result_sharding, set_result_sharding,
-    ValueIndex,
+    add_free_axes, erase_manual_axes, manual_axes, result_sharding, set_result_sharding, ValueIndex,
 };
 use crate::ir::{types, Program};
 use crate::mesh::Mesh;
@@ -61,6 +62,28 @@ type Key = (u32, bool, usize, Vec<(u32, u32)>, Vec<(u32, u32, u32)>);
 /// The index of no sharding in a [`Key`].
 const NO_SHARDING: u32 = u32::MAX;
 
+/// The sharding of `v` ([`ValueIndex::sharding_of`]), or for a value without one that an op of
+/// [`UNREDUCED_OPS`] defines, that op's first result sharding; borrowed where it is an entry
+/// of a sharding attribute.
+fn sharding_in<'v>(
+    values: &'v mut ValueIndex,
+    uses: &Uses,
+    p: &Program,
+    v: u32,
+) -> Result<Option<Cow<'v, TensorSharding>>> {
+    let unreduced = match values.defining_op(p, v) {
+        Some(d) if UNREDUCED_OPS.contains(&p.op_name(d)) => Some(d),
+        _ => None,
+    };
+    if let Some(s) = values.sharding_of(p, uses, v)? {
+        return Ok(Some(s));
+    }
+    match unreduced {
+        Some(d) => Ok(result_sharding(p, d, 0)?.map(Cow::Owned)),
+        None => Ok(None),
+    }
+}
+
 struct Reshards<'a> {
     full: bool,
     meshes: &'a FastMap<String, Mesh>,
@@ -81,6 +104,19 @@ struct Reshards<'a> {
     /// The distinct shardings the memo keys name, by index (each is hashed once per value
     /// instead of with the whole key, and keys hold no copies).
     sharding_ids: FastMap<TensorSharding, u32>,
+    /// Whether a sharding may have unreduced axes: one of the program's sharding texts names
+    /// them, or the pass wrote such a sharding. Without them and without the full version, an
+    /// op other than a dot keeps its operands and results ([`Reshards::op_tail`]).
+    maybe_unreduced: bool,
+}
+
+fn is_dot(name: &str) -> bool {
+    name == "stablehlo.dot" || name == "stablehlo.dot_general"
+}
+
+/// Whether a sharding text of `p` names unreduced axes.
+fn names_unreduced(p: &Program) -> bool {
+    p.strings.strings.iter().any(|s| s.starts_with("#sdy.sharding") && s.contains("unreduced"))
 }
 
 impl Reshards<'_> {
@@ -89,14 +125,7 @@ impl Reshards<'_> {
     }
 
     fn sharding(&mut self, p: &Program, v: u32) -> Result<Option<TensorSharding>> {
-        let s = self.values.get_sharding(p, &self.uses, v)?;
-        if s.is_some() {
-            return Ok(s);
-        }
-        match self.values.defining_op(p, v) {
-            Some(d) if UNREDUCED_OPS.contains(&p.op_name(d)) => result_sharding(p, d, 0),
-            _ => Ok(None),
-        }
+        Ok(sharding_in(&mut self.values, &self.uses, p, v)?.map(Cow::into_owned))
     }
 
     fn mesh(&self, s: &TensorSharding) -> Result<Mesh> {
@@ -156,6 +185,7 @@ impl Reshards<'_> {
         let ty = p.value_types[operand as usize];
         let op = p.new_op(name, &[operand], &[ty], &attrs, loc);
         if let Some(s) = sharding {
+            self.maybe_unreduced |= !s.unreduced.is_empty();
             set_result_sharding(p, op, 0, s)?;
         }
         let (block, next) = self.at;
@@ -536,6 +566,10 @@ impl Reshards<'_> {
             || DATA_FLOW.contains(&n)
             || matches!(n, CALL | RESHARD | "stablehlo.concatenate" | "mhlo.ragged_dot");
         if !self.full && !special && !CONTEXT_OPS.contains(&n) && !has_regions {
+            // Without the full version only dots and ops with unreduced shardings change.
+            if !self.maybe_unreduced && !is_dot(n) {
+                return Ok(());
+            }
             return self.memoised_tail(p, op, false);
         }
         if TERMINATORS.contains(&n) {
@@ -582,24 +616,34 @@ impl Reshards<'_> {
         self.sharding(p, v)
     }
 
-    /// The index of `s` among the shardings memo keys name ([`Key`]).
-    fn sharding_id(&mut self, s: Option<TensorSharding>) -> u32 {
-        let Some(s) = s else { return NO_SHARDING };
+    /// The index of `v`'s sharding (through propagation barriers when `through`) among the
+    /// shardings memo keys name ([`Key`]); hashed by reference, copied once per distinct sharding.
+    fn sharding_id(&mut self, p: &Program, mut v: u32, through: bool) -> Result<u32> {
+        if through {
+            while let Some(d) = self.values.defining_op(p, v).filter(|&d| p.op_name(d) == BARRIER) {
+                match p.op_operands(d).first() {
+                    Some(&x) => v = x,
+                    None => break,
+                }
+            }
+        }
         let next = self.sharding_ids.len() as u32;
-        *self.sharding_ids.entry(s).or_insert(next)
+        let Self { values, uses, sharding_ids, .. } = self;
+        let Some(s) = sharding_in(values, uses, p, v)? else { return Ok(NO_SHARDING) };
+        if let Some(&id) = sharding_ids.get(s.as_ref()) {
+            return Ok(id);
+        }
+        sharding_ids.insert(s.into_owned(), next);
+        Ok(next)
     }
 
     fn memoised_tail(&mut self, p: &mut Program, op: u32, full: bool) -> Result<()> {
         let mut signature = Vec::new();
         let values: Vec<u32> = p.op_operands(op).iter().copied().chain(p.op_results(op)).collect();
         for v in values {
-            let s = self.sharding(p, v)?;
-            let s = self.sharding_id(s);
+            let s = self.sharding_id(p, v, false)?;
             let through = match self.values.defining_op(p, v) {
-                Some(d) if p.op_name(d) == BARRIER => {
-                    let through = self.bypass(p, v)?;
-                    self.sharding_id(through)
-                }
+                Some(d) if p.op_name(d) == BARRIER => self.sharding_id(p, v, true)?,
                 _ => s,
             };
             signature.push((p.value_types[v as usize], s, through));
@@ -645,7 +689,7 @@ impl Reshards<'_> {
         let name = p.op_name(op).to_string();
         let version = if full {
             Version::Full
-        } else if name == "stablehlo.dot" || name == "stablehlo.dot_general" {
+        } else if is_dot(&name) {
             Version::Dot
         } else if outs.first().and_then(|s| s.as_ref()).is_some_and(|s| !s.unreduced.is_empty()) {
             Version::Basic
@@ -724,6 +768,7 @@ impl Reshards<'_> {
             };
             let back = self.new_op(p, RESHARD, result, &[], Some(&current), loc)?;
             self.replace_uses_except(p, result, back);
+            self.maybe_unreduced |= !w.unreduced.is_empty();
             self.values.set_sharding(p, &self.uses, result, w)?;
         }
         if plan.all_reduce_axes.is_empty() || results.is_empty() {
@@ -765,7 +810,7 @@ impl Reshards<'_> {
         let Some(&ret) = p.block_ops(entry.start).last() else { return Ok(()) };
         self.before(p, ret)?;
         for i in 0..p.op_operands(ret).len() {
-            let target = func_result_sharding(p, fi, i)?;
+            let target = self.values.func_result_sharding(p, fi, i)?.cloned();
             let full = self.full;
             self.reshard_to_target(p, ret, i, target.as_ref(), false, full)?;
         }
@@ -796,6 +841,7 @@ pub fn run(p: &mut Program, cx: &mut PassContext) -> Result<()> {
             context: None,
             rules: FastMap::default(),
             sharding_ids: FastMap::default(),
+            maybe_unreduced: names_unreduced(p),
         };
         r.run_func(p, f, funcs[&f])?;
     }

@@ -10,8 +10,7 @@ use crate::axis::AxisRef;
 use crate::error::Result;
 use crate::fast_hash::FastMap;
 use crate::ir::values::{
-    add_free_axes, erase_manual_axes, func_arg_sharding, func_result_sharding, manual_axes, result_sharding,
-    set_func_sharding,
+    add_free_axes, erase_manual_axes, manual_axes, result_sharding, set_func_sharding, ParsedShardings,
 };
 use crate::ir::{types, Program};
 use crate::mesh::Mesh;
@@ -86,24 +85,25 @@ pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
     let meshes = meshes(p)?;
     let e = Even { meshes: &meshes };
     let funcs = p.func_index();
+    let mut parsed = ParsedShardings::default();
     for f in top_funcs(p) {
         let fi = funcs[&f];
         let entry = p.region_blocks(f, 0);
         if !entry.is_empty() {
             let args: Vec<u32> = p.block_args(entry.start).collect();
             for (k, a) in args.into_iter().enumerate() {
-                if let Some(s) = func_arg_sharding(p, fi, k)? {
-                    let new = e.even(&s, p.strings.get(p.value_types[a as usize]))?;
-                    if new != s {
+                if let Some(s) = parsed.func_arg(p, fi, k)? {
+                    let new = e.even(s, p.strings.get(p.value_types[a as usize]))?;
+                    if new != *s {
                         set_func_sharding(p, fi, k, false, Some(&new));
                     }
                 }
             }
         }
         for k in 0..p.funcs[fi].result_types.len() {
-            if let Some(s) = func_result_sharding(p, fi, k)? {
-                let new = e.even(&s, p.strings.get(p.funcs[fi].result_types[k]))?;
-                if new != s {
+            if let Some(s) = parsed.func_result(p, fi, k)? {
+                let new = e.even(s, p.strings.get(p.funcs[fi].result_types[k]))?;
+                if new != *s {
                     set_func_sharding(p, fi, k, true, Some(&new));
                 }
             }

@@ -14,7 +14,7 @@ use crate::ir::{types, Program};
 use crate::transforms::common::{
     append_func, call_graph_rpo, callee_name, clone_func_recursively, original_func_name, set_callee, CALL,
 };
-use crate::transforms::op_properties::{is_elementwise, is_pure, ELEMENTWISE_OPS};
+use crate::transforms::op_properties::{is_elementwise, is_elementwise_name, is_pure};
 use crate::transforms::PassContext;
 
 const NAMED_COMPUTATION: &str = "sdy.named_computation";
@@ -74,7 +74,7 @@ impl Splitter {
         if name == NAMED_COMPUTATION {
             return !self.non_const_named.contains(&Self::named_text(p, op));
         }
-        let candidate = ELEMENTWISE_OPS.contains(&name)
+        let candidate = is_elementwise_name(name)
             || matches!(
                 name,
                 "stablehlo.broadcast_in_dim"

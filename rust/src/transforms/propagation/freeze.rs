@@ -14,14 +14,14 @@ use crate::fast_hash::FastMap;
 use crate::graph::{Graph, GraphInput, NONE};
 use crate::ir::shardings::{result_slot, REGION_DATA_FLOW_OPS};
 use crate::ir::types::tensor_shape;
-use crate::ir::values::{func_arg_sharding, manual_axes};
+use crate::ir::values::{manual_axes, ParsedShardings};
 use crate::ir::Program;
 use crate::propagation::{ProgramFacts, PropagationDirection, SolverInput};
 use crate::rule::text::parse_rule;
 use crate::rule::OpShardingRule;
 use crate::rules::{self, BlockDesc, Builtin, OpDesc, ValueDesc};
 use crate::sharding::TensorSharding;
-use crate::text::{parse_sharding, parse_sharding_per_value};
+use crate::text::parse_sharding_per_value;
 
 /// A frozen native program: the graph and, for each graph index, the native op or value.
 pub struct Frozen {
@@ -92,13 +92,16 @@ pub fn freeze(p: &Program, conservative: bool, cx: &mut PassContext) -> Result<F
     let mut value_index = vec![NONE; p.value_types.len()];
     let mut op_index = vec![NONE; p.ops.len()];
     let mut name_ids: FastMap<u32, u32> = FastMap::default();
-    let add_value = |g: &mut GraphInput, values: &mut Vec<u32>, value_index: &mut Vec<u32>, v: u32, owner: u32| {
+    // Each distinct type's shape, read once.
+    let mut shapes: FastMap<u32, Vec<i64>> = FastMap::default();
+    let mut add_value = |g: &mut GraphInput, values: &mut Vec<u32>, value_index: &mut Vec<u32>, v: u32, owner: u32| {
         let index = g.ranks.len() as u32;
         value_index[v as usize] = index;
         values.push(v);
-        let shape = tensor_shape(p.strings.get(p.value_types[v as usize])).unwrap_or_default();
+        let ty = p.value_types[v as usize];
+        let shape = shapes.entry(ty).or_insert_with(|| tensor_shape(p.strings.get(ty)).unwrap_or_default());
         g.ranks.push(shape.len() as u32);
-        g.dims.extend_from_slice(&shape);
+        g.dims.extend_from_slice(shape);
         g.value_block_owner.push(owner);
     };
     let mut stack: Vec<Event> = Vec::new();
@@ -507,6 +510,7 @@ pub fn solver_input(p: &Program, f: &Frozen, forward: &[u32]) -> Result<SolverIn
     let mut symbol_users = Vec::new();
     let mut value_shardings: Vec<Option<TensorSharding>> = vec![None; f.values.len()];
     let func_index = p.func_index();
+    let mut parsed = ParsedShardings::default();
     for (i, &op) in f.ops.iter().enumerate() {
         let i = i as u32;
         let name = p.op_name(op);
@@ -548,19 +552,18 @@ pub fn solver_input(p: &Program, f: &Frozen, forward: &[u32]) -> Result<SolverIn
         // Stored shardings: the results' slot, and the block arguments of functions and of
         // named and manual computations.
         let (slot, single) = result_slot(name);
-        if let Some(text) = p.attr(op, slot) {
+        if let Some(id) = p.attr_id(op, slot) {
             let single = single && slot != "sdy.sharding";
-            let all = if single { parse_sharding(text).map(|s| vec![s]) } else { parse_sharding_per_value(text) };
-            let all = all.map_err(|e| e.context(p.op_where(op)))?;
-            for (r, s) in p.op_results(op).zip(all) {
-                value_shardings[f.value_index[r as usize] as usize] = Some(s);
+            for (k, r) in p.op_results(op).enumerate() {
+                let Some(s) = parsed.entry(p, op, id, single, k)? else { break };
+                value_shardings[f.value_index[r as usize] as usize] = Some(s.clone());
             }
         }
         if let Some(&fi) = func_index.get(&op) {
             let entry = p.region_blocks(op, 0);
             if !entry.is_empty() {
                 for (k, v) in p.block_args(entry.start).enumerate() {
-                    value_shardings[f.value_index[v as usize] as usize] = func_arg_sharding(p, fi, k)?;
+                    value_shardings[f.value_index[v as usize] as usize] = parsed.func_arg(p, fi, k)?.cloned();
                 }
             }
         } else if REGION_DATA_FLOW_OPS.contains(&name) {
@@ -576,15 +579,19 @@ pub fn solver_input(p: &Program, f: &Frozen, forward: &[u32]) -> Result<SolverIn
     symbol_users.sort_unstable();
     symbol_users.dedup();
     facts.symbol_users = symbol_users;
+    let mut non_tensor: FastMap<u32, bool> = FastMap::default();
     facts.non_tensor_values = (0..f.values.len() as u32)
-        .filter(|&v| tensor_shape(p.strings.get(p.value_types[f.values[v as usize] as usize])).is_none())
+        .filter(|&v| {
+            let ty = p.value_types[f.values[v as usize] as usize];
+            *non_tensor.entry(ty).or_insert_with(|| tensor_shape(p.strings.get(ty)).is_none())
+        })
         .collect();
     facts.forward_use_order_values = forward.iter().filter_map(|&v| f.value(v)).collect();
     let mut func_results = Vec::new();
     for &op in &funcs {
         let fi = func_index[&op];
         let n = p.funcs[fi].result_types.len();
-        let rs = (0..n).map(|k| crate::ir::values::func_result_sharding(p, fi, k)).collect::<Result<Vec<_>>>()?;
+        let rs = (0..n).map(|k| Ok(parsed.func_result(p, fi, k)?.cloned())).collect::<Result<Vec<_>>>()?;
         func_results.push((g(op)?, rs));
     }
     Ok(SolverInput { meshes: meshes(p)?.into_iter().collect(), value_shardings, func_results, facts, debug: None })
