@@ -92,22 +92,38 @@ impl Program {
 /// for the ops reached from the root. Kept in append order, read backwards.
 #[derive(Default)]
 pub struct Uses {
-    of: FastMap<u32, Vec<(u32, u32)>>,
+    /// By value id (grown as values are added).
+    of: Vec<Vec<(u32, u32)>>,
 }
 
 impl Uses {
     /// The uses made by `root` and the ops nested in it.
     pub fn new(p: &Program, root: u32) -> Uses {
-        let mut u = Uses::default();
+        let mut u = Uses { of: Vec::with_capacity(p.value_types.len()) };
         u.add(p, root);
         u
     }
 
+    /// The use list of `v`, made (with those of the values before it) when missing.
+    fn list_mut(&mut self, v: u32) -> &mut Vec<(u32, u32)> {
+        let i = v as usize;
+        if i >= self.of.len() {
+            self.of.resize_with(i + 1, Vec::new);
+        }
+        &mut self.of[i]
+    }
+
     /// Adds the uses made by `op` and the ops nested in it.
     pub fn add(&mut self, p: &Program, op: u32) {
-        for o in p.walk(op) {
-            for (i, &v) in p.op_operands(o).iter().enumerate() {
-                self.of.entry(v).or_default().push((o, i as u32));
+        let mut stack = vec![op];
+        while let Some(o) = stack.pop() {
+            self.add_op_only(p, o);
+            let (a, b) = p.ops[o as usize].regions;
+            for r in (a..b).rev() {
+                let (s, e) = p.regions[r as usize];
+                for blk in (s..e).rev() {
+                    stack.extend(p.block_ops(blk).iter().rev());
+                }
             }
         }
     }
@@ -115,14 +131,14 @@ impl Uses {
     /// Adds the uses made by `op` itself (its regions' ops are registered already).
     pub fn add_op_only(&mut self, p: &Program, op: u32) {
         for (i, &v) in p.op_operands(op).iter().enumerate() {
-            self.of.entry(v).or_default().push((op, i as u32));
+            self.list_mut(v).push((op, i as u32));
         }
     }
 
     /// Drops the uses made by `op` itself.
     pub fn drop_op_only(&mut self, p: &Program, op: u32) {
         for &v in p.op_operands(op) {
-            if let Some(list) = self.of.get_mut(&v) {
+            if let Some(list) = self.of.get_mut(v as usize) {
                 list.retain(|&(user, _)| user != op);
             }
         }
@@ -131,17 +147,13 @@ impl Uses {
     /// Drops the uses made by `op` and the ops nested in it.
     pub fn drop(&mut self, p: &Program, op: u32) {
         for o in p.walk(op) {
-            for &v in p.op_operands(o) {
-                if let Some(list) = self.of.get_mut(&v) {
-                    list.retain(|&(user, _)| user != o);
-                }
-            }
+            self.drop_op_only(p, o);
         }
     }
 
     /// The uses of `v`: (op, operand index), most recent first.
     pub fn of(&self, v: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
-        self.of.get(&v).into_iter().flat_map(|l| l.iter().rev().copied())
+        self.of.get(v as usize).into_iter().flat_map(|l| l.iter().rev().copied())
     }
 
     /// The op of each use of `v`, most recent first (an op using it twice is there twice).
@@ -160,12 +172,12 @@ impl Uses {
     /// Makes operand `i` of `op` be `value`, moving the use.
     pub fn set_operand(&mut self, p: &mut Program, op: u32, i: usize, value: u32) {
         let old = p.op_operands(op)[i];
-        if let Some(list) = self.of.get_mut(&old) {
+        if let Some(list) = self.of.get_mut(old as usize) {
             if let Some(k) = list.iter().position(|&(o, k)| o == op && k as usize == i) {
                 list.remove(k);
             }
         }
         p.set_operand(op, i, value);
-        self.of.entry(value).or_default().push((op, i as u32));
+        self.list_mut(value).push((op, i as u32));
     }
 }

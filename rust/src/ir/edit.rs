@@ -105,11 +105,13 @@ impl Program {
 
     /// [`Program::set_attr`] with the name and the text interned already.
     pub fn set_attr_id(&mut self, op: u32, name: u32, value: u32) {
-        let mut attrs = self.op_attrs(op).to_vec();
-        match attrs.iter_mut().find(|(k, _)| *k == name) {
-            Some(slot) => slot.1 = value,
-            None => attrs.push((name, value)),
+        let span = self.ops[op as usize].attrs;
+        if let Some(slot) = self.attrs[range(span)].iter_mut().find(|(k, _)| *k == name) {
+            slot.1 = value;
+            return;
         }
+        let mut attrs = self.op_attrs(op).to_vec();
+        attrs.push((name, value));
         self.set_attrs(op, &attrs);
     }
 

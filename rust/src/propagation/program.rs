@@ -13,11 +13,11 @@
 
 #![warn(missing_docs)]
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::factor_prop::PropagationDirection;
 use crate::error::{Error, Result};
+use crate::fast_hash::FastMap;
 use crate::graph::{Csr, Graph, NONE};
 use crate::rule::{OpShardingRule, RuleBuilder};
 
@@ -357,24 +357,24 @@ pub struct Program<'g> {
     /// Whether each value is not a ranked tensor.
     pub non_tensor: Vec<bool>,
     /// The callee (func op) of each `func.call`.
-    pub callee: HashMap<u32, u32>,
+    pub callee: FastMap<u32, u32>,
     /// Per func op, its `func.call` callers in program order.
-    pub callers: HashMap<u32, Vec<u32>>,
+    pub callers: FastMap<u32, Vec<u32>>,
     /// Whether a function is referred to by an op other than a call.
     pub symbol_used: Vec<bool>,
     /// The manual axes of each manual computation.
-    pub manual_axes: HashMap<u32, Vec<String>>,
+    pub manual_axes: FastMap<u32, Vec<String>>,
     /// The allowed direction of each propagation barrier.
-    pub barrier_direction: HashMap<u32, PropagationDirection>,
+    pub barrier_direction: FastMap<u32, PropagationDirection>,
     /// Sharding group of each grouped value, and the members of each group in program order.
-    pub group_of: HashMap<u32, usize>,
+    pub group_of: FastMap<u32, usize>,
     /// `(group id, members)` by increasing id.
     pub groups: Vec<(i64, Vec<u32>)>,
     /// The main function (see [`ProgramFacts::main_func`]).
     pub main_func: Option<u32>,
     /// Identity rules built so far, by the value giving their shape and their number of
     /// operands (see [`Program::identity_rule`]); shared by every solve of the program.
-    identity_rules: Mutex<HashMap<(u32, usize), Arc<OpShardingRule>>>,
+    identity_rules: Mutex<FastMap<(u32, usize), Arc<OpShardingRule>>>,
     /// Per value, where its sharding is stored while no op is erased (`NONE` for nowhere),
     /// filled by the first solve (see `Solver::shardable`).
     pub(crate) initial_shardable: OnceLock<Vec<u32>>,
@@ -488,8 +488,8 @@ impl<'g> Program<'g> {
             check_index("value", v, n_values)?;
             non_tensor[v as usize] = true;
         }
-        let mut callee = HashMap::new();
-        let mut callers: HashMap<u32, Vec<u32>> = HashMap::new();
+        let mut callee = FastMap::default();
+        let mut callers: FastMap<u32, Vec<u32>> = FastMap::default();
         let mut calls = facts.callees.clone();
         calls.sort_unstable();
         for &(call, func) in &calls {
@@ -513,20 +513,20 @@ impl<'g> Program<'g> {
             check_index("op", f, n_ops)?;
             symbol_used[f as usize] = true;
         }
-        let mut manual_axes = HashMap::new();
+        let mut manual_axes = FastMap::default();
         for (op, axes) in &facts.manual_axes {
             check_index("op", *op, n_ops)?;
             manual_axes.insert(*op, axes.clone());
         }
-        let mut barrier_direction = HashMap::new();
+        let mut barrier_direction = FastMap::default();
         for &(op, d) in &facts.barrier_directions {
             check_index("op", op, n_ops)?;
             barrier_direction.insert(op, d);
         }
         // Shardy's `ShardingGroupMap`: the input of each `sdy.sharding_group`, by group id.
-        let mut group_of: HashMap<u32, usize> = HashMap::new();
+        let mut group_of: FastMap<u32, usize> = FastMap::default();
         let mut groups: Vec<(i64, Vec<u32>)> = Vec::new();
-        let mut group_index: HashMap<i64, usize> = HashMap::new();
+        let mut group_index: FastMap<i64, usize> = FastMap::default();
         let mut ops_with_groups = facts.sharding_groups.clone();
         ops_with_groups.sort_unstable();
         for &(op, id) in &ops_with_groups {
@@ -561,7 +561,7 @@ impl<'g> Program<'g> {
         // Shardy indexes groups by id (0..N after import): process them in id order.
         let mut order: Vec<usize> = (0..groups.len()).collect();
         order.sort_by_key(|&g| groups[g].0);
-        let remap: HashMap<usize, usize> = order.iter().enumerate().map(|(new, &old)| (old, new)).collect();
+        let remap: FastMap<usize, usize> = order.iter().enumerate().map(|(new, &old)| (old, new)).collect();
         let groups: Vec<(i64, Vec<u32>)> = order.iter().map(|&g| groups[g].clone()).collect();
         let group_of = group_of.into_iter().map(|(v, g)| (v, remap[&g])).collect();
         if let Some(m) = facts.main_func {
@@ -587,7 +587,7 @@ impl<'g> Program<'g> {
             group_of,
             groups,
             main_func: facts.main_func,
-            identity_rules: Mutex::new(HashMap::new()),
+            identity_rules: Mutex::new(FastMap::default()),
             initial_shardable: OnceLock::new(),
         })
     }

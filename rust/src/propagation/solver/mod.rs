@@ -62,6 +62,7 @@ use super::step_memo::StepMemo;
 use super::transforms::empty_axes;
 use super::visit_cache::VisitCache;
 use crate::error::{Error, Result};
+use crate::fast_hash::FastMap;
 use crate::graph::{Graph, NONE};
 use crate::mesh::Mesh;
 use crate::rule::OpShardingRule;
@@ -246,7 +247,7 @@ pub struct Solver<'g> {
     /// The only mesh and its name, when there is one (most programs): found without hashing.
     only_mesh: Option<(String, Mesh)>,
     raw: Vec<Option<Shared>>,
-    func_results: HashMap<u32, Vec<Option<Shared>>>,
+    func_results: FastMap<u32, Vec<Option<Shared>>>,
     func_order: Vec<u32>,
     alive: Vec<bool>,
     live_uses: Vec<u32>,
@@ -339,7 +340,7 @@ impl<'g> Solver<'g> {
                 }
             }
         }
-        let mut func_results = HashMap::new();
+        let mut func_results = FastMap::default();
         let mut func_order = Vec::new();
         for (op, shardings) in input.func_results {
             if op as usize >= n_ops || prog.kind[op as usize] != OpKind::Func {

@@ -92,9 +92,12 @@ impl<'g> Solver<'g> {
     /// The mesh the shardings share (Shardy `getCommonMeshName`): the first sharding's,
     /// unless it is the empty mesh, which any other replaces; `None` when two non-empty meshes
     /// differ or no sharding is given. Errors when a sharding names an unknown mesh.
-    pub(super) fn common_mesh(&self, shardings: &[Option<&TensorSharding>]) -> Result<Option<(MeshRef, Mesh)>> {
-        // The first non-empty mesh is kept by reference (shardings naming the same mesh resolve
-        // to the same entry, so most comparisons are pointer comparisons) and cloned once.
+    pub(super) fn common_mesh<'a>(
+        &'a self,
+        shardings: &[Option<&'a TensorSharding>],
+    ) -> Result<Option<(&'a MeshRef, &'a Mesh)>> {
+        // Shardings naming the same mesh resolve to the same entry, so most comparisons are
+        // pointer comparisons.
         let mut chosen: Option<(&MeshRef, &Mesh)> = None;
         for s in shardings.iter().filter_map(|s| *s) {
             let m = self.resolve_mesh(s)?;
@@ -109,7 +112,7 @@ impl<'g> Solver<'g> {
                 }
             }
         }
-        Ok(chosen.map(|(r, m)| (r.clone(), m.clone())))
+        Ok(chosen)
     }
 
     /// The mesh `s` is bound to (as [`TensorSharding::resolve_mesh`] finds it among the
@@ -204,7 +207,7 @@ impl<'g> Solver<'g> {
                     break 'step (None, updates, relevant);
                 }
             }
-            let mut projection = ShardingProjection::build_on_mesh(op_refs, res_refs, rule, &mesh, false)?;
+            let mut projection = ShardingProjection::build_on_mesh(op_refs, res_refs, rule, mesh, false)?;
             let before = self.debug.is_some().then(|| projection.clone());
             // The factors whose directions matter: those some tensor has axes for (the others
             // propagate nothing in any direction). A barrier's directions are its own.
@@ -223,7 +226,7 @@ impl<'g> Solver<'g> {
                 &mut projection,
                 &direction,
                 &rule.factor_sizes,
-                Some(&mesh),
+                Some(mesh),
                 conservative,
                 OpInfo { elementwise },
             )?;
@@ -233,8 +236,8 @@ impl<'g> Solver<'g> {
                 let new = projection.operands[i].to_tensor_sharding(
                     &rule.operand_mappings[i],
                     &rule.factor_sizes,
-                    &mesh_ref,
-                    &mesh,
+                    mesh_ref,
+                    mesh,
                 )?;
                 if changed(op_refs[i], &new) {
                     changes.push((i as u32, Arc::new(new)));
@@ -244,8 +247,8 @@ impl<'g> Solver<'g> {
                 let new = projection.results[i].to_tensor_sharding(
                     &rule.result_mappings[i],
                     &rule.factor_sizes,
-                    &mesh_ref,
-                    &mesh,
+                    mesh_ref,
+                    mesh,
                 )?;
                 if changed(res_refs[i], &new) {
                     changes.push(((operands.len() + i) as u32, Arc::new(new)));
@@ -264,7 +267,7 @@ impl<'g> Solver<'g> {
                 }
                 _ => changes.into_iter().map(|(p, s)| (tensor_at(p as usize), s)).collect(),
             };
-            (before.map(|b| (mesh, projection, b)), updates, relevant)
+            (before.map(|b| (mesh.clone(), projection, b)), updates, relevant)
         };
         if self.cache.recording() {
             self.cache.directions(dirs, &relevant);

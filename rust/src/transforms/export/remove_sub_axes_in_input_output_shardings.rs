@@ -5,7 +5,7 @@
 use super::super::PassContext;
 use super::propagate_to_func_results::main_func;
 use crate::error::Result;
-use crate::ir::values::{func_arg_sharding, func_result_sharding, set_func_sharding};
+use crate::ir::values::{set_func_sharding, ParsedShardings};
 use crate::ir::Program;
 use crate::sharding::TensorSharding;
 use crate::transforms::propagation::freeze::top_funcs;
@@ -27,18 +27,19 @@ pub fn run(p: &mut Program, _cx: &mut PassContext) -> Result<()> {
     let fi = p.func_index()[&main];
     let has_body = !p.region_blocks(main, 0).is_empty();
     let n_args = if has_body { p.block_args(p.region_blocks(main, 0).start).len() } else { 0 };
+    let mut parsed = ParsedShardings::default();
     for k in 0..n_args {
-        if let Some(s) = func_arg_sharding(p, fi, k)? {
-            let new = cut(&s);
-            if new != s {
+        if let Some(s) = parsed.func_arg(p, fi, k)? {
+            let new = cut(s);
+            if new != *s {
                 set_func_sharding(p, fi, k, false, Some(&new));
             }
         }
     }
     for k in 0..p.funcs[fi].result_types.len() {
-        if let Some(s) = func_result_sharding(p, fi, k)? {
-            let new = cut(&s);
-            if new != s {
+        if let Some(s) = parsed.func_result(p, fi, k)? {
+            let new = cut(s);
+            if new != *s {
                 set_func_sharding(p, fi, k, true, Some(&new));
             }
         }

@@ -54,7 +54,7 @@ pub fn write_back(
     let mut slot_texts = SlotTexts::default();
     for (gi, &op) in f.ops.iter().enumerate() {
         // Results.
-        let results: Vec<u32> = f.graph.results.row(gi).to_vec();
+        let results = f.graph.results.row(gi);
         if results.iter().any(|&r| changed(r, &new_values[r as usize])) {
             let all: Vec<Option<&TensorSharding>> =
                 results.iter().map(|&r| new_values[r as usize].as_deref()).collect();
