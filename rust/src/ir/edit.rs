@@ -213,7 +213,7 @@ impl Program {
     /// Each op nested under `root` mapped to where it sits: its enclosing op and block, following
     /// the blocks' current op lists (`root` itself is not a key).
     pub fn parents(&self, root: u32) -> FastMap<u32, Parent> {
-        let mut out = FastMap::default();
+        let mut out = FastMap::with_capacity_and_hasher(self.whole_program_capacity(root), Default::default());
         for op in self.walk(root) {
             let (a, b) = self.ops[op as usize].regions;
             for r in a..b {
@@ -228,9 +228,28 @@ impl Program {
         out
     }
 
+    /// A map over the ops under `root` sized up front when `root` is the module (op 0).
+    fn whole_program_capacity(&self, root: u32) -> usize {
+        if root == 0 {
+            self.ops.len()
+        } else {
+            0
+        }
+    }
+
     /// Each op nested under `root` mapped to its enclosing block (see [`Program::parents`]).
     pub fn enclosing_blocks(&self, root: u32) -> FastMap<u32, u32> {
-        self.parents(root).into_iter().map(|(o, w)| (o, w.block)).collect()
+        let mut out = FastMap::with_capacity_and_hasher(self.whole_program_capacity(root), Default::default());
+        for op in self.walk(root) {
+            let (a, b) = self.ops[op as usize].regions;
+            for r in a..b {
+                let (s, e) = self.regions[r as usize];
+                for block in s..e {
+                    out.extend(self.block_ops(block).iter().map(|&o| (o, block)));
+                }
+            }
+        }
+        out
     }
 
     /// The symbol name of `op` (its `sym_name` string), if it has one.
