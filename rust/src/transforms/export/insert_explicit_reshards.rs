@@ -6,11 +6,11 @@
 //! `enable-full-version`: only the reshard that makes a dot compatible and the all-reduce of an
 //! unreduced result). This file walks the program and inserts the ops.
 
+use std::borrow::Cow;
+
 use super::super::common::{callee_name, func_arg_shardings, meshes, post_order_of, resolve_mesh};
 use super::super::propagation::freeze::{registry_rule, top_funcs, user_rule, Context, UserRule};
 use super::super::PassContext;
-use std::borrow::Cow;
-
 use crate::axis::AxisRef;
 use crate::error::{Error, Result};
 use crate::export::explicit_reshards::{
