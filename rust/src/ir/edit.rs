@@ -213,39 +213,25 @@ impl Program {
     /// Each op nested under `root` mapped to where it sits: its enclosing op and block, following
     /// the blocks' current op lists (`root` itself is not a key).
     pub fn parents(&self, root: u32) -> FastMap<u32, Parent> {
-        let mut out = FastMap::with_capacity_and_hasher(self.whole_program_capacity(root), Default::default());
-        for op in self.walk(root) {
-            let (a, b) = self.ops[op as usize].regions;
-            for r in a..b {
-                let (s, e) = self.regions[r as usize];
-                for block in s..e {
-                    for &o in self.block_ops(block) {
-                        out.insert(o, Parent { op, block });
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// A map over the ops under `root` sized up front when `root` is the module (op 0).
-    fn whole_program_capacity(&self, root: u32) -> usize {
-        if root == 0 {
-            self.ops.len()
-        } else {
-            0
-        }
+        self.nested_map(root, |op, block| Parent { op, block })
     }
 
     /// Each op nested under `root` mapped to its enclosing block (see [`Program::parents`]).
     pub fn enclosing_blocks(&self, root: u32) -> FastMap<u32, u32> {
-        let mut out = FastMap::with_capacity_and_hasher(self.whole_program_capacity(root), Default::default());
+        self.nested_map(root, |_, block| block)
+    }
+
+    /// Each op nested under `root` mapped to `place(enclosing op, enclosing block)`; the map is
+    /// sized up front when `root` is the module (op 0).
+    fn nested_map<V>(&self, root: u32, place: impl Fn(u32, u32) -> V) -> FastMap<u32, V> {
+        let capacity = if root == 0 { self.ops.len() } else { 0 };
+        let mut out = FastMap::with_capacity_and_hasher(capacity, Default::default());
         for op in self.walk(root) {
             let (a, b) = self.ops[op as usize].regions;
             for r in a..b {
                 let (s, e) = self.regions[r as usize];
                 for block in s..e {
-                    out.extend(self.block_ops(block).iter().map(|&o| (o, block)));
+                    out.extend(self.block_ops(block).iter().map(|&o| (o, place(op, block))));
                 }
             }
         }

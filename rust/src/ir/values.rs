@@ -300,11 +300,21 @@ impl ParsedShardings {
         self.func_entry(p, fi, span)
     }
 
-    fn func_entry(&mut self, p: &Program, fi: usize, (a, b): Span) -> Result<Option<&TensorSharding>> {
-        let text = p.attrs[a as usize..b as usize].iter().find(|(k, _)| p.strings.get(*k) == "sdy.sharding");
-        let Some(&(_, id)) = text else { return Ok(None) };
+    fn func_entry(&mut self, p: &Program, fi: usize, span: Span) -> Result<Option<&TensorSharding>> {
+        let Some(id) = sharding_text_id(p, span) else { return Ok(None) };
         self.entry(p, p.funcs[fi].op, id, true, 0)
     }
+}
+
+/// The interned `sdy.sharding` text among the function argument or result attributes `span`.
+fn sharding_text_id(p: &Program, (a, b): Span) -> Option<u32> {
+    p.attrs[a as usize..b as usize].iter().find(|(k, _)| p.strings.get(*k) == "sdy.sharding").map(|&(_, v)| v)
+}
+
+/// `span`'s `sdy.sharding` parsed; errors name function `p.funcs[fi]`.
+fn func_sharding(p: &Program, fi: usize, span: Span) -> Result<Option<TensorSharding>> {
+    let Some(id) = sharding_text_id(p, span) else { return Ok(None) };
+    parse_sharding(p.strings.get(id)).map(Some).map_err(|e| e.context(p.op_where(p.funcs[fi].op)))
 }
 
 fn func_arg_span(p: &Program, fi: usize, index: usize) -> Option<Span> {
@@ -313,16 +323,14 @@ fn func_arg_span(p: &Program, fi: usize, index: usize) -> Option<Span> {
 
 /// The `sdy.sharding` of argument `index` of function `p.funcs[fi]`.
 pub fn func_arg_sharding(p: &Program, fi: usize, index: usize) -> Result<Option<TensorSharding>> {
-    let Some((a, b)) = func_arg_span(p, fi, index) else { return Ok(None) };
-    let text = p.attrs[a as usize..b as usize].iter().find(|(k, _)| p.strings.get(*k) == "sdy.sharding");
-    text.map(|&(_, v)| parse_sharding(p.strings.get(v)).map_err(|e| e.context(p.op_where(p.funcs[fi].op)))).transpose()
+    let Some(span) = func_arg_span(p, fi, index) else { return Ok(None) };
+    func_sharding(p, fi, span)
 }
 
 /// The `sdy.sharding` of result `index` of function `p.funcs[fi]`.
 pub fn func_result_sharding(p: &Program, fi: usize, index: usize) -> Result<Option<TensorSharding>> {
-    let Some(&(a, b)) = p.funcs[fi].result_attrs.get(index) else { return Ok(None) };
-    let text = p.attrs[a as usize..b as usize].iter().find(|(k, _)| p.strings.get(*k) == "sdy.sharding");
-    text.map(|&(_, v)| parse_sharding(p.strings.get(v)).map_err(|e| e.context(p.op_where(p.funcs[fi].op)))).transpose()
+    let Some(&span) = p.funcs[fi].result_attrs.get(index) else { return Ok(None) };
+    func_sharding(p, fi, span)
 }
 
 fn set_func_arg_sharding(p: &mut Program, fi: usize, index: usize, s: &TensorSharding) {
