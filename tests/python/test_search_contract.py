@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import random
+import time
 import warnings
 from dataclasses import replace
 from typing import Any
@@ -280,3 +281,61 @@ def test_solve_starts_the_contracted_ilp_without_usage_rows(
     g = replace(g, usage_limit=solve_contracted(g, 10).peak_usage - 2)
     assert solve(g, 10, method="contracted").method == "contracted-ilp"
     assert seen == [False]
+
+
+def test_an_answer_that_breaks_usage_rows_when_the_time_ends_is_repaired(monkeypatch: pytest.MonkeyPatch) -> None:
+    # HiGHS's first answer (no usage rows) breaks the limit, and the module's clock moves to
+    # HiGHS's deadline as that round ends: the loop stops with that answer, and local search
+    # repairs it in the time held back (REPAIR_SHARE). Without the repair no answer fits (there
+    # is no warm start) and solve_contracted raised SearchError.
+    contract_mod = importlib.import_module("shardwise.search.contract")
+    rng = random.Random(9)
+    for _ in range(40):
+        g = forbidden_graph(rng, 24, None, bad=0.0)
+        try:
+            free = solve_contracted(g, 20)
+        except SearchError:
+            continue
+        if free.cost >= F or free.peak_usage <= 4:
+            continue
+        limited = replace(g, usage_limit=free.peak_usage - 3)
+        want = solve_ilp(limited, 30)
+        if want.optimal and want.cost < F:
+            break
+    else:
+        pytest.fail("no instance whose first contracted answer breaks the limit")
+
+    t_limit = 20.0
+    real_clock = time.perf_counter
+    start = [0.0]
+    ran: list[float] = []  # when HiGHS's first round ended (real clock)
+
+    class Clock:
+        @staticmethod
+        def perf_counter() -> float:
+            now = real_clock()
+            if not ran:
+                return now
+            return start[0] + t_limit * (1 - contract_mod.REPAIR_SHARE) + (now - ran[0])
+
+    class Highs:
+        def __init__(self, h: Any) -> None:
+            self._h = h
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._h, name)
+
+        def run(self) -> Any:
+            out = self._h.run()
+            ran.append(real_clock())
+            return out
+
+    real_model = contract_mod.model_highs
+    monkeypatch.setattr(contract_mod, "model_highs", lambda *a, **kw: Highs(real_model(*a, **kw)))
+    monkeypatch.setattr(contract_mod, "time", Clock)
+    start[0] = real_clock()
+    sol = solve_contracted(limited, t_limit)
+    assert len(ran) == 1
+    assert sol.method == "contracted-ilp+repair"
+    assert sol.feasible and not sol.optimal
+    assert want.cost <= sol.cost < F

@@ -154,7 +154,7 @@ def bound_for(graph: StrategyGraph, solution: Solution, time_limit: float = 10.0
         con = contract(graph) if has_forbidden(graph) else None
         run = con is not None and con.components > 0 and con.terms() <= CONTRACTED_MAX_TERMS
         try:
-            ilp = solve_contracted(graph, t / 2, initial=warm, con=con) if run else None
+            ilp = solve_contracted(graph, t / 2, initial=warm, con=con, repair_share=0.0) if run else None
         except SearchError:
             ilp = None
     else:

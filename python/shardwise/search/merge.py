@@ -165,7 +165,7 @@ def solve_restricted(
         con = contract(sub)
         if con.components and con.terms() < sub.cost.size + sub.edge_cost.size:
             left = max(time_limit - (time.perf_counter() - begin), 0.01)
-            sol = solve_contracted(sub, left, initial=initial, threads=threads, con=con)
+            sol = solve_contracted(sub, left, initial=initial, threads=threads, con=con, repair_share=0.0)
     if sol is None:
         left = max(time_limit - (time.perf_counter() - begin), 0.01)
         sol = solve_ilp(sub, left, initial=initial, threads=threads, lazy_rows=True)
