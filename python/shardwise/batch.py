@@ -143,10 +143,10 @@ class CandidateResult:
         return self._module
 
 
-def _sharding(w: Any, meshes: Mapping[str, Any]) -> TensorSharding | None:
-    if w is None:
+def _sharding(core: _native.Sharding | None, meshes: Mapping[str, Any]) -> TensorSharding | None:
+    if core is None:
         return None
-    return TensorSharding._from_wire(w, meshes.get(w[0]) if w[0] is not None else None)
+    return TensorSharding._from_core(core, meshes.get(core.mesh_name) if core.mesh_name is not None else None)
 
 
 class CandidateResults(Sequence[CandidateResult]):
@@ -204,16 +204,17 @@ class _Prepared:
             ),
         )
 
-    def wires(self, annotations: list[tuple[tuple[str, int], Any]]) -> tuple[list[Any], list[Any]]:
-        """One candidate's overrides as the native batch takes them (from ``(key, wire)``)."""
+    def overrides(self, annotations: list[tuple[tuple[str, int], Any]]) -> tuple[list[Any], list[Any]]:
+        """One candidate's overrides as the native batch takes them (from ``(key, core)``, the
+        core a ``_native.Sharding`` or ``None``)."""
         return (
             [(self.main_args[i], w) for (kind, i), w in annotations if kind == "arg"],
             [(self.main_index, i, w) for (kind, i), w in annotations if kind == "result"],
         )
 
     def propagate(self, checked: list[list[tuple[tuple[str, int], Any]]], threads: int) -> list[Any]:
-        """The solves of the candidates ``checked`` (each a list of ``(key, wire)``)."""
-        return self.native.propagate([self.wires(c) for c in checked], threads)
+        """The solves of the candidates ``checked`` (each a list of ``(key, core)``)."""
+        return self.native.propagate([self.overrides(c) for c in checked], threads)
 
     def main_shardings(self, out: Any) -> tuple[list[TensorSharding | None], list[TensorSharding | None]]:
         """@main's argument and result shardings in the solve ``out``."""
@@ -247,7 +248,7 @@ class _NativePrepared:
         self.native = _native.NativeCandidates(program, before, conservative)
 
     def propagate(self, checked: list[list[tuple[tuple[str, int], Any]]], threads: int) -> list[Any]:
-        """The solves of the candidates ``checked`` (each a list of ``(key, wire)``)."""
+        """The solves of the candidates ``checked`` (each a list of ``(key, core)``)."""
         return self.native.propagate([[(kind == "result", i, w) for (kind, i), w in c] for c in checked], threads)
 
     def main_shardings(self, out: Any) -> tuple[list[TensorSharding | None], list[TensorSharding | None]]:
@@ -259,15 +260,15 @@ class _NativePrepared:
         """The module of the solve ``out`` of ``annotations``, after the pipeline's last steps
         (still a Rust program)."""
         try:
-            program = self.native.materialize(_annotation_wires(annotations), out, self.after)
+            program = self.native.materialize(_native_annotations(annotations), out, self.after)
         except _native.MlirVerifyError as e:
             raise verify_error(e, None) from None
         return self.module.with_native(program)
 
 
-def _annotation_wires(annotations: Mapping[tuple[str, int], TensorSharding | None]) -> list[Any]:
+def _native_annotations(annotations: Mapping[tuple[str, int], TensorSharding | None]) -> list[Any]:
     """``annotations`` as ``NativeProgram.annotated`` and ``NativeCandidates`` take them."""
-    return [(kind == "result", i, None if s is None else s._wire()) for (kind, i), s in annotations.items()]
+    return [(kind == "result", i, None if s is None else s._native_sharding()) for (kind, i), s in annotations.items()]
 
 
 def _annotated(annotations: Mapping[tuple[str, int], TensorSharding | None], module: Module) -> Module:
@@ -275,7 +276,7 @@ def _annotated(annotations: Mapping[tuple[str, int], TensorSharding | None], mod
     program when ``module`` is one)."""
     program = module.native
     if program is not None:
-        return module.with_native(program.annotated(_annotation_wires(annotations)))
+        return module.with_native(program.annotated(_native_annotations(annotations)))
     m = module.copy()
     main = _main(m)
     for (kind, i), s in annotations.items():
@@ -357,7 +358,7 @@ class CandidateBatch:
         self._prepared: _Prepared | _NativePrepared | None = None
         # Keys and shardings already checked (a search repeats them from candidate to
         # candidate): key -> ("arg" | "result", index); (that, sharding) -> (the sharding bound
-        # to its mesh, its wire).
+        # to its mesh, its core's sharding).
         self._keys: dict[str | Value, tuple[str, int]] = {}
         self._checked: dict[tuple[tuple[str, int], TensorSharding], tuple[TensorSharding, Any]] = {}
 
@@ -371,7 +372,8 @@ class CandidateBatch:
     def _annotation(
         self, key: str | Value, s: TensorSharding | None
     ) -> tuple[tuple[str, int], TensorSharding | None, Any]:
-        """``(key, checked sharding, its wire)`` of one annotation; raises as ``propagate``."""
+        """``(key, checked sharding, its core's sharding)`` of one annotation; raises as
+        ``propagate``."""
         k = self._keys.get(key) if isinstance(key, (str, Value)) else None
         if k is None and isinstance(key, Value) and self._source is not None:
             self._name_source_args()
@@ -389,7 +391,7 @@ class CandidateBatch:
             assert bound is not None
             if len(self._checked) >= _MAX_CHECKED:
                 self._checked.clear()
-            known = self._checked[(k, s)] = (bound, bound._wire())
+            known = self._checked[(k, s)] = (bound, bound._native_sharding())
         return k, known[0], known[1]
 
     def propagate(self, candidates: Sequence[Candidate], *, threads: int | None = None) -> CandidateResults:

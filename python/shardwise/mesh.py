@@ -65,9 +65,6 @@ class MeshAxis:
         return f"MeshAxis({self.name!r}, {self.size})"
 
 
-MeshWire = tuple[list[tuple[str, int]], list[int]]
-
-
 class Mesh:
     """A logical mesh: ordered named axes with sizes and an optional explicit device order.
 
@@ -83,10 +80,12 @@ class Mesh:
     device ids, or several device ids without axes.
     """
 
-    __slots__ = ("_axes", "_device_ids", "_hash")
+    __slots__ = ("_axes", "_core", "_device_ids", "_hash")
     _axes: tuple[MeshAxis, ...]
     _device_ids: tuple[int, ...]
     _hash: int
+    #: The Rust core's mesh (``_native.Mesh``), what crosses the FFI.
+    _core: _native.Mesh
 
     def __init__(
         self,
@@ -105,22 +104,20 @@ class Mesh:
         ids = [int(d) for d in device_ids] if device_ids is not None else []
         if any(not -(2**63) <= d < 2**63 for d in ids):
             raise MeshError(f"mesh device ids must fit in 64 bits, got {ids}")
-        norm_axes, norm_ids = _native.mesh_new((items, ids))
-        self._set(norm_axes, norm_ids)
+        self._set(_native.Mesh(items, ids))
 
-    def _set(self, axes: list[tuple[str, int]], ids: list[int]) -> None:
-        object.__setattr__(self, "_axes", tuple(MeshAxis(n, s) for n, s in axes))
-        object.__setattr__(self, "_device_ids", tuple(ids))
+    def _set(self, core: _native.Mesh) -> None:
+        object.__setattr__(self, "_core", core)
+        object.__setattr__(self, "_axes", tuple(MeshAxis(n, s) for n, s in core.axes))
+        object.__setattr__(self, "_device_ids", tuple(core.device_ids))
         object.__setattr__(self, "_hash", hash((Mesh, self._axes, self._device_ids)))
 
     @classmethod
-    def _from_wire(cls, wire: MeshWire) -> Mesh:
+    def _from_core(cls, core: _native.Mesh) -> Mesh:
+        """The mesh of the Rust core's ``core`` (verified when it was made)."""
         m = cls.__new__(cls)
-        m._set(*wire)
+        m._set(core)
         return m
-
-    def _wire(self) -> MeshWire:
-        return ([(a.name, a.size) for a in self._axes], list(self._device_ids))
 
     @classmethod
     def parse(cls, text: str) -> Mesh:
@@ -130,7 +127,7 @@ class Mesh:
         including explicit device ids equal to iota (Shardy's verifier rejects them).
         """
         try:
-            return cls._from_wire(_native.mesh_parse(text))
+            return cls._from_core(_native.Mesh.parse(text))
         except UnicodeEncodeError as e:
             raise text_error(text, e, "a mesh") from None
 
@@ -169,10 +166,10 @@ class Mesh:
     def parse_op(cls, text: str) -> tuple[str, Mesh]:
         """Parses a module-level definition ``sdy.mesh @name = <["x"=2]>`` into (name, mesh)."""
         try:
-            name, wire = _native.mesh_op_parse(text)
+            name, core = _native.Mesh.parse_op(text)
         except UnicodeEncodeError as e:
             raise text_error(text, e, "a mesh definition") from None
-        return name, cls._from_wire(wire)
+        return name, cls._from_core(core)
 
     @classmethod
     def empty(cls) -> Mesh:
@@ -253,7 +250,7 @@ class Mesh:
         return self._hash
 
     def __str__(self) -> str:
-        return _native.mesh_print(self._wire())
+        return str(self._core)
 
     def body(self) -> str:
         """The text after ``sdy.mesh @name = ``: ``<["x"=2]>``."""
@@ -262,7 +259,7 @@ class Mesh:
     def op_text(self, name: str) -> str:
         """The module-level definition ``sdy.mesh @name = <["x"=2]>`` (quoted name if needed)."""
         check_name(name, "mesh name")
-        return _native.mesh_op_print(name, self._wire())
+        return self._core.print_op(name)
 
     def __repr__(self) -> str:
         ids = f", device_ids={list(self._device_ids)}" if self._device_ids else ""

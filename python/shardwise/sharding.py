@@ -22,16 +22,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AxisRef", "DimSharding", "Meshes", "TensorSharding"]
 
-AxisWire = tuple[str, tuple[int, int] | None]
-DimWire = tuple[list[AxisWire], bool, int | None]
-ShardingWire = tuple[
-    str | None,
-    tuple[list[tuple[str, int]], list[int]] | None,
-    list[DimWire],
-    list[AxisWire],
-    list[AxisWire],
-    str,
-]
 #: Where a sharding's named mesh is looked up: a mapping name -> Mesh, or one Mesh for any name.
 Meshes = Mapping[str, Mesh] | Mesh | None
 
@@ -55,10 +45,12 @@ class AxisRef(_Frozen):
     (``contains``, ``overlaps``, ``can_merge``, ``merge``, …) follow Shardy's ``AxisRefAttr``.
     """
 
-    __slots__ = ("name", "pre_size", "size")
+    __slots__ = ("_core", "name", "pre_size", "size")
     name: str
     pre_size: int | None
     size: int | None
+    #: The Rust core's axis (``_native.Axis``), what crosses the FFI.
+    _core: _native.Axis
 
     def __init__(self, name: str, pre_size: int | None = None, size: int | None = None) -> None:
         if not isinstance(name, str):
@@ -66,24 +58,22 @@ class AxisRef(_Frozen):
         check_name(name, "axis name")
         if (pre_size is None) != (size is None):
             raise TypeError(f"sub-axis of {name!r} needs both pre_size and size, got ({pre_size}, {size})")
-        self._init(name=name, pre_size=pre_size, size=size)
-        _native.axis_op("check_local", self._wire())
+        sub = None if pre_size is None or size is None else (pre_size, size)
+        self._init(name=name, pre_size=pre_size, size=size, _core=_native.Axis(name, sub))
 
     @classmethod
-    def _from_wire(cls, w: AxisWire) -> AxisRef:
+    def _from_core(cls, core: _native.Axis) -> AxisRef:
+        """The axis of the Rust core's ``core`` (checked when it was made)."""
         r = cls.__new__(cls)
-        name, sub = w
-        r._init(name=name, pre_size=sub[0] if sub else None, size=sub[1] if sub else None)
+        sub = core.sub
+        r._init(name=core.name, pre_size=sub[0] if sub else None, size=sub[1] if sub else None, _core=core)
         return r
-
-    def _wire(self) -> AxisWire:
-        return (self.name, None if self.pre_size is None or self.size is None else (self.pre_size, self.size))
 
     @classmethod
     def parse(cls, text: str) -> AxisRef:
         """Parses ``"x"`` or ``"x":(1)2``; raises ``ShardingParseError``."""
         try:
-            return cls._from_wire(_native.axis_parse(text))
+            return cls._from_core(_native.Axis.parse(text))
         except UnicodeEncodeError as e:
             raise text_error(text, e, "an axis reference") from None
 
@@ -93,69 +83,69 @@ class AxisRef(_Frozen):
 
     def full_size(self, mesh: Mesh) -> int:
         """Number of devices along this reference in ``mesh``."""
-        return int(_native.axis_op("size", self._wire(), None, mesh._wire()))
+        return self._core.size(mesh._core)
 
     def next_pre_size(self, mesh: Mesh) -> int:
         """``pre_size * size`` of a sub-axis, the axis size of a full axis."""
-        return int(_native.axis_op("next_pre_size", self._wire(), None, mesh._wire()))
+        return self._core.next_pre_size(mesh._core)
 
     def check(self, mesh: Mesh) -> None:
         """Raises ``InvalidShardingError`` unless this reference is valid in ``mesh``."""
-        _native.axis_op("check", self._wire(), None, mesh._wire())
+        self._core.check(mesh._core)
 
     def contains(self, other: AxisRef) -> bool:
-        return bool(_native.axis_op("contains", self._wire(), other._wire()))
+        return self._core.contains(other._core)
 
     def strictly_contains(self, other: AxisRef) -> bool:
-        return bool(_native.axis_op("strictly_contains", self._wire(), other._wire()))
+        return self._core.strictly_contains(other._core)
 
     def prefix_of(self, other: AxisRef) -> bool:
         """This is the major part of ``other``."""
-        return bool(_native.axis_op("prefix_of", self._wire(), other._wire()))
+        return self._core.prefix_of(other._core)
 
     def suffix_of(self, other: AxisRef, mesh: Mesh) -> bool:
         """This is the minor part of ``other``."""
-        return bool(_native.axis_op("suffix_of", self._wire(), other._wire(), mesh._wire()))
+        return self._core.suffix_of(other._core, mesh._core)
 
     def overlaps(self, other: AxisRef) -> bool:
-        return bool(_native.axis_op("overlaps", self._wire(), other._wire()))
+        return self._core.overlaps(other._core)
 
     def can_merge(self, other: AxisRef) -> bool:
         """``self`` and ``other`` are adjacent sub-axes of one axis, ``self`` major."""
-        return bool(_native.axis_op("can_merge", self._wire(), other._wire()))
+        return self._core.can_merge(other._core)
 
     def merge(self, other: AxisRef, mesh: Mesh) -> AxisRef:
         """Merges adjacent sub-axes (the full axis when they cover it); raises
         ``InvalidShardingError`` (rule ``cannot-merge``) unless ``can_merge``."""
-        return AxisRef._from_wire(_native.axis_op("merge", self._wire(), other._wire(), mesh._wire()))
+        return AxisRef._from_core(self._core.merge(other._core, mesh._core))
 
     def overlap(self, other: AxisRef) -> AxisRef | None:
         """The common part of two references to one axis, or None."""
-        w = _native.axis_op("overlap", self._wire(), other._wire())
-        return None if w is None else AxisRef._from_wire(w)
+        core = self._core.overlap(other._core)
+        return None if core is None else AxisRef._from_core(core)
 
     @staticmethod
     def sorted(refs: Iterable[AxisRef | str], mesh: Mesh) -> tuple[AxisRef, ...]:
         """``refs`` in mesh order (Shardy's mesh comparator): by axis position, then sub-axes by
         pre-size."""
-        wires = [_axis(r)._wire() for r in refs]
-        return tuple(AxisRef._from_wire(w) for w in _native.axes_sorted(wires, mesh._wire()))
+        cores = _native.Axis.sorted([_axis(r)._core for r in refs], mesh._core)
+        return tuple(AxisRef._from_core(c) for c in cores)
 
     @staticmethod
     def sort_and_merge(refs: Iterable[AxisRef | str], mesh: Mesh) -> tuple[AxisRef, ...]:
         """``refs`` in mesh order with adjacent sub-axes of one axis merged (Shardy's
         ``sortAndMergeAxes``, ``shardy/dialect/sdy/ir/utils.cc``); ``MeshError`` for an axis
         ``mesh`` lacks."""
-        wires = [_axis(r)._wire() for r in refs]
-        return tuple(AxisRef._from_wire(w) for w in _native.axes_sort_and_merge(wires, mesh._wire()))
+        cores = _native.Axis.sort_and_merge([_axis(r)._core for r in refs], mesh._core)
+        return tuple(AxisRef._from_core(c) for c in cores)
 
     @staticmethod
     def set_diff(a: Iterable[AxisRef | str], b: Iterable[AxisRef | str], mesh: Mesh) -> tuple[AxisRef, ...]:
         """The parts of the references ``a`` that none of ``b`` covers, in the order of ``a``
         (Shardy's ``getAxisSetDiff``, ``shardy/dialect/sdy/ir/utils.cc``): ``["x"]`` minus
         ``["x":(1)2]`` is ``["x":(2)2]`` on ``x=4``. ``MeshError`` for an axis ``mesh`` lacks."""
-        wa, wb = [_axis(r)._wire() for r in a], [_axis(r)._wire() for r in b]
-        return tuple(AxisRef._from_wire(w) for w in _native.axes_set_diff(wa, wb, mesh._wire()))
+        ca, cb = [_axis(r)._core for r in a], [_axis(r)._core for r in b]
+        return tuple(AxisRef._from_core(c) for c in _native.Axis.set_diff(ca, cb, mesh._core))
 
     def __eq__(self, other: object) -> bool:
         return self is other or (
@@ -169,7 +159,10 @@ class AxisRef(_Frozen):
         return hash((AxisRef, self.name, self.pre_size, self.size))
 
     def __str__(self) -> str:
-        return str(_native.axis_print(self._wire()))
+        return str(self._core)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (AxisRef, (self.name, self.pre_size, self.size))
 
     def __repr__(self) -> str:
         if self.pre_size is None:
@@ -193,26 +186,38 @@ class DimSharding(_Frozen):
     is ``{"x", ?}p1``.
     """
 
-    __slots__ = ("axes", "closed", "priority")
+    __slots__ = ("_core", "axes", "closed", "priority")
     axes: tuple[AxisRef, ...]
     closed: bool
     priority: int | None
+    #: The Rust core's dimension (``_native.Dim``), made when first asked for (``_native_dim``).
+    _core: _native.Dim | None
 
     def __init__(self, axes: Iterable[AxisRef | str] = (), closed: bool = True, priority: int | None = None) -> None:
         if isinstance(axes, (str, AxisRef)):
             axes = (axes,)
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise TypeError(f"priority must be an int or None, got {priority!r}")
-        self._init(axes=tuple(_axis(a) for a in axes), closed=bool(closed), priority=priority)
+        self._init(axes=tuple(_axis(a) for a in axes), closed=bool(closed), priority=priority, _core=None)
 
     @classmethod
-    def _from_wire(cls, w: DimWire) -> DimSharding:
+    def _from_core(cls, core: _native.Dim) -> DimSharding:
         d = cls.__new__(cls)
-        d._init(axes=tuple(AxisRef._from_wire(a) for a in w[0]), closed=w[1], priority=w[2])
+        d._init(
+            axes=tuple(AxisRef._from_core(a) for a in core.axes), closed=core.closed, priority=core.priority, _core=core
+        )
         return d
 
-    def _wire(self) -> DimWire:
-        return ([a._wire() for a in self.axes], self.closed, self.priority)
+    def _native_dim(self) -> _native.Dim:
+        """The Rust core's dimension of this one (made once)."""
+        core = self._core
+        if core is None:
+            core = _native.Dim([a._core for a in self.axes], self.closed, self.priority)
+            object.__setattr__(self, "_core", core)
+        return core
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (DimSharding, (self.axes, self.closed, self.priority))
 
     @property
     def is_open(self) -> bool:
@@ -273,7 +278,7 @@ class TensorSharding(_Frozen):
     ``validate(shape)`` adds the shape checks.
     """
 
-    __slots__ = ("mesh_name", "mesh", "dims", "replicated", "unreduced", "reduction", "_hash")
+    __slots__ = ("_core", "_hash", "dims", "mesh", "mesh_name", "reduction", "replicated", "unreduced")
     mesh_name: str | None
     mesh: Mesh | None
     dims: tuple[DimSharding, ...]
@@ -281,6 +286,8 @@ class TensorSharding(_Frozen):
     unreduced: tuple[AxisRef, ...]
     reduction: str
     _hash: int
+    #: The Rust core's sharding (``_native.Sharding``), made when first asked for (``_native_sharding``).
+    _core: _native.Sharding | None
 
     def __init__(
         self,
@@ -323,7 +330,7 @@ class TensorSharding(_Frozen):
         reduction: str,
     ) -> None:
         self._init(mesh_name=name, mesh=mesh, dims=dims, replicated=rep, unreduced=unr, reduction=reduction)
-        self._init(_hash=hash((TensorSharding, name, mesh, dims, rep, unr, reduction)))
+        self._init(_hash=hash((TensorSharding, name, mesh, dims, rep, unr, reduction)), _core=None)
 
     def _check(self) -> None:
         # Equal shardings are equally valid: programs repeat a few shardings many times, so
@@ -331,39 +338,47 @@ class TensorSharding(_Frozen):
         if self in _CHECKED:
             return
         if self.mesh is not None:
-            _native.sharding_validate(self._wire(), self.mesh._wire(), None, False)
+            self._native_sharding().validate(self.mesh._core)
         else:
-            _native.sharding_check_local(self._wire())
+            self._native_sharding().check_local()
         if len(_CHECKED) >= _CHECKED_MAX:
             _CHECKED.clear()
         _CHECKED.add(self)
 
     @classmethod
-    def _from_wire(cls, w: ShardingWire, mesh: Mesh | None) -> TensorSharding:
+    def _from_core(cls, core: _native.Sharding, mesh: Mesh | None) -> TensorSharding:
+        """The sharding of the Rust core's ``core``, bound to ``mesh`` (its inlined mesh when it
+        has one); not checked again."""
         t = cls.__new__(cls)
-        name, inline, dims, rep, unr, reduction = w
+        inline = core.inline_mesh
         if inline is not None:
-            mesh = Mesh._from_wire(inline)
+            mesh = Mesh._from_core(inline)
         t._set(
-            name,
+            core.mesh_name,
             mesh,
-            tuple(DimSharding._from_wire(d) for d in dims),
-            tuple(AxisRef._from_wire(a) for a in rep),
-            tuple(AxisRef._from_wire(a) for a in unr),
-            reduction,
+            tuple(DimSharding._from_core(d) for d in core.dims),
+            tuple(AxisRef._from_core(a) for a in core.replicated),
+            tuple(AxisRef._from_core(a) for a in core.unreduced),
+            core.reduction,
         )
+        object.__setattr__(t, "_core", core)
         return t
 
-    def _wire(self) -> ShardingWire:
-        inline = self.mesh._wire() if self.mesh_name is None and self.mesh is not None else None
-        return (
-            self.mesh_name,
-            inline,
-            [d._wire() for d in self.dims],
-            [a._wire() for a in self.replicated],
-            [a._wire() for a in self.unreduced],
-            self.reduction,
-        )
+    def _native_sharding(self) -> _native.Sharding:
+        """The Rust core's sharding of this one (made once): what crosses the FFI."""
+        core = self._core
+        if core is None:
+            inline = self.mesh._core if self.mesh_name is None and self.mesh is not None else None
+            core = _native.Sharding(
+                self.mesh_name,
+                inline,
+                [d._native_dim() for d in self.dims],
+                [a._core for a in self.replicated],
+                [a._core for a in self.unreduced],
+                self.reduction,
+            )
+            object.__setattr__(self, "_core", core)
+        return core
 
     # ------------------------------------------------------------------ text
 
@@ -377,35 +392,35 @@ class TensorSharding(_Frozen):
         (an invariant, with ``.rule``), ``MeshError`` (unknown mesh name).
         """
         try:
-            wire_meshes, single = _mesh_table(meshes)
+            core_meshes, single = _mesh_table(meshes)
             if single is not None:
-                t = cls._from_wire(_native.sharding_parse(text, None), None)
+                t = cls._from_core(_native.Sharding.parse(text, None), None)
                 return t if t.mesh is not None else t.bind(single)
-            w = _native.sharding_parse(text, wire_meshes)
+            core = _native.Sharding.parse(text, core_meshes)
         except UnicodeEncodeError as e:
             raise text_error(text, e, "a sharding") from None
-        return cls._from_wire(w, _lookup(meshes, w[0]))
+        return cls._from_core(core, _lookup(meshes, core.mesh_name))
 
     @classmethod
     def parse_per_value(cls, text: str, meshes: Meshes = None) -> tuple[TensorSharding, ...]:
         """Parses ``#sdy.sharding_per_value<[<@mesh, [...]>, ...]>`` (or the stripped ``[...]``)."""
         try:
-            wire_meshes, single = _mesh_table(meshes)
+            core_meshes, single = _mesh_table(meshes)
             if single is not None:
-                ts = (cls._from_wire(w, None) for w in _native.sharding_per_value_parse(text, None))
+                ts = (cls._from_core(c, None) for c in _native.Sharding.parse_per_value(text, None))
                 return tuple(t if t.mesh is not None else t.bind(single) for t in ts)
-            wires = _native.sharding_per_value_parse(text, wire_meshes)
+            cores = _native.Sharding.parse_per_value(text, core_meshes)
         except UnicodeEncodeError as e:
             raise text_error(text, e, "shardings") from None
-        return tuple(cls._from_wire(w, _lookup(meshes, w[0])) for w in wires)
+        return tuple(cls._from_core(c, _lookup(meshes, c.mesh_name)) for c in cores)
 
     @staticmethod
     def print_per_value(shardings: Iterable[TensorSharding]) -> str:
         """``#sdy.sharding_per_value<[<...>, ...]>`` of several shardings (one per op result)."""
-        return str(_native.sharding_per_value_print([s._wire() for s in shardings]))
+        return _native.Sharding.print_per_value([s._native_sharding() for s in shardings])
 
     def __str__(self) -> str:
-        return str(_native.sharding_print(self._wire()))
+        return str(self._native_sharding())
 
     def body(self) -> str:
         """The stripped form ``<@mesh, [...]>`` used by ``sdy.sharding_constraint`` and lists."""
@@ -483,7 +498,7 @@ class TensorSharding(_Frozen):
         ``x=2, y=4, z=2``). Raises ``InvalidShardingError`` whose ``.rule`` names the invariant.
         """
         mesh = self.resolve_mesh(meshes)
-        _native.sharding_validate(self._wire(), mesh._wire(), None if shape is None else _shape(shape), user)
+        self._native_sharding().validate(mesh._core, None if shape is None else _shape(shape), user)
 
     # ------------------------------------------------------------------ per-device view
 
@@ -491,7 +506,7 @@ class TensorSharding(_Frozen):
         """Per-device shape: a dim of size ``d`` split ``n`` ways holds ``ceil(d / n)`` elements
         (the last shards are padded when ``n`` does not divide ``d``)."""
         mesh = self.resolve_mesh(meshes)
-        return tuple(_native.sharding_local_shape(self._wire(), mesh._wire(), _shape(shape)))
+        return tuple(self._native_sharding().local_shape(mesh._core, _shape(shape)))
 
     def device_ranges(self, shape: Sequence[int], device: int, *, meshes: Meshes = None) -> tuple[tuple[int, int], ...]:
         """``[start, stop)`` per dimension of the global tensor held by ``device`` (empty ranges
@@ -500,7 +515,7 @@ class TensorSharding(_Frozen):
         dims = _shape(shape)
         if isinstance(device, int) and not 0 <= device < 2**63:
             raise MeshError(f"device {device} is not in the mesh (devices 0..{mesh.size})")
-        return tuple(_native.sharding_device_ranges(self._wire(), mesh._wire(), dims, device))
+        return tuple(self._native_sharding().device_ranges(mesh._core, dims, device))
 
     def device_slices(self, shape: Sequence[int], device: int, *, meshes: Meshes = None) -> tuple[slice, ...]:
         """``device_ranges`` as slices, to index a numpy array: ``x[s.device_slices(x.shape, d)]``."""
@@ -606,7 +621,7 @@ def _mesh_table(meshes: Meshes) -> tuple[dict[str, Any] | None, Mesh | None]:
         return None, None
     if isinstance(meshes, Mesh):
         return None, meshes
-    return {k: m._wire() for k, m in meshes.items()}, None
+    return {k: m._core for k, m in meshes.items()}, None
 
 
 def _lookup(meshes: Meshes, name: str | None) -> Mesh | None:

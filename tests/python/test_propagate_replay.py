@@ -46,16 +46,16 @@ def captured() -> tuple[sw.Module, Captured]:
 
 
 def _random_candidate(m: sw.Module, captured: Captured, rng: random.Random) -> tuple[list[Any], list[Any]]:
-    """Stored-sharding overrides, as wire tuples, for a few of the values that store one
+    """Stored-sharding overrides, as ``_native.Sharding`` objects, for a few of the values that store one
     (@main's arguments among them) and sometimes one of @main's results: random axes on random
     dimensions, open or closed, some with a priority, some removed."""
     args, _ = captured
-    base_wires, func_results = args[2], args[3]
+    base, func_results = args[2], args[3]
     main = m.funcs[0]
-    stored = [i for i, w in enumerate(base_wires) if w is not None]
-    mesh_name = base_wires[stored[0]][0]
+    stored = [i for i, s in enumerate(base) if s is not None]
+    mesh_name = base[stored[0]].mesh_name
 
-    def wire(rank: int) -> tuple[Any, ...]:
+    def sharding(rank: int) -> _native.Sharding:
         used: set[str] = set()
         dims = []
         for _ in range(rank):
@@ -63,17 +63,17 @@ def _random_candidate(m: sw.Module, captured: Captured, rng: random.Random) -> t
             used.update(axes)
             closed = rng.random() < 0.5
             priority = rng.choice([None, None, 0, 1, 2]) if axes or not closed else None
-            dims.append(([(a, None) for a in axes], closed, priority))
-        return (mesh_name, None, dims, [], [], "sum")
+            dims.append(_native.Dim([_native.Axis(a) for a in axes], closed, priority))
+        return _native.Sharding(mesh_name, None, dims, [], [])
 
     values: list[Any] = []
     for v in rng.sample(stored, min(len(stored), rng.randint(1, 4))):
-        values.append((v, None if rng.random() < 0.1 else wire(len(base_wires[v][2]))))
+        values.append((v, None if rng.random() < 0.1 else sharding(len(base[v].dims))))
     results: list[Any] = []
     main_index, shardings = func_results[0]
     if shardings and rng.random() < 0.5:
         k = rng.randrange(len(shardings))
-        results.append((main_index, k, wire(len(main.result_types[k].shape))))
+        results.append((main_index, k, sharding(len(main.result_types[k].shape))))
     return values, results
 
 

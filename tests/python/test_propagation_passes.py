@@ -364,7 +364,7 @@ def test_native_options_and_facts_check_their_values() -> None:
     with pytest.raises(ValueError, match="without debugging records"):
         _native.CandidateBatch(
             frozen.graph,
-            {name: m._wire() for name, m in module.meshes.items()},
+            {name: m._core for name, m in module.meshes.items()},
             [None] * len(frozen.values),
             [],
             _native.ProgramFacts(),
@@ -636,17 +636,17 @@ def test_native_printers() -> None:
 
     a, c_sub = sw.AxisRef("a"), sw.AxisRef("c", 1, 2)
     assert (
-        _native.sharding_origins_text([(c_sub._wire(), "self"), (a._wire(), "input: 0")])
+        _native.sharding_origins_text([(c_sub._core, "self"), (a._core, "input: 0")])
         == '{a = "input: 0", "c:(1)2" = "self"}'
     )
     assert _native.propagation_edges_text([]) is None
     text = _native.propagation_edges_text(
         [
             (
-                c_sub._wire(),
+                c_sub._core,
                 [("result", 0, "operand", 1, 3), ("result", 0, "operand", 0, 5), ("result", 0, "operand", 0, 2)],
             ),
-            (a._wire(), [("operand", 0, "result", 0, 2)]),
+            (a._core, [("operand", 0, "result", 0, 2)]),
         ]
     )
     assert text == (
@@ -654,4 +654,4 @@ def test_native_printers() -> None:
         '{step-3 = [{"c":(1)2 = result-0 -> [operand-1]}]}]>'
     )
     with pytest.raises(ValueError, match="edge node kind"):
-        _native.propagation_edges_text([(a._wire(), [("nowhere", 0, "result", 0, 0)])])
+        _native.propagation_edges_text([(a._core, [("nowhere", 0, "result", 0, 0)])])

@@ -28,7 +28,7 @@ def to_hlo_sharding(ts: TensorSharding, mesh: Mesh, *, strict: bool = True) -> s
     ``InvalidShardingError`` when ``ts`` is invalid on ``mesh``.
     """
     require_layout_only(ts, "an HLO sharding", strict)
-    return str(_native.to_hlo_sharding(ts._wire(), mesh._wire()))
+    return str(_native.to_hlo_sharding(ts._native_sharding(), mesh._core))
 
 
 def from_hlo_sharding(
@@ -47,7 +47,7 @@ def from_hlo_sharding(
     if rank >= 2**63:
         raise ConversionError(f"rank must be a non-negative int, got {rank!r}")
     try:
-        w, m = _native.from_hlo_sharding(text, rank, None if mesh is None else mesh._wire(), mesh_name)
+        core, m = _native.from_hlo_sharding(text, rank, None if mesh is None else mesh._core, mesh_name)
     except UnicodeEncodeError as e:
         raise text_error(text, e, "an HLO sharding") from None
-    return cls._from_wire(w, mesh if mesh is not None else Mesh._from_wire(m))
+    return cls._from_core(core, mesh if mesh is not None else Mesh._from_core(m))

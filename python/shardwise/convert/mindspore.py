@@ -33,7 +33,7 @@ def to_layout(
     ``((2, 4), (1, -1))``. Raises ``ConversionError`` for unreduced axes, an explicit device
     order, and (strict) propagation-only information."""
     require_layout_only(ts, "a MindSpore tensor layout", strict)
-    dm, tm = _native.to_mindspore_layout(ts._wire(), mesh._wire())
+    dm, tm = _native.to_mindspore_layout(ts._native_sharding(), mesh._core)
     entries: list[TensorMapEntry] = [-1 if not e else e[0] if len(e) == 1 else tuple(e) for e in tm]
     return tuple(dm), tuple(entries)
 
@@ -65,8 +65,8 @@ def from_layout(
         raise ConversionError(f"device matrix {_shown(sizes)} must hold ints that fit in 64 bits")
     if any(not -(2**63) <= x < 2**63 for e in entries for x in e):
         raise ConversionError(f"tensor map {_shown(list(tensor_map))} must hold ints that fit in 64 bits")
-    w, m = _native.from_mindspore_layout(sizes, entries, None if mesh is None else mesh._wire(), None, mesh_name)
-    return cls._from_wire(w, mesh if mesh is not None else Mesh._from_wire(m))
+    core, m = _native.from_mindspore_layout(sizes, entries, None if mesh is None else mesh._core, None, mesh_name)
+    return cls._from_core(core, mesh if mesh is not None else Mesh._from_core(m))
 
 
 def _shown(values: list[Any]) -> str:

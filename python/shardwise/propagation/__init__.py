@@ -42,7 +42,6 @@ axes, sharding group ids, barrier directions, side effects) are handed over with
 
 from __future__ import annotations
 
-import marshal
 import re
 import warnings
 from collections.abc import Sequence
@@ -424,14 +423,14 @@ def _facts(module: Module, frozen: Frozen, forward: Sequence[Value]) -> dict[str
 
 
 def _stored(frozen: Frozen) -> list[Any]:
-    """The wire of the sharding each value stores: ``Value.sharding``, or for the body
+    """The core (``_native.Sharding``) of the sharding each value stores: ``Value.sharding``, or for the body
     arguments of manual and named computations their in sharding. Reads only the op results
     the freezing walk found with a sharding, and the block arguments."""
     values = frozen.values
     out: list[Any] = [None] * len(values)
     for i in frozen.walk.sharded_results:
         s = values[i].sharding
-        out[i] = None if s is None else s._wire()
+        out[i] = None if s is None else s._native_sharding()
     for i in frozen.walk.block_args:
         v = values[i]
         s = v.sharding
@@ -439,7 +438,7 @@ def _stored(frozen: Frozen) -> list[Any]:
         if owner is not None and owner.name in _REGION_ARG_OPS:
             shardings = owner.operand_shardings
             s = shardings[v.index] if shardings is not None and v.index < len(shardings) else None
-        out[i] = None if s is None else s._wire()
+        out[i] = None if s is None else s._native_sharding()
     return out
 
 
@@ -453,13 +452,13 @@ def _block_owner(v: Value) -> Op | None:
 class SolverInputs:
     """What the Rust solver reads of a frozen program besides its graph (``Frozen.graph``), built
     in one place for ``propagate_shardings`` and ``CandidateBatch``: the mesh table (name to
-    mesh wire), the sharding each value stores (``None`` where none; by value index), each
-    func's result shardings (func op index, one wire or ``None`` per result), and the facts of
-    the program (``_native.ProgramFacts``)."""
+    ``_native.Mesh``), the sharding each value stores (``_native.Sharding``, ``None`` where
+    none; by value index), each func's result shardings (func op index, one ``_native.Sharding``
+    or ``None`` per result), and the facts of the program (``_native.ProgramFacts``)."""
 
-    meshes: dict[str, Any]
-    stored: list[Any]
-    func_results: list[tuple[int, list[Any]]]
+    meshes: dict[str, _native.Mesh]
+    stored: list[_native.Sharding | None]
+    func_results: list[tuple[int, list[_native.Sharding | None]]]
     facts: _native.ProgramFacts
 
 
@@ -467,10 +466,11 @@ def solver_inputs(module: Module, frozen: Frozen, forward: Sequence[Value]) -> S
     """The solver's inputs for ``module`` frozen as ``frozen``; ``forward`` lists the values
     whose uses the solver visits in forward order (Shardy's ``forwardUseOrder``)."""
     func_results = [
-        (frozen.op_index(f), [None if s is None else s._wire() for s in f.result_shardings]) for f in module.funcs
+        (frozen.op_index(f), [None if s is None else s._native_sharding() for s in f.result_shardings])
+        for f in module.funcs
     ]
     return SolverInputs(
-        meshes={name: m._wire() for name, m in module.meshes.items()},
+        meshes={name: m._core for name, m in module.meshes.items()},
         stored=_stored(frozen),
         func_results=func_results,
         facts=_native.ProgramFacts(**_facts(module, frozen, forward)),
@@ -500,9 +500,9 @@ def _solve(
 
 
 def _open_like(s: TensorSharding, mesh: Mesh | None) -> TensorSharding:
-    dims = [DimSharding((), closed=False) for _ in s.dims]
-    w = s._wire()
-    return TensorSharding._from_wire((w[0], w[1], [d._wire() for d in dims], [], [], "sum"), mesh)
+    dims = [DimSharding((), closed=False)._native_dim() for _ in s.dims]
+    core = s._native_sharding()
+    return TensorSharding._from_core(_native.Sharding(core.mesh_name, core.inline_mesh, dims, [], []), mesh)
 
 
 def _insert_group_constraints(module: Module, frozen: Frozen, conflicts: list[Any], forward: list[Value]) -> int:
@@ -517,7 +517,7 @@ def _insert_group_constraints(module: Module, frozen: Frozen, conflicts: list[An
             if not ops or ops[-1] is not op:
                 ops.append(op)
     inserted = 0
-    for group_id, members, wire in conflicts:
+    for group_id, members, core in conflicts:
         warnings.warn(
             ShardingGroupWarning(
                 f"The initial operand shardings on the sharding groups of groupID: {group_id} do not match. "
@@ -527,7 +527,7 @@ def _insert_group_constraints(module: Module, frozen: Frozen, conflicts: list[An
             ),
             stacklevel=3,
         )
-        sharding = TensorSharding._from_wire(wire, meshes.get(wire[0]) if wire[0] is not None else None)
+        sharding = TensorSharding._from_core(core, meshes.get(core.mesh_name) if core.mesh_name is not None else None)
         open_sharding = _open_like(sharding, sharding.mesh)
         for index in members:
             member = frozen.values[index]
@@ -577,14 +577,14 @@ def _save_debug(
             f: [{a: list(e) for a, e in axes.items()} for axes in per] for f, per in info.func_result_edges.values()
         }
         trace.origin_names = {frozen.ops[i]: name for i, name in result.debug_origin_names}
-        trace.missing_origins = [(frozen.values[v], AxisRef._from_wire(w)) for v, w in result.debug_missing_origins]
+        trace.missing_origins = [(frozen.values[v], AxisRef._from_core(a)) for v, a in result.debug_missing_origins]
         trace.first_step, trace.next_step = first_step, info.step
         trace.steps = load_steps(result, frozen.ops)
         trace.hops = load_hops(result, frozen.values, frozen.ops, trace.steps)
         trace.conflicts = load_conflicts(result, frozen.values, frozen.ops)
     missing = result.debug_missing_origins
     if origins and missing:
-        names = ", ".join(sorted({str(AxisRef._from_wire(w)) for _, w in missing}))
+        names = ", ".join(sorted({str(a) for _, a in missing}))
         warnings.warn(
             ShardingOriginWarning(
                 f"debug-sharding-origins: {len(missing)} propagated axes ({names}) came from shardings that are no user "
@@ -604,8 +604,8 @@ def _save_debug(
 def _write_back(module: Module, frozen: Frozen, result: _native.PropagationResult, keep_rules: bool) -> None:
     meshes = module.meshes
 
-    def build(w: Any) -> TensorSharding:
-        return TensorSharding._from_wire(w, meshes.get(w[0]) if w[0] is not None else None)
+    def build(core: _native.Sharding) -> TensorSharding:
+        return TensorSharding._from_core(core, meshes.get(core.mesh_name) if core.mesh_name is not None else None)
 
     # Programs repeat few shardings (a dozen over a 22k-op transformer step): the solver gives
     # each distinct one once, with each value's index among them (-1: none), so each is
@@ -634,21 +634,19 @@ def _write_back(module: Module, frozen: Frozen, result: _native.PropagationResul
             None if any(s is None for s in shardings) else tuple(s for s in shardings if s is not None)
         )
     # Function results (a training step returns hundreds) repeat few shardings too: each
-    # is built once, keyed by its wire's bytes (``marshal`` format 2, no back-references:
-    # equal bytes are equal wires).
-    by_bytes: dict[bytes, TensorSharding] = {}
-    for f_index, ws in result.func_results:
+    # is built once, keyed by the core's sharding (hashed and compared in Rust).
+    by_core: dict[_native.Sharding, TensorSharding] = {}
+    for f_index, cores in result.func_results:
         f = frozen.ops[f_index]
         assert isinstance(f, Func)
         results: list[TensorSharding | None] = []
-        for w in ws:
-            if w is None:
+        for core in cores:
+            if core is None:
                 results.append(None)
                 continue
-            wire_bytes = marshal.dumps(w, 2)
-            s = by_bytes.get(wire_bytes)
+            s = by_core.get(core)
             if s is None:
-                s = by_bytes[wire_bytes] = build(w)
+                s = by_core[core] = build(core)
             results.append(s)
         f.result_shardings = results
     erased = {id(frozen.ops[i]) for i in result.erased_ops}

@@ -131,19 +131,19 @@ class DebugInfo:
         for value, entries in result.debug_origins:
             v = values[value]
             axes = self.value_origins.setdefault(id(v), (v, {}))[1]
-            for w, (kind, index, source) in entries:
-                axes.setdefault(AxisRef._from_wire(w), Origin(kind, index, source))
+            for a, (kind, index, source) in entries:
+                axes.setdefault(AxisRef._from_core(a), Origin(kind, index, source))
         for op_index, entries in result.debug_edges:
             op = ops[op_index]
             edges = self.op_edges.setdefault(id(op), (op, {}))[1]
-            for w, lst in entries:
-                edges.setdefault(AxisRef._from_wire(w), []).extend(_edge(e) for e in lst)
+            for a, lst in entries:
+                edges.setdefault(AxisRef._from_core(a), []).extend(_edge(e) for e in lst)
         for func_index, per_result in result.debug_func_result_edges:
             func = ops[func_index]
             assert isinstance(func, Func)
             self.func_result_edges[id(func)] = (
                 func,
-                [{AxisRef._from_wire(w): [_edge(e) for e in lst] for w, lst in entries} for entries in per_result],
+                [{AxisRef._from_core(a): [_edge(e) for e in lst] for a, lst in entries} for entries in per_result],
             )
         if self.origins:
             for op_index, name in result.debug_origin_names:
@@ -172,7 +172,7 @@ def max_step(module: Module) -> int:
 
 
 def _dict_text(axes: dict[AxisRef, Origin]) -> str:
-    return _native.sharding_origins_text([(a._wire(), str(origin)) for a, origin in axes.items()])
+    return _native.sharding_origins_text([(a._core, str(origin)) for a, origin in axes.items()])
 
 
 def _save_origins(v: Value, axes: dict[AxisRef, Origin], uses: Uses) -> None:
@@ -280,7 +280,7 @@ def _override_to_self(module: Module, uses: Uses) -> None:
 
 def _edges_text(axes: dict[AxisRef, list[Edge]]) -> str | None:
     entries = [
-        (a._wire(), [(e.source[0], e.source[1], e.target[0], e.target[1], e.step) for e in edges])
+        (a._core, [(e.source[0], e.source[1], e.target[0], e.target[1], e.step) for e in edges])
         for a, edges in axes.items()
     ]
     return _native.propagation_edges_text(entries)

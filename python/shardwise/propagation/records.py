@@ -151,7 +151,7 @@ def load_hops(result: Any, values: Sequence[Value], ops: Sequence[Op], steps: di
             Hop(
                 step,
                 ops[op],
-                AxisRef._from_wire(axis),
+                AxisRef._from_core(axis),
                 factor,
                 _node(source, values),
                 _node(target, values),
@@ -168,7 +168,7 @@ def load_conflicts(result: Any, values: Sequence[Value], ops: Sequence[Op]) -> l
         w = None
         if with_ is not None:
             node, f, a = with_
-            w = ConflictWith(_node(node, values), f, None if a is None else AxisRef._from_wire(a))
+            w = ConflictWith(_node(node, values), f, None if a is None else AxisRef._from_core(a))
         out.append(
             Conflict(
                 visit,
@@ -178,7 +178,7 @@ def load_conflicts(result: Any, values: Sequence[Value], ops: Sequence[Op]) -> l
                 factor,
                 _node(target, values),
                 _node(source, values),
-                tuple(AxisRef._from_wire(a) for a in axes),
+                tuple(AxisRef._from_core(a) for a in axes),
                 reason,
                 w,
             )

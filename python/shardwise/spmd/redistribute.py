@@ -87,7 +87,7 @@ class CostModel:
         ``InvalidShardingError`` for an axis the mesh lacks, ``MeshError`` when an override
         names an axis the mesh lacks."""
         refs = [a if isinstance(a, AxisRef) else AxisRef(a) for a in axes]
-        b, s = _native.collective_cost(kind, mesh._wire(), [a._wire() for a in refs], float(local_bytes), self._wire())
+        b, s = _native.collective_cost(kind, mesh._core, [a._core for a in refs], float(local_bytes), self._wire())
         return float(b), float(s)
 
 
@@ -200,19 +200,24 @@ def plan_reshard(
             raise TypeError(f"{name} must be a TensorSharding, got {type(t).__name__}")
     model = CostModel() if model is None else model
     steps, total_bytes, seconds, naive_bytes, naive_seconds = _native.redistribution_plan(
-        mesh._wire(), [int(s) for s in shape], dtype_bytes(dtype), src._wire(), tgt._wire(), model._wire()
+        mesh._core,
+        [int(s) for s in shape],
+        dtype_bytes(dtype),
+        src._native_sharding(),
+        tgt._native_sharding(),
+        model._wire(),
     )
     out = []
     for kind, dim_axes, axes, src_dim, tgt_dim, reduction, sharding, b, s, text in steps:
         out.append(
             ReshardStep(
                 kind=kind,
-                dim_axes=tuple(tuple(AxisRef._from_wire(a) for a in d) for d in dim_axes),
-                axes=tuple(AxisRef._from_wire(a) for a in axes),
+                dim_axes=tuple(tuple(AxisRef._from_core(a) for a in d) for d in dim_axes),
+                axes=tuple(AxisRef._from_core(a) for a in axes),
                 src_dim=src_dim,
                 tgt_dim=tgt_dim,
                 reduction=reduction,
-                out=TensorSharding._from_wire(sharding, mesh),
+                out=TensorSharding._from_core(sharding, mesh),
                 bytes=b,
                 seconds=s,
                 text=text,

@@ -7,27 +7,22 @@ use pyo3::prelude::*;
 use super::errors::IntoPyResult;
 use super::mlir::{failure, issue_warnings, run_program, NativeProgram};
 use super::propagation::PyPropagationResult;
-use super::wire::ShardingW;
+use super::repr::{self, PySharding};
 use crate::transforms::propagation::candidates::{Annotation, ProgramCandidates};
 
 /// One annotation as Python gives it: `(is a result, index, sharding or None)`.
-pub(super) type AnnotationW = (bool, usize, Option<ShardingW>);
+pub(super) type AnnotationW = (bool, usize, Option<PySharding>);
 
 /// @main's argument and result shardings.
-pub(super) type MainShardingsW = (Vec<Option<ShardingW>>, Vec<Option<ShardingW>>);
+pub(super) type MainShardingsW = (Vec<Option<PySharding>>, Vec<Option<PySharding>>);
 
-/// The annotations of their wire form.
-pub(super) fn annotations_of(py: Python<'_>, ws: Vec<AnnotationW>) -> PyResult<Vec<Annotation>> {
-    ws.into_iter()
-        .map(|(result, index, w)| {
-            Ok(Annotation { result, index, sharding: w.map(ShardingW::into_sharding).transpose()? })
-        })
-        .collect::<crate::error::Result<_>>()
-        .py(py)
+/// The annotations of their argument form.
+pub(super) fn annotations_of(ws: Vec<AnnotationW>) -> Vec<Annotation> {
+    ws.into_iter().map(|(result, index, s)| Annotation { result, index, sharding: repr::sharding(s) }).collect()
 }
 
-pub(super) fn wires(ss: Vec<Option<crate::sharding::TensorSharding>>) -> Vec<Option<ShardingW>> {
-    ss.iter().map(|s| s.as_ref().map(ShardingW::from)).collect()
+pub(super) fn sharding_objects(ss: Vec<Option<crate::sharding::TensorSharding>>) -> Vec<Option<PySharding>> {
+    ss.into_iter().map(|s| s.map(PySharding)).collect()
 }
 
 /// A native program prepared for many candidate sets of @main's argument and result
@@ -66,7 +61,7 @@ impl NativeCandidates {
         candidates: Vec<Vec<AnnotationW>>,
         threads: usize,
     ) -> PyResult<Vec<PyPropagationResult>> {
-        let candidates = candidates.into_iter().map(|c| annotations_of(py, c)).collect::<PyResult<Vec<_>>>()?;
+        let candidates: Vec<Vec<Annotation>> = candidates.into_iter().map(annotations_of).collect();
         let outs = py.detach(|| self.inner.propagate(&candidates, threads));
         outs.into_iter().map(|r| r.py(py).map(PyPropagationResult::of_candidate)).collect()
     }
@@ -76,7 +71,7 @@ impl NativeCandidates {
     fn main_shardings(&self, result: &PyPropagationResult) -> PyResult<MainShardingsW> {
         let out = candidate_of(result)?;
         let (args, results) = self.inner.main_shardings(out);
-        Ok((wires(args), wires(results)))
+        Ok((sharding_objects(args), sharding_objects(results)))
     }
 
     /// The candidate's propagated program: the prepared one with `annotations` set on @main,
@@ -91,7 +86,7 @@ impl NativeCandidates {
         result: &PyPropagationResult,
         after: Vec<String>,
     ) -> PyResult<NativeProgram> {
-        let annotations = annotations_of(py, annotations)?;
+        let annotations = annotations_of(annotations);
         let out = candidate_of(result)?;
         let names: Vec<&str> = after.iter().map(String::as_str).collect();
         let p = py.detach(|| self.inner.materialize(&annotations, out)).py(py)?;

@@ -343,7 +343,7 @@ impl NativeProgram {
     /// `ProgramError` as `main_signature`, and for a sharding that does not parse.
     fn main_shardings(&self, py: Python<'_>) -> PyResult<super::candidates::MainShardingsW> {
         let (args, results) = candidates::main_shardings(&self.program).py(py)?;
-        Ok((super::candidates::wires(args), super::candidates::wires(results)))
+        Ok((super::candidates::sharding_objects(args), super::candidates::sharding_objects(results)))
     }
 
     /// The arguments of @main whose candidate shardings the steps before propagation read,
@@ -357,7 +357,7 @@ impl NativeProgram {
     /// index, sharding or None)`). Raises `ProgramError` for an index @main does not have or
     /// no function to propagate.
     fn annotated(&self, py: Python<'_>, annotations: Vec<super::candidates::AnnotationW>) -> PyResult<NativeProgram> {
-        let annotations = super::candidates::annotations_of(py, annotations)?;
+        let annotations = super::candidates::annotations_of(annotations);
         let mut program = self.program.clone();
         candidates::annotate(&mut program, &annotations).py(py)?;
         Ok(NativeProgram { program })

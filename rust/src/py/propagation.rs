@@ -3,8 +3,8 @@
 //! program, given its `ProgramFacts` and its `PropagationOptions` (each a typed object that
 //! checks its values when built), the `PropagationResult` it returns (with, on request, the records of where each
 //! propagated axis came from), and the printers of Shardy's two debugging attributes
-//! (`sharding_origins_text`, `propagation_edges_text`). Shardings cross as the wire tuples of
-//! `wire.rs`, debugging records as the tuples below; the GIL is released while the solver
+//! (`sharding_origins_text`, `propagation_edges_text`). Axes and shardings cross as the
+//! objects of `repr.rs`, debugging records as the tuples below; the GIL is released while the solver
 //! runs.
 //!
 //! * origin: `(kind, index, source id)`, kind one of `"input"`, `"constraint"`, `"output"`,
@@ -27,7 +27,7 @@ use pyo3::types::PyList;
 
 use super::errors::IntoPyResult;
 use super::graph::PyGraph;
-use super::wire::{AxisW, MeshW, ShardingW};
+use super::repr::{self, PyAxis, PyMesh, PySharding};
 use crate::axis::AxisRef;
 use crate::error::Error;
 use crate::propagation::batch::{Candidate, CandidateBatch, CandidateOutput};
@@ -41,15 +41,15 @@ use crate::propagation::program::ProgramFacts;
 use crate::propagation::solver::{SolverInput, SolverOutput};
 use crate::sharding::TensorSharding;
 
-type FuncResultsW = Vec<(u32, Vec<Option<ShardingW>>)>;
+type FuncResultsW = Vec<(u32, Vec<Option<PySharding>>)>;
 type OriginW = (String, i64, i64);
 type EdgeW = (String, i64, String, i64, i64);
-type AxisEdgesW = Vec<(AxisW, Vec<EdgeW>)>;
+type AxisEdgesW = Vec<(PyAxis, Vec<EdgeW>)>;
 type LayerW = (Option<i64>, Option<u8>, &'static str);
 type NodeW = (&'static str, i64, Option<u32>);
-type HopW = (i64, u32, AxisW, Option<usize>, NodeW, NodeW);
-type WithW = (NodeW, Option<usize>, Option<AxisW>);
-type ConflictW = (u64, Option<i64>, u32, LayerW, usize, NodeW, NodeW, Vec<AxisW>, &'static str, Option<WithW>);
+type HopW = (i64, u32, PyAxis, Option<usize>, NodeW, NodeW);
+type WithW = (NodeW, Option<usize>, Option<PyAxis>);
+type ConflictW = (u64, Option<i64>, u32, LayerW, usize, NodeW, NodeW, Vec<PyAxis>, &'static str, Option<WithW>);
 
 fn layer_w(l: &LayerTag) -> LayerW {
     (l.user_priority, l.op_priority, l.strategy.name())
@@ -69,9 +69,9 @@ fn conflict_w(c: &Conflict) -> ConflictW {
         s.factor,
         node_w(&s.target, c.target_value),
         node_w(&s.source, c.source_value),
-        s.axes.iter().map(AxisW::from).collect(),
+        repr::axis_objects(&s.axes),
         s.reason.name(),
-        s.with.as_ref().map(|w| (node_w(&w.tensor, c.with_value), w.factor, w.axis.as_ref().map(AxisW::from))),
+        s.with.as_ref().map(|w| (node_w(&w.tensor, c.with_value), w.factor, w.axis.clone().map(PyAxis))),
     )
 }
 
@@ -84,7 +84,7 @@ fn edge_w(e: &PropagationEdge) -> EdgeW {
 }
 
 fn axis_edges_w(m: &AxisMap<Vec<PropagationEdge>>) -> AxisEdgesW {
-    m.iter().map(|(a, es)| (AxisW::from(a), es.iter().map(edge_w).collect())).collect()
+    m.iter().map(|(a, es)| (PyAxis(a.clone()), es.iter().map(edge_w).collect())).collect()
 }
 
 fn edge_r((sk, si, tk, ti, step): EdgeW) -> PyResult<PropagationEdge> {
@@ -164,19 +164,15 @@ impl PyPropagationResult {
     }
 }
 
-fn wire(s: &Option<TensorSharding>) -> Option<ShardingW> {
-    s.as_ref().map(ShardingW::from)
-}
-
 #[pymethods]
 impl PyPropagationResult {
     /// The stored sharding of each value after propagation, indexed like the input.
     #[getter]
-    fn shardings(&self) -> Vec<Option<ShardingW>> {
+    fn shardings(&self) -> Vec<Option<PySharding>> {
         match &self.held {
-            Held::Full(out) => out.value_shardings.iter().map(wire).collect(),
+            Held::Full(out) => out.value_shardings.iter().map(repr::sharding_object).collect(),
             Held::Candidate(c) => {
-                (0..c.num_values() as u32).map(|v| c.value_sharding(v).map(ShardingW::from)).collect()
+                (0..c.num_values() as u32).map(|v| c.value_sharding(v).cloned().map(PySharding)).collect()
             }
         }
     }
@@ -187,9 +183,9 @@ impl PyPropagationResult {
     /// (a dozen over a 22k-op transformer step), so writing back from the table builds a
     /// dozen sharding objects instead of one per value.
     #[getter]
-    fn sharding_table(&self) -> (Vec<ShardingW>, Vec<i32>) {
+    fn sharding_table(&self) -> (Vec<PySharding>, Vec<i32>) {
         let (distinct, index) = self.table();
-        (distinct.into_iter().map(ShardingW::from).collect(), index)
+        (distinct.into_iter().cloned().map(PySharding).collect(), index)
     }
 
     /// Sets ``sharding`` on every op result among ``values`` (the frozen program's values, by
@@ -258,7 +254,7 @@ impl PyPropagationResult {
 
     /// The stored sharding of each of `values` after propagation. Raises ``IndexError`` for
     /// a value out of range.
-    fn shardings_of(&self, values: Vec<u32>) -> PyResult<Vec<Option<ShardingW>>> {
+    fn shardings_of(&self, values: Vec<u32>) -> PyResult<Vec<Option<PySharding>>> {
         let n = match &self.held {
             Held::Full(out) => out.value_shardings.len(),
             Held::Candidate(c) => c.num_values(),
@@ -272,8 +268,8 @@ impl PyPropagationResult {
                     )));
                 }
                 Ok(match &self.held {
-                    Held::Full(out) => wire(&out.value_shardings[v as usize]),
-                    Held::Candidate(c) => c.value_sharding(v).map(ShardingW::from),
+                    Held::Full(out) => repr::sharding_object(&out.value_shardings[v as usize]),
+                    Held::Candidate(c) => c.value_sharding(v).cloned().map(PySharding),
                 })
             })
             .collect()
@@ -282,7 +278,7 @@ impl PyPropagationResult {
     /// ``(func op, result shardings)`` for each function given.
     #[getter]
     fn func_results(&self) -> FuncResultsW {
-        self.out().func_results.iter().map(|(f, r)| (*f, r.iter().map(wire).collect())).collect()
+        self.out().func_results.iter().map(|(f, r)| (*f, r.iter().map(repr::sharding_object).collect())).collect()
     }
 
     /// Ops erased because their results were unused and they have no side effects.
@@ -300,11 +296,11 @@ impl PyPropagationResult {
     /// ``(group id, member values, first sharding)`` of each sharding group whose members'
     /// shardings conflict; when not empty, nothing was propagated.
     #[getter]
-    fn group_conflicts(&self) -> Vec<(i64, Vec<u32>, ShardingW)> {
+    fn group_conflicts(&self) -> Vec<(i64, Vec<u32>, PySharding)> {
         self.out()
             .group_conflicts
             .iter()
-            .map(|c| (c.group_id, c.members.clone(), ShardingW::from(&c.sharding)))
+            .map(|c| (c.group_id, c.members.clone(), PySharding(c.sharding.clone())))
             .collect()
     }
 
@@ -336,11 +332,11 @@ impl PyPropagationResult {
     /// ``(value, [(axis, origin), ...])``: the origin of each axis of each value's sharding,
     /// axes in the order they were recorded (with ``debug_sharding_origins``).
     #[getter]
-    fn debug_origins(&self) -> Vec<(u32, Vec<(AxisW, OriginW)>)> {
+    fn debug_origins(&self) -> Vec<(u32, Vec<(PyAxis, OriginW)>)> {
         let Some(d) = &self.out().debug else { return Vec::new() };
         d.value_origins
             .iter()
-            .map(|(v, m)| (*v, m.iter().map(|(a, o)| (AxisW::from(a), origin_w(o))).collect()))
+            .map(|(v, m)| (*v, m.iter().map(|(a, o)| (PyAxis(a.clone()), origin_w(o))).collect()))
             .collect()
     }
 
@@ -371,9 +367,9 @@ impl PyPropagationResult {
     /// ``(value, axis)``: axes propagated from a tensor without a recorded origin for them
     /// (Shardy's behaviour is undefined there; nothing is recorded).
     #[getter]
-    fn debug_missing_origins(&self) -> Vec<(u32, AxisW)> {
+    fn debug_missing_origins(&self) -> Vec<(u32, PyAxis)> {
         let Some(d) = &self.out().debug else { return Vec::new() };
-        d.missing_origins.iter().map(|(v, a)| (*v, AxisW::from(a))).collect()
+        d.missing_origins.iter().map(|(v, a)| (*v, PyAxis(a.clone()))).collect()
     }
 
     /// ``(step, op, layer)`` of each propagation step (with ``debug_explain``).
@@ -394,7 +390,7 @@ impl PyPropagationResult {
                 (
                     h.step,
                     h.op,
-                    AxisW::from(&h.axis),
+                    PyAxis(h.axis.clone()),
                     h.factor,
                     node_w(&h.source, h.source_value),
                     node_w(&h.target, h.target_value),
@@ -422,8 +418,8 @@ impl PyPropagationResult {
 /// The ``sdy.sharding_origins`` dictionary text of ``[(axis, origin text), ...]`` as MLIR
 /// prints it (sorted by key, keys without the axis names' quotes).
 #[pyfunction]
-fn sharding_origins_text(entries: Vec<(AxisW, String)>) -> String {
-    let entries: Vec<(AxisRef, String)> = entries.into_iter().map(|(a, o)| (AxisRef::from(a), o)).collect();
+fn sharding_origins_text(entries: Vec<(PyAxis, String)>) -> String {
+    let entries: Vec<(AxisRef, String)> = entries.into_iter().map(|(a, o)| (a.0, o)).collect();
     origins_dict_text(&entries)
 }
 
@@ -433,13 +429,13 @@ fn sharding_origins_text(entries: Vec<(AxisW, String)>) -> String {
 fn propagation_edges_text(entries: AxisEdgesW) -> PyResult<Option<String>> {
     let entries = entries
         .into_iter()
-        .map(|(a, es)| Ok((AxisRef::from(a), es.into_iter().map(edge_r).collect::<PyResult<Vec<_>>>()?)))
+        .map(|(a, es)| Ok((a.0, es.into_iter().map(edge_r).collect::<PyResult<Vec<_>>>()?)))
         .collect::<PyResult<Vec<_>>>()?;
     Ok(edges_text(&entries))
 }
 
-fn shardings_of(py: Python<'_>, ws: Vec<Option<ShardingW>>) -> PyResult<Vec<Option<TensorSharding>>> {
-    ws.into_iter().map(|w| w.map(ShardingW::into_sharding).transpose()).collect::<crate::error::Result<_>>().py(py)
+fn shardings_of(ws: Vec<Option<PySharding>>) -> Vec<Option<TensorSharding>> {
+    ws.into_iter().map(repr::sharding).collect()
 }
 
 /// The facts of a frozen program that the solver takes besides its graph (Shardy reads them
@@ -554,22 +550,16 @@ impl PyPropagationOptions {
 
 /// The solver input of `propagate_shardings`' and `CandidateBatch`'s arguments.
 fn solver_input(
-    py: Python<'_>,
-    meshes: HashMap<String, MeshW>,
-    shardings: Vec<Option<ShardingW>>,
+    meshes: HashMap<String, PyMesh>,
+    shardings: Vec<Option<PySharding>>,
     func_results: FuncResultsW,
     facts: &PyProgramFacts,
     options: &PyPropagationOptions,
-) -> PyResult<SolverInput> {
-    let meshes = meshes
-        .into_iter()
-        .map(|(k, m)| Ok((k, m.to_mesh()?)))
-        .collect::<crate::error::Result<HashMap<_, _>>>()
-        .py(py)?;
-    let value_shardings = shardings_of(py, shardings)?;
-    let func_results =
-        func_results.into_iter().map(|(f, rs)| Ok((f, shardings_of(py, rs)?))).collect::<PyResult<Vec<_>>>()?;
-    Ok(SolverInput { meshes, value_shardings, func_results, facts: facts.inner.clone(), debug: options.debug.clone() })
+) -> SolverInput {
+    let meshes = repr::meshes(meshes);
+    let value_shardings = shardings_of(shardings);
+    let func_results = func_results.into_iter().map(|(f, rs)| (f, shardings_of(rs))).collect();
+    SolverInput { meshes, value_shardings, func_results, facts: facts.inner.clone(), debug: options.debug.clone() }
 }
 
 /// Runs the propagation pass of `options` over `graph`, from the stored `shardings` (one per
@@ -580,37 +570,29 @@ fn solver_input(
 fn propagate_shardings(
     py: Python<'_>,
     graph: &Bound<'_, PyGraph>,
-    meshes: HashMap<String, MeshW>,
-    shardings: Vec<Option<ShardingW>>,
+    meshes: HashMap<String, PyMesh>,
+    shardings: Vec<Option<PySharding>>,
     func_results: FuncResultsW,
     facts: &Bound<'_, PyProgramFacts>,
     options: &Bound<'_, PyPropagationOptions>,
 ) -> PyResult<PyPropagationResult> {
     let options = options.get();
-    let input = solver_input(py, meshes, shardings, func_results, facts.get(), options)?;
+    let input = solver_input(meshes, shardings, func_results, facts.get(), options);
     let pass = options.pass;
     let g = graph.get().inner.clone();
     let out = py.detach(|| propagate(&g, input, &pass)).py(py)?;
     Ok(PyPropagationResult { held: Held::Full(out) })
 }
 
-type CandidateW = (Vec<(u32, Option<ShardingW>)>, Vec<(u32, usize, Option<ShardingW>)>);
+type CandidateW = (Vec<(u32, Option<PySharding>)>, Vec<(u32, usize, Option<PySharding>)>);
 
-/// The candidates of their wire form.
-fn candidates_of(candidates: Vec<CandidateW>) -> crate::error::Result<Vec<Candidate>> {
+/// The candidates of their argument form.
+fn candidates_of(candidates: Vec<CandidateW>) -> Vec<Candidate> {
     candidates
         .into_iter()
-        .map(|(values, results)| {
-            Ok(Candidate {
-                values: values
-                    .into_iter()
-                    .map(|(v, w)| Ok((v, w.map(ShardingW::into_sharding).transpose()?)))
-                    .collect::<crate::error::Result<_>>()?,
-                func_results: results
-                    .into_iter()
-                    .map(|(f, i, w)| Ok((f, i, w.map(ShardingW::into_sharding).transpose()?)))
-                    .collect::<crate::error::Result<_>>()?,
-            })
+        .map(|(values, results)| Candidate {
+            values: values.into_iter().map(|(v, s)| (v, repr::sharding(s))).collect(),
+            func_results: results.into_iter().map(|(f, i, s)| (f, i, repr::sharding(s))).collect(),
         })
         .collect()
 }
@@ -634,8 +616,8 @@ impl PyCandidateBatch {
     fn new(
         py: Python<'_>,
         graph: &Bound<'_, PyGraph>,
-        meshes: HashMap<String, MeshW>,
-        shardings: Vec<Option<ShardingW>>,
+        meshes: HashMap<String, PyMesh>,
+        shardings: Vec<Option<PySharding>>,
         func_results: FuncResultsW,
         facts: &Bound<'_, PyProgramFacts>,
         options: &Bound<'_, PyPropagationOptions>,
@@ -646,7 +628,7 @@ impl PyCandidateBatch {
                 "CandidateBatch: expected propagation options without debugging records, got options with debug_* set",
             ));
         }
-        let input = solver_input(py, meshes, shardings, func_results, facts.get(), options)?;
+        let input = solver_input(meshes, shardings, func_results, facts.get(), options);
         let pass = options.pass;
         let g = graph.get().inner.clone();
         let inner = py.detach(|| CandidateBatch::new(g, input, pass)).py(py)?;
@@ -662,7 +644,7 @@ impl PyCandidateBatch {
         candidates: Vec<CandidateW>,
         threads: usize,
     ) -> PyResult<Vec<PyPropagationResult>> {
-        let candidates = candidates_of(candidates).py(py)?;
+        let candidates = candidates_of(candidates);
         let outs = py.detach(|| self.inner.propagate(&candidates, threads));
         outs.into_iter().map(|r| r.py(py).map(|c| PyPropagationResult { held: Held::Candidate(c) })).collect()
     }

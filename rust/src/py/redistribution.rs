@@ -1,11 +1,11 @@
-//! Bindings of `redistribution`: plans as plain tuples (built into `ReshardPlan` by
-//! `shardwise/spmd/redistribute.py`) and the collective cost function.
+//! Bindings of `redistribution`: plans as tuples of steps (built into `ReshardPlan` by
+//! `shardwise/spmd/redistribute.py`; axes and shardings as the objects of `repr.rs`) and the
+//! collective cost function.
 
 use pyo3::prelude::*;
 
 use super::errors::IntoPyResult;
-use super::wire::{AxisW, MeshW, ShardingW};
-use crate::axis::AxisRef;
+use super::repr::{axis_objects, PyAxis, PyMesh, PySharding};
 use crate::redistribution::{self, Collective, CollectiveKind, CostModel, Link};
 
 /// `(default (bandwidth, latency), [(axis name, bandwidth, latency), ...])`.
@@ -15,7 +15,7 @@ type ModelW = ((f64, f64), Vec<(String, f64, f64)>);
 /// seconds, text)`; `per-dim axes` for all_gather / all_slice / reduce_scatter, `axes` for
 /// all_to_all / collective_permute / all_reduce.
 type StepW =
-    (String, Vec<Vec<AxisW>>, Vec<AxisW>, Option<usize>, Option<usize>, Option<String>, ShardingW, f64, f64, String);
+    (String, Vec<Vec<PyAxis>>, Vec<PyAxis>, Option<usize>, Option<usize>, Option<String>, PySharding, f64, f64, String);
 
 /// `(steps, bytes, seconds, naive_bytes, naive_seconds)`.
 type PlanW = (Vec<StepW>, f64, f64, f64, f64);
@@ -46,11 +46,11 @@ fn kind_of(name: &str) -> PyResult<CollectiveKind> {
     })
 }
 
-fn list(axes: &[AxisRef]) -> Vec<AxisW> {
-    axes.iter().map(AxisW::from).collect()
+fn list(axes: &[crate::axis::AxisRef]) -> Vec<PyAxis> {
+    axis_objects(axes)
 }
 
-fn lists(axes: &[Vec<AxisRef>]) -> Vec<Vec<AxisW>> {
+fn lists(axes: &[Vec<crate::axis::AxisRef>]) -> Vec<Vec<PyAxis>> {
     axes.iter().map(|a| list(a)).collect()
 }
 
@@ -58,17 +58,16 @@ fn lists(axes: &[Vec<AxisRef>]) -> Vec<Vec<AxisW>> {
 #[pyfunction]
 fn redistribution_plan(
     py: Python<'_>,
-    mesh: MeshW,
+    mesh: &PyMesh,
     shape: Vec<i64>,
     dtype_bytes: i64,
-    src: ShardingW,
-    tgt: ShardingW,
+    src: &PySharding,
+    tgt: &PySharding,
     model: ModelW,
 ) -> PyResult<PlanW> {
-    let mesh = mesh.to_mesh().py(py)?;
-    let (src, tgt) = (src.into_sharding().py(py)?, tgt.into_sharding().py(py)?);
+    let (mesh, src, tgt) = (&mesh.0, &src.0, &tgt.0);
     let model = model_of(py, model)?;
-    let p = py.detach(|| redistribution::plan(&mesh, &shape, dtype_bytes, &src, &tgt, &model)).py(py)?;
+    let p = py.detach(|| redistribution::plan(mesh, &shape, dtype_bytes, src, tgt, &model)).py(py)?;
     let steps = p
         .steps
         .iter()
@@ -95,7 +94,7 @@ fn redistribution_plan(
                 sd,
                 td,
                 red,
-                ShardingW::from(&s.out),
+                PySharding(s.out.clone()),
                 s.bytes,
                 s.seconds,
                 s.text(),
@@ -111,8 +110,8 @@ fn redistribution_plan(
 fn collective_cost(
     py: Python<'_>,
     kind: &str,
-    mesh: MeshW,
-    axes: Vec<AxisW>,
+    mesh: &PyMesh,
+    axes: Vec<PyAxis>,
     local_bytes: f64,
     model: ModelW,
 ) -> PyResult<(f64, f64)> {
@@ -122,14 +121,14 @@ fn collective_cost(
             "local_bytes must be a finite number >= 0, got {local_bytes}"
         )));
     }
-    let mesh = mesh.to_mesh().py(py)?;
-    let resolved = model_of(py, model)?.resolve(&mesh).py(py)?;
+    let mesh = &mesh.0;
+    let resolved = model_of(py, model)?.resolve(mesh).py(py)?;
     let mut group = Vec::with_capacity(axes.len());
     for a in axes {
-        let r = AxisRef::from(a);
-        r.check(&mesh).py(py)?;
+        let r = a.0;
+        r.check(mesh).py(py)?;
         let index = mesh.axis_index(&r.name).unwrap_or(0);
-        group.push((index, r.size(&mesh).py(py)?));
+        group.push((index, r.size(mesh).py(py)?));
     }
     let c = resolved.cost(kind, &group, local_bytes);
     Ok((c.bytes, c.seconds))
