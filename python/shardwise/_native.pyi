@@ -1,7 +1,8 @@
 """Type stubs of the PyO3 module ``shardwise._native`` (checked by ``mypy.stubtest`` in CI).
 
 Axes, meshes and shardings cross the FFI as the frozen classes ``Axis``, ``Mesh``, ``Dim`` and
-``Sharding`` (``rust/src/py/repr.rs``); rules and debugging records as tuples."""
+``Sharding`` (``rust/src/py/repr.rs``), rules as ``Rule`` (``rust/src/py/rule.rs``); debugging
+records and plans as tuples of those."""
 
 from typing import Any, TypeAlias, final
 
@@ -29,6 +30,7 @@ __all__ = [
     "ProgramWalk",
     "PropagationOptions",
     "PropagationResult",
+    "Rule",
     "RuleRegistry",
     "Sharding",
     "ShardingError",
@@ -54,13 +56,10 @@ __all__ = [
     "read_mlir",
     "redistribution_plan",
     "rule_build",
-    "rule_check",
     "rule_from_einsum",
     "rule_parse",
     "rule_pointwise",
-    "rule_print",
     "rule_registry",
-    "rule_validate",
     "run_native_passes",
     "run_native_passes_many",
     "run_native_programs_many",
@@ -310,11 +309,11 @@ class FrozenGraph:
         ranks: list[int],
         dims: list[int],
         value_block_owner: list[int],
-        rules: list[Any],
+        rules: list[Rule],
         op_rule: list[int],
     ) -> FrozenGraph: ...
     @staticmethod
-    def from_walk(walk: ProgramWalk, rules: list[Any], class_rule: list[int]) -> FrozenGraph: ...
+    def from_walk(walk: ProgramWalk, rules: list[Rule], class_rule: list[int]) -> FrozenGraph: ...
     @property
     def num_ops(self) -> int: ...
     @property
@@ -352,21 +351,52 @@ def from_mindspore_layout(
 
 # ---- operation sharding rules (rust/src/py/rule.rs)
 
-_RuleW: TypeAlias = tuple[
-    list[int], list[list[list[int]]], list[list[list[int]]], list[int], list[int], list[int], list[int], bool
-]
+@final
+class Rule:
+    def __new__(
+        cls,
+        factor_sizes: list[int],
+        operand_mappings: list[list[list[int]]],
+        result_mappings: list[list[list[int]]],
+        reduction_factors: list[int],
+        need_replication_factors: list[int],
+        permutation_factors: list[int],
+        blocked_propagation_factors: list[int],
+        is_custom: bool,
+    ) -> Rule: ...
+    @property
+    def factor_sizes(self) -> list[int]: ...
+    @property
+    def operand_mappings(self) -> list[list[list[int]]]: ...
+    @property
+    def result_mappings(self) -> list[list[list[int]]]: ...
+    @property
+    def reduction_factors(self) -> list[int]: ...
+    @property
+    def need_replication_factors(self) -> list[int]: ...
+    @property
+    def permutation_factors(self) -> list[int]: ...
+    @property
+    def blocked_propagation_factors(self) -> list[int]: ...
+    @property
+    def is_custom(self) -> bool: ...
+    def check_local(self) -> None: ...
+    def validate(
+        self,
+        operand_shapes: list[list[int] | None],
+        result_shapes: list[list[int] | None],
+        exact_sizes: bool = False,
+    ) -> None: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
 _StepW: TypeAlias = tuple[str, list[int], list[int], int, str, bool]
 
 class InvalidRuleError(InvalidShardingError): ...
 
-def rule_parse(text: str) -> _RuleW: ...
-def rule_print(r: _RuleW) -> str: ...
-def rule_check(r: _RuleW) -> None: ...
-def rule_validate(
-    r: _RuleW, operand_shapes: list[list[int] | None], result_shapes: list[list[int] | None], exact_sizes: bool = False
-) -> None: ...
-def rule_build(operand_ranks: list[int], result_ranks: list[int], steps: list[_StepW]) -> _RuleW: ...
-def rule_pointwise(operand_ranks: list[int], result_ranks: list[int], shape: list[int]) -> _RuleW: ...
+def rule_parse(text: str) -> Rule: ...
+def rule_build(operand_ranks: list[int], result_ranks: list[int], steps: list[_StepW]) -> Rule: ...
+def rule_pointwise(operand_ranks: list[int], result_ranks: list[int], shape: list[int]) -> Rule: ...
 def einsum_check(
     spec: str,
     reduction: list[str] = ...,
@@ -384,7 +414,7 @@ def rule_from_einsum(
     permutation: list[str] = ...,
     blocked: list[str] = ...,
     factor_sizes: list[tuple[str, int]] = ...,
-) -> _RuleW: ...
+) -> Rule: ...
 def factor_symbol(index: int) -> str: ...
 
 # Builtin sharding rule registry (rust/src/py/registry.rs)
@@ -393,7 +423,7 @@ class BuiltinRule:
     @property
     def status(self) -> str: ...
     @property
-    def rule(self) -> _RuleW | None: ...
+    def rule(self) -> Rule | None: ...
 
 @final
 class RuleRegistry:

@@ -101,11 +101,11 @@ def freeze(module: Module, *, rules: bool = True, conservative: bool = False) ->
     if undefined is not None:
         op = ops[undefined[0]]
         raise ProgramError(f"{op.where()}: uses {op.operands[undefined[1]]} before it is defined")
-    rule_wires: list[Any] = []
+    rule_cores: list[_native.Rule] = []
     class_rule: list[int] = []
     if rules:
-        distinct: dict[Any, int] = {}
-        # Memoised rules are shared objects: one wire each. The rule is kept with its index
+        distinct: dict[_native.Rule, int] = {}
+        # Memoised rules are shared objects: one core each. The rule is kept with its index
         # so that its id is not reused by a later rule while the map lives.
         by_object: dict[int, tuple[OpShardingRule, int]] = {}
         cache = RuleCache(module, conservative=conservative)
@@ -128,13 +128,13 @@ def freeze(module: Module, *, rules: bool = True, conservative: bool = False) ->
                 continue
             seen = by_object.get(id(rule))
             if seen is None:
-                w = rule._wire()
-                known = distinct.setdefault(repr(w), len(rule_wires))
-                if known == len(rule_wires):
-                    rule_wires.append(w)
+                core = rule._native_rule()
+                known = distinct.setdefault(core, len(rule_cores))
+                if known == len(rule_cores):
+                    rule_cores.append(core)
                 by_object[id(rule)] = (rule, known)
             else:
                 known = seen[1]
             class_rule.append(known)
-    graph = _native.FrozenGraph.from_walk(walk, rule_wires, class_rule)
+    graph = _native.FrozenGraph.from_walk(walk, rule_cores, class_rule)
     return Frozen(graph, ops, values, walk)

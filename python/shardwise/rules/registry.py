@@ -109,7 +109,7 @@ def rule_for(op: OpInfo, *, conservative: bool = False) -> OpShardingRule | None
         return _check_result(user(op, conservative), f"the rule registered for {op.name}")
     builtin = _native.builtin_rule(op, conservative)
     if builtin.rule is not None:
-        return OpShardingRule._from_wire(builtin.rule)
+        return OpShardingRule._from_core(builtin.rule)
     if builtin.status == "unknown":
         if target is not None:
             message = (

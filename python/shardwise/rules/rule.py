@@ -24,10 +24,18 @@ NULL_DIM = -1
 DYNAMIC_SIZE = -(2**63)
 
 TensorMapping = tuple[tuple[int, ...], ...]
-_RuleWire = tuple[
-    list[int], list[list[list[int]]], list[list[list[int]]], list[int], list[int], list[int], list[int], bool
-]
 Shape = Sequence[int] | None
+#: ``OpShardingRule``'s fields, in the order of ``_set`` (and of ``_native.Rule``'s constructor).
+_FIELDS = (
+    "factor_sizes",
+    "operand_mappings",
+    "result_mappings",
+    "reduction_factors",
+    "need_replication_factors",
+    "permutation_factors",
+    "blocked_propagation_factors",
+    "is_custom",
+)
 
 
 class FactorKind(enum.Enum):
@@ -83,14 +91,15 @@ class OpShardingRule:
     """
 
     __slots__ = (
-        "factor_sizes",
-        "operand_mappings",
-        "result_mappings",
-        "reduction_factors",
-        "need_replication_factors",
-        "permutation_factors",
+        "_core",
         "blocked_propagation_factors",
+        "factor_sizes",
         "is_custom",
+        "need_replication_factors",
+        "operand_mappings",
+        "permutation_factors",
+        "reduction_factors",
+        "result_mappings",
     )
     factor_sizes: tuple[int, ...]
     operand_mappings: tuple[TensorMapping, ...]
@@ -100,6 +109,8 @@ class OpShardingRule:
     permutation_factors: tuple[int, ...]
     blocked_propagation_factors: tuple[int, ...]
     is_custom: bool
+    #: The Rust core's rule (``_native.Rule``), made when first asked for (``_native_rule``).
+    _core: _native.Rule | None
 
     def __init__(
         self,
@@ -123,41 +134,49 @@ class OpShardingRule:
             _ints(blocked_propagation_factors, "blocked_propagation_factors"),
             bool(is_custom),
         )
-        _native.rule_check(self._wire())
+        self._native_rule().check_local()
 
     def _set(self, *values: Any) -> None:
-        for name, value in zip(self.__slots__, values):
+        for name, value in zip(_FIELDS, values):
             object.__setattr__(self, name, value)
+        object.__setattr__(self, "_core", None)
 
     def __setattr__(self, key: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
 
     @classmethod
-    def _from_wire(cls, w: _RuleWire) -> OpShardingRule:
+    def _from_core(cls, core: _native.Rule) -> OpShardingRule:
+        """The rule of the Rust core's ``core`` (not checked again)."""
         r = cls.__new__(cls)
         r._set(
-            tuple(w[0]),
-            tuple(tuple(tuple(d) for d in m) for m in w[1]),
-            tuple(tuple(tuple(d) for d in m) for m in w[2]),
-            tuple(w[3]),
-            tuple(w[4]),
-            tuple(w[5]),
-            tuple(w[6]),
-            bool(w[7]),
+            tuple(core.factor_sizes),
+            tuple(tuple(tuple(d) for d in m) for m in core.operand_mappings),
+            tuple(tuple(tuple(d) for d in m) for m in core.result_mappings),
+            tuple(core.reduction_factors),
+            tuple(core.need_replication_factors),
+            tuple(core.permutation_factors),
+            tuple(core.blocked_propagation_factors),
+            core.is_custom,
         )
+        object.__setattr__(r, "_core", core)
         return r
 
-    def _wire(self) -> _RuleWire:
-        return (
-            list(self.factor_sizes),
-            [[list(d) for d in m] for m in self.operand_mappings],
-            [[list(d) for d in m] for m in self.result_mappings],
-            list(self.reduction_factors),
-            list(self.need_replication_factors),
-            list(self.permutation_factors),
-            list(self.blocked_propagation_factors),
-            self.is_custom,
-        )
+    def _native_rule(self) -> _native.Rule:
+        """The Rust core's rule of this one (made once): what crosses the FFI."""
+        core = self._core
+        if core is None:
+            core = _native.Rule(
+                list(self.factor_sizes),
+                [[list(d) for d in m] for m in self.operand_mappings],
+                [[list(d) for d in m] for m in self.result_mappings],
+                list(self.reduction_factors),
+                list(self.need_replication_factors),
+                list(self.permutation_factors),
+                list(self.blocked_propagation_factors),
+                self.is_custom,
+            )
+            object.__setattr__(self, "_core", core)
+        return core
 
     @classmethod
     def parse(cls, text: str) -> OpShardingRule:
@@ -171,7 +190,7 @@ class OpShardingRule:
         if rule is None:
             if len(_PARSED) >= 4096:
                 _PARSED.clear()
-            rule = _PARSED[text] = cls._from_wire(_native.rule_parse(text))
+            rule = _PARSED[text] = cls._from_core(_native.rule_parse(text))
         return rule
 
     @classmethod
@@ -195,7 +214,7 @@ class OpShardingRule:
         notation and ``InvalidRuleError`` when the rule does not fit the shapes (see
         ``rust/src/rule/einsum.rs``)."""
         sizes = sorted((factor_sizes or {}).items())
-        return cls._from_wire(
+        return cls._from_core(
             _native.rule_from_einsum(
                 spec,
                 [list(_ints(s, "operand shape")) for s in operand_shapes],
@@ -263,7 +282,7 @@ class OpShardingRule:
     def check(self) -> None:
         """Checks the invariants that need no types (the constructor and ``parse`` do this;
         ``RuleBuilder.build`` does not). Raises ``InvalidRuleError``."""
-        _native.rule_check(self._wire())
+        self._native_rule().check_local()
 
     def validate(
         self, operand_shapes: Sequence[Shape], result_shapes: Sequence[Shape], *, exact_sizes: bool = False
@@ -274,8 +293,7 @@ class OpShardingRule:
         ``exact_sizes``, also each dimension's factor sizes must multiply to its size (Shardy
         does not require this; its pad, slice, concatenate, gather... rules break it). Raises
         ``InvalidRuleError``."""
-        _native.rule_validate(
-            self._wire(),
+        self._native_rule().validate(
             [None if s is None else list(_ints(s, "operand shape")) for s in operand_shapes],
             [None if s is None else list(_ints(s, "result shape")) for s in result_shapes],
             exact_sizes,
@@ -291,23 +309,34 @@ class OpShardingRule:
 
     def replace(self, **changes: Any) -> OpShardingRule:
         """A copy with some fields changed (checked like the constructor)."""
-        fields = {name: getattr(self, name) for name in self.__slots__}
+        fields = {name: getattr(self, name) for name in _FIELDS}
         fields.update(changes)
         return OpShardingRule(
             fields.pop("factor_sizes"), fields.pop("operand_mappings"), fields.pop("result_mappings"), **fields
         )
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, OpShardingRule) and self._wire() == other._wire()
+        return isinstance(other, OpShardingRule) and self._native_rule() == other._native_rule()
 
     def __hash__(self) -> int:
         return hash((OpShardingRule, str(self)))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuilt, tuple(getattr(self, name) for name in _FIELDS))
+
     def __str__(self) -> str:
-        return str(_native.rule_print(self._wire()))
+        return str(self._native_rule())
 
     def __repr__(self) -> str:
         return f"OpShardingRule.parse({str(self)!r})"
+
+
+def _rebuilt(*fields: Any) -> OpShardingRule:
+    """An unpickled rule: its fields as they were (not checked again, as ``RuleBuilder.build``'s
+    rules are not)."""
+    r = OpShardingRule.__new__(OpShardingRule)
+    r._set(*fields)
+    return r
 
 
 def _rank(v: ValueInfo) -> int:
@@ -422,10 +451,10 @@ class RuleBuilder:
         """The rule (the builder can keep going afterwards). Like Shardy's builder, this does
         not verify the rule (a factor mapped nowhere, say, stays in it): call
         ``OpShardingRule.check`` or ``validate_for`` for that."""
-        return OpShardingRule._from_wire(_native.rule_build(self._operand_ranks, self._result_ranks, self._steps))
+        return OpShardingRule._from_core(_native.rule_build(self._operand_ranks, self._result_ranks, self._steps))
 
     @staticmethod
     def pointwise(operand_ranks: Sequence[int], result_ranks: Sequence[int], shape: Sequence[int]) -> OpShardingRule:
         """Shardy's ``buildPointwise``: factor ``d`` (size ``shape[d]``) is dimension ``d`` of
         every value."""
-        return OpShardingRule._from_wire(_native.rule_pointwise(list(operand_ranks), list(result_ranks), list(shape)))
+        return OpShardingRule._from_core(_native.rule_pointwise(list(operand_ranks), list(result_ranks), list(shape)))

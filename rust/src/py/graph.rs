@@ -5,7 +5,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 
 use super::errors::IntoPyResult;
-use super::rule::RuleW;
+use super::rule::PyRule;
 use super::walk::PyProgramWalk;
 use crate::graph::{Graph, GraphInput};
 
@@ -31,10 +31,10 @@ impl PyGraph {
         ranks: Vec<u32>,
         dims: Vec<i64>,
         value_block_owner: Vec<u32>,
-        rules: Vec<RuleW>,
+        rules: Vec<PyRule>,
         op_rule: Vec<u32>,
     ) -> PyResult<Self> {
-        let rules = rules.into_iter().map(Into::into).collect();
+        let rules = rules.into_iter().map(|r| r.0).collect();
         let input = GraphInput {
             names,
             op_name,
@@ -58,8 +58,8 @@ impl PyGraph {
     /// 2**32-1; empty: no rules), which each op takes from its class. Raises ``ValueError``
     /// for a class missing from ``class_rule`` and as the constructor does.
     #[staticmethod]
-    fn from_walk(py: Python<'_>, walk: &PyProgramWalk, rules: Vec<RuleW>, class_rule: Vec<u32>) -> PyResult<Self> {
-        let rules = rules.into_iter().map(Into::into).collect();
+    fn from_walk(py: Python<'_>, walk: &PyProgramWalk, rules: Vec<PyRule>, class_rule: Vec<u32>) -> PyResult<Self> {
+        let rules = rules.into_iter().map(|r| r.0).collect();
         let op_rule = if class_rule.is_empty() {
             Vec::new()
         } else {

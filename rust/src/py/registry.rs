@@ -9,7 +9,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyMapping, PyTuple};
 
-use super::rule::{RulePy, RuleW};
+use super::rule::{PyRule, RulePy};
 use crate::rules::{self, Builtin, OpDesc, ValueDesc};
 
 /// What the registry gives an op: `status` is `"rule"` (then `rule` holds it), `"none"`
@@ -19,7 +19,7 @@ pub struct BuiltinRule {
     #[pyo3(get)]
     status: &'static str,
     #[pyo3(get)]
-    rule: Option<RuleW>,
+    rule: Option<PyRule>,
 }
 
 /// The registry's name lists.
@@ -117,7 +117,7 @@ fn builtin_rule(py: Python<'_>, op: &Bound<'_, PyAny>, conservative: bool) -> Py
     let deep = rules::CONTEXT_OPS.contains(&name.as_str());
     let desc = op_desc(op, 0, deep)?;
     Ok(match rules::builtin_rule(&desc, conservative).py(py)? {
-        Builtin::Rule(r) => BuiltinRule { status: "rule", rule: Some(RuleW::from(&r)) },
+        Builtin::Rule(r) => BuiltinRule { status: "rule", rule: Some(PyRule(r)) },
         Builtin::NoRule => BuiltinRule { status: "none", rule: None },
         Builtin::Unknown => BuiltinRule { status: "unknown", rule: None },
     })

@@ -1,7 +1,6 @@
-//! Bindings for operation sharding rules (`crate::rule`). A rule crosses the FFI as the plain
-//! tuple `(factor_sizes, operand_mappings, result_mappings, reduction, need_replication,
-//! permutation, blocked_propagation, is_custom)`, a mapping being a list of dimensions and a
-//! dimension a list of factor indices; `shardwise/rules/rule.py` builds and reads it.
+//! Bindings for operation sharding rules (`crate::rule`). A rule crosses the FFI as the frozen
+//! `Rule` object (`PyRule`, fields by name: a mapping is a list of dimensions, a dimension a
+//! list of factor indices); `shardwise/rules/rule.py`'s `OpShardingRule` holds one.
 //!
 //! Invariant errors of rules raise `InvalidRuleError` (a subclass of `InvalidShardingError`,
 //! with `.rule`); malformed text raises `ShardingParseError` (with `.offset`).
@@ -20,45 +19,100 @@ create_exception!(
     "An operation sharding rule breaks an invariant, or cannot be built for the op; `rule` names it."
 );
 
-#[derive(FromPyObject, IntoPyObject, Clone)]
-pub struct RuleW(
-    pub Vec<i64>,
-    pub Vec<Vec<Vec<i64>>>,
-    pub Vec<Vec<Vec<i64>>>,
-    pub Vec<i64>,
-    pub Vec<i64>,
-    pub Vec<i64>,
-    pub Vec<i64>,
-    pub bool,
-);
+/// An operation sharding rule (`crate::rule::OpShardingRule`), immutable; built unchecked
+/// (`check_local` and `validate` check it), as Shardy's builder does.
+#[pyclass(frozen, from_py_object, eq, hash, module = "shardwise._native", name = "Rule")]
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct PyRule(pub OpShardingRule);
 
-impl From<&OpShardingRule> for RuleW {
-    fn from(r: &OpShardingRule) -> Self {
-        RuleW(
-            r.factor_sizes.clone(),
-            r.operand_mappings.clone(),
-            r.result_mappings.clone(),
-            r.reduction_factors.clone(),
-            r.need_replication_factors.clone(),
-            r.permutation_factors.clone(),
-            r.blocked_propagation_factors.clone(),
-            r.is_custom,
-        )
+#[pymethods]
+impl PyRule {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        factor_sizes: Vec<i64>,
+        operand_mappings: Vec<Vec<Vec<i64>>>,
+        result_mappings: Vec<Vec<Vec<i64>>>,
+        reduction_factors: Vec<i64>,
+        need_replication_factors: Vec<i64>,
+        permutation_factors: Vec<i64>,
+        blocked_propagation_factors: Vec<i64>,
+        is_custom: bool,
+    ) -> Self {
+        PyRule(OpShardingRule {
+            factor_sizes,
+            operand_mappings,
+            result_mappings,
+            reduction_factors,
+            need_replication_factors,
+            permutation_factors,
+            blocked_propagation_factors,
+            is_custom,
+        })
     }
-}
 
-impl From<RuleW> for OpShardingRule {
-    fn from(w: RuleW) -> Self {
-        OpShardingRule {
-            factor_sizes: w.0,
-            operand_mappings: w.1,
-            result_mappings: w.2,
-            reduction_factors: w.3,
-            need_replication_factors: w.4,
-            permutation_factors: w.5,
-            blocked_propagation_factors: w.6,
-            is_custom: w.7,
-        }
+    #[getter]
+    fn factor_sizes(&self) -> Vec<i64> {
+        self.0.factor_sizes.clone()
+    }
+
+    /// Per operand, per dimension, the factor indices (major to minor).
+    #[getter]
+    fn operand_mappings(&self) -> Vec<Vec<Vec<i64>>> {
+        self.0.operand_mappings.clone()
+    }
+
+    #[getter]
+    fn result_mappings(&self) -> Vec<Vec<Vec<i64>>> {
+        self.0.result_mappings.clone()
+    }
+
+    #[getter]
+    fn reduction_factors(&self) -> Vec<i64> {
+        self.0.reduction_factors.clone()
+    }
+
+    #[getter]
+    fn need_replication_factors(&self) -> Vec<i64> {
+        self.0.need_replication_factors.clone()
+    }
+
+    #[getter]
+    fn permutation_factors(&self) -> Vec<i64> {
+        self.0.permutation_factors.clone()
+    }
+
+    #[getter]
+    fn blocked_propagation_factors(&self) -> Vec<i64> {
+        self.0.blocked_propagation_factors.clone()
+    }
+
+    #[getter]
+    fn is_custom(&self) -> bool {
+        self.0.is_custom
+    }
+
+    /// The type-free invariants (`InvalidRuleError`).
+    fn check_local(&self, py: Python<'_>) -> PyResult<()> {
+        self.0.check_local().py(py)
+    }
+
+    /// Checks the rule against operand and result shapes (None for a value that is not a
+    /// tensor); `InvalidRuleError`.
+    #[pyo3(signature = (operand_shapes, result_shapes, exact_sizes=false))]
+    fn validate(
+        &self,
+        py: Python<'_>,
+        operand_shapes: Vec<Option<Vec<i64>>>,
+        result_shapes: Vec<Option<Vec<i64>>>,
+        exact_sizes: bool,
+    ) -> PyResult<()> {
+        self.0.validate(&operand_shapes, &result_shapes, exact_sizes).py(py)
+    }
+
+    /// Shardy's text of the rule (no checks: a broken rule prints as it is).
+    fn __str__(&self) -> String {
+        rule::print_rule(&self.0)
     }
 }
 
@@ -118,33 +172,8 @@ fn ranks(py: Python<'_>, kind: &str, ranks: &[i64]) -> PyResult<Vec<usize>> {
 
 /// Parses `#sdy.op_sharding_rule<...>` (or the bare `<...>`) and checks its local invariants.
 #[pyfunction]
-fn rule_parse(py: Python<'_>, text: &str) -> PyResult<RuleW> {
-    Ok(RuleW::from(&rule::parse_rule(text).py(py)?))
-}
-
-/// Shardy's text of a rule (no checks: a broken rule prints as it is).
-#[pyfunction]
-fn rule_print(r: RuleW) -> String {
-    rule::print_rule(&OpShardingRule::from(r))
-}
-
-/// The type-free invariants of a rule.
-#[pyfunction]
-fn rule_check(py: Python<'_>, r: RuleW) -> PyResult<()> {
-    OpShardingRule::from(r).check_local().py(py)
-}
-
-/// Checks a rule against operand and result shapes (None for a value that is not a tensor).
-#[pyfunction]
-#[pyo3(signature = (r, operand_shapes, result_shapes, exact_sizes=false))]
-fn rule_validate(
-    py: Python<'_>,
-    r: RuleW,
-    operand_shapes: Vec<Option<Vec<i64>>>,
-    result_shapes: Vec<Option<Vec<i64>>>,
-    exact_sizes: bool,
-) -> PyResult<()> {
-    OpShardingRule::from(r).validate(&operand_shapes, &result_shapes, exact_sizes).py(py)
+fn rule_parse(py: Python<'_>, text: &str) -> PyResult<PyRule> {
+    Ok(PyRule(rule::parse_rule(text).py(py)?))
 }
 
 /// Runs builder steps and builds. A step is `(mode, operand_dims, result_dims, size, kind,
@@ -152,7 +181,7 @@ fn rule_validate(
 /// `"operands"` and `"results"` map dimension `operand_dims[0]` of every tensor of rank >= 1
 /// of all values, operands or results.
 #[pyfunction]
-fn rule_build(py: Python<'_>, operand_ranks: Vec<i64>, result_ranks: Vec<i64>, steps: Vec<StepW>) -> PyResult<RuleW> {
+fn rule_build(py: Python<'_>, operand_ranks: Vec<i64>, result_ranks: Vec<i64>, steps: Vec<StepW>) -> PyResult<PyRule> {
     let mut b = RuleBuilder::new(&ranks(py, "operand", &operand_ranks)?, &ranks(py, "result", &result_ranks)?);
     for (i, (mode, a, r, size, kind, blocked)) in steps.iter().enumerate() {
         let kind = kind_of(kind)?;
@@ -174,16 +203,21 @@ fn rule_build(py: Python<'_>, operand_ranks: Vec<i64>, result_ranks: Vec<i64>, s
         };
         done.map_err(|e| e.context(format!("builder step {i} ({mode} {a:?} {r:?} size {size})"))).py(py)?;
     }
-    Ok(RuleW::from(&b.build()))
+    Ok(PyRule(b.build()))
 }
 
 /// Shardy's pointwise rule: factor `d` of size `shape[d]` is dimension `d` of every value.
 #[pyfunction]
-fn rule_pointwise(py: Python<'_>, operand_ranks: Vec<i64>, result_ranks: Vec<i64>, shape: Vec<i64>) -> PyResult<RuleW> {
+fn rule_pointwise(
+    py: Python<'_>,
+    operand_ranks: Vec<i64>,
+    result_ranks: Vec<i64>,
+    shape: Vec<i64>,
+) -> PyResult<PyRule> {
     let r =
         RuleBuilder::pointwise(&ranks(py, "operand", &operand_ranks)?, &ranks(py, "result", &result_ranks)?, &shape)
             .py(py)?;
-    Ok(RuleW::from(&r))
+    Ok(PyRule(r))
 }
 
 fn einsum_options(
@@ -233,10 +267,10 @@ fn rule_from_einsum(
     permutation: Vec<String>,
     blocked: Vec<String>,
     factor_sizes: Vec<(String, i64)>,
-) -> PyResult<RuleW> {
+) -> PyResult<PyRule> {
     let options = einsum_options(reduction, need_replication, permutation, blocked, factor_sizes);
     let r = rule::rule_from_einsum(spec, options, &operand_shapes, &result_shapes).py(py)?;
-    Ok(RuleW::from(&r))
+    Ok(PyRule(r))
 }
 
 /// `i`, `j`, ..., `z`, `z_1`, ...: Shardy's symbol of a factor index.
@@ -249,9 +283,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("InvalidRuleError", py.get_type::<InvalidRuleError>())?;
     m.add_function(wrap_pyfunction!(rule_parse, m)?)?;
-    m.add_function(wrap_pyfunction!(rule_print, m)?)?;
-    m.add_function(wrap_pyfunction!(rule_check, m)?)?;
-    m.add_function(wrap_pyfunction!(rule_validate, m)?)?;
+    m.add_class::<PyRule>()?;
     m.add_function(wrap_pyfunction!(rule_build, m)?)?;
     m.add_function(wrap_pyfunction!(rule_pointwise, m)?)?;
     m.add_function(wrap_pyfunction!(einsum_check, m)?)?;
