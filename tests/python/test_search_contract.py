@@ -9,6 +9,7 @@ import itertools
 import random
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -52,6 +53,21 @@ def forbidden_graph(rng: random.Random, n: int, limit: int | None, bad: float = 
         edges.append([a, b])
         mats.append([rng.randint(0, 40) for _ in range(ks[a] * ks[b])])
     return StrategyGraph.build(costs, usages, intervals, edges, mats, usage_limit=limit)
+
+
+def limited_instances(rng: random.Random) -> Iterator[StrategyGraph]:
+    """Random forbidden-component graphs (40 tries) whose contracted optimum without a limit
+    uses more than 4, each with its usage limit set 3 below that peak: the first contracted
+    answer (no usage rows) then breaks the limit."""
+    for _ in range(40):
+        g = forbidden_graph(rng, 24, None, bad=0.0)
+        try:
+            free = solve_contracted(g, 20)
+        except SearchError:  # every assignment lands on a forbidden entry
+            continue
+        if free.cost >= F or free.peak_usage <= 4:
+            continue
+        yield replace(g, usage_limit=free.peak_usage - 3)
 
 
 def exhaustive(g: StrategyGraph) -> int | None:
@@ -108,15 +124,7 @@ def test_contracted_ilp_adds_the_usage_rows_an_answer_breaks() -> None:
     # A chain whose components can all take a cheap large strategy; the limit allows only some.
     rng = random.Random(9)
     found = 0
-    for _ in range(40):
-        g = forbidden_graph(rng, 24, None, bad=0.0)
-        try:
-            free = solve_contracted(g, 20)
-        except SearchError:  # every assignment lands on a forbidden entry
-            continue
-        if free.cost >= F or free.peak_usage <= 4:
-            continue
-        limited = replace(g, usage_limit=free.peak_usage - 3)
+    for limited in limited_instances(rng):
         try:
             want = solve_ilp(limited, 30)
         except SearchError:
@@ -239,15 +247,7 @@ def test_the_first_model_takes_the_warm_starts_rows_only_when_asked(
     # model's usage rows; without, the first model has none (the whole-instance path of solve,
     # whose warm start is a short local search's). Both end at the same optimum.
     rng = random.Random(9)
-    for _ in range(40):
-        g = forbidden_graph(rng, 24, None, bad=0.0)
-        try:
-            free = solve_contracted(g, 20)
-        except SearchError:
-            continue
-        if free.cost >= F or free.peak_usage <= 4:
-            continue
-        limited = replace(g, usage_limit=free.peak_usage - 3)
+    for limited in limited_instances(rng):
         want = solve_contracted(limited, 30)
         if not want.optimal or want.peak_usage != limited.usage_limit:
             continue
@@ -290,15 +290,7 @@ def test_an_answer_that_breaks_usage_rows_when_the_time_ends_is_repaired(monkeyp
     # is no warm start) and solve_contracted raised SearchError.
     contract_mod = importlib.import_module("shardwise.search.contract")
     rng = random.Random(9)
-    for _ in range(40):
-        g = forbidden_graph(rng, 24, None, bad=0.0)
-        try:
-            free = solve_contracted(g, 20)
-        except SearchError:
-            continue
-        if free.cost >= F or free.peak_usage <= 4:
-            continue
-        limited = replace(g, usage_limit=free.peak_usage - 3)
+    for limited in limited_instances(rng):
         want = solve_ilp(limited, 30)
         if want.optimal and want.cost < F:
             break
