@@ -822,7 +822,10 @@ def test_first_rounds_try_scaled_start_prices_and_go_on_from_the_cheapest_repair
 
     monkeypatch.setattr(penalty.RelaxedSolver, "solve", scripted)
     monkeypatch.setattr(penalty, "solve_local", local)
-    solve_penalty(g, 2.0, slice_seconds=1)
+    # 4 s: before its first round the search starts its toulbar2 worker, which took about 1 s on
+    # a slow 2-core machine; with 2 s the first rounds' repairs (given 0.5 s each) left time for
+    # only two of the three scales there.
+    solve_penalty(g, 4.0, slice_seconds=1)
     assert len(solves) >= 4
     assert solves[:3] == [([4.0, 8.0], None), ([8.0, 16.0], None), ([2.0, 8.0 / 2], None)]
     assert repaired[:3] == [(0, 0), (1, 0), (2, 0)]
