@@ -204,10 +204,10 @@ class _Prepared:
             ),
         )
 
-    def overrides(self, annotations: list[tuple[tuple[str, int], Any]]) -> tuple[list[Any], list[Any]]:
+    def overrides(self, annotations: list[tuple[tuple[str, int], Any]]) -> _native.Candidate:
         """One candidate's overrides as the native batch takes them (from ``(key, core)``, the
         core a ``_native.Sharding`` or ``None``)."""
-        return (
+        return _native.Candidate(
             [(self.main_args[i], w) for (kind, i), w in annotations if kind == "arg"],
             [(self.main_index, i, w) for (kind, i), w in annotations if kind == "result"],
         )
@@ -249,7 +249,7 @@ class _NativePrepared:
 
     def propagate(self, checked: list[list[tuple[tuple[str, int], Any]]], threads: int) -> list[Any]:
         """The solves of the candidates ``checked`` (each a list of ``(key, core)``)."""
-        return self.native.propagate([[(kind == "result", i, w) for (kind, i), w in c] for c in checked], threads)
+        return self.native.propagate([[_native.Annotation(kind, i, w) for (kind, i), w in c] for c in checked], threads)
 
     def main_shardings(self, out: Any) -> tuple[list[TensorSharding | None], list[TensorSharding | None]]:
         """@main's argument and result shardings in the solve ``out``."""
@@ -266,9 +266,11 @@ class _NativePrepared:
         return self.module.with_native(program)
 
 
-def _native_annotations(annotations: Mapping[tuple[str, int], TensorSharding | None]) -> list[Any]:
+def _native_annotations(annotations: Mapping[tuple[str, int], TensorSharding | None]) -> list[_native.Annotation]:
     """``annotations`` as ``NativeProgram.annotated`` and ``NativeCandidates`` take them."""
-    return [(kind == "result", i, None if s is None else s._native_sharding()) for (kind, i), s in annotations.items()]
+    return [
+        _native.Annotation(kind, i, None if s is None else s._native_sharding()) for (kind, i), s in annotations.items()
+    ]
 
 
 def _annotated(annotations: Mapping[tuple[str, int], TensorSharding | None], module: Module) -> Module:

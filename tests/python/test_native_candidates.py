@@ -121,6 +121,9 @@ def test_conflicting_groups_run_the_whole_pipeline_natively() -> None:
     assert results.batched
     for c, r in zip(({"arg1": s}, {"result0": s}), results):
         assert r._out is not None and r._out.group_conflicts
+        (conflict,) = r._out.group_conflicts
+        assert (conflict.group_id, len(conflict.members)) == (0, 2)
+        assert conflict.sharding.mesh_name == "mesh"
         with warnings.catch_warnings(record=True) as got:
             warnings.simplefilter("always")
             out = r.module()
@@ -204,3 +207,21 @@ def test_a_solve_of_another_program_is_refused() -> None:
     with pytest.raises(sw.ProgramError, match="it is no solve of these candidates"):
         mine.materialize([], theirs.propagate([[]])[0], after)
     assert mine.materialize([], mine.propagate([[]])[0], after).print() == sw.propagate(load_mlir(GUARDED)).to_mlir()
+
+
+def test_annotations_cross_as_typed_objects() -> None:
+    # @main's candidate shardings go to the Rust program as `_native.Annotation`s, one kind
+    # of place each ("arg" or "result"); another kind is refused when it is built.
+    from shardwise import _native
+
+    m = load_mlir(GUARDED)
+    core = sw.TensorSharding(m.meshes["mesh"], [["x"], []])._native_sharding()
+    a = _native.Annotation("arg", 1, core)
+    assert (a.kind, a.index, a.sharding) == ("arg", 1, core)
+    assert a == _native.Annotation("arg", 1, core) and a != _native.Annotation("result", 1, core)
+    assert _native.Annotation("result", 0, None).sharding is None
+    with pytest.raises(ValueError, match='unknown annotation kind "args"; expected "arg" or "result"'):
+        _native.Annotation("args", 0, None)
+    assert m.native is not None
+    annotated = m.native.annotated([a]).main_shardings()[0]
+    assert annotated[1] == core

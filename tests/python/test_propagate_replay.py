@@ -132,9 +132,9 @@ def test_batched_solves_equal_single_solves(
     batch = _native.CandidateBatch(*args, **kwargs)
     if failed:
         with pytest.raises(type(failed[0]), match=re.escape(str(failed[0]))):
-            batch.propagate(candidates, threads)
+            batch.propagate([_native.Candidate(*c) for c in candidates], threads)
         return
-    outs = batch.propagate(candidates, threads)
+    outs = batch.propagate([_native.Candidate(*c) for c in candidates], threads)
     assert [_fields(out) for out in outs] == singles
 
 
@@ -157,6 +157,8 @@ def test_later_calls_of_a_batch_equal_single_solves(
         singles = _singles(cap, candidates)
         if any(isinstance(s, Exception) for s in singles):
             with pytest.raises(sw.ShardwiseError):
-                batch.propagate(candidates, threads)
+                batch.propagate([_native.Candidate(*c) for c in candidates], threads)
             continue
-        assert [_fields(out) for out in batch.propagate(candidates, threads)] == singles
+        assert [
+            _fields(out) for out in batch.propagate([_native.Candidate(*c) for c in candidates], threads)
+        ] == singles

@@ -644,14 +644,21 @@ def test_native_printers() -> None:
         [
             (
                 c_sub._core,
-                [("result", 0, "operand", 1, 3), ("result", 0, "operand", 0, 5), ("result", 0, "operand", 0, 2)],
+                [
+                    _native.Edge("result", 0, "operand", 1, 3),
+                    _native.Edge("result", 0, "operand", 0, 5),
+                    _native.Edge("result", 0, "operand", 0, 2),
+                ],
             ),
-            (a._core, [("operand", 0, "result", 0, 2)]),
+            (a._core, [_native.Edge("operand", 0, "result", 0, 2)]),
         ]
     )
     assert text == (
         '#sdy.propagation_edges<[{step-2 = [{"a" = operand-0 -> [result-0]}, {"c":(1)2 = result-0 -> [operand-0]}]}, '
         '{step-3 = [{"c":(1)2 = result-0 -> [operand-1]}]}]>'
     )
-    with pytest.raises(ValueError, match="edge node kind"):
-        _native.propagation_edges_text([(a._core, [("nowhere", 0, "result", 0, 0)])])
+    e = _native.Edge("result", 0, "operand", 1, 3)
+    assert (e.source_kind, e.source_index, e.target_kind, e.target_index, e.step) == ("result", 0, "operand", 1, 3)
+    assert e == _native.Edge("result", 0, "operand", 1, 3) and len({e, _native.Edge("result", 0, "operand", 1, 3)}) == 1
+    with pytest.raises(ValueError, match='unknown edge node kind "nowhere"; expected "operand" or "result"'):
+        _native.Edge("nowhere", 0, "result", 0, 0)

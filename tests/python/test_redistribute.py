@@ -120,3 +120,44 @@ def test_dtype_bytes() -> None:
     for bad in (0, True, None):
         with pytest.raises(ShardwiseError):
             dtype_bytes(bad)
+
+
+def test_the_planner_gives_typed_plans_and_takes_a_typed_cost_model() -> None:
+    # What crosses the FFI (rust/src/py/redistribution.rs): a `_native.CostModel` of `Link`s
+    # in, a `ReshardPlan` of `ReshardStep`s with named fields out, the same plan that
+    # plan_reshard wraps.
+    from shardwise import _native
+
+    model = CostModel(Link(1e9, 1e-6), {"y": Link(2e9, 0.0)})
+    native = model._native_model()
+    assert (native.default.bandwidth, native.default.latency) == (1e9, 1e-6)
+    assert [(n, link.bandwidth, link.latency) for n, link in native.axes] == [("y", 2e9, 0.0)]
+    assert native == _native.CostModel(_native.Link(1e9, 1e-6), [("y", _native.Link(2e9, 0.0))])
+    # A later override of one axis wins, as in the core's CostModel::with_axis.
+    twice = _native.CostModel(_native.Link(1e9, 0.0), [("y", _native.Link(1.0, 0.0)), ("y", _native.Link(3.0, 0.0))])
+    assert [(n, link.bandwidth) for n, link in twice.axes] == [("y", 3.0)]
+    src, tgt = ts(MESH, '[{"x"}, {"y"}]'), ts(MESH, '[{"y"}, {"x"}]')
+    raw = _native.redistribution_plan(MESH._core, [16, 8], 4, src._native_sharding(), tgt._native_sharding(), native)
+    plan = plan_reshard(MESH, [16, 8], "f32", src, tgt, model)
+    assert len(raw.steps) == len(plan.steps) > 0
+    for r, s in zip(raw.steps, plan.steps):
+        assert (r.kind, r.src_dim, r.tgt_dim, r.reduction, r.bytes, r.seconds, r.text) == (
+            s.kind,
+            s.src_dim,
+            s.tgt_dim,
+            s.reduction,
+            s.bytes,
+            s.seconds,
+            s.text,
+        )
+        assert TensorSharding._from_core(r.out, MESH) == s.out
+    assert (raw.bytes, raw.seconds, raw.naive_bytes, raw.naive_seconds) == (
+        plan.bytes,
+        plan.seconds,
+        plan.naive_bytes,
+        plan.naive_seconds,
+    )
+    with pytest.raises(InvalidShardingError, match="bandwidth must be a finite number of bytes/s > 0, got 0"):
+        _native.Link(0.0, 1e-6)
+    with pytest.raises(InvalidShardingError, match="latency must be a finite number of seconds >= 0, got -1"):
+        _native.Link(1e9, -1.0)

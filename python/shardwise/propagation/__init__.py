@@ -505,7 +505,9 @@ def _open_like(s: TensorSharding, mesh: Mesh | None) -> TensorSharding:
     return TensorSharding._from_core(_native.Sharding(core.mesh_name, core.inline_mesh, dims, [], []), mesh)
 
 
-def _insert_group_constraints(module: Module, frozen: Frozen, conflicts: list[Any], forward: list[Value]) -> int:
+def _insert_group_constraints(
+    module: Module, frozen: Frozen, conflicts: list[_native.GroupConflict], forward: list[Value]
+) -> int:
     """Shardy's answer to conflicting sharding groups (``syncGroupMemberShardings``): an open
     sharding constraint right after each member (at the start of the block for a block
     argument), which replaces the member in every other use."""
@@ -517,19 +519,20 @@ def _insert_group_constraints(module: Module, frozen: Frozen, conflicts: list[An
             if not ops or ops[-1] is not op:
                 ops.append(op)
     inserted = 0
-    for group_id, members, core in conflicts:
+    for conflict in conflicts:
         warnings.warn(
             ShardingGroupWarning(
-                f"The initial operand shardings on the sharding groups of groupID: {group_id} do not match. "
+                f"The initial operand shardings on the sharding groups of groupID: {conflict.group_id} do not match. "
                 "Inserting an open sharding constraint to all constrained values. This can be caused when "
                 "shardings from different values are grouped (e.g. from jax.shard_alike) but have separate "
                 "inconsistent sharding constraints on them."
             ),
             stacklevel=3,
         )
+        core = conflict.sharding
         sharding = TensorSharding._from_core(core, meshes.get(core.mesh_name) if core.mesh_name is not None else None)
         open_sharding = _open_like(sharding, sharding.mesh)
-        for index in members:
+        for index in conflict.members:
             member = frozen.values[index]
             constraint = Op("sdy.sharding_constraint", [member], [member.type])
             new = constraint.results[0]

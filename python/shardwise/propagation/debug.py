@@ -131,8 +131,8 @@ class DebugInfo:
         for value, entries in result.debug_origins:
             v = values[value]
             axes = self.value_origins.setdefault(id(v), (v, {}))[1]
-            for a, (kind, index, source) in entries:
-                axes.setdefault(AxisRef._from_core(a), Origin(kind, index, source))
+            for a, o in entries:
+                axes.setdefault(AxisRef._from_core(a), Origin(o.kind, o.index, o.source_id))
         for op_index, entries in result.debug_edges:
             op = ops[op_index]
             edges = self.op_edges.setdefault(id(op), (op, {}))[1]
@@ -153,8 +153,8 @@ class DebugInfo:
             self.step = int(step)
 
 
-def _edge(w: tuple[str, int, str, int, int]) -> Edge:
-    return Edge((w[0], w[1]), (w[2], w[3]), w[4])
+def _edge(e: _native.Edge) -> Edge:
+    return Edge((e.source_kind, e.source_index), (e.target_kind, e.target_index), e.step)
 
 
 def max_step(module: Module) -> int:
@@ -280,7 +280,7 @@ def _override_to_self(module: Module, uses: Uses) -> None:
 
 def _edges_text(axes: dict[AxisRef, list[Edge]]) -> str | None:
     entries = [
-        (a._core, [(e.source[0], e.source[1], e.target[0], e.target[1], e.step) for e in edges])
+        (a._core, [_native.Edge(e.source[0], e.source[1], e.target[0], e.target[1], e.step) for e in edges])
         for a, edges in axes.items()
     ]
     return _native.propagation_edges_text(entries)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shardwise import _native
 from shardwise.ir.core import Op, Value
 from shardwise.sharding import AxisRef
 
@@ -128,33 +129,33 @@ class Conflict:
     with_: ConflictWith | None
 
 
-def _layer(w: tuple[int | None, int | None, str]) -> Layer:
-    return Layer(w[0], w[1], w[2])
+def _layer(w: _native.Layer) -> Layer:
+    return Layer(w.user_priority, w.op_priority, w.strategy)
 
 
-def _node(w: tuple[str, int, int | None], values: Sequence[Value]) -> Node:
-    return Node(w[0], w[1], None if w[2] is None else values[w[2]])
+def _node(w: _native.Node, values: Sequence[Value]) -> Node:
+    return Node(w.kind, w.index, None if w.value is None else values[w.value])
 
 
 def load_steps(result: Any, ops: Sequence[Op]) -> dict[int, tuple[Op, Layer]]:
     """``step -> (op, layer)`` from a ``_native.PropagationResult`` (``ops``: the frozen
     module's)."""
-    return {step: (ops[op], _layer(layer)) for step, op, layer in result.debug_steps}
+    return {s.step: (ops[s.op], _layer(s.layer)) for s in result.debug_steps}
 
 
 def load_hops(result: Any, values: Sequence[Value], ops: Sequence[Op], steps: dict[int, tuple[Op, Layer]]) -> list[Hop]:
     """The ``Hop`` records of a ``_native.PropagationResult``, in step order."""
     out = []
-    for step, op, axis, factor, source, target in result.debug_hops:
-        layer = steps.get(step)
+    for h in result.debug_hops:
+        layer = steps.get(h.step)
         out.append(
             Hop(
-                step,
-                ops[op],
-                AxisRef._from_core(axis),
-                factor,
-                _node(source, values),
-                _node(target, values),
+                h.step,
+                ops[h.op],
+                AxisRef._from_core(h.axis),
+                h.factor,
+                _node(h.source, values),
+                _node(h.target, values),
                 None if layer is None else layer[1],
             )
         )
@@ -164,22 +165,24 @@ def load_hops(result: Any, values: Sequence[Value], ops: Sequence[Op], steps: di
 def load_conflicts(result: Any, values: Sequence[Value], ops: Sequence[Op]) -> list[Conflict]:
     """The ``Conflict`` records of a ``_native.PropagationResult``, by visit."""
     out = []
-    for visit, step, op, layer, factor, target, source, axes, reason, with_ in result.debug_conflicts:
+    for c in result.debug_conflicts:
         w = None
-        if with_ is not None:
-            node, f, a = with_
-            w = ConflictWith(_node(node, values), f, None if a is None else AxisRef._from_core(a))
+        if c.with_ is not None:
+            a = c.with_.axis
+            w = ConflictWith(
+                _node(c.with_.tensor, values), c.with_.factor, None if a is None else AxisRef._from_core(a)
+            )
         out.append(
             Conflict(
-                visit,
-                step,
-                ops[op],
-                _layer(layer),
-                factor,
-                _node(target, values),
-                _node(source, values),
-                tuple(AxisRef._from_core(a) for a in axes),
-                reason,
+                c.visit,
+                c.step,
+                ops[c.op],
+                _layer(c.layer),
+                c.factor,
+                _node(c.target, values),
+                _node(c.source, values),
+                tuple(AxisRef._from_core(a) for a in c.axes),
+                c.reason,
                 w,
             )
         )

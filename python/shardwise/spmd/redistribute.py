@@ -73,11 +73,11 @@ class CostModel:
         """The link of mesh axis ``axis``."""
         return self.axes.get(axis, self.default)
 
-    def _wire(self) -> tuple[tuple[float, float], list[tuple[str, float, float]]]:
-        return (
-            (float(self.default.bandwidth), float(self.default.latency)),
-            [(name, float(link.bandwidth), float(link.latency)) for name, link in self.axes.items()],
-        )
+    def _native_model(self) -> _native.CostModel:
+        def link(x: Link) -> _native.Link:
+            return _native.Link(float(x.bandwidth), float(x.latency))
+
+        return _native.CostModel(link(self.default), [(name, link(x)) for name, x in self.axes.items()])
 
     def cost(self, kind: str, mesh: Mesh, axes: Sequence[AxisRef | str], local_bytes: float) -> tuple[float, float]:
         """``(bytes sent per device, seconds)`` of collective ``kind`` (one of ``COLLECTIVES``)
@@ -87,7 +87,9 @@ class CostModel:
         ``InvalidShardingError`` for an axis the mesh lacks, ``MeshError`` when an override
         names an axis the mesh lacks."""
         refs = [a if isinstance(a, AxisRef) else AxisRef(a) for a in axes]
-        b, s = _native.collective_cost(kind, mesh._core, [a._core for a in refs], float(local_bytes), self._wire())
+        b, s = _native.collective_cost(
+            kind, mesh._core, [a._core for a in refs], float(local_bytes), self._native_model()
+        )
         return float(b), float(s)
 
 
@@ -199,31 +201,30 @@ def plan_reshard(
         if not isinstance(t, TensorSharding):
             raise TypeError(f"{name} must be a TensorSharding, got {type(t).__name__}")
     model = CostModel() if model is None else model
-    steps, total_bytes, seconds, naive_bytes, naive_seconds = _native.redistribution_plan(
+    plan = _native.redistribution_plan(
         mesh._core,
         [int(s) for s in shape],
         dtype_bytes(dtype),
         src._native_sharding(),
         tgt._native_sharding(),
-        model._wire(),
+        model._native_model(),
     )
-    out = []
-    for kind, dim_axes, axes, src_dim, tgt_dim, reduction, sharding, b, s, text in steps:
-        out.append(
-            ReshardStep(
-                kind=kind,
-                dim_axes=tuple(tuple(AxisRef._from_core(a) for a in d) for d in dim_axes),
-                axes=tuple(AxisRef._from_core(a) for a in axes),
-                src_dim=src_dim,
-                tgt_dim=tgt_dim,
-                reduction=reduction,
-                out=TensorSharding._from_core(sharding, mesh),
-                bytes=b,
-                seconds=s,
-                text=text,
-            )
+    steps = tuple(
+        ReshardStep(
+            kind=step.kind,
+            dim_axes=tuple(tuple(AxisRef._from_core(a) for a in d) for d in step.dim_axes),
+            axes=tuple(AxisRef._from_core(a) for a in step.axes),
+            src_dim=step.src_dim,
+            tgt_dim=step.tgt_dim,
+            reduction=step.reduction,
+            out=TensorSharding._from_core(step.out, mesh),
+            bytes=step.bytes,
+            seconds=step.seconds,
+            text=step.text,
         )
-    return ReshardPlan(tuple(out), total_bytes, seconds, naive_bytes, naive_seconds)
+        for step in plan.steps
+    )
+    return ReshardPlan(steps, plan.bytes, plan.seconds, plan.naive_bytes, plan.naive_seconds)
 
 
 __all__ = [

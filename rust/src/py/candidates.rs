@@ -10,15 +10,55 @@ use super::propagation::PyPropagationResult;
 use super::repr::{self, PySharding};
 use crate::transforms::propagation::candidates::{Annotation, ProgramCandidates};
 
-/// One annotation as Python gives it: `(is a result, index, sharding or None)`.
-pub(super) type AnnotationW = (bool, usize, Option<PySharding>);
+/// One sharding set on @main (`crate::transforms::propagation::candidates::Annotation`): on
+/// argument (`kind` `"arg"`) or result (`"result"`) `index`, `sharding` (`None` removes it).
+/// Raises `ValueError` for another kind.
+#[pyclass(frozen, from_py_object, eq, module = "shardwise._native", name = "Annotation")]
+#[derive(Clone, PartialEq)]
+pub struct PyAnnotation(Annotation);
+
+#[pymethods]
+impl PyAnnotation {
+    #[new]
+    fn new(kind: &str, index: usize, sharding: Option<PySharding>) -> PyResult<Self> {
+        let result = match kind {
+            "arg" => false,
+            "result" => true,
+            _ => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "unknown annotation kind {kind:?}; expected \"arg\" or \"result\""
+                )))
+            }
+        };
+        Ok(PyAnnotation(Annotation { result, index, sharding: repr::sharding(sharding) }))
+    }
+
+    #[getter]
+    fn kind(&self) -> &'static str {
+        if self.0.result {
+            "result"
+        } else {
+            "arg"
+        }
+    }
+
+    #[getter]
+    fn index(&self) -> usize {
+        self.0.index
+    }
+
+    #[getter]
+    fn sharding(&self) -> Option<PySharding> {
+        repr::sharding_object(&self.0.sharding)
+    }
+}
 
 /// @main's argument and result shardings.
 pub(super) type MainShardingsW = (Vec<Option<PySharding>>, Vec<Option<PySharding>>);
 
-/// The annotations of their argument form.
-pub(super) fn annotations_of(ws: Vec<AnnotationW>) -> Vec<Annotation> {
-    ws.into_iter().map(|(result, index, s)| Annotation { result, index, sharding: repr::sharding(s) }).collect()
+/// The core's annotations of their objects.
+pub(super) fn annotations_of(ws: Vec<PyAnnotation>) -> Vec<Annotation> {
+    ws.into_iter().map(|a| a.0).collect()
 }
 
 pub(super) fn sharding_objects(ss: Vec<Option<crate::sharding::TensorSharding>>) -> Vec<Option<PySharding>> {
@@ -58,7 +98,7 @@ impl NativeCandidates {
     fn propagate(
         &self,
         py: Python<'_>,
-        candidates: Vec<Vec<AnnotationW>>,
+        candidates: Vec<Vec<PyAnnotation>>,
         threads: usize,
     ) -> PyResult<Vec<PyPropagationResult>> {
         let candidates: Vec<Vec<Annotation>> = candidates.into_iter().map(annotations_of).collect();
@@ -82,7 +122,7 @@ impl NativeCandidates {
     fn materialize(
         &self,
         py: Python<'_>,
-        annotations: Vec<AnnotationW>,
+        annotations: Vec<PyAnnotation>,
         result: &PyPropagationResult,
         after: Vec<String>,
     ) -> PyResult<NativeProgram> {
@@ -105,5 +145,6 @@ fn candidate_of(result: &PyPropagationResult) -> PyResult<&crate::propagation::C
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyAnnotation>()?;
     m.add_class::<NativeCandidates>()
 }

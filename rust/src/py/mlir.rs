@@ -353,10 +353,10 @@ impl NativeProgram {
         py.detach(|| candidates::guarded_args(&self.program)).py(py)
     }
 
-    /// A new program: this one with @main's shardings set by `annotations` (`(is a result,
-    /// index, sharding or None)`). Raises `ProgramError` for an index @main does not have or
+    /// A new program: this one with @main's shardings set by `annotations` (`Annotation`
+    /// objects). Raises `ProgramError` for an index @main does not have or
     /// no function to propagate.
-    fn annotated(&self, py: Python<'_>, annotations: Vec<super::candidates::AnnotationW>) -> PyResult<NativeProgram> {
+    fn annotated(&self, py: Python<'_>, annotations: Vec<super::candidates::PyAnnotation>) -> PyResult<NativeProgram> {
         let annotations = super::candidates::annotations_of(annotations);
         let mut program = self.program.clone();
         candidates::annotate(&mut program, &annotations).py(py)?;

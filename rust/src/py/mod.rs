@@ -6,6 +6,7 @@ mod errors;
 mod graph;
 mod mlir;
 mod propagation;
+mod records;
 mod redistribution;
 mod registry;
 
@@ -96,6 +97,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     candidates::register(m)?;
     walk::register(m)?;
     propagation::register(m)?;
+    records::register(m)?;
     redistribution::register(m)?;
     repr::register(m)?;
     search::register(m)?;

@@ -4,21 +4,8 @@
 //! checks its values when built), the `PropagationResult` it returns (with, on request, the records of where each
 //! propagated axis came from), and the printers of Shardy's two debugging attributes
 //! (`sharding_origins_text`, `propagation_edges_text`). Axes and shardings cross as the
-//! objects of `repr.rs`, debugging records as the tuples below; the GIL is released while the solver
-//! runs.
-//!
-//! * origin: `(kind, index, source id)`, kind one of `"input"`, `"constraint"`, `"output"`,
-//!   `"mc_input"`, `"mc_output"`;
-//! * edge: `(source kind, source index, target kind, target index, step)`, kinds `"operand"`
-//!   or `"result"`;
-//! * layer: `(user priority | None, op priority step | None, strategy)`, strategy `"basic"` or
-//!   `"aggressive"`;
-//! * node: `(kind, index, value | None)`: an operand or result of a step and the value holding
-//!   its sharding;
-//! * step: `(step, op, layer)`;
-//! * hop: `(step, op, axis, factor | None, source node, target node)`;
-//! * conflict: `(visit, step | None, op, layer, factor, target node, source node, [axis, ...],
-//!   reason, (node, factor | None, axis | None) | None)`; see `crate::propagation::explain`.
+//! objects of `repr.rs`, debugging records as those of `records.rs`; the GIL is released while
+//! the solver runs.
 
 use std::collections::HashMap;
 
@@ -27,79 +14,26 @@ use pyo3::types::PyList;
 
 use super::errors::IntoPyResult;
 use super::graph::PyGraph;
+use super::records::{PyConflict, PyEdge, PyGroupConflict, PyHop, PyOrigin, PyStep};
 use super::repr::{self, PyAxis, PyMesh, PySharding};
 use crate::axis::AxisRef;
 use crate::error::Error;
 use crate::propagation::batch::{Candidate, CandidateBatch, CandidateOutput};
 use crate::propagation::debug::{
-    origins_dict_text, propagation_edges_text as edges_text, AxisMap, DebugOptions, EdgeNode, EdgeNodeKind, Origin,
-    PropagationEdge,
+    origins_dict_text, propagation_edges_text as edges_text, AxisMap, DebugOptions, PropagationEdge,
 };
-use crate::propagation::explain::{Conflict, LayerTag};
 use crate::propagation::layers::{direction_from_name, propagate, Pass, PassOptions, StrategyKind};
 use crate::propagation::program::ProgramFacts;
 use crate::propagation::solver::{SolverInput, SolverOutput};
 use crate::sharding::TensorSharding;
 
 type FuncResultsW = Vec<(u32, Vec<Option<PySharding>>)>;
-type OriginW = (String, i64, i64);
-type EdgeW = (String, i64, String, i64, i64);
-type AxisEdgesW = Vec<(PyAxis, Vec<EdgeW>)>;
-type LayerW = (Option<i64>, Option<u8>, &'static str);
-type NodeW = (&'static str, i64, Option<u32>);
-type HopW = (i64, u32, PyAxis, Option<usize>, NodeW, NodeW);
-type WithW = (NodeW, Option<usize>, Option<PyAxis>);
-type ConflictW = (u64, Option<i64>, u32, LayerW, usize, NodeW, NodeW, Vec<PyAxis>, &'static str, Option<WithW>);
 
-fn layer_w(l: &LayerTag) -> LayerW {
-    (l.user_priority, l.op_priority, l.strategy.name())
-}
-
-fn node_w(n: &EdgeNode, value: Option<u32>) -> NodeW {
-    (n.kind.name(), n.index, value)
-}
-
-fn conflict_w(c: &Conflict) -> ConflictW {
-    let s = &c.conflict;
-    (
-        c.visit,
-        c.step,
-        c.op,
-        layer_w(&c.layer),
-        s.factor,
-        node_w(&s.target, c.target_value),
-        node_w(&s.source, c.source_value),
-        repr::axis_objects(&s.axes),
-        s.reason.name(),
-        s.with.as_ref().map(|w| (node_w(&w.tensor, c.with_value), w.factor, w.axis.clone().map(PyAxis))),
-    )
-}
-
-fn origin_w(o: &Origin) -> OriginW {
-    (o.kind.name().to_string(), o.index, o.source_id)
-}
-
-fn edge_w(e: &PropagationEdge) -> EdgeW {
-    (e.source.kind.name().to_string(), e.source.index, e.target.kind.name().to_string(), e.target.index, e.step)
-}
+/// Per axis, the edges that moved it.
+type AxisEdgesW = Vec<(PyAxis, Vec<PyEdge>)>;
 
 fn axis_edges_w(m: &AxisMap<Vec<PropagationEdge>>) -> AxisEdgesW {
-    m.iter().map(|(a, es)| (PyAxis(a.clone()), es.iter().map(edge_w).collect())).collect()
-}
-
-fn edge_r((sk, si, tk, ti, step): EdgeW) -> PyResult<PropagationEdge> {
-    let kind = |k: &str| {
-        EdgeNodeKind::from_name(k).ok_or_else(|| {
-            pyo3::exceptions::PyValueError::new_err(format!(
-                "unknown edge node kind {k:?}; expected \"operand\" or \"result\""
-            ))
-        })
-    };
-    Ok(PropagationEdge {
-        source: EdgeNode { kind: kind(&sk)?, index: si },
-        target: EdgeNode { kind: kind(&tk)?, index: ti },
-        step,
-    })
+    m.iter().map(|(a, es)| (PyAxis(a.clone()), es.iter().cloned().map(PyEdge).collect())).collect()
 }
 
 /// What a propagation pass computed (see `propagate_shardings`).
@@ -293,14 +227,14 @@ impl PyPropagationResult {
         self.out().rule_ops.clone()
     }
 
-    /// ``(group id, member values, first sharding)`` of each sharding group whose members'
-    /// shardings conflict; when not empty, nothing was propagated.
+    /// The sharding groups whose members' shardings conflict; when not empty, nothing was
+    /// propagated.
     #[getter]
-    fn group_conflicts(&self) -> Vec<(i64, Vec<u32>, PySharding)> {
+    fn group_conflicts(&self) -> Vec<PyGroupConflict> {
         self.out()
             .group_conflicts
             .iter()
-            .map(|c| (c.group_id, c.members.clone(), PySharding(c.sharding.clone())))
+            .map(|c| PyGroupConflict::new(c.group_id, c.members.clone(), PySharding(c.sharding.clone())))
             .collect()
     }
 
@@ -332,11 +266,11 @@ impl PyPropagationResult {
     /// ``(value, [(axis, origin), ...])``: the origin of each axis of each value's sharding,
     /// axes in the order they were recorded (with ``debug_sharding_origins``).
     #[getter]
-    fn debug_origins(&self) -> Vec<(u32, Vec<(PyAxis, OriginW)>)> {
+    fn debug_origins(&self) -> Vec<(u32, Vec<(PyAxis, PyOrigin)>)> {
         let Some(d) = &self.out().debug else { return Vec::new() };
         d.value_origins
             .iter()
-            .map(|(v, m)| (*v, m.iter().map(|(a, o)| (PyAxis(a.clone()), origin_w(o))).collect()))
+            .map(|(v, m)| (*v, m.iter().map(|(a, o)| (PyAxis(a.clone()), PyOrigin(*o))).collect()))
             .collect()
     }
 
@@ -372,39 +306,25 @@ impl PyPropagationResult {
         d.missing_origins.iter().map(|(v, a)| (*v, PyAxis(a.clone()))).collect()
     }
 
-    /// ``(step, op, layer)`` of each propagation step (with ``debug_explain``).
+    /// Each propagation step (with ``debug_explain``).
     #[getter]
-    fn debug_steps(&self) -> Vec<(i64, u32, LayerW)> {
+    fn debug_steps(&self) -> Vec<PyStep> {
         let Some(d) = &self.out().debug else { return Vec::new() };
-        d.steps.iter().map(|s| (s.step, s.op, layer_w(&s.layer))).collect()
+        d.steps.iter().map(PyStep::of).collect()
     }
 
-    /// ``(step, op, axis, factor, source node, target node)`` of each axis moved at each
-    /// step (with ``debug_explain``).
+    /// Each axis moved at each step (with ``debug_explain``).
     #[getter]
-    fn debug_hops(&self) -> Vec<HopW> {
+    fn debug_hops(&self) -> Vec<PyHop> {
         let Some(d) = &self.out().debug else { return Vec::new() };
-        d.hops
-            .iter()
-            .map(|h| {
-                (
-                    h.step,
-                    h.op,
-                    PyAxis(h.axis.clone()),
-                    h.factor,
-                    node_w(&h.source, h.source_value),
-                    node_w(&h.target, h.target_value),
-                )
-            })
-            .collect()
+        d.hops.iter().map(PyHop::of).collect()
     }
 
-    /// The axes dropped by conflicts, each at its last visit (with ``debug_explain``); see
-    /// the module documentation for the tuple.
+    /// The axes dropped by conflicts, each at its last visit (with ``debug_explain``).
     #[getter]
-    fn debug_conflicts(&self) -> Vec<ConflictW> {
+    fn debug_conflicts(&self) -> Vec<PyConflict> {
         let Some(d) = &self.out().debug else { return Vec::new() };
-        d.conflicts.iter().map(conflict_w).collect()
+        d.conflicts.iter().map(PyConflict::of).collect()
     }
 
     /// The number the next propagation step would get (``debug_first_step`` plus the steps
@@ -426,12 +346,9 @@ fn sharding_origins_text(entries: Vec<(PyAxis, String)>) -> String {
 /// The ``#sdy.propagation_edges<...>`` text of ``[(axis, [edge, ...]), ...]`` as Shardy builds
 /// and prints it; ``None`` when there is no edge.
 #[pyfunction]
-fn propagation_edges_text(entries: AxisEdgesW) -> PyResult<Option<String>> {
-    let entries = entries
-        .into_iter()
-        .map(|(a, es)| Ok((a.0, es.into_iter().map(edge_r).collect::<PyResult<Vec<_>>>()?)))
-        .collect::<PyResult<Vec<_>>>()?;
-    Ok(edges_text(&entries))
+fn propagation_edges_text(entries: AxisEdgesW) -> Option<String> {
+    let entries: Vec<_> = entries.into_iter().map(|(a, es)| (a.0, es.into_iter().map(|e| e.0).collect())).collect();
+    edges_text(&entries)
 }
 
 fn shardings_of(ws: Vec<Option<PySharding>>) -> Vec<Option<TensorSharding>> {
@@ -584,25 +501,40 @@ fn propagate_shardings(
     Ok(PyPropagationResult { held: Held::Full(out) })
 }
 
-type CandidateW = (Vec<(u32, Option<PySharding>)>, Vec<(u32, usize, Option<PySharding>)>);
+/// One candidate of a `CandidateBatch` (`crate::propagation::batch::Candidate`): the stored
+/// shardings it replaces, `values` as `(value, sharding)` and `func_results` as `(func op,
+/// result index, sharding)`; `None` removes the stored sharding.
+#[pyclass(frozen, from_py_object, module = "shardwise._native", name = "Candidate")]
+#[derive(Clone)]
+pub struct PyCandidate(Candidate);
 
-/// The candidates of their argument form.
-fn candidates_of(candidates: Vec<CandidateW>) -> Vec<Candidate> {
-    candidates
-        .into_iter()
-        .map(|(values, results)| Candidate {
+#[pymethods]
+impl PyCandidate {
+    #[new]
+    #[pyo3(signature = (values=vec![], func_results=vec![]))]
+    fn new(values: Vec<(u32, Option<PySharding>)>, func_results: Vec<(u32, usize, Option<PySharding>)>) -> Self {
+        PyCandidate(Candidate {
             values: values.into_iter().map(|(v, s)| (v, repr::sharding(s))).collect(),
-            func_results: results.into_iter().map(|(f, i, s)| (f, i, repr::sharding(s))).collect(),
+            func_results: func_results.into_iter().map(|(f, i, s)| (f, i, repr::sharding(s))).collect(),
         })
-        .collect()
+    }
+
+    #[getter]
+    fn values(&self) -> Vec<(u32, Option<PySharding>)> {
+        self.0.values.iter().map(|(v, s)| (*v, repr::sharding_object(s))).collect()
+    }
+
+    #[getter]
+    fn func_results(&self) -> Vec<(u32, usize, Option<PySharding>)> {
+        self.0.func_results.iter().map(|(f, i, s)| (*f, *i, repr::sharding_object(s))).collect()
+    }
 }
 
 /// One program propagated with many candidate sets, call after call (a sharding search's
 /// what-if evaluations; `rust/src/propagation/batch.rs`): the base input (the arguments of
 /// `propagate_shardings`) is solved once, at construction, and `propagate(candidates,
-/// threads)` gives one result per candidate, each identical to `propagate_shardings` with the
-/// candidate's overrides of the stored shardings (`(value, sharding)` and `(func op, result
-/// index, sharding)`; `None` removes one). What each worker thread computed is kept from call
+/// threads)` gives one result per candidate (a `Candidate`), each identical to
+/// `propagate_shardings` with the candidate's overrides of the stored shardings. What each worker thread computed is kept from call
 /// to call and replayed where it recurs (results are unchanged by it).
 #[pyclass(frozen, module = "shardwise._native", name = "CandidateBatch")]
 pub struct PyCandidateBatch {
@@ -635,16 +567,15 @@ impl PyCandidateBatch {
         Ok(PyCandidateBatch { inner })
     }
 
-    /// One result per candidate (`(value, sharding)` and `(func op, result index, sharding)`
-    /// overrides), on `threads` worker threads with the GIL released.
+    /// One result per candidate, on `threads` worker threads with the GIL released.
     #[pyo3(signature = (candidates, threads=1))]
     fn propagate(
         &self,
         py: Python<'_>,
-        candidates: Vec<CandidateW>,
+        candidates: Vec<PyCandidate>,
         threads: usize,
     ) -> PyResult<Vec<PyPropagationResult>> {
-        let candidates = candidates_of(candidates);
+        let candidates: Vec<Candidate> = candidates.into_iter().map(|c| c.0).collect();
         let outs = py.detach(|| self.inner.propagate(&candidates, threads));
         outs.into_iter().map(|r| r.py(py).map(|c| PyPropagationResult { held: Held::Candidate(c) })).collect()
     }
@@ -653,6 +584,7 @@ impl PyCandidateBatch {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyPropagationResult>()?;
     m.add_class::<PyCandidateBatch>()?;
+    m.add_class::<PyCandidate>()?;
     m.add_class::<PyProgramFacts>()?;
     m.add_class::<PyPropagationOptions>()?;
     m.add_function(wrap_pyfunction!(propagate_shardings, m)?)?;

@@ -1,33 +1,186 @@
-//! Bindings of `redistribution`: plans as tuples of steps (built into `ReshardPlan` by
-//! `shardwise/spmd/redistribute.py`; axes and shardings as the objects of `repr.rs`) and the
-//! collective cost function.
+//! Bindings of `redistribution`: the cost model (`Link`, `CostModel`), the plans the planner
+//! returns (`ReshardPlan` of `ReshardStep`s, read by `shardwise/spmd/redistribute.py`; axes and
+//! shardings as the objects of `repr.rs`) and the collective cost function. Each class is a
+//! frozen wrapper of the core's type of the same meaning.
 
 use pyo3::prelude::*;
 
 use super::errors::IntoPyResult;
 use super::repr::{axis_objects, PyAxis, PyMesh, PySharding};
-use crate::redistribution::{self, Collective, CollectiveKind, CostModel, Link};
+use crate::redistribution::{self, Collective, CollectiveKind, CostModel, Link, Plan, Step};
 
-/// `(default (bandwidth, latency), [(axis name, bandwidth, latency), ...])`.
-type ModelW = ((f64, f64), Vec<(String, f64, f64)>);
+/// A mesh axis' links (`crate::redistribution::Link`): `bandwidth` in bytes per second and
+/// `latency` α in seconds per message. Raises `InvalidShardingError` (rule `cost-model`)
+/// unless the bandwidth is finite and > 0 and the latency finite and >= 0.
+#[pyclass(frozen, from_py_object, eq, module = "shardwise._native", name = "Link")]
+#[derive(Clone, PartialEq)]
+pub struct PyLink(Link);
 
-/// One step: `(kind, per-dim axes, axes, src_dim, tgt_dim, reduction, out sharding, bytes,
-/// seconds, text)`; `per-dim axes` for all_gather / all_slice / reduce_scatter, `axes` for
-/// all_to_all / collective_permute / all_reduce.
-type StepW =
-    (String, Vec<Vec<PyAxis>>, Vec<PyAxis>, Option<usize>, Option<usize>, Option<String>, PySharding, f64, f64, String);
-
-/// `(steps, bytes, seconds, naive_bytes, naive_seconds)`.
-type PlanW = (Vec<StepW>, f64, f64, f64, f64);
-
-fn model_of(py: Python<'_>, m: ModelW) -> PyResult<CostModel> {
-    let ((bw, lat), axes) = m;
-    let mut model = CostModel::uniform(Link::new(bw, lat).py(py)?);
-    for (name, bw, lat) in axes {
-        let link = Link::new(bw, lat).map_err(|e| e.context(format!("axis \"{name}\""))).py(py)?;
-        model = model.with_axis(name, link);
+#[pymethods]
+impl PyLink {
+    #[new]
+    fn new(py: Python<'_>, bandwidth: f64, latency: f64) -> PyResult<Self> {
+        Ok(PyLink(Link::new(bandwidth, latency).py(py)?))
     }
-    Ok(model)
+
+    #[getter]
+    fn bandwidth(&self) -> f64 {
+        self.0.bandwidth
+    }
+
+    #[getter]
+    fn latency(&self) -> f64 {
+        self.0.latency
+    }
+}
+
+/// Per-axis alpha-beta costs (`crate::redistribution::CostModel`): `default` for every axis,
+/// `axes` overriding it by mesh axis name (a later entry for the same axis wins).
+#[pyclass(frozen, eq, module = "shardwise._native", name = "CostModel")]
+#[derive(PartialEq)]
+pub struct PyCostModel(CostModel);
+
+#[pymethods]
+impl PyCostModel {
+    #[new]
+    #[pyo3(signature = (default, axes=vec![]))]
+    fn new(default: PyLink, axes: Vec<(String, PyLink)>) -> Self {
+        let mut model = CostModel::uniform(default.0);
+        for (name, link) in axes {
+            model = model.with_axis(name, link.0);
+        }
+        PyCostModel(model)
+    }
+
+    #[getter]
+    fn default(&self) -> PyLink {
+        PyLink(self.0.default)
+    }
+
+    /// The overrides, by mesh axis name, in the order they were given.
+    #[getter]
+    fn axes(&self) -> Vec<(String, PyLink)> {
+        self.0.per_axis.iter().map(|(n, l)| (n.clone(), PyLink(*l))).collect()
+    }
+}
+
+/// One collective of a plan (`crate::redistribution::Step`): `kind` (one of `all_gather`,
+/// `all_slice`, `all_to_all`, `collective_permute`, `all_reduce`, `reduce_scatter`);
+/// `dim_axes`, per tensor dimension, the axes gathered, sliced or reduce-scattered (empty for
+/// the other kinds); `axes`, those moved by an all-to-all (from `src_dim` to `tgt_dim`),
+/// reduced by an all-reduce or whose place changes in a collective-permute (empty for the
+/// other kinds); `reduction` (`"sum"`, `"max"`, `"min"`) of an all-reduce or reduce-scatter;
+/// `out`, the sharding after the step; `bytes` each device sends and `seconds` under the cost
+/// model; `text`, Shardy's op syntax without operand and type.
+#[pyclass(frozen, module = "shardwise._native", name = "ReshardStep")]
+pub struct PyReshardStep(Step);
+
+#[pymethods]
+impl PyReshardStep {
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.0.op.kind().name()
+    }
+
+    #[getter]
+    fn dim_axes(&self) -> Vec<Vec<PyAxis>> {
+        match &self.0.op {
+            Collective::AllGather { axes } | Collective::AllSlice { axes } | Collective::ReduceScatter { axes, .. } => {
+                axes.iter().map(|a| axis_objects(a)).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    #[getter]
+    fn axes(&self) -> Vec<PyAxis> {
+        match &self.0.op {
+            Collective::AllToAll { axes, .. }
+            | Collective::CollectivePermute { axes }
+            | Collective::AllReduce { axes, .. } => axis_objects(axes),
+            _ => Vec::new(),
+        }
+    }
+
+    #[getter]
+    fn src_dim(&self) -> Option<usize> {
+        match &self.0.op {
+            Collective::AllToAll { src_dim, .. } => Some(*src_dim),
+            _ => None,
+        }
+    }
+
+    #[getter]
+    fn tgt_dim(&self) -> Option<usize> {
+        match &self.0.op {
+            Collective::AllToAll { tgt_dim, .. } => Some(*tgt_dim),
+            _ => None,
+        }
+    }
+
+    #[getter]
+    fn reduction(&self) -> Option<&'static str> {
+        match &self.0.op {
+            Collective::AllReduce { reduction, .. } | Collective::ReduceScatter { reduction, .. } => {
+                Some(reduction.name())
+            }
+            _ => None,
+        }
+    }
+
+    #[getter]
+    fn out(&self) -> PySharding {
+        PySharding(self.0.out.clone())
+    }
+
+    #[getter]
+    fn bytes(&self) -> f64 {
+        self.0.bytes
+    }
+
+    #[getter]
+    fn seconds(&self) -> f64 {
+        self.0.seconds
+    }
+
+    #[getter]
+    fn text(&self) -> String {
+        self.0.text()
+    }
+}
+
+/// A redistribution plan (`crate::redistribution::Plan`): its `steps` in order, their totals
+/// per device (`bytes`, `seconds`) and those of the naive plan (`naive_bytes`,
+/// `naive_seconds`: reduce pending partial axes, gather everything, slice the target).
+#[pyclass(frozen, module = "shardwise._native", name = "ReshardPlan")]
+pub struct PyReshardPlan(Plan);
+
+#[pymethods]
+impl PyReshardPlan {
+    #[getter]
+    fn steps(&self) -> Vec<PyReshardStep> {
+        self.0.steps.iter().cloned().map(PyReshardStep).collect()
+    }
+
+    #[getter]
+    fn bytes(&self) -> f64 {
+        self.0.bytes
+    }
+
+    #[getter]
+    fn seconds(&self) -> f64 {
+        self.0.seconds
+    }
+
+    #[getter]
+    fn naive_bytes(&self) -> f64 {
+        self.0.naive_bytes
+    }
+
+    #[getter]
+    fn naive_seconds(&self) -> f64 {
+        self.0.naive_seconds
+    }
 }
 
 fn kind_of(name: &str) -> PyResult<CollectiveKind> {
@@ -46,15 +199,8 @@ fn kind_of(name: &str) -> PyResult<CollectiveKind> {
     })
 }
 
-fn list(axes: &[crate::axis::AxisRef]) -> Vec<PyAxis> {
-    axis_objects(axes)
-}
-
-fn lists(axes: &[Vec<crate::axis::AxisRef>]) -> Vec<Vec<PyAxis>> {
-    axes.iter().map(|a| list(a)).collect()
-}
-
-/// Plans the redistribution of a tensor from `src` to `tgt` (see `redistribution::plan`).
+/// Plans the redistribution of a tensor of `shape` (elements of `dtype_bytes` bytes) from
+/// `src` to `tgt` on `mesh` under `model` (see `redistribution::plan`), the GIL released.
 #[pyfunction]
 fn redistribution_plan(
     py: Python<'_>,
@@ -63,45 +209,11 @@ fn redistribution_plan(
     dtype_bytes: i64,
     src: &PySharding,
     tgt: &PySharding,
-    model: ModelW,
-) -> PyResult<PlanW> {
-    let (mesh, src, tgt) = (&mesh.0, &src.0, &tgt.0);
-    let model = model_of(py, model)?;
-    let p = py.detach(|| redistribution::plan(mesh, &shape, dtype_bytes, src, tgt, &model)).py(py)?;
-    let steps = p
-        .steps
-        .iter()
-        .map(|s| {
-            let (per_dim, axes, sd, td, red) = match &s.op {
-                Collective::AllGather { axes } | Collective::AllSlice { axes } => {
-                    (lists(axes), vec![], None, None, None)
-                }
-                Collective::ReduceScatter { axes, reduction } => {
-                    (lists(axes), vec![], None, None, Some(reduction.name().to_string()))
-                }
-                Collective::AllToAll { src_dim, tgt_dim, axes } => {
-                    (vec![], list(axes), Some(*src_dim), Some(*tgt_dim), None)
-                }
-                Collective::CollectivePermute { axes } => (vec![], list(axes), None, None, None),
-                Collective::AllReduce { axes, reduction } => {
-                    (vec![], list(axes), None, None, Some(reduction.name().to_string()))
-                }
-            };
-            (
-                s.op.kind().name().to_string(),
-                per_dim,
-                axes,
-                sd,
-                td,
-                red,
-                PySharding(s.out.clone()),
-                s.bytes,
-                s.seconds,
-                s.text(),
-            )
-        })
-        .collect();
-    Ok((steps, p.bytes, p.seconds, p.naive_bytes, p.naive_seconds))
+    model: &PyCostModel,
+) -> PyResult<PyReshardPlan> {
+    let (mesh, src, tgt, model) = (&mesh.0, &src.0, &tgt.0, &model.0);
+    let p = py.detach(|| redistribution::plan(mesh, &shape, dtype_bytes, src, tgt, model)).py(py)?;
+    Ok(PyReshardPlan(p))
 }
 
 /// `(bytes, seconds)` of collective `kind` over `axes` of `mesh` on a local buffer of
@@ -113,7 +225,7 @@ fn collective_cost(
     mesh: &PyMesh,
     axes: Vec<PyAxis>,
     local_bytes: f64,
-    model: ModelW,
+    model: &PyCostModel,
 ) -> PyResult<(f64, f64)> {
     let kind = kind_of(kind)?;
     if !(local_bytes.is_finite() && local_bytes >= 0.0) {
@@ -122,7 +234,7 @@ fn collective_cost(
         )));
     }
     let mesh = &mesh.0;
-    let resolved = model_of(py, model)?.resolve(mesh).py(py)?;
+    let resolved = model.0.resolve(mesh).py(py)?;
     let mut group = Vec::with_capacity(axes.len());
     for a in axes {
         let r = a.0;
@@ -135,6 +247,10 @@ fn collective_cost(
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyLink>()?;
+    m.add_class::<PyCostModel>()?;
+    m.add_class::<PyReshardStep>()?;
+    m.add_class::<PyReshardPlan>()?;
     m.add_function(wrap_pyfunction!(redistribution_plan, m)?)?;
     m.add_function(wrap_pyfunction!(collective_cost, m)?)?;
     Ok(())

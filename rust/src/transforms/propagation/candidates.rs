@@ -32,7 +32,7 @@ pub type MainShardings = (Vec<Option<TensorSharding>>, Vec<Option<TensorSharding
 
 /// One sharding of a candidate: @main's argument or result `index` gets `sharding` (`None`
 /// removes the stored one).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Annotation {
     pub result: bool,
     pub index: usize,
