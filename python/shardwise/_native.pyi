@@ -4,7 +4,9 @@ Axes, meshes and shardings cross the FFI as the frozen classes ``Axis``, ``Mesh`
 ``Sharding`` (``rust/src/py/repr.rs``), rules as ``Rule`` (``rust/src/py/rule.rs``), debugging
 records as ``Origin``, ``Edge``, ``Step``, ``Hop``, ``Conflict`` and the rest of
 ``rust/src/py/records.rs``, redistribution plans and their cost model as ``ReshardPlan``,
-``ReshardStep``, ``CostModel`` and ``Link`` (``rust/src/py/redistribution.rs``)."""
+``ReshardStep``, ``CostModel`` and ``Link`` (``rust/src/py/redistribution.rs``), strategy
+graphs and the searches' results as ``StrategyGraph``, ``LocalResult``, ``MemoryPrices``,
+``LowerBound`` and ``ForbiddenComponent`` (``rust/src/py/search.rs``)."""
 
 from typing import Any, ClassVar, TypeAlias, final
 
@@ -30,7 +32,9 @@ __all__ = [
     "InvalidShardingError",
     "Layer",
     "Link",
+    "LocalResult",
     "LowerBound",
+    "MemoryPrices",
     "Mesh",
     "MeshError",
     "MlirReadError",
@@ -53,6 +57,7 @@ __all__ = [
     "ShardingParseError",
     "ShardwiseError",
     "Step",
+    "StrategyGraph",
     "__version__",
     "builtin_rule",
     "collective_cost",
@@ -777,23 +782,61 @@ def collective_cost(
     kind: str, mesh: Mesh, axes: list[Axis], local_bytes: float, model: CostModel
 ) -> tuple[float, float]: ...
 
-# search (rust/src/py/search.rs): a strategy graph as (offsets, cost, usage, intervals, edges,
-# edge_offsets, edge_cost, usage_limit), the int64 arrays as little-endian bytes
-_GraphW: TypeAlias = tuple[
-    list[int], bytes, bytes, list[tuple[int, int]], list[tuple[int, int]], list[int], bytes, int | None
-]
+# search (rust/src/py/search.rs)
+
+@final
+class StrategyGraph:
+    def __new__(
+        cls,
+        offsets: list[int],
+        cost: bytes,
+        usage: bytes,
+        intervals: list[tuple[int, int]],
+        edges: list[tuple[int, int]],
+        edge_offsets: list[int],
+        edge_cost: bytes,
+        usage_limit: int | None = None,
+    ) -> StrategyGraph: ...
+    @property
+    def num_nodes(self) -> int: ...
+    @property
+    def num_edges(self) -> int: ...
+    @property
+    def usage_limit(self) -> int | None: ...
+
+@final
+class LocalResult:
+    @property
+    def assignment(self) -> list[int]: ...
+    @property
+    def cost(self) -> int: ...
+    @property
+    def peak_usage(self) -> int: ...
+    @property
+    def feasible(self) -> bool: ...
+    @property
+    def rounds(self) -> int: ...
+    @property
+    def improvements(self) -> int: ...
+
+@final
+class MemoryPrices:
+    @property
+    def prices(self) -> list[float]: ...
+    @property
+    def overflow(self) -> float: ...
 
 def search_local(
-    graph: _GraphW,
+    graph: StrategyGraph,
     time_limit: float,
     seed: int = 0,
     initial: list[int] | None = None,
     max_rounds: int | None = None,
     lagrange_share: float = 0.8,
-) -> tuple[list[int], int, int, bool, int, int]: ...
+) -> LocalResult: ...
 def search_prices(
-    graph: _GraphW, time_limit: float, seed: int = 0, max_cycles: int | None = None
-) -> tuple[list[float], float] | None: ...
+    graph: StrategyGraph, time_limit: float, seed: int = 0, max_cycles: int | None = None
+) -> MemoryPrices | None: ...
 def search_stop(stop: bool) -> None: ...
 
 @final
@@ -818,7 +861,7 @@ class ForbiddenComponent:
     @property
     def count(self) -> int: ...
 
-def search_components(graph: _GraphW) -> list[ForbiddenComponent]: ...
+def search_components(graph: StrategyGraph) -> list[ForbiddenComponent]: ...
 def search_bound(
-    graph: _GraphW, time_limit: float, target: int | None = None, max_rounds: int | None = None
+    graph: StrategyGraph, time_limit: float, target: int | None = None, max_rounds: int | None = None
 ) -> LowerBound: ...

@@ -204,13 +204,13 @@ def test_the_graph_conversion_counts_in_the_time_limit(what: str, monkeypatch: p
     # which the search then overran its limit by: the Rust search had the whole limit from
     # after the conversion. Here the conversion is made to take 1 s of a 1 s limit.
     local = importlib.import_module("shardwise.search.local")
-    real = local.wire
+    real = local.native_graph
 
     def slow(graph: StrategyGraph) -> object:
         time.sleep(1.0)
         return real(graph)
 
-    monkeypatch.setattr(local, "wire", slow)
+    monkeypatch.setattr(local, "native_graph", slow)
     g = random_graph(random.Random(5), 60, 6)
     t0 = time.perf_counter()
     if what == "solve_local":
@@ -220,6 +220,28 @@ def test_the_graph_conversion_counts_in_the_time_limit(what: str, monkeypatch: p
         local.lagrange_prices(g, 1.0)
     wall = time.perf_counter() - t0
     assert wall < 1.6, f"{what}: {wall:.2f} s for a 1 s limit whose conversion took 1 s"
+
+
+def test_the_graph_crosses_to_rust_once_per_graph() -> None:
+    # The searches take the graph by reference: the first call converts it, later calls (the
+    # penalty search's repairs, the polish, the bound) find it kept with the graph.
+    import pickle
+
+    from shardwise import _native
+
+    local = importlib.import_module("shardwise.search.local")
+    g = random_graph(random.Random(7), 40, 5)
+    native = local.native_graph(g)
+    assert local.native_graph(g) is native
+    assert (native.num_nodes, native.num_edges, native.usage_limit) == (g.num_nodes, g.num_edges, g.usage_limit)
+    # A copy (the toulbar2 worker gets the graph pickled) is a graph of its own, with the same answers.
+    copy = pickle.loads(pickle.dumps(g))
+    assert local.native_graph(copy) is not native
+    first = local.solve_local(g, 5.0, max_rounds=3, lagrange_share=0.0)
+    again = local.solve_local(copy, 5.0, max_rounds=3, lagrange_share=0.0)
+    assert (first.assignment, first.cost, first.feasible) == (again.assignment, again.cost, again.feasible)
+    with pytest.raises(ValueError, match="cost: expected little-endian int64 bytes \\(a multiple of 8\\), got 3 bytes"):
+        _native.StrategyGraph([0, 1], b"abc", bytes(8), [(0, 1)], [], [0], b"", None)
 
 
 @needs_shared

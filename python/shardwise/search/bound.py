@@ -38,9 +38,9 @@ from shardwise.search.local import (
     Solution,
     check_time_limit,
     clear_stop,
+    native_graph,
     request_stop,
     wait_for,
-    wire,
 )
 
 
@@ -89,7 +89,7 @@ def lower_bound(
     def run() -> _native.LowerBound:
         try:
             left = max(t - (time.perf_counter() - start), 0.0)
-            return _native.search_bound(wire(graph), left, target, max_rounds)
+            return _native.search_bound(native_graph(graph), left, target, max_rounds)
         except _native.InvalidShardingError as e:
             raise SearchError(str(e)) from None
 

@@ -52,10 +52,10 @@ from shardwise.search.local import (
     Solution,
     check_time_limit,
     interruptible,
+    native_graph,
     offer_incumbent,
     on_stop,
     solve_local,
-    wire,
 )
 from shardwise.search.reduce import Reduced
 
@@ -142,7 +142,7 @@ def contract(graph: StrategyGraph) -> Contraction:
     """Contracts the forbidden components of ``graph`` (module docstring). Raises
     :class:`SearchError` for a graph that fails validation."""
     try:
-        comps = _native.search_components(wire(graph))
+        comps = _native.search_components(native_graph(graph))
     except _native.InvalidShardingError as err:
         raise SearchError(str(err)) from None
     n = graph.num_nodes

@@ -1,5 +1,6 @@
-//! Bindings of `search`: the local-search solver, the Lagrangian memory prices and the lower
-//! bound on a strategy graph in flat arrays.
+//! Bindings of `search`: the local-search solver, the Lagrangian memory prices, the lower
+//! bound and the forbidden components of a strategy graph (`StrategyGraph`, converted once and
+//! passed by reference), each result a frozen class with named fields.
 
 use std::time::{Duration, Instant};
 
@@ -13,25 +14,32 @@ use crate::search::{
     StrategyGraph,
 };
 
-/// A strategy graph as one Python tuple: `(offsets, cost, usage, intervals, edges,
-/// edge_offsets, edge_cost, usage_limit)`, arrays as in `StrategyGraph`, the int64 ones as
-/// little-endian bytes (`shardwise.search.local.wire`).
-#[derive(FromPyObject)]
-struct GraphW(
-    Vec<usize>,
-    PyBackedBytes,
-    PyBackedBytes,
-    Vec<(i64, i64)>,
-    Vec<(usize, usize)>,
-    Vec<usize>,
-    PyBackedBytes,
-    Option<i64>,
-);
+/// A strategy graph (`crate::search::StrategyGraph`), converted once from the arrays of
+/// `shardwise.search.StrategyGraph` (`shardwise.search.local.native_graph`, which keeps it
+/// with the graph) and then handed to every search by reference: `offsets`, `intervals`,
+/// `edges`, `edge_offsets` and `usage_limit` as in `StrategyGraph`, the int64 arrays `cost`,
+/// `usage` and `edge_cost` as little-endian bytes (numpy's `astype("<i8").tobytes()`).
+/// Building it checks only that those buffers hold whole int64s (`ValueError`); the searches
+/// check the graph itself (`InvalidShardingError`, rule `strategy-graph`).
+#[pyclass(frozen, module = "shardwise._native", name = "StrategyGraph")]
+pub struct PyStrategyGraph(StrategyGraph);
 
-impl GraphW {
-    fn graph(self) -> PyResult<StrategyGraph> {
-        let GraphW(offsets, cost, usage, intervals, edges, edge_offsets, edge_cost, usage_limit) = self;
-        Ok(StrategyGraph {
+#[pymethods]
+impl PyStrategyGraph {
+    #[new]
+    #[pyo3(signature = (offsets, cost, usage, intervals, edges, edge_offsets, edge_cost, usage_limit=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        offsets: Vec<usize>,
+        cost: PyBackedBytes,
+        usage: PyBackedBytes,
+        intervals: Vec<(i64, i64)>,
+        edges: Vec<(usize, usize)>,
+        edge_offsets: Vec<usize>,
+        edge_cost: PyBackedBytes,
+        usage_limit: Option<i64>,
+    ) -> PyResult<Self> {
+        Ok(PyStrategyGraph(StrategyGraph {
             offsets,
             cost: int64s("cost", &cost)?,
             usage: int64s("usage", &usage)?,
@@ -40,7 +48,22 @@ impl GraphW {
             edge_offsets,
             edge_cost: int64s("edge_cost", &edge_cost)?,
             usage_limit,
-        })
+        }))
+    }
+
+    #[getter]
+    fn num_nodes(&self) -> usize {
+        self.0.intervals.len()
+    }
+
+    #[getter]
+    fn num_edges(&self) -> usize {
+        self.0.edges.len()
+    }
+
+    #[getter]
+    fn usage_limit(&self) -> Option<i64> {
+        self.0.usage_limit
     }
 }
 
@@ -53,8 +76,27 @@ fn seconds(time_limit: f64) -> PyResult<Duration> {
     Err(PyValueError::new_err(format!("time_limit: expected a finite number of seconds >= 0, got {time_limit}")))
 }
 
-/// `(assignment, cost, peak_usage, feasible, rounds, improvements)`.
-type LocalW = (Vec<usize>, i128, i128, bool, u64, u64);
+/// What a local search found (`crate::search::LocalResult`): one strategy per node
+/// (`assignment`), its `cost` and `peak_usage`, whether it fits the usage limit (`feasible`),
+/// the `rounds` run and the `improvements` made.
+#[pyclass(frozen, get_all, module = "shardwise._native", name = "LocalResult")]
+pub struct PyLocalResult {
+    assignment: Vec<usize>,
+    cost: i128,
+    peak_usage: i128,
+    feasible: bool,
+    rounds: u64,
+    improvements: u64,
+}
+
+/// Lagrangian memory prices (`crate::search::lagrange_prices`): per node, a price per usage
+/// unit (`prices`), and the overflow of the priced assignment as a share of the usage limit
+/// (`overflow`; <= 0: it fitted).
+#[pyclass(frozen, get_all, module = "shardwise._native", name = "MemoryPrices")]
+pub struct PyMemoryPrices {
+    prices: Vec<f64>,
+    overflow: f64,
+}
 
 /// Little-endian int64 values from a bytes buffer (numpy's `astype("<i8").tobytes()`).
 fn int64s(name: &str, b: &[u8]) -> PyResult<Vec<i64>> {
@@ -72,23 +114,30 @@ fn int64s(name: &str, b: &[u8]) -> PyResult<Vec<i64>> {
 #[pyo3(signature = (graph, time_limit, seed=0, initial=None, max_rounds=None, lagrange_share=0.8))]
 fn search_local(
     py: Python<'_>,
-    graph: GraphW,
+    graph: &PyStrategyGraph,
     time_limit: f64,
     seed: u64,
     initial: Option<Vec<usize>>,
     max_rounds: Option<u64>,
     lagrange_share: f64,
-) -> PyResult<LocalW> {
+) -> PyResult<PyLocalResult> {
     let time_limit = seconds(time_limit)?;
     if !(0.0..=1.0).contains(&lagrange_share) {
         return Err(PyValueError::new_err(format!(
             "lagrange_share: expected a share of the time limit in [0, 1], got {lagrange_share}"
         )));
     }
-    let g = graph.graph()?;
+    let g = &graph.0;
     let options = LocalOptions { time_limit, seed, initial, max_rounds, lagrange_share };
-    let r = py.detach(|| solve_local(&g, &options)).py(py)?;
-    Ok((r.assignment, r.cost, r.peak_usage, r.feasible, r.rounds, r.improvements))
+    let r = py.detach(|| solve_local(g, &options)).py(py)?;
+    Ok(PyLocalResult {
+        assignment: r.assignment,
+        cost: r.cost,
+        peak_usage: r.peak_usage,
+        feasible: r.feasible,
+        rounds: r.rounds,
+        improvements: r.improvements,
+    })
 }
 
 /// Lagrangian memory prices (`rust/src/search/lagrange.rs`, `lagrange_prices`) with the GIL
@@ -97,15 +146,16 @@ fn search_local(
 #[pyo3(signature = (graph, time_limit, seed=0, max_cycles=None))]
 fn search_prices(
     py: Python<'_>,
-    graph: GraphW,
+    graph: &PyStrategyGraph,
     time_limit: f64,
     seed: u64,
     max_cycles: Option<u64>,
-) -> PyResult<Option<(Vec<f64>, f64)>> {
+) -> PyResult<Option<PyMemoryPrices>> {
     let limit = seconds(time_limit)?;
-    let g = graph.graph()?;
+    let g = &graph.0;
     let deadline = deadline_after(Instant::now(), limit);
-    py.detach(|| lagrange_prices(&g, deadline, max_cycles, seed)).py(py)
+    let r = py.detach(|| lagrange_prices(g, deadline, max_cycles, seed)).py(py)?;
+    Ok(r.map(|(prices, overflow)| PyMemoryPrices { prices, overflow }))
 }
 
 /// A lower bound of a strategy graph's optimum (`crate::search::LowerBound`), as Python sees it.
@@ -129,15 +179,15 @@ pub struct PyLowerBound {
 #[pyo3(signature = (graph, time_limit, target=None, max_rounds=None))]
 fn search_bound(
     py: Python<'_>,
-    graph: GraphW,
+    graph: &PyStrategyGraph,
     time_limit: f64,
     target: Option<i128>,
     max_rounds: Option<u64>,
 ) -> PyResult<PyLowerBound> {
     let limit = seconds(time_limit)?;
-    let g = graph.graph()?;
+    let g = &graph.0;
     let deadline = deadline_after(Instant::now(), limit);
-    let b = py.detach(|| lower_bound(&g, deadline, max_rounds, target)).py(py)?;
+    let b = py.detach(|| lower_bound(g, deadline, max_rounds, target)).py(py)?;
     Ok(PyLowerBound {
         bound: b.bound,
         unpriced: b.unpriced,
@@ -162,9 +212,9 @@ pub struct PyForbiddenComponent {
 /// The forbidden components of the graph with 2 to 256 joint assignments
 /// (`rust/src/search/components.rs`), the GIL released.
 #[pyfunction]
-fn search_components(py: Python<'_>, graph: GraphW) -> PyResult<Vec<PyForbiddenComponent>> {
-    let g = graph.graph()?;
-    let comps = py.detach(|| forbidden_components(&g)).py(py)?;
+fn search_components(py: Python<'_>, graph: &PyStrategyGraph) -> PyResult<Vec<PyForbiddenComponent>> {
+    let g = &graph.0;
+    let comps = py.detach(|| forbidden_components(g)).py(py)?;
     Ok(comps.into_iter().map(|c| PyForbiddenComponent { count: c.count(), nodes: c.nodes, joints: c.joints }).collect())
 }
 
@@ -177,6 +227,9 @@ fn search_stop(stop: bool) {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyStrategyGraph>()?;
+    m.add_class::<PyLocalResult>()?;
+    m.add_class::<PyMemoryPrices>()?;
     m.add_function(wrap_pyfunction!(search_local, m)?)?;
     m.add_function(wrap_pyfunction!(search_prices, m)?)?;
     m.add_function(wrap_pyfunction!(search_stop, m)?)?;
