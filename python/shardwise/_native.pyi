@@ -1,14 +1,15 @@
 """Type stubs of the PyO3 module ``shardwise._native`` (checked by ``mypy.stubtest`` in CI).
 
 Axes, meshes and shardings cross the FFI as the frozen classes ``Axis``, ``Mesh``, ``Dim`` and
-``Sharding`` (``rust/src/py/repr.rs``), rules as ``Rule`` (``rust/src/py/rule.rs``), debugging
+``Sharding`` (``rust/src/py/repr.rs``), rules as ``Rule`` and builder steps as ``FactorStep``
+(``rust/src/py/rule.rs``), debugging
 records as ``Origin``, ``Edge``, ``Step``, ``Hop``, ``Conflict`` and the rest of
 ``rust/src/py/records.rs``, redistribution plans and their cost model as ``ReshardPlan``,
 ``ReshardStep``, ``CostModel`` and ``Link`` (``rust/src/py/redistribution.rs``), strategy
 graphs and the searches' results as ``StrategyGraph``, ``LocalResult``, ``MemoryPrices``,
 ``LowerBound`` and ``ForbiddenComponent`` (``rust/src/py/search.rs``)."""
 
-from typing import Any, ClassVar, TypeAlias, final
+from typing import Any, ClassVar, final
 
 __version__: str
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "CostModel",
     "Dim",
     "Edge",
+    "FactorStep",
     "ForbiddenComponent",
     "FrozenGraph",
     "FuncTables",
@@ -422,12 +424,35 @@ class Rule:
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
-_StepW: TypeAlias = tuple[str, list[int], list[int], int, str, bool]
+@final
+class FactorStep:
+    @staticmethod
+    def dims(
+        operand_dims: list[int], result_dims: list[int], size: int, kind: str = "pass_through", blocked: bool = False
+    ) -> FactorStep: ...
+    @staticmethod
+    def for_all(dim: int, size: int, kind: str = "pass_through", blocked: bool = False) -> FactorStep: ...
+    @staticmethod
+    def for_all_operands(dim: int, size: int, kind: str = "pass_through", blocked: bool = False) -> FactorStep: ...
+    @staticmethod
+    def for_all_results(dim: int, size: int, kind: str = "pass_through", blocked: bool = False) -> FactorStep: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def operand_dims(self) -> list[int]: ...
+    @property
+    def result_dims(self) -> list[int]: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def blocked(self) -> bool: ...
 
 class InvalidRuleError(InvalidShardingError): ...
 
 def rule_parse(text: str) -> Rule: ...
-def rule_build(operand_ranks: list[int], result_ranks: list[int], steps: list[_StepW]) -> Rule: ...
+def rule_build(operand_ranks: list[int], result_ranks: list[int], steps: list[FactorStep]) -> Rule: ...
 def rule_pointwise(operand_ranks: list[int], result_ranks: list[int], shape: list[int]) -> Rule: ...
 def einsum_check(
     spec: str,

@@ -321,3 +321,34 @@ def test_bad_shapes_raise_clear_errors() -> None:
         rule_for(OpInfo("stablehlo.reshape", (v,), (ValueInfo((3, 5)),)))
     with pytest.raises(InvalidRuleError, match="rank"):
         rule_for(OpInfo("stablehlo.add", (ValueInfo((4, 4, 4)), v), (v,)))
+
+
+def test_builder_steps_cross_as_typed_objects() -> None:
+    # RuleBuilder records `_native.FactorStep`s and `rule_build` runs them in order; a step
+    # that fails names its index, mode, dimensions and size, and a bad kind is refused when
+    # the step is made.
+    from shardwise import _native
+
+    step = _native.FactorStep.dims([1, -1], [0], 8, "reduction", True)
+    assert (step.mode, step.operand_dims, step.result_dims, step.size, step.kind, step.blocked) == (
+        "dims",
+        [1, -1],
+        [0],
+        8,
+        "reduction",
+        True,
+    )
+    every = _native.FactorStep.for_all_results(0, 4)
+    assert (every.mode, every.operand_dims, every.result_dims, every.kind, every.blocked) == (
+        "results",
+        [0],
+        [],
+        "pass_through",
+        False,
+    )
+    with pytest.raises(ValueError, match='unknown factor kind "sideways"'):
+        _native.FactorStep.for_all(0, 4, "sideways")
+    rule = _native.rule_build([2, 2], [2], [_native.FactorStep.for_all(0, 4), _native.FactorStep.dims([1, 1], [1], 8)])
+    assert str(rule) == str(_native.rule_parse(str(rule)))
+    with pytest.raises(InvalidShardingError, match=r"builder step 0 \(dims \[5\] \[0\] size 8\)"):
+        _native.rule_build([2], [2], [_native.FactorStep.dims([5], [0], 8)])

@@ -361,7 +361,7 @@ class RuleBuilder:
     def __init__(self, operand_ranks: Sequence[int], result_ranks: Sequence[int]) -> None:
         self._operand_ranks = list(_ints(operand_ranks, "operand ranks"))
         self._result_ranks = list(_ints(result_ranks, "result ranks"))
-        self._steps: list[tuple[str, list[int], list[int], int, str, bool]] = []
+        self._steps: list[_native.FactorStep] = []
 
     @classmethod
     def for_op(cls, op: OpInfo) -> RuleBuilder:
@@ -383,28 +383,30 @@ class RuleBuilder:
     ) -> RuleBuilder:
         """A factor of ``size`` mapped to ``operand_dims[i]`` of operand ``i`` and
         ``result_dims[j]`` of result ``j`` (an int stands for a one-element list)."""
-        self._steps.append(("dims", self._dims(operand_dims), self._dims(result_dims), size, kind.value, blocked))
+        self._steps.append(
+            _native.FactorStep.dims(self._dims(operand_dims), self._dims(result_dims), size, kind.value, blocked)
+        )
         return self
 
     def add_factor_for_all(
         self, dim: int, size: int, kind: FactorKind = FactorKind.PASS_THROUGH, blocked: bool = False
     ) -> RuleBuilder:
         """A factor mapped to dimension ``dim`` of every operand and result of rank >= 1."""
-        self._steps.append(("all", [dim], [], size, kind.value, blocked))
+        self._steps.append(_native.FactorStep.for_all(dim, size, kind.value, blocked))
         return self
 
     def add_factor_for_all_operands(
         self, dim: int, size: int, kind: FactorKind = FactorKind.PASS_THROUGH, blocked: bool = False
     ) -> RuleBuilder:
         """A factor mapped to dimension ``dim`` of every operand of rank >= 1."""
-        self._steps.append(("operands", [dim], [], size, kind.value, blocked))
+        self._steps.append(_native.FactorStep.for_all_operands(dim, size, kind.value, blocked))
         return self
 
     def add_factor_for_all_results(
         self, dim: int, size: int, kind: FactorKind = FactorKind.PASS_THROUGH, blocked: bool = False
     ) -> RuleBuilder:
         """A factor mapped to dimension ``dim`` of every result of rank >= 1."""
-        self._steps.append(("results", [dim], [], size, kind.value, blocked))
+        self._steps.append(_native.FactorStep.for_all_results(dim, size, kind.value, blocked))
         return self
 
     def add_pointwise(

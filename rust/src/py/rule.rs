@@ -116,8 +116,121 @@ impl PyRule {
     }
 }
 
-/// One builder step: `(mode, operand_dims, result_dims, size, kind, blocked)`.
-type StepW = (String, Vec<i64>, Vec<i64>, i64, String, bool);
+/// Which of Shardy's `OpShardingRuleBuilder` calls a `FactorStep` is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum StepMode {
+    /// `addFactor`: explicit dimensions, one per operand and result (-1 skips a tensor).
+    Dims,
+    /// `addPointwiseIf`'s factor for every tensor of rank >= 1.
+    All,
+    /// The factor for every operand of rank >= 1.
+    Operands,
+    /// The factor for every result of rank >= 1.
+    Results,
+}
+
+impl StepMode {
+    fn name(self) -> &'static str {
+        match self {
+            StepMode::Dims => "dims",
+            StepMode::All => "all",
+            StepMode::Operands => "operands",
+            StepMode::Results => "results",
+        }
+    }
+}
+
+/// One step of a rule builder (Shardy `OpShardingRuleBuilder::addFactor` and the factors
+/// added for all operands and results): made by `dims(operand_dims, result_dims, size, kind,
+/// blocked)`, `for_all(dim, ...)`, `for_all_operands(dim, ...)` or `for_all_results(dim,
+/// ...)`, run in order by `rule_build`. `kind` is one of `"pass_through"`, `"reduction"`,
+/// `"need_replication"` and `"permutation"` (`ValueError` otherwise).
+#[pyclass(frozen, from_py_object, module = "shardwise._native", name = "FactorStep")]
+#[derive(Clone)]
+pub struct PyFactorStep {
+    mode: StepMode,
+    operand_dims: Vec<i64>,
+    result_dims: Vec<i64>,
+    size: i64,
+    kind: FactorKind,
+    blocked: bool,
+}
+
+impl PyFactorStep {
+    fn of(
+        mode: StepMode,
+        operand_dims: Vec<i64>,
+        result_dims: Vec<i64>,
+        size: i64,
+        kind: &str,
+        blocked: bool,
+    ) -> PyResult<Self> {
+        Ok(PyFactorStep { mode, operand_dims, result_dims, size, kind: kind_of(kind)?, blocked })
+    }
+}
+
+#[pymethods]
+impl PyFactorStep {
+    /// A factor of `size` mapped to `operand_dims[i]` of operand `i` and `result_dims[j]` of
+    /// result `j` (-1: not mapped in that tensor).
+    #[staticmethod]
+    #[pyo3(signature = (operand_dims, result_dims, size, kind="pass_through", blocked=false))]
+    fn dims(operand_dims: Vec<i64>, result_dims: Vec<i64>, size: i64, kind: &str, blocked: bool) -> PyResult<Self> {
+        Self::of(StepMode::Dims, operand_dims, result_dims, size, kind, blocked)
+    }
+
+    /// A factor mapped to dimension `dim` of every operand and result of rank >= 1.
+    #[staticmethod]
+    #[pyo3(signature = (dim, size, kind="pass_through", blocked=false))]
+    fn for_all(dim: i64, size: i64, kind: &str, blocked: bool) -> PyResult<Self> {
+        Self::of(StepMode::All, vec![dim], vec![], size, kind, blocked)
+    }
+
+    /// A factor mapped to dimension `dim` of every operand of rank >= 1.
+    #[staticmethod]
+    #[pyo3(signature = (dim, size, kind="pass_through", blocked=false))]
+    fn for_all_operands(dim: i64, size: i64, kind: &str, blocked: bool) -> PyResult<Self> {
+        Self::of(StepMode::Operands, vec![dim], vec![], size, kind, blocked)
+    }
+
+    /// A factor mapped to dimension `dim` of every result of rank >= 1.
+    #[staticmethod]
+    #[pyo3(signature = (dim, size, kind="pass_through", blocked=false))]
+    fn for_all_results(dim: i64, size: i64, kind: &str, blocked: bool) -> PyResult<Self> {
+        Self::of(StepMode::Results, vec![dim], vec![], size, kind, blocked)
+    }
+
+    /// `"dims"`, `"all"`, `"operands"` or `"results"`.
+    #[getter]
+    fn mode(&self) -> &'static str {
+        self.mode.name()
+    }
+
+    #[getter]
+    fn operand_dims(&self) -> Vec<i64> {
+        self.operand_dims.clone()
+    }
+
+    #[getter]
+    fn result_dims(&self) -> Vec<i64> {
+        self.result_dims.clone()
+    }
+
+    #[getter]
+    fn size(&self) -> i64 {
+        self.size
+    }
+
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.kind.name()
+    }
+
+    #[getter]
+    fn blocked(&self) -> bool {
+        self.blocked
+    }
+}
 
 /// Core error into a Python exception: invariant errors become `InvalidRuleError`.
 pub(super) fn to_py(py: Python<'_>, e: Error) -> PyErr {
@@ -176,31 +289,26 @@ fn rule_parse(py: Python<'_>, text: &str) -> PyResult<PyRule> {
     Ok(PyRule(rule::parse_rule(text).py(py)?))
 }
 
-/// Runs builder steps and builds. A step is `(mode, operand_dims, result_dims, size, kind,
-/// blocked)`: mode `"dims"` maps explicit dimensions (-1 skips a tensor), `"all"`,
-/// `"operands"` and `"results"` map dimension `operand_dims[0]` of every tensor of rank >= 1
-/// of all values, operands or results.
+/// Runs builder steps (`FactorStep`s, in order) and builds; a step that fails names its index,
+/// mode, dimensions and size (`InvalidRuleError`).
 #[pyfunction]
-fn rule_build(py: Python<'_>, operand_ranks: Vec<i64>, result_ranks: Vec<i64>, steps: Vec<StepW>) -> PyResult<PyRule> {
+fn rule_build(
+    py: Python<'_>,
+    operand_ranks: Vec<i64>,
+    result_ranks: Vec<i64>,
+    steps: Vec<PyFactorStep>,
+) -> PyResult<PyRule> {
     let mut b = RuleBuilder::new(&ranks(py, "operand", &operand_ranks)?, &ranks(py, "result", &result_ranks)?);
-    for (i, (mode, a, r, size, kind, blocked)) in steps.iter().enumerate() {
-        let kind = kind_of(kind)?;
-        let first = || {
-            a.first().copied().ok_or_else(|| {
-                pyo3::exceptions::PyValueError::new_err(format!("builder step {i} ({mode}): expected a dimension"))
-            })
+    for (i, step) in steps.iter().enumerate() {
+        let PyFactorStep { mode, operand_dims: a, result_dims: r, size, kind, blocked } = step;
+        let (size, kind, blocked) = (*size, *kind, *blocked);
+        let done = match mode {
+            StepMode::Dims => b.add_factor(a, r, size, kind, blocked).map(|_| ()),
+            StepMode::All => b.add_factor_for_all(a[0], size, kind, blocked).map(|_| ()),
+            StepMode::Operands => b.add_factor_for_all_operands(a[0], size, kind, blocked).map(|_| ()),
+            StepMode::Results => b.add_factor_for_all_results(a[0], size, kind, blocked).map(|_| ()),
         };
-        let done = match mode.as_str() {
-            "dims" => b.add_factor(a, r, *size, kind, *blocked).map(|_| ()),
-            "all" => b.add_factor_for_all(first()?, *size, kind, *blocked).map(|_| ()),
-            "operands" => b.add_factor_for_all_operands(first()?, *size, kind, *blocked).map(|_| ()),
-            "results" => b.add_factor_for_all_results(first()?, *size, kind, *blocked).map(|_| ()),
-            _ => {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                    "builder step {i}: unknown mode {mode:?}; expected \"dims\", \"all\", \"operands\" or \"results\""
-                )))
-            }
-        };
+        let mode = mode.name();
         done.map_err(|e| e.context(format!("builder step {i} ({mode} {a:?} {r:?} size {size})"))).py(py)?;
     }
     Ok(PyRule(b.build()))
@@ -284,6 +392,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("InvalidRuleError", py.get_type::<InvalidRuleError>())?;
     m.add_function(wrap_pyfunction!(rule_parse, m)?)?;
     m.add_class::<PyRule>()?;
+    m.add_class::<PyFactorStep>()?;
     m.add_function(wrap_pyfunction!(rule_build, m)?)?;
     m.add_function(wrap_pyfunction!(rule_pointwise, m)?)?;
     m.add_function(wrap_pyfunction!(einsum_check, m)?)?;
