@@ -116,26 +116,42 @@ impl PyRule {
     }
 }
 
-/// Which of Shardy's `OpShardingRuleBuilder` calls a `FactorStep` is.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// Which of Shardy's `OpShardingRuleBuilder` calls a `FactorStep` is, with its dimensions.
+#[derive(Clone, PartialEq, Eq)]
 enum StepMode {
     /// `addFactor`: explicit dimensions, one per operand and result (-1 skips a tensor).
-    Dims,
-    /// `addPointwiseIf`'s factor for every tensor of rank >= 1.
-    All,
-    /// The factor for every operand of rank >= 1.
-    Operands,
-    /// The factor for every result of rank >= 1.
-    Results,
+    Dims { operand_dims: Vec<i64>, result_dims: Vec<i64> },
+    /// The factor on this dimension of every tensor of rank >= 1.
+    All(i64),
+    /// The factor on this dimension of every operand of rank >= 1.
+    Operands(i64),
+    /// The factor on this dimension of every result of rank >= 1.
+    Results(i64),
 }
 
 impl StepMode {
-    fn name(self) -> &'static str {
+    fn name(&self) -> &'static str {
         match self {
-            StepMode::Dims => "dims",
-            StepMode::All => "all",
-            StepMode::Operands => "operands",
-            StepMode::Results => "results",
+            StepMode::Dims { .. } => "dims",
+            StepMode::All(_) => "all",
+            StepMode::Operands(_) => "operands",
+            StepMode::Results(_) => "results",
+        }
+    }
+
+    /// The operand dimensions (the one dimension of the modes for all tensors).
+    fn operand_dims(&self) -> Vec<i64> {
+        match self {
+            StepMode::Dims { operand_dims, .. } => operand_dims.clone(),
+            StepMode::All(d) | StepMode::Operands(d) | StepMode::Results(d) => vec![*d],
+        }
+    }
+
+    /// The result dimensions (none for the modes for all tensors).
+    fn result_dims(&self) -> Vec<i64> {
+        match self {
+            StepMode::Dims { result_dims, .. } => result_dims.clone(),
+            _ => Vec::new(),
         }
     }
 }
@@ -149,23 +165,14 @@ impl StepMode {
 #[derive(Clone)]
 pub struct PyFactorStep {
     mode: StepMode,
-    operand_dims: Vec<i64>,
-    result_dims: Vec<i64>,
     size: i64,
     kind: FactorKind,
     blocked: bool,
 }
 
 impl PyFactorStep {
-    fn of(
-        mode: StepMode,
-        operand_dims: Vec<i64>,
-        result_dims: Vec<i64>,
-        size: i64,
-        kind: &str,
-        blocked: bool,
-    ) -> PyResult<Self> {
-        Ok(PyFactorStep { mode, operand_dims, result_dims, size, kind: kind_of(kind)?, blocked })
+    fn of(mode: StepMode, size: i64, kind: &str, blocked: bool) -> PyResult<Self> {
+        Ok(PyFactorStep { mode, size, kind: kind_of(kind)?, blocked })
     }
 }
 
@@ -176,28 +183,28 @@ impl PyFactorStep {
     #[staticmethod]
     #[pyo3(signature = (operand_dims, result_dims, size, kind="pass_through", blocked=false))]
     fn dims(operand_dims: Vec<i64>, result_dims: Vec<i64>, size: i64, kind: &str, blocked: bool) -> PyResult<Self> {
-        Self::of(StepMode::Dims, operand_dims, result_dims, size, kind, blocked)
+        Self::of(StepMode::Dims { operand_dims, result_dims }, size, kind, blocked)
     }
 
     /// A factor mapped to dimension `dim` of every operand and result of rank >= 1.
     #[staticmethod]
     #[pyo3(signature = (dim, size, kind="pass_through", blocked=false))]
     fn for_all(dim: i64, size: i64, kind: &str, blocked: bool) -> PyResult<Self> {
-        Self::of(StepMode::All, vec![dim], vec![], size, kind, blocked)
+        Self::of(StepMode::All(dim), size, kind, blocked)
     }
 
     /// A factor mapped to dimension `dim` of every operand of rank >= 1.
     #[staticmethod]
     #[pyo3(signature = (dim, size, kind="pass_through", blocked=false))]
     fn for_all_operands(dim: i64, size: i64, kind: &str, blocked: bool) -> PyResult<Self> {
-        Self::of(StepMode::Operands, vec![dim], vec![], size, kind, blocked)
+        Self::of(StepMode::Operands(dim), size, kind, blocked)
     }
 
     /// A factor mapped to dimension `dim` of every result of rank >= 1.
     #[staticmethod]
     #[pyo3(signature = (dim, size, kind="pass_through", blocked=false))]
     fn for_all_results(dim: i64, size: i64, kind: &str, blocked: bool) -> PyResult<Self> {
-        Self::of(StepMode::Results, vec![dim], vec![], size, kind, blocked)
+        Self::of(StepMode::Results(dim), size, kind, blocked)
     }
 
     /// `"dims"`, `"all"`, `"operands"` or `"results"`.
@@ -208,12 +215,12 @@ impl PyFactorStep {
 
     #[getter]
     fn operand_dims(&self) -> Vec<i64> {
-        self.operand_dims.clone()
+        self.mode.operand_dims()
     }
 
     #[getter]
     fn result_dims(&self) -> Vec<i64> {
-        self.result_dims.clone()
+        self.mode.result_dims()
     }
 
     #[getter]
@@ -300,16 +307,21 @@ fn rule_build(
 ) -> PyResult<PyRule> {
     let mut b = RuleBuilder::new(&ranks(py, "operand", &operand_ranks)?, &ranks(py, "result", &result_ranks)?);
     for (i, step) in steps.iter().enumerate() {
-        let PyFactorStep { mode, operand_dims: a, result_dims: r, size, kind, blocked } = step;
+        let PyFactorStep { mode, size, kind, blocked } = step;
         let (size, kind, blocked) = (*size, *kind, *blocked);
         let done = match mode {
-            StepMode::Dims => b.add_factor(a, r, size, kind, blocked).map(|_| ()),
-            StepMode::All => b.add_factor_for_all(a[0], size, kind, blocked).map(|_| ()),
-            StepMode::Operands => b.add_factor_for_all_operands(a[0], size, kind, blocked).map(|_| ()),
-            StepMode::Results => b.add_factor_for_all_results(a[0], size, kind, blocked).map(|_| ()),
+            StepMode::Dims { operand_dims, result_dims } => {
+                b.add_factor(operand_dims, result_dims, size, kind, blocked).map(|_| ())
+            }
+            StepMode::All(d) => b.add_factor_for_all(*d, size, kind, blocked).map(|_| ()),
+            StepMode::Operands(d) => b.add_factor_for_all_operands(*d, size, kind, blocked).map(|_| ()),
+            StepMode::Results(d) => b.add_factor_for_all_results(*d, size, kind, blocked).map(|_| ()),
         };
-        let mode = mode.name();
-        done.map_err(|e| e.context(format!("builder step {i} ({mode} {a:?} {r:?} size {size})"))).py(py)?;
+        done.map_err(|e| {
+            let (name, a, r) = (mode.name(), mode.operand_dims(), mode.result_dims());
+            e.context(format!("builder step {i} ({name} {a:?} {r:?} size {size})"))
+        })
+        .py(py)?;
     }
     Ok(PyRule(b.build()))
 }
