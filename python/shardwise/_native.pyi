@@ -32,6 +32,7 @@ __all__ = [
     "Hop",
     "InvalidRuleError",
     "InvalidShardingError",
+    "IopddlInstance",
     "Layer",
     "Link",
     "LocalResult",
@@ -77,6 +78,7 @@ __all__ = [
     "print_mlir",
     "propagate_shardings",
     "propagation_edges_text",
+    "read_iopddl",
     "read_mlir",
     "redistribution_plan",
     "rule_build",
@@ -843,6 +845,29 @@ class LocalResult:
     def rounds(self) -> int: ...
     @property
     def improvements(self) -> int: ...
+
+@final
+class IopddlInstance:
+    @property
+    def name(self) -> str: ...
+    @property
+    def graph(self) -> StrategyGraph: ...
+    @property
+    def offsets(self) -> bytes: ...
+    @property
+    def cost(self) -> bytes: ...
+    @property
+    def usage(self) -> bytes: ...
+    @property
+    def intervals(self) -> bytes: ...
+    @property
+    def edges(self) -> bytes: ...
+    @property
+    def edge_offsets(self) -> bytes: ...
+    @property
+    def edge_cost(self) -> bytes: ...
+
+def read_iopddl(json: bytes) -> IopddlInstance | None: ...
 
 @final
 class MemoryPrices:

@@ -21,8 +21,13 @@ from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import numpy.typing as npt
+
+from shardwise import _native
 from shardwise.errors import SearchError
 from shardwise.search.graph import Score, StrategyGraph, evaluate
+from shardwise.search.local import keep_native_graph
 
 if TYPE_CHECKING:
     from shardwise.search.local import Solution
@@ -114,7 +119,10 @@ def parse_instance(data: Any) -> StrategyGraph:
 
 def read_instance(path: str | Path) -> StrategyGraph:
     """Reads ``.json`` or ``.json.gz`` (gzip detected by its magic bytes), at most
-    ``MAX_INSTANCE_BYTES`` once decompressed. Raises :class:`SearchError` for a larger one,
+    ``MAX_INSTANCE_BYTES`` once decompressed. A well-formed instance is read by the native
+    reader (``_native.read_iopddl``: serde_json straight into the flat arrays, the GIL
+    released, and the searches' Rust copy made at once); anything else by :func:`json.loads`
+    and :func:`parse_instance`, which name the fault. Raises :class:`SearchError` for a larger one,
     unreadable gzip or JSON or a malformed instance, ``OSError`` for I/O."""
     path = Path(path)
     with open(path, "rb") as f:
@@ -129,6 +137,9 @@ def read_instance(path: str | Path) -> StrategyGraph:
         raise SearchError(
             f"{path}: the instance is over {MAX_INSTANCE_BYTES >> 20} MiB (decompressed); refusing to read it"
         )
+    fast = _native.read_iopddl(raw)
+    if fast is not None:
+        return _from_native(fast)
     try:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -139,6 +150,30 @@ def read_instance(path: str | Path) -> StrategyGraph:
         return parse_instance(data)
     except SearchError as e:
         raise SearchError(f"{path}: {e}") from None
+
+
+def _from_native(found: _native.IopddlInstance) -> StrategyGraph:
+    """The graph the native reader read (``rust/src/search/iopddl.rs``), its arrays read-only
+    views of the bytes it returned, and its Rust copy kept for the searches."""
+
+    def arr(b: bytes, shape: tuple[int, ...] | None = None) -> npt.NDArray[np.int64]:
+        a = np.frombuffer(b, dtype="<i8").astype(np.int64, copy=False)
+        return a if shape is None else a.reshape(shape)
+
+    native = found.graph
+    graph = StrategyGraph(
+        offsets=arr(found.offsets),
+        cost=arr(found.cost),
+        usage=arr(found.usage),
+        intervals=arr(found.intervals, (native.num_nodes, 2)),
+        edges=arr(found.edges, (native.num_edges, 2)),
+        edge_offsets=arr(found.edge_offsets),
+        edge_cost=arr(found.edge_cost),
+        usage_limit=native.usage_limit,
+        name=found.name,
+    )
+    keep_native_graph(graph, native)
+    return graph
 
 
 def score(graph: StrategyGraph, assignment: list[int] | tuple[int, ...]) -> int | None:

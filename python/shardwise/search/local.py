@@ -335,8 +335,15 @@ def native_graph(graph: StrategyGraph) -> _native.StrategyGraph:
         graph.edge_cost.astype(le).tobytes(),
         graph.usage_limit,
     )
+    return keep_native_graph(graph, made)
+
+
+def keep_native_graph(graph: StrategyGraph, native: _native.StrategyGraph) -> _native.StrategyGraph:
+    """Records ``native`` as ``graph``'s Rust copy for :func:`native_graph` (a reader that made
+    both at once, :func:`shardwise.search.read_instance`, spares the conversion); the copy
+    already recorded if there is one."""
     with _NATIVE_LOCK:
-        return _NATIVE.setdefault(graph, made)
+        return _NATIVE.setdefault(graph, native)
 
 
 def solve_local(

@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::PyBytes;
 
 use super::errors::IntoPyResult;
+use crate::search::iopddl::parse_instance;
 use crate::search::{
     deadline_after, forbidden_components, lagrange_prices, lower_bound, request_stop, solve_local, LocalOptions,
     StrategyGraph,
@@ -65,6 +67,74 @@ impl PyStrategyGraph {
     fn usage_limit(&self) -> Option<i64> {
         self.0.usage_limit
     }
+}
+
+/// An IOPDDL instance read by [`read_iopddl`]: its `name`, its `graph` (the searches'
+/// `StrategyGraph`, so that `shardwise.search.local.native_graph` need not convert it again)
+/// and that graph's arrays as `shardwise.search.StrategyGraph` holds them, each as
+/// little-endian int64 bytes (`numpy.frombuffer(b, "<i8")`): `offsets` (n + 1), `cost` and
+/// `usage` (one per strategy), `intervals` (n × 2), `edges` (m × 2), `edge_offsets` (m + 1),
+/// `edge_cost`.
+#[pyclass(frozen, module = "shardwise._native", name = "IopddlInstance")]
+pub struct PyIopddlInstance {
+    #[pyo3(get)]
+    name: String,
+    #[pyo3(get)]
+    graph: Py<PyStrategyGraph>,
+}
+
+fn le_bytes<'py>(py: Python<'py>, values: impl Iterator<Item = i64>) -> Bound<'py, PyBytes> {
+    PyBytes::new(py, &values.flat_map(i64::to_le_bytes).collect::<Vec<u8>>())
+}
+
+#[pymethods]
+impl PyIopddlInstance {
+    #[getter]
+    fn offsets<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        le_bytes(py, self.graph.get().0.offsets.iter().map(|&x| x as i64))
+    }
+
+    #[getter]
+    fn cost<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        le_bytes(py, self.graph.get().0.cost.iter().copied())
+    }
+
+    #[getter]
+    fn usage<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        le_bytes(py, self.graph.get().0.usage.iter().copied())
+    }
+
+    #[getter]
+    fn intervals<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        le_bytes(py, self.graph.get().0.intervals.iter().flat_map(|&(a, b)| [a, b]))
+    }
+
+    #[getter]
+    fn edges<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        le_bytes(py, self.graph.get().0.edges.iter().flat_map(|&(a, b)| [a as i64, b as i64]))
+    }
+
+    #[getter]
+    fn edge_offsets<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        le_bytes(py, self.graph.get().0.edge_offsets.iter().map(|&x| x as i64))
+    }
+
+    #[getter]
+    fn edge_cost<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        le_bytes(py, self.graph.get().0.edge_cost.iter().copied())
+    }
+}
+
+/// The IOPDDL instance in `json` (UTF-8 JSON text, already decompressed), read with the GIL
+/// released (`crate::search::iopddl`), or `None` when it is not a well-formed instance: the
+/// caller (`shardwise.search.read_instance`) then reads it in Python to name the fault.
+#[pyfunction]
+fn read_iopddl(py: Python<'_>, json: PyBackedBytes) -> PyResult<Option<PyIopddlInstance>> {
+    let text: &[u8] = &json;
+    let Some(found) = py.detach(|| parse_instance(text)) else {
+        return Ok(None);
+    };
+    Ok(Some(PyIopddlInstance { name: found.name, graph: Py::new(py, PyStrategyGraph(found.graph))? }))
 }
 
 /// `time_limit` seconds as a `Duration`; a limit beyond what a `Duration` holds becomes the
@@ -228,6 +298,8 @@ fn search_stop(stop: bool) {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyStrategyGraph>()?;
+    m.add_class::<PyIopddlInstance>()?;
+    m.add_function(wrap_pyfunction!(read_iopddl, m)?)?;
     m.add_class::<PyLocalResult>()?;
     m.add_class::<PyMemoryPrices>()?;
     m.add_function(wrap_pyfunction!(search_local, m)?)?;

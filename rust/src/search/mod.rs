@@ -14,6 +14,7 @@
 
 mod bound;
 mod components;
+pub mod iopddl;
 mod lagrange;
 pub mod local;
 pub mod pbqp;
