@@ -7,6 +7,7 @@ import itertools
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from shardwise.cli import main
 from shardwise.errors import SearchError
@@ -71,3 +72,37 @@ def test_shared_instance_reads_and_scores_least_usage_start() -> None:
     least = [int(np.argmin(g.node_usages(v))) for v in range(g.num_nodes)]
     s = evaluate(g, least)
     assert s.feasible and s.peak_usage <= 14392528
+
+
+def test_an_answer_comes_within_the_time_limit_when_the_search_overruns(
+    example: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search that ignores its deadline (HiGHS held a merge of K 30 s past its limit) is
+    abandoned by ``interruptible`` with the best answer offered so far, and the command's
+    reserve covers that: the answer still comes within the limit (it came at 180.1 s of 180)."""
+    import sys
+    import threading
+    import time
+
+    from shardwise.search.iopddl import solve_instance
+    from shardwise.search.local import Solution, offer_incumbent
+
+    release = threading.Event()
+
+    def stuck(graph, t, method, seed, threads, terms, initial=None):  # type: ignore[no-untyped-def]
+        least = [int(np.argmin(graph.node_usages(v))) for v in range(graph.num_nodes)]
+        s = evaluate(graph, least)
+        offer_incumbent(graph, Solution(tuple(least), s.cost, s.peak_usage, s.feasible, "local"))
+        release.wait(t + 10.0)  # deaf to the stop request, as HiGHS's presolve is
+        return Solution(tuple(least), s.cost, s.peak_usage, s.feasible, "local")
+
+    # The module, not the function ``shardwise.search.solve`` that the package exports.
+    monkeypatch.setattr(sys.modules["shardwise.search.solve"], "_solve", stuck)
+    start = time.perf_counter()
+    try:
+        lines, sol = solve_instance(example, 3.0, "local")
+    finally:
+        release.set()
+    took = time.perf_counter() - start
+    assert lines[-1].startswith("cost: ") and sol.feasible
+    assert took <= 3.0, took

@@ -52,6 +52,30 @@ def test_bound_for_an_answer_uses_the_ilp_where_it_fits() -> None:
     assert gap is not None and gap == pytest.approx((local.cost - lb.bound) / local.cost)
 
 
+def test_a_stop_left_by_an_abandoned_search_does_not_end_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search that overran its limit is abandoned by ``interruptible`` with the stop request
+    left standing while it ends in the background; the bound after its answer is not cut
+    short by that request (the Lagrangian bound, which checks it every round, makes its rounds)."""
+    import shardwise.search.bound as bound_module
+    from shardwise.search.ilp import ModelSize, ModelTooLarge
+    from shardwise.search.local import clear_stop, request_stop, stop_requested
+
+    def too_large(size: ModelSize, _time: float | None = None) -> None:
+        raise ModelTooLarge("ILP model too large (test)", size, 0)
+
+    monkeypatch.setattr(bound_module, "check_model", too_large)
+    g = random_graph(random.Random(5), 8, 3)
+    opt = solve_ilp(g, 20)
+    local = solve_local(g, 1, max_rounds=0, lagrange_share=0.0)
+    request_stop()  # as an abandoned search leaves it
+    try:
+        lb = bound_for(g, local, 1)
+        assert not stop_requested()
+    finally:
+        clear_stop()
+    assert lb.method == "lagrangian" and lb.rounds > 0 and lb.bound <= opt.cost
+
+
 def test_bound_for_falls_back_to_the_lagrangian_when_the_ilp_does_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
     import shardwise.search.bound as bound_module
     from shardwise.search.ilp import ModelSize, ModelTooLarge, estimate_model

@@ -27,7 +27,7 @@ import numpy.typing as npt
 from shardwise import _native
 from shardwise.errors import SearchError
 from shardwise.search.graph import Score, StrategyGraph, evaluate
-from shardwise.search.local import keep_native_graph
+from shardwise.search.local import GRACE_SECONDS, OVERRUN_SECONDS, POLL_SECONDS, keep_native_graph
 
 if TYPE_CHECKING:
     from shardwise.search.local import Solution
@@ -189,9 +189,14 @@ def score(graph: StrategyGraph, assignment: list[int] | tuple[int, ...]) -> int 
 
 def output_reserve(time_limit: float) -> float:
     """Seconds of ``time_limit`` kept back from the solver for scoring and writing the answer:
-    0.5 s plus 0.5% of the limit (1.4 s of a 3-minute limit; the solver's own deadline checks
-    and the exact scoring of a 35,000-node answer take up to a few tenths of a second)."""
-    return 0.5 + 0.005 * time_limit
+    0.5 s plus 0.5% of the limit (the solver's own deadline checks and the exact scoring of a
+    35,000-node answer take up to a few tenths of a second), plus the longest a search that
+    overruns its limit may hold the answer back before it is abandoned
+    (:func:`shardwise.search.local.interruptible`: :data:`~shardwise.search.local.OVERRUN_SECONDS`
+    + :data:`~shardwise.search.local.GRACE_SECONDS` + a poll): 2.95 s of a 3-minute limit.
+    Without that last part a K run whose whole merge HiGHS held 30 s past its limit was
+    abandoned as designed and still answered at 180.1 s of its 180."""
+    return 0.5 + 0.005 * time_limit + OVERRUN_SECONDS + GRACE_SECONDS + POLL_SECONDS
 
 
 def contest_time_limit(name: str) -> float | None:
