@@ -100,9 +100,9 @@ def test_an_answer_comes_within_the_time_limit_when_the_search_overruns(
     monkeypatch.setattr(sys.modules["shardwise.search.solve"], "_solve", stuck)
     start = time.perf_counter()
     try:
-        lines, sol = solve_instance(example, 3.0, "local")
+        lines, sol = solve_instance(example, 5.0, "local")
     finally:
         release.set()
     took = time.perf_counter() - start
     assert lines[-1].startswith("cost: ") and sol.feasible
-    assert took <= 3.0, took
+    assert took <= 5.0, took

@@ -195,8 +195,11 @@ def output_reserve(time_limit: float) -> float:
     (:func:`shardwise.search.local.interruptible`: :data:`~shardwise.search.local.OVERRUN_SECONDS`
     + :data:`~shardwise.search.local.GRACE_SECONDS` + a poll): 2.95 s of a 3-minute limit.
     Without that last part a K run whose whole merge HiGHS held 30 s past its limit was
-    abandoned as designed and still answered at 180.1 s of its 180."""
-    return 0.5 + 0.005 * time_limit + OVERRUN_SECONDS + GRACE_SECONDS + POLL_SECONDS
+    abandoned as designed and still answered at 180.1 s of its 180. At most half the limit, so
+    that a short one still leaves the solver time: below about 4 s, an abandoned search can
+    answer past the limit."""
+    full = 0.5 + 0.005 * time_limit + OVERRUN_SECONDS + GRACE_SECONDS + POLL_SECONDS
+    return min(full, 0.5 * time_limit)
 
 
 def contest_time_limit(name: str) -> float | None:
