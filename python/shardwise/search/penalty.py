@@ -124,7 +124,7 @@ from shardwise.search.local import (
     on_stop,
     solve_local,
 )
-from shardwise.search.merge import Merger
+from shardwise.search.merge import Merger, merged_terms
 from shardwise.search.neighbourhood import Descent
 from shardwise.search.wcsp import RelaxedSolver, WorkerStopped
 from shardwise.search.wcsp import available as available  # noqa: PLC0414 (re-exported)
@@ -337,8 +337,9 @@ class _Shared:
             except ModelTooLarge:
                 break
             log.debug(
-                "%.1f s: start merge: %.1f s, %.6g%s",
+                "%.1f s: start merge (%s terms): %.1f s, %.6g%s",
                 self.at(),
+                self._terms([relaxed, repaired], best),
                 time.perf_counter() - t0,
                 m.cost if m.feasible else float("inf"),
                 " (optimal)" if m.optimal else "",
@@ -346,6 +347,13 @@ class _Shared:
             if m.feasible and m.cost < best.cost:
                 self.offer(list(m.assignment), m)
         return True
+
+    def _terms(self, pool: Sequence[Sequence[int]], best: Solution) -> str:
+        """For the trace log: :func:`shardwise.search.merge.merged_terms` of ``pool`` with the
+        best assignment (the size of a merge's sub-instance), or ``"-"`` when DEBUG is off."""
+        if not log.isEnabledFor(logging.DEBUG):
+            return "-"
+        return str(merged_terms(self.graph, list(pool) + [list(best.assignment)]))
 
     def at(self) -> float:
         """Seconds since the search began (for the trace log)."""
@@ -409,10 +417,11 @@ class _Shared:
             log.debug("%.1f s: merge of %d refused (too large)", self.at(), len(pool))
             return True
         log.debug(
-            "%.1f s: %s merge of %d: %.1f s of %.1f, %.6g%s",
+            "%.1f s: %s merge of %d (%s terms): %.1f s of %.1f, %.6g%s",
             self.at(),
             "whole" if whole else "window",
             len(pool),
+            self._terms(pool, best) if whole else "-",
             time.perf_counter() - t0,
             limit,
             m.cost if m.feasible else float("inf"),
@@ -452,9 +461,10 @@ class _Shared:
         if m is None:  # too large, or left running past its bound
             return True
         log.debug(
-            "%.1f s: relinking merge of %d new: %.1f s of %.1f, %.6g%s",
+            "%.1f s: relinking merge of %d new (%s terms): %.1f s of %.1f, %.6g%s",
             self.at(),
             len(fresh),
+            self._terms(fresh, best),
             time.perf_counter() - t0,
             limit,
             m.cost if m.feasible else float("inf"),
