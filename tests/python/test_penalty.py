@@ -417,7 +417,7 @@ def test_a_whole_merge_needs_the_time_the_last_one_took(monkeypatch: pytest.Monk
     calls: list[float] = []
     worse = penalty.Solution((0, 1), 60, 101, True, "merge")
 
-    def improve(pool: object, best: object, seconds: float, whole: bool, share: object = None) -> object:
+    def improve(pool: object, best: object, seconds: float, whole: bool) -> object:
         calls.append(seconds)
         return worse
 
@@ -444,9 +444,7 @@ def test_a_stalled_whole_merge_ends_the_whole_merges(monkeypatch: pytest.MonkeyP
     pools: list[int] = []
     answer = [penalty.Solution((1, 0), 50, 101, True, "merge", optimal=True)]
 
-    def improve(
-        pool: list[list[int]], best: object, seconds: float, whole: object = None, share: object = None
-    ) -> object:
+    def improve(pool: list[list[int]], best: object, seconds: float, whole: object = None) -> object:
         calls.append(seconds)
         pools.append(len(pool))
         return answer[0]
@@ -470,7 +468,7 @@ def test_the_last_whole_merge_takes_all_the_time_left(monkeypatch: pytest.Monkey
     shared = penalty._Shared(_hot_pair(), 100.0, 0)
     calls: list[float] = []
 
-    def improve(pool: object, best: object, seconds: float, whole: bool, share: object = None) -> object:
+    def improve(pool: object, best: object, seconds: float, whole: bool) -> object:
         calls.append(seconds)
         return penalty.Solution((1, 0), 50, 101, True, "merge", optimal=True)
 
@@ -489,7 +487,7 @@ def test_a_last_merge_that_overruns_is_abandoned(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(penalty, "LAST_MERGE_OVERRUN", 0.1)
     shared = penalty._Shared(_hot_pair(), 10.0, 0)
 
-    def slow(pool: object, best: object, seconds: float, whole: bool, share: object = None) -> object:
+    def slow(pool: object, best: object, seconds: float, whole: bool) -> object:
         time.sleep(3.0)
         return penalty.Solution((1, 0), 40, 101, True, "merge", optimal=True)
 
@@ -843,9 +841,7 @@ def test_start_merges_relink_the_best_with_each_start_in_turn(monkeypatch: pytes
     calls: list[tuple[list[list[int]], list[int]]] = []
     answers = iter([penalty.Solution((1, 0), 50, 101, True, "merge"), penalty.Solution((1, 0), 50, 101, True, "merge")])
 
-    def improve(
-        pool: list[list[int]], incumbent: tuple[int, ...], seconds: float, whole: object = None, share: object = None
-    ) -> object:
+    def improve(pool: list[list[int]], incumbent: tuple[int, ...], seconds: float, whole: object = None) -> object:
         calls.append(([list(x) for x in pool], list(incumbent)))
         return next(answers)
 
@@ -867,9 +863,7 @@ def test_stalled_whole_merges_give_way_to_relinking_merges(monkeypatch: pytest.M
     shared = penalty._Shared(_hot_pair(), 100.0, 0)
     calls: list[list[list[int]]] = []
 
-    def improve(
-        pool: list[list[int]], incumbent: tuple[int, ...], seconds: float, whole: object = None, share: object = None
-    ) -> object:
+    def improve(pool: list[list[int]], incumbent: tuple[int, ...], seconds: float, whole: object = None) -> object:
         calls.append([list(x) for x in pool])
         return penalty.Solution((1, 0), 50, 101, True, "merge", optimal=True)
 

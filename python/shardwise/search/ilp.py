@@ -72,7 +72,6 @@ from shardwise.search.local import (
     offer_incumbent,
     on_stop,
 )
-from shardwise.search.pace import HighsPace, TooSlow
 from shardwise.search.reduce import Reduced, reduce_graph
 
 I64 = npt.NDArray[np.int64]
@@ -449,8 +448,6 @@ def solve_ilp(
     initial: Sequence[int] | None = None,
     threads: int = 1,
     lazy_rows: bool = False,
-    pace: HighsPace | None = None,
-    pace_share: float | None = None,
 ) -> Solution:
     """Optimal (or best found within ``time_limit`` seconds, the reductions and the model's
     build included) assignment by MILP.
@@ -458,10 +455,6 @@ def solve_ilp(
     ``initial``: a feasible warm start (e.g. from :func:`shardwise.search.local.solve_local`).
     ``lazy_rows``: start from the usage rows near the warm start's peaks and add broken ones
     (module docstring); ignored without a feasible ``initial``.
-    ``pace``: HiGHS's runs of this search (:class:`shardwise.search.pace.HighsPace`); this
-    one's columns and seconds are recorded there, and with ``pace_share`` it raises
-    :class:`shardwise.search.pace.TooSlow` (after the reductions and the build, before HiGHS
-    runs) when the pace predicts more than that share of the time left.
     ``Solution.optimal`` is true when HiGHS proved optimality. When the time runs out (or a
     stop is requested, :func:`shardwise.search.local.request_stop`) before HiGHS runs, the warm
     start is returned. Raises :class:`ModelTooLarge` (nothing built) when the model's estimate
@@ -475,19 +468,11 @@ def solve_ilp(
     except ImportError:  # pragma: no cover - highspy is a runtime dependency
         raise SearchError("method 'ilp' needs highspy (pip install highspy)") from None
     t_limit = check_time_limit(time_limit)
-    return interruptible(
-        lambda: _solve_ilp(highspy, graph, t_limit, initial, threads, lazy_rows, (pace, pace_share)), graph, t_limit
-    )
+    return interruptible(lambda: _solve_ilp(highspy, graph, t_limit, initial, threads, lazy_rows), graph, t_limit)
 
 
 def _solve_ilp(
-    highspy: Any,
-    graph: StrategyGraph,
-    t_limit: float,
-    initial: Sequence[int] | None,
-    threads: int,
-    lazy_rows: bool,
-    pace: tuple[HighsPace | None, float | None],
+    highspy: Any, graph: StrategyGraph, t_limit: float, initial: Sequence[int] | None, threads: int, lazy_rows: bool
 ) -> Solution:
     start = time.perf_counter()
     deadline = start + t_limit
@@ -515,7 +500,7 @@ def _solve_ilp(
             h.cancelSolve()
 
     with on_stop(cancel) as stopped:
-        return _run(highspy, graph, deadline, initial, warm_score, threads, lazy, near, size, stopped, highs, pace)
+        return _run(highspy, graph, deadline, initial, warm_score, threads, lazy, near, size, stopped, highs)
 
 
 def _run(
@@ -530,7 +515,6 @@ def _run(
     size: ModelSize,
     stopped: threading.Event,
     highs: list[Any],
-    pace: tuple[HighsPace | None, float | None],
 ) -> Solution:
     """:func:`solve_ilp` once the model is known to fit: reductions, build, HiGHS."""
     start = time.perf_counter()
@@ -579,12 +563,10 @@ def _run(
         if evaluate(graph, red.expand({})).feasible:
             choice, optimal = {}, True
     else:
-        _check_pace(pace, n, deadline - time.perf_counter())
         h = model_highs(highspy, model, rows, threads)
         del rows
         warm = _warm(highspy, red, model, initial) if initial is not None else None
         highs.append(h)
-        highs_seconds = 0.0
         while True:
             left = deadline - time.perf_counter()
             if left <= 0.01 or stopped.is_set():
@@ -595,7 +577,6 @@ def _run(
                 h.setSolution(warm)
             t_run = time.perf_counter()
             h.run()
-            highs_seconds += time.perf_counter() - t_run
             status = h.getModelStatus()
             status_text = h.modelStatusToString(status)
             # HiGHS's dual bound of the reduced model (without the folded constant); with lazy
@@ -625,8 +606,6 @@ def _run(
                 break
             added.update(broken)
             usage.rows(broken).add_to(h)
-        if pace[0] is not None:
-            pace[0].record(n, highs_seconds, optimal)
     if choice is None:
         if initial is None:
             raise NoFeasibleSolution(f"ILP: no feasible solution within {t_limit:.3g} s (HiGHS status: {status_text})")
@@ -654,16 +633,6 @@ def _run(
     )
     offer_incumbent(graph, sol)
     return sol
-
-
-def _check_pace(pace: tuple[HighsPace | None, float | None], columns: int, left: float) -> None:
-    """Raises :class:`TooSlow` when ``pace`` (the pace, the share of ``left`` seconds allowed)
-    predicts HiGHS's run on ``columns`` columns to take longer than allowed."""
-    recorded, share = pace
-    predicted = None if recorded is None or share is None else recorded.predict(columns)
-    if share is not None and predicted is not None and predicted > share * left:
-        log.debug("HiGHS: %d columns, predicted %.1f s, over %.1f s allowed: not run", columns, predicted, share * left)
-        raise TooSlow(columns, predicted, share * left)
 
 
 def _with_warm(answer: Score, optimal: bool, warm: Score | None) -> tuple[bool, bool]:

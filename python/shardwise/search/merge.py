@@ -30,7 +30,6 @@ from shardwise.search.contract import contract, has_forbidden, solve_contracted
 from shardwise.search.graph import StrategyGraph, evaluate
 from shardwise.search.ilp import solve_ilp
 from shardwise.search.local import Solution, check_time_limit
-from shardwise.search.pace import HighsPace
 
 
 def restrict(graph: StrategyGraph, allowed: Sequence[Sequence[int]]) -> StrategyGraph:
@@ -114,19 +113,15 @@ def solve_merged(
     *,
     threads: int = 1,
     warm: Sequence[int] | None = None,
-    pace: HighsPace | None = None,
-    pace_share: float | None = None,
 ) -> Solution:
     """The best assignment of ``graph`` using, on each node, only strategies that some
     assignment of ``pool`` chooses there: the ILP over :func:`restrict`, warm-started from
     ``warm`` (a feasible member of ``pool``) or else the pool's best feasible assignment (so never
     worse than it) and starting from the usage rows near that assignment's peaks
     (``solve_ilp(lazy_rows=True)``), within ``time_limit`` seconds counted from the call
-    (scoring the pool and building the sub-instance included). ``pace``, ``pace_share``: as
-    :func:`shardwise.search.ilp.solve_ilp`'s.
+    (scoring the pool and building the sub-instance included).
     ``Solution.optimal`` says the sub-instance was solved to optimality (not ``graph``).
-    Raises :class:`SearchError` for a bad time limit (:class:`shardwise.search.pace.TooSlow`
-    as :func:`shardwise.search.ilp.solve_ilp`) and :class:`ValueError` for an empty pool,
+    Raises :class:`SearchError` for a bad time limit and :class:`ValueError` for an empty pool,
     an assignment of the wrong length or a warm start outside the pool's strategies."""
     begin = time.perf_counter()
     t = check_time_limit(time_limit)
@@ -143,7 +138,7 @@ def solve_merged(
         scores = [evaluate(graph, x) for x in pool]
         feasible = [i for i, s in enumerate(scores) if s.feasible]
         warm = pool[min(feasible, key=lambda i: scores[i].cost)] if feasible else None
-    return solve_restricted(graph, allowed, warm, t, threads, begin, pace, pace_share)
+    return solve_restricted(graph, allowed, warm, t, threads, begin)
 
 
 def solve_restricted(
@@ -153,16 +148,13 @@ def solve_restricted(
     time_limit: float,
     threads: int = 1,
     begin: float | None = None,
-    pace: HighsPace | None = None,
-    pace_share: float | None = None,
 ) -> Solution:
     """The ILP over :func:`restrict` ``(graph, allowed)`` (over its contraction,
     :mod:`.contract`, when it has forbidden components and that is smaller), warm-started from
     ``warm`` (an assignment of ``graph`` inside ``allowed``); the answer in ``graph``'s strategy
     indices, ``optimal`` when the restricted instance was solved to optimality. ``time_limit``
-    counts from ``begin`` (default: the call). ``pace``, ``pace_share``: as
-    :func:`shardwise.search.ilp.solve_ilp`'s (the contracted ILP neither records nor predicts).
-    Raises as :func:`restrict` and :func:`shardwise.search.ilp.solve_ilp`."""
+    counts from ``begin`` (default: the call). Raises as :func:`restrict` and
+    :func:`shardwise.search.ilp.solve_ilp`."""
     begin = time.perf_counter() if begin is None else begin
     sub = restrict(graph, allowed)
     index = [{s: i for i, s in enumerate(a)} for a in allowed]
@@ -176,7 +168,7 @@ def solve_restricted(
             sol = solve_contracted(sub, left, initial=initial, threads=threads, con=con, repair_share=0.0)
     if sol is None:
         left = max(time_limit - (time.perf_counter() - begin), 0.01)
-        sol = solve_ilp(sub, left, initial=initial, threads=threads, lazy_rows=True, pace=pace, pace_share=pace_share)
+        sol = solve_ilp(sub, left, initial=initial, threads=threads, lazy_rows=True)
     assignment = [allowed[v][s] for v, s in enumerate(sol.assignment)]
     sc = evaluate(graph, assignment)
     return Solution(
@@ -194,8 +186,7 @@ class Merger:
     """Merges pools of assignments of one graph (module docstring): the whole sub-instance when
     it has at most ``max_terms`` strategies plus edge-matrix entries and at most ``max_rows``
     memory-row entries (:func:`merged_row_entries`; default: no bound), else one window of
-    about ``window_terms`` (default: ``max_terms``) per call. Its ILPs share one
-    :attr:`pace` (:class:`shardwise.search.pace.HighsPace`)."""
+    about ``window_terms`` (default: ``max_terms``) per call."""
 
     def __init__(
         self,
@@ -210,7 +201,6 @@ class Merger:
         self.max_rows = max_rows
         self.window_terms = max_terms if window_terms is None else window_terms
         self.rng = random.Random(seed)
-        self.pace = HighsPace()
         self.adj: list[list[int]] = [[] for _ in range(graph.num_nodes)]
         for a, b in graph.edges.tolist():
             if a != b:
@@ -247,30 +237,20 @@ class Merger:
         return nodes
 
     def improve(
-        self,
-        pool: Sequence[Sequence[int]],
-        incumbent: Sequence[int],
-        time_limit: float,
-        whole: bool | None = None,
-        pace_share: float | None = None,
+        self, pool: Sequence[Sequence[int]], incumbent: Sequence[int], time_limit: float, whole: bool | None = None
     ) -> Solution:
         """The merged optimum (whole, or over one window with the rest fixed to the feasible
         ``incumbent``) within ``time_limit`` seconds; never worse than ``incumbent``.
-        ``whole``: :meth:`whole` of the pool plus the incumbent, if the caller has it.
-        ``pace_share``: raise :class:`shardwise.search.pace.TooSlow` instead of running HiGHS
-        when :attr:`pace` predicts more than that share of the time left
-        (:func:`shardwise.search.ilp.solve_ilp`)."""
+        ``whole``: :meth:`whole` of the pool plus the incumbent, if the caller has it."""
         everything = list(pool) + [list(incumbent)]
         if self.whole(everything) if whole is None else whole:
-            return solve_merged(
-                self.graph, everything, time_limit, warm=incumbent, pace=self.pace, pace_share=pace_share
-            )
+            return solve_merged(self.graph, everything, time_limit, warm=incumbent)
         nodes = self.window(pool, incumbent)
         allowed = [
             sorted({int(x[v]) for x in everything}) if v in nodes else [int(incumbent[v])]
             for v in range(self.graph.num_nodes)
         ]
-        sol = solve_restricted(self.graph, allowed, incumbent, time_limit, pace=self.pace, pace_share=pace_share)
+        sol = solve_restricted(self.graph, allowed, incumbent, time_limit)
         return Solution(
             sol.assignment, sol.cost, sol.peak_usage, sol.feasible, "merge", optimal=False, seconds=sol.seconds
         )

@@ -54,8 +54,7 @@ start prices times each of :data:`START_SCALES`, without a hint; each of these r
 is repaired and pooled, and each trajectory goes on from the scale of its own cheapest repair.
 Once all are in, the merging trajectory makes the start merges (:meth:`_Shared.merge_starts`):
 the best assignment merged with each start's relaxed optimum and repair in turn. A whole merge
-that stalls, or that HiGHS's pace on the merges before it predicts to take more than
-:data:`PACE_SHARE` of its limit (:mod:`shardwise.search.pace`), ends the whole merges; each later merge takes only what was pooled since the last
+that stalls ends the whole merges; each later merge takes only what was pooled since the last
 one, with the best assignment (:meth:`_Shared._relink`).
 
 At :data:`RESTART_SHARE` of its time each trajectory starts again from fresh prices (a new
@@ -127,7 +126,6 @@ from shardwise.search.local import (
 )
 from shardwise.search.merge import Merger, merged_terms
 from shardwise.search.neighbourhood import Descent
-from shardwise.search.pace import TooSlow
 from shardwise.search.wcsp import RelaxedSolver, WorkerStopped
 from shardwise.search.wcsp import available as available  # noqa: PLC0414 (re-exported)
 
@@ -179,14 +177,6 @@ MERGE_MAX_TERMS = 200_000
 #: incumbent's peaks (``solve_ilp(lazy_rows=True)``): a pool of K of 85.6M took 21.7 s for a
 #: 20 s limit and 61.8 s for 60 s; one of S of 35.3M 6.0 s (9.4 s with every row).
 MERGE_MAX_ROWS = 100_000_000
-#: A whole merge is not run when HiGHS's pace on the merges before it
-#: (:class:`shardwise.search.pace.HighsPace`) predicts more than this share of its time limit
-#: (left after the sub-instance's reductions and build); the merges go on as relinking merges
-#: (:meth:`_Shared._relink`), as after a whole merge that ran out of its time. On N, the first
-#: whole merge (65,102 columns) ran out of its 30 s without improving after start merges of up
-#: to 31,750 columns in 5.0 s (predicted: 21 s), and the relinking merges after it improved the
-#: best in 0.5-2.1 s each (docs/search.md, twenty-fifth session).
-PACE_SHARE = 0.5
 #: Size of one window when the pool is too large to merge whole.
 WINDOW_TERMS = 30_000
 #: Time limit of one whole merge, and of one window, seconds.
@@ -405,12 +395,10 @@ class _Shared:
             return True
         t0 = time.perf_counter()
         limit = left if whole and last else min(MERGE_SECONDS if whole else WINDOW_SECONDS, left)
-        share = PACE_SHARE if whole else None
         try:
             if last:
                 got = _bounded(
-                    lambda: self.merger.improve(pool, best.assignment, limit, whole, share),
-                    LAST_MERGE_OVERRUN * limit + 1.0,
+                    lambda: self.merger.improve(pool, best.assignment, limit, whole), LAST_MERGE_OVERRUN * limit + 1.0
                 )
                 if got is None:
                     log.debug(
@@ -424,13 +412,9 @@ class _Shared:
                     return True
                 m = got
             else:
-                m = self.merger.improve(pool, best.assignment, limit, whole, share)
+                m = self.merger.improve(pool, best.assignment, limit, whole)
         except ModelTooLarge:  # the memory available fell below what the sub-instance needs
             log.debug("%.1f s: merge of %d refused (too large)", self.at(), len(pool))
-            return True
-        except TooSlow as e:  # as one that ran out of its time would have: relinking merges from here
-            log.debug("%.1f s: whole merge of %d not run (%s)", self.at(), len(pool), e)
-            self.merged_at, self.merge_stalled = len(pool), True
             return True
         log.debug(
             "%.1f s: %s merge of %d (%s terms): %.1f s of %.1f, %.6g%s",
