@@ -1,6 +1,8 @@
-"""Importers: MLIR text (``load_mlir``) and JAX functions (``from_jax``) into the program IR."""
+"""Importers: MLIR text (``load_mlir``), JAX functions (``from_jax``) and PyTorch modules
+(``from_torch``, through ``torch.export``) into the program IR."""
 
 from shardwise.importers.jax import from_jax
 from shardwise.importers.mlir import load_mlir
+from shardwise.importers.pytorch import from_torch
 
-__all__ = ["from_jax", "load_mlir"]
+__all__ = ["from_jax", "from_torch", "load_mlir"]
