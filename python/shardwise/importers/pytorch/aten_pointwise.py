@@ -1,7 +1,7 @@
 """Elementwise ops: arithmetic (``add``, ``sub``, ``mul``, ``div`` with tensors or Python
 scalars, ``alpha`` included), unary math, activations (``relu``, ``gelu`` exact and tanh,
 ``sigmoid``, ``silu``), compares, logical ops, ``where`` and constant tensors (``full``,
-``full_like``, ``zeros_like``, ``ones_like``, ``scalar_tensor``). Operands are converted to the
+``full_like``, ``zeros_like``, ``ones_like``, ``scalar_tensor``, ``arange``). Operands are converted to the
 result's element type and broadcast to its shape (PyTorch's type promotion and broadcasting,
 ``Lowering.operand``); the formulas of ``gelu`` are PyTorch's (``torch.nn.GELU`` docs)."""
 
@@ -171,3 +171,17 @@ def _zeros(lo: Lowering, node: Any) -> Value:
 def _ones(lo: Lowering, node: Any) -> Value:
     out = lo.result_type(node)
     return lo.const(1, out.element_type, out.shape)
+
+
+@aten("arange.start_step", "arange.start", "arange.default")
+def _arange(lo: Lowering, node: Any) -> Value:
+    # start + step * iota, in the result's element type.
+    out = lo.result_type(node)
+    args = list(node.args)
+    start, step = (0, 1) if len(args) == 1 else (args[0], args[2] if len(args) > 2 else 1)
+    y = lo.b.op("stablehlo.iota", [], [out], {"iota_dimension": "0 : i64"}).result
+    if step != 1:
+        y = lo.b.multiply(y, lo.const(step, out.element_type, out.shape))
+    if start != 0:
+        y = lo.b.add(y, lo.const(start, out.element_type, out.shape))
+    return y

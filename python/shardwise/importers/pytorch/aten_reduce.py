@@ -1,5 +1,5 @@
 """Reductions and the normalizations built on them: ``sum``, ``mean``, ``amax``, ``amin``,
-``any``, ``_softmax``, ``_log_softmax`` and ``native_layer_norm`` (its three results: the
+``any``, ``cumsum``, ``_softmax``, ``_log_softmax`` and ``native_layer_norm`` (its three results: the
 normalized tensor, the mean and the reciprocal standard deviation, PyTorch's definition with the
 biased variance). Softmax subtracts the maximum first, as PyTorch and JAX do."""
 
@@ -112,3 +112,15 @@ def _layer_norm(lo: Lowering, node: Any) -> tuple[Value, Value, Value]:
     if bias is not None:
         y = lo.b.add(y, lo.operand(bias, t))
     return y, mean, rstd
+
+
+@aten("cumsum.default")
+def _cumsum(lo: Lowering, node: Any) -> Value:
+    # A window of the whole dim over n - 1 zeros of padding before it: out[j] = sum x[..j].
+    out = lo.result_type(node)
+    x = lo.convert(lo.value(node.args[0]), out.element_type)
+    dim = int(node.args[1]) % out.rank
+    n = out.shape[dim]
+    window = [n if d == dim else 1 for d in range(out.rank)]
+    pads = [(n - 1, 0) if d == dim else (0, 0) for d in range(out.rank)]
+    return lo.reduce_window(x, window, pads, "stablehlo.add", 0)

@@ -122,3 +122,9 @@ def _split(lo: Lowering, node: Any) -> tuple[Value, ...]:
         out.append(lo.b.slice(x, start, limit))
         begin += s
     return tuple(out)
+
+
+@aten("_assert_tensor_metadata.default", "_assert_scalar.default")
+def _assertion(lo: Lowering, node: Any) -> None:
+    # A check export leaves on a tensor's dtype or a scalar; no value (nothing uses it).
+    return None

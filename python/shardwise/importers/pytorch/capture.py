@@ -18,7 +18,14 @@ from typing import Any
 
 from shardwise.convert.dtensor import from_placements
 from shardwise.errors import ProgramError
-from shardwise.importers.pytorch import aten_linalg, aten_pointwise, aten_reduce, aten_shape  # noqa: F401 (register)
+from shardwise.importers.pytorch import (  # noqa: F401 (they register their translations)
+    aten_conv,
+    aten_index,
+    aten_linalg,
+    aten_pointwise,
+    aten_reduce,
+    aten_shape,
+)
 from shardwise.importers.pytorch.lowering import Lowering
 from shardwise.importers.pytorch.registry import ATEN
 from shardwise.ir.builder import Builder
@@ -151,7 +158,11 @@ def torch_arguments(module: Any, example_args: Sequence[Any], exported: Any = No
 
     if exported is None:
         exported = torch.export.export(module, tuple(example_args)).run_decompositions()
-    state = {**dict(module.named_parameters()), **dict(module.named_buffers()), **dict(exported.constants)}
+    state = {
+        **dict(module.named_parameters(remove_duplicate=False)),
+        **dict(module.named_buffers(remove_duplicate=False)),
+        **dict(exported.constants),
+    }
     users = iter(example_args)
     out = []
     for spec, name in zip(exported.graph_signature.input_specs, input_names(exported)):

@@ -82,6 +82,8 @@ class Lowering:
     def value(self, arg: Any) -> Value:
         """The value of an FX node argument."""
         v = self.env[arg]
+        if v is None:
+            raise ProgramError(f"FX node {arg.name}: a result from_torch does not translate (max_pool2d's indices)")
         if isinstance(v, tuple):
             raise ProgramError(f"FX node {arg.name}: expected one tensor, got a tuple of {len(v)}")
         return v  # type: ignore[no-any-return]
@@ -93,6 +95,14 @@ class Lowering:
         if val is None or not hasattr(val, "shape"):
             raise ProgramError(f"FX node {node.name}: expected a tensor result in its meta, got {type(val).__name__}")
         return TensorType(tuple(int(d) for d in val.shape), element_type(val.dtype))
+
+    @staticmethod
+    def result_type_at(node: Any, i: int) -> TensorType:
+        """The tensor type of result ``i`` of a node with several results."""
+        val = node.meta.get("val")
+        if not isinstance(val, (list, tuple)) or i >= len(val) or not hasattr(val[i], "shape"):
+            raise ProgramError(f"FX node {node.name}: expected a tensor as result {i} in its meta")
+        return TensorType(tuple(int(d) for d in val[i].shape), element_type(val[i].dtype))
 
     # -------------------------------------------------------------- helpers
 
@@ -168,3 +178,40 @@ class Lowering:
     def keep(self, x: Value, shape: Sequence[int]) -> Value:
         """``x`` reshaped to ``shape`` (itself when it has it): a reduction's kept dims."""
         return x if tensor_type(x).shape == tuple(shape) else self.b.reshape(x, shape)
+
+    def reduce_window(
+        self, x: Value, window: Sequence[int], pads: Sequence[tuple[int, int]], body: str, init: float | bool
+    ) -> Value:
+        """``stablehlo.reduce_window`` of ``x`` (unit strides and dilations) with the binary op
+        ``body`` from ``init`` over ``pads`` (before, after) of ``init`` per dim."""
+        t = tensor_type(x)
+        scalar = TensorType((), t.element_type)
+        block = Block([scalar, scalar])
+        combined = block.append(Op(body, block.args, [scalar]))
+        block.append(Op("stablehlo.return", [combined.result], []))
+        out = tuple(s + a + c - w + 1 for s, (a, c), w in zip(t.shape, pads, window))
+        attrs = {
+            "base_dilations": _i64s([1] * t.rank),
+            "padding": padding_attr(pads),
+            "window_dilations": _i64s([1] * t.rank),
+            "window_dimensions": _i64s(window),
+            "window_strides": _i64s([1] * t.rank),
+        }
+        init_v = self.const(init, t.element_type)
+        return self.b.op(
+            "stablehlo.reduce_window", [x, init_v], [TensorType(out, t.element_type)], attrs, [Region([block])]
+        ).result
+
+
+def _i64s(values: Sequence[int]) -> str:
+    return "array<i64" + (": " + ", ".join(str(int(v)) for v in values) if len(values) else "") + ">"
+
+
+def padding_attr(pairs: Sequence[tuple[int, int]]) -> str:
+    """``dense<...> : tensor<Nx2xi64>`` of (before, after) pairs as MLIR prints it (a splat
+    when every entry is equal)."""
+    flat = [int(v) for p in pairs for v in p]
+    t = f"tensor<{len(pairs)}x2xi64>"
+    if flat and all(v == flat[0] for v in flat):
+        return f"dense<{flat[0]}> : {t}"
+    return "dense<[" + ", ".join(f"[{a}, {b}]" for a, b in pairs) + f"]> : {t}"
