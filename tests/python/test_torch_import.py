@@ -202,3 +202,38 @@ def test_what_cannot_be_translated_is_refused_in_one_line() -> None:
         sw.from_torch(module, (torch.randn(3, 4),), in_placements={"input": (("replicate",),)})
     with pytest.raises(ProgramError, match=r"the program mutates .*running_mean.*module\.eval\(\)"):
         sw.from_torch(nn.BatchNorm1d(4).train(), (torch.randn(3, 4),))
+
+
+def test_a_plan_under_a_budget_that_forbids_replication_runs_on_8_gloo_processes() -> None:
+    # auto_shard of the translated MLP with less memory per device than its parameters take:
+    # no replicated plan fits, so parameters are sharded. The plan, read back as DTensor
+    # placements, distributes the torch module on a 2x4 device mesh of 8 gloo processes, and
+    # the gathered output equals the single-process one (float32: the sharded contractions
+    # sum the same 64- and 256-term products in another order, a few ulps).
+    import torch_gloo
+    from shardwise.torch import placements
+
+    module = torch_gloo.mlp()
+    x = torch.randn(8, 64)
+    program = sw.from_torch(module, (x,))
+    param_bytes = sum(p.numel() * 4 for p in module.parameters())
+    planned, report = sw.auto_shard(program, {"data": 2, "model": 4}, memory_budget=param_bytes // 2, time_limit=10)
+    assert report.feasible and report.peak_memory <= param_bytes // 2
+    plan = placements(planned)
+    assert set(plan) == {"0.weight", "0.bias", "2.weight", "2.bias", "input"}
+    assert any(p != ("replicate",) for p in plan["0.weight"] + plan["2.weight"])
+    got = torch_gloo.run_planned("mlp", plan, {"input": x.numpy()}, (2, 4))
+    np.testing.assert_allclose(got, module(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_placements_name_what_dtensor_cannot_express() -> None:
+    from shardwise.torch import placements
+
+    module = nn.Sequential(nn.Linear(8, 8)).eval()
+    program = sw.from_torch(
+        module, (torch.randn(4, 8),), mesh={"x": 2, "y": 2}, in_placements={"input": (("replicate",), ("shard", 0))}
+    )
+    f = program.func()
+    f.body.args[0].sharding = sw.TensorSharding(program.meshes["mesh"], [["y", "x"], None])
+    with pytest.raises(sw.ConversionError, match=r"^argument '0\.weight': dim 0 of .* against mesh order"):
+        placements(program)
