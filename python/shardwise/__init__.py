@@ -43,7 +43,7 @@ from shardwise.errors import (
     UnknownValueError,
 )
 from shardwise.explanation import Explanation, explain
-from shardwise.importers import from_jax, from_torch, load_mlir
+from shardwise.importers import from_jax, from_torch, from_torch_step, load_mlir
 from shardwise.ir import Block, Builder, Func, Module, Op, Region, TensorType, Value
 from shardwise.mesh import Mesh, MeshAxis
 from shardwise.rules import (
@@ -123,6 +123,7 @@ __all__ = [
     "explain",
     "from_jax",
     "from_torch",
+    "from_torch_step",
     "load_mlir",
     "load_partition",
     "partition",

@@ -237,3 +237,71 @@ def test_placements_name_what_dtensor_cannot_express() -> None:
     f.body.args[0].sharding = sw.TensorSharding(program.meshes["mesh"], [["y", "x"], None])
     with pytest.raises(sw.ConversionError, match=r"^argument '0\.weight': dim 0 of .* against mesh order"):
         placements(program)
+
+
+def _state_inputs(program: object, module: object, opt: object, x: object, y: object) -> list[object]:
+    # @main's arguments of from_torch_step by name: parameters, input, target, Adam's state.
+    params = dict(module.named_parameters())  # type: ignore[attr-defined]
+    first = params[next(iter(params))]
+    out: list[object] = []
+    for a in program.func().arg_attrs:  # type: ignore[attr-defined]
+        name = a["jax.arg_info"].strip('"')
+        if name in params:
+            out.append(params[name].detach().numpy().copy())
+        elif name in ("input", "target"):
+            out.append((x if name == "input" else y).numpy())  # type: ignore[attr-defined]
+        elif name == "optimizer.step":
+            out.append(np.float32(opt.state[first]["step"].item()))  # type: ignore[attr-defined]
+        else:
+            owner, state = name.rsplit(".", 1)
+            out.append(opt.state[params[owner]][state].numpy().copy())  # type: ignore[attr-defined]
+    return out
+
+
+@pytest.mark.parametrize("optimizer", ["AdamW", "Adam"])
+def test_a_training_step_updates_as_torch_optim_does(optimizer: str) -> None:
+    # Forward, loss, backward (torch.export's joint graph) and the optimizer's update in one
+    # program: from the state after one torch step, our step's loss, parameters and state equal
+    # torch's second step (float32; the bias corrections are float32 here, double in torch).
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 8))
+    opt = getattr(torch.optim, optimizer)(module.parameters(), lr=1e-2, weight_decay=0.1)
+    x, y = torch.randn(4, 16), torch.randn(4, 8)
+    loss_fn = nn.functional.mse_loss
+    loss_fn(module(x), y).backward()
+    opt.step()
+    opt.zero_grad()
+    program = sw.from_torch_step(module, loss_fn, (x,), y, opt)
+    got = run(program, _state_inputs(program, module, opt, x, y))
+    loss = loss_fn(module(x), y)
+    loss.backward()
+    opt.step()
+    params = list(module.parameters())
+    want = (
+        [loss.detach()]
+        + params
+        + [opt.state[p]["exp_avg"] for p in params]
+        + [opt.state[p]["exp_avg_sq"] for p in params]
+    )
+    assert len(got) == len(want) + 1 and float(got[-1]) == 2.0  # the step count
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w.detach().numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_auto_shard_plans_the_optimizer_state_with_its_parameter() -> None:
+    # Less memory per device than the parameters take: the parameters are sharded, and each
+    # state argument, carried to its next value (tf.aliasing_output), gets its parameter's plan.
+    from shardwise.torch import placements
+
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(64, 256), nn.GELU(approximate="tanh"), nn.Linear(256, 64))
+    opt = torch.optim.AdamW(module.parameters(), lr=1e-3)
+    program = sw.from_torch_step(module, nn.functional.mse_loss, (torch.randn(8, 64),), torch.randn(8, 64), opt)
+    param_bytes = sum(p.numel() * 4 for p in module.parameters())
+    planned, report = sw.auto_shard(program, {"data": 2, "model": 4}, memory_budget=param_bytes, time_limit=20)
+    assert report.feasible and report.peak_memory <= param_bytes
+    plan = placements(planned)
+    names = [n for n, _ in module.named_parameters()]
+    assert any(p != ("replicate",) for n in names for p in plan[n])
+    for n in names:
+        assert plan[f"{n}.exp_avg"] == plan[f"{n}.exp_avg_sq"] == plan[n], n

@@ -3,6 +3,6 @@
 
 from shardwise.importers.jax import from_jax
 from shardwise.importers.mlir import load_mlir
-from shardwise.importers.pytorch import from_torch
+from shardwise.importers.pytorch import from_torch, from_torch_step
 
-__all__ = ["from_jax", "from_torch", "load_mlir"]
+__all__ = ["from_jax", "from_torch", "from_torch_step", "load_mlir"]

@@ -43,10 +43,14 @@ def module_path(node: Any) -> str:
     return str(path).removeprefix("L['self'].").removeprefix("L['self']")
 
 
-def input_names(exported: Any) -> list[str]:
+def input_names(exported: Any, strip: str = "") -> list[str]:
     """The name of each input of an ``ExportedProgram``, in order: the fully qualified name of a
-    parameter, buffer or constant, or the placeholder's name for a user input."""
-    return [spec.target if spec.target is not None else spec.arg.name for spec in exported.graph_signature.input_specs]
+    parameter, buffer or constant (less the prefix ``strip``), or the placeholder's name for a
+    user input."""
+    return [
+        spec.target.removeprefix(strip) if spec.target is not None else spec.arg.name
+        for spec in exported.graph_signature.input_specs
+    ]
 
 
 def from_exported(
@@ -64,16 +68,43 @@ def from_exported(
     input name ``in_placements`` names that the program does not have, and a dtype StableHLO
     programs here do not carry; ``ConversionError`` for placements that do not fit the mesh or
     the tensor."""
-    mutations = [s for s in exported.graph_signature.output_specs if str(s.kind).rsplit(".", 1)[-1] != "USER_OUTPUT"]
-    if mutations:
+    lo, outputs = lower(exported, mesh=mesh, in_placements=in_placements)
+    return lo.b.ret(*(v for _kind, _target, v in outputs))
+
+
+def lower(
+    exported: Any,
+    *,
+    mesh: Mesh | Mapping[str, int] | None = None,
+    in_placements: Mapping[str, Sequence[Any]] | None = None,
+    outputs: Sequence[str] = ("USER_OUTPUT",),
+    extra_placements: Sequence[str] = (),
+    strip: str = "",
+    user_names: Sequence[str] | None = None,
+) -> tuple[Lowering, list[tuple[str, str | None, Any]]]:
+    """:func:`from_exported` up to ``@main``'s return: the lowering (its builder holds the
+    arguments and ops) and each output as (its ``OutputKind`` name, its target, its value).
+    ``outputs``: the output kinds allowed (others are refused as mutations);
+    ``extra_placements``: names ``in_placements`` may give besides the program's inputs (for
+    arguments the caller adds); ``strip``: a prefix of the fully qualified names to drop (in
+    the names and the targets); ``user_names``: names for the user inputs, in order (default:
+    their placeholders'). Raises as :func:`from_exported`."""
+    specs = exported.graph_signature.output_specs
+    kinds = [str(s.kind).rsplit(".", 1)[-1] for s in specs]
+    refused = [s for s, k in zip(specs, kinds) if k not in outputs]
+    if refused:
         raise ProgramError(
-            f"from_torch: the program mutates {mutations[0].target!r} ({mutations[0].kind}); expected no mutation"
+            f"from_torch: the program mutates {refused[0].target!r} ({refused[0].kind}); expected no mutation"
             " (call module.eval() before exporting a forward pass)"
         )
     b = Builder(mesh)
     placements = dict(in_placements or {})
-    names = input_names(exported)
-    unknown = sorted(set(placements) - set(names))
+    names = input_names(exported, strip)
+    if user_names is not None:
+        given = iter(user_names)
+        specs_in = exported.graph_signature.input_specs
+        names = [next(given) if spec.target is None else n for spec, n in zip(specs_in, names)]
+    unknown = sorted(set(placements) - set(names) - set(extra_placements))
     if unknown:
         raise ProgramError(f"in_placements: no input named {unknown[0]!r}; the inputs are {', '.join(names)}")
     if placements and b.mesh is None:
@@ -82,21 +113,30 @@ def from_exported(
     placeholders = [n for n in exported.graph.nodes if n.op == "placeholder"]
     for node, name in zip(placeholders, names):
         t = lo.result_type(node)
-        sharding = None
-        if name in placements:
-            assert b.mesh is not None
-            sharding = from_placements(TensorSharding, placements[name], b.mesh, t.rank, mesh_name=b.mesh_name)
-        lo.env[node] = b.arg(t.shape, t.element_type, sharding=sharding)
-        b.func.arg_attrs[-1]["jax.arg_info"] = '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    outputs: list[Any] = []
+        lo.env[node] = add_arg(lo, name, t.shape, t.element_type, placements.get(name))
+    results: list[Any] = []
     for node in exported.graph.nodes:
         if node.op == "call_function":
             lo.env[node] = _translate(lo, node)
         elif node.op == "output":
-            outputs = list(node.args[0])
+            results = list(node.args[0])
         elif node.op != "placeholder":
             raise ProgramError(f"from_torch: FX node {node.name} is a {node.op!r}; expected call_function nodes only")
-    return b.ret(*(lo.value(o) for o in outputs))
+    targets = [None if s.target is None else str(s.target).removeprefix(strip) for s in specs]
+    return lo, [(k, t, lo.value(r)) for t, k, r in zip(targets, kinds, results)]
+
+
+def add_arg(lo: Lowering, name: str, shape: Sequence[int], etype: str, placements: Sequence[Any] | None) -> Any:
+    """A new argument of ``@main`` named ``name`` (its ``jax.arg_info``), with the sharding of
+    DTensor ``placements`` when given."""
+    b = lo.b
+    sharding = None
+    if placements is not None:
+        assert b.mesh is not None
+        sharding = from_placements(TensorSharding, placements, b.mesh, len(shape), mesh_name=b.mesh_name)
+    v = b.arg(tuple(shape), etype, sharding=sharding)
+    b.func.arg_attrs[-1]["jax.arg_info"] = '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return v
 
 
 def _translate(lo: Lowering, node: Any) -> Any:

@@ -107,8 +107,12 @@ class Lowering:
     # -------------------------------------------------------------- helpers
 
     def const(self, value: float, etype: str, shape: Sequence[int] = ()) -> Value:
-        """A splat ``stablehlo.constant`` of ``shape``."""
-        t = TensorType(tuple(shape), etype)
+        """``value`` as a tensor of ``shape``: a scalar ``stablehlo.constant`` broadcast to it, as
+        JAX emits (a splat of the full shape would be one unshardable tensor to the search's
+        memory model)."""
+        if len(shape):
+            return self.b.broadcast_in_dim(self.const(value, etype), tuple(shape), [])
+        t = TensorType((), etype)
         if etype == "i1":
             lit = "true" if value else "false"
         elif etype.startswith(("f", "bf")):
