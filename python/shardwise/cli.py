@@ -18,7 +18,7 @@ from rich.text import Text
 
 from shardwise import __version__
 from shardwise.api import PIPELINES as PIPELINE_NAMES
-from shardwise.errors import PipelineError, ShardingError, ShardwiseError
+from shardwise.errors import PipelineError, ProgramError, ShardingError, ShardwiseError
 from shardwise.mesh import Mesh
 from shardwise.rules.exceptions import UnknownOpWarning
 from shardwise.sharding import TensorSharding
@@ -54,6 +54,11 @@ commands:
   shardwise iopddl FILE.json[.gz] --time-limit S [--method auto|ilp|limited|local|penalty] [--bound S]
                                                   solve an IOPDDL contest instance (exit 1 when
                                                   no answer fits the usage limit: cost: inf)
+  shardwise torch-plan MOD:FACTORY --example-shapes 8x64 [2x16:int64 ...] --mesh x=2,y=4
+                       [--place input=S0,R] [--memory-budget B] [-o PLAN.json]
+                                                  plan a PyTorch model (torch.export): DTensor
+                                                  placements per parameter, propagated from
+                                                  --place or searched within the budget
 
 Meshes are written x=2,y=4 (or Shardy's #sdy.mesh<["x"=2, "y"=4]>). Errors in the input end a
 command with exit status 2 and one line on stderr; a failed check or an over-budget plan with 1.
@@ -70,6 +75,45 @@ def parse_shape_arg(text: str) -> tuple[int, ...]:
         return tuple(int(p) for p in text.replace("x", ",").split(",") if p.strip())
     except ValueError:
         raise ShardingError(f"--shape: expected sizes like 8,16 or 8x16, got {text!r}") from None
+
+
+def torch_plan(console: Console, args: argparse.Namespace) -> None:
+    """``shardwise torch-plan``: the model's plan (``shardwise.torch.plan_model``) as a table,
+    and as JSON to ``--output``."""
+    import json
+
+    import torch
+
+    from shardwise.files import write_atomic
+    from shardwise.torch import load_factory, parse_placements, plan_model, plan_table
+
+    mesh = parse_mesh_arg(args.mesh)
+    examples = []
+    for spec in args.example_shapes:
+        shape_text, _, dtype = spec.partition(":")
+        dt = getattr(torch, dtype or "float32", None)
+        if not isinstance(dt, torch.dtype):
+            raise ProgramError(f"--example-shapes {spec!r}: expected a torch dtype after ':', got {dtype!r}")
+        shape = parse_shape_arg(shape_text)
+        examples.append(torch.zeros(shape, dtype=dt) if not dt.is_floating_point else torch.randn(shape, dtype=dt))
+    placed = {}
+    for item in args.place:
+        name, sep, text = item.partition("=")
+        if not sep:
+            raise ProgramError(f"--place {item!r}: expected NAME=PLACEMENTS (e.g. input=S0,R)")
+        placed[name] = parse_placements(text, len(mesh.axis_names))
+    model = load_factory(args.model)
+    model.eval()
+    plan, report = plan_model(
+        model, examples, mesh, in_placements=placed, memory_budget=args.memory_budget, time_limit=args.time_limit
+    )
+    console.print(plan_table(plan, mesh))
+    if report is not None:
+        console.print(
+            f"auto_shard: peak {report.peak_memory:,} B per device, {'feasible' if report.feasible else 'over budget'}"
+        )
+    if args.output:
+        write_atomic(args.output, json.dumps({k: [list(p) for p in v] for k, v in plan.items()}, indent=1) + "\n")
 
 
 def example(console: Console, name: str | None, output: str | None) -> None:
@@ -642,6 +686,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="NAME[#INDEX]=STRATEGY (repeatable): fix the strategy of the INDEX-th op NAME (from 0, program order; #INDEX optional "
         'when the name is unique), MindSpore\'s ((2, 1), (1, 4)) or Shardy\'s [{"data"}, {}], [{}, {"model"}]',
     )
+    tp = sub.add_parser(
+        "torch-plan",
+        help="plan a PyTorch model (torch.export; pip install 'shardwise[torch]') and print DTensor placements",
+    )
+    tp.add_argument("model", help="module:factory (or path.py:factory): a function returning the torch.nn.Module")
+    tp.add_argument(
+        "--example-shapes",
+        nargs="+",
+        required=True,
+        metavar="SHAPE[:DTYPE]",
+        help="one per forward input, e.g. 8x64 or 2x16:int64 (random example tensors; only shapes and dtypes matter)",
+    )
+    tp.add_argument("--mesh", required=True, help="x=2,y=4")
+    tp.add_argument(
+        "--place",
+        action="append",
+        default=[],
+        metavar="NAME=PLACEMENTS",
+        help="input=S0,R: DTensor placements of an input or parameter, one per mesh axis (repeatable)",
+    )
+    tp.add_argument(
+        "--memory-budget", help="bytes per device (16GiB, 512MB): auto_shard within it; default: propagate only"
+    )
+    tp.add_argument("--time-limit", type=float, default=10.0, help="auto_shard's solver seconds (default 10)")
+    tp.add_argument("-o", "--output", help="also write the plan as JSON {name: [[kind, arg], ...]} (atomically)")
     args = parser.parse_args(argv)
     console = Console()
     restore = _exit_on_sigterm()
@@ -785,6 +854,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                 overlap=args.overlap,
                 bound_time=args.bound,
             )
+        elif args.command == "torch-plan":
+            torch_plan(console, args)
         elif args.command == "rules":
             rules(console, args.input, args.output, conservative=args.conservative)
         else:

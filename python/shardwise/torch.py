@@ -15,12 +15,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from shardwise.api import propagate
 from shardwise.convert.dtensor import Placement, to_placements
-from shardwise.errors import ConversionError
+from shardwise.errors import ConversionError, ProgramError
+from shardwise.importers.pytorch import from_torch
 from shardwise.ir.core import Module
 from shardwise.mesh import Mesh
+from shardwise.search.auto import auto_shard
 
-__all__ = ["distribute", "placements", "torch_placements"]
+__all__ = [
+    "distribute",
+    "load_factory",
+    "parse_placements",
+    "placements",
+    "plan_model",
+    "plan_table",
+    "torch_placements",
+]
 
 
 def _name(attrs: Mapping[str, str], i: int) -> str:
@@ -96,3 +107,84 @@ def distribute(module: Any, plan: Mapping[str, Sequence[Placement]], device_mesh
         sub = module.get_submodule(owner) if owner else module
         sub.register_buffer(leaf, distribute_tensor(buf, device_mesh, objects.get(name, replicate)))
     return module
+
+
+def load_factory(target: str) -> Any:
+    """The model ``module:factory`` names (``factory()`` called with no arguments; ``module`` is
+    imported, or a ``.py`` path is loaded). Raises ``ProgramError`` for a target not of that form,
+    a module or attribute that does not exist, or a factory that raises."""
+    import importlib
+    import importlib.util
+    import os
+
+    mod_name, sep, attr = target.rpartition(":")
+    if not sep or not mod_name or not attr:
+        raise ProgramError(f"model: expected module:factory (e.g. mypkg.models:make), got {target!r}")
+    try:
+        if mod_name.endswith(".py") or os.sep in mod_name:
+            spec = importlib.util.spec_from_file_location("shardwise_torch_plan_model", mod_name)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot load {mod_name}")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(mod_name)
+        factory = getattr(module, attr)
+    except (ImportError, AttributeError, OSError) as e:
+        raise ProgramError(f"model {target!r}: {e}") from None
+    try:
+        return factory()
+    except Exception as e:  # noqa: BLE001 - the user's factory: its error, on one line
+        raise ProgramError(f"model {target!r}: its factory raised {type(e).__name__}: {e}") from None
+
+
+def plan_model(
+    model: Any,
+    example_args: Sequence[Any],
+    mesh: Mesh | Mapping[str, int],
+    *,
+    in_placements: Mapping[str, Sequence[Any]] | None = None,
+    memory_budget: int | str | None = None,
+    time_limit: float = 10.0,
+) -> tuple[dict[str, tuple[Placement, ...]], Any]:
+    """The plan of a torch module: ``from_torch`` on ``mesh`` with ``in_placements``, then
+    ``auto_shard`` within ``memory_budget`` bytes per device (when given; ``time_limit``
+    seconds) or propagation from the placements; returns (:func:`placements` of the result,
+    ``auto_shard``'s report or ``None``). Raises what those raise."""
+    program = from_torch(model, example_args, mesh=mesh, in_placements=in_placements)
+    if memory_budget is None:
+        return placements(propagate(program)), None
+    planned, report = auto_shard(program, memory_budget=memory_budget, time_limit=time_limit)
+    return placements(planned), report
+
+
+def parse_placements(text: str, n: int) -> tuple[Placement, ...]:
+    """``S0,R`` (one per mesh axis: ``S<dim>`` shards that dim, ``R`` replicates) as
+    placements. Raises ``ConversionError`` naming the text."""
+    parts = [p.strip() for p in text.split(",")]
+    out: list[Placement] = []
+    for p in parts:
+        if p.upper() == "R":
+            out.append(("replicate",))
+        elif p[:1].upper() == "S" and p[1:].isdigit():
+            out.append(("shard", int(p[1:])))
+        else:
+            raise ConversionError(f"placements {text!r}: expected S<dim> or R per mesh axis, got {p!r}")
+    if len(out) != n:
+        raise ConversionError(f"placements {text!r}: expected {n} (one per mesh axis), got {len(out)}")
+    return tuple(out)
+
+
+def plan_table(plan: Mapping[str, Sequence[Placement]], mesh: Mesh) -> Any:
+    """A rich table of ``plan``: one row per name, one column per mesh axis."""
+    from rich.table import Table
+
+    table = Table(title=f"DTensor plan on {mesh}")
+    table.add_column("name")
+    for axis in mesh.axis_names:
+        table.add_column(axis)
+    for name, ps in plan.items():
+        table.add_row(
+            name, *("R" if p[0] == "replicate" else f"S({p[1]})" if p[0] == "shard" else f"P({p[1]})" for p in ps)
+        )
+    return table

@@ -305,3 +305,33 @@ def test_auto_shard_plans_the_optimizer_state_with_its_parameter() -> None:
     assert any(p != ("replicate",) for n in names for p in plan[n])
     for n in names:
         assert plan[f"{n}.exp_avg"] == plan[f"{n}.exp_avg_sq"] == plan[n], n
+
+
+def test_the_torch_plan_command(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    from pathlib import Path
+
+    from shardwise.cli import main
+
+    d = Path(str(tmp_path))
+    (d / "model.py").write_text(
+        "import torch\n\n\ndef make():\n    torch.manual_seed(0)\n"
+        "    return torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))\n"
+    )
+    out = d / "plan.json"
+    argv = [f"{d / 'model.py'}:make", "--example-shapes", "8x64", "--mesh", "data=2,model=4", "--place", "input=S0,R"]
+    assert main(["torch-plan", *argv, "--memory-budget", "100KB", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "0.weight" in printed and "feasible" in printed
+    plan = json.loads(out.read_text())
+    assert plan["input"] == [["shard", 0], ["replicate"]] and set(plan) == {
+        "0.weight",
+        "0.bias",
+        "2.weight",
+        "2.bias",
+        "input",
+    }
+    assert main(["torch-plan", f"{d / 'model.py'}:nothing", *argv[1:]]) == 2
+    assert "has no attribute 'nothing'" in capsys.readouterr().err
+    assert main(["torch-plan", *argv[:-1], "input=S0"]) == 2
+    assert "expected 2 (one per mesh axis), got 1" in capsys.readouterr().err
