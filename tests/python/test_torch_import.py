@@ -242,19 +242,21 @@ def test_placements_name_what_dtensor_cannot_express() -> None:
 def _state_inputs(program: object, module: object, opt: object, x: object, y: object) -> list[object]:
     # @main's arguments of from_torch_step by name: parameters, input, target, Adam's state.
     params = dict(module.named_parameters())  # type: ignore[attr-defined]
+    buffers = dict(module.named_buffers())  # type: ignore[attr-defined]
     first = params[next(iter(params))]
+    users = iter([x, y])
     out: list[object] = []
     for a in program.func().arg_attrs:  # type: ignore[attr-defined]
         name = a["jax.arg_info"].strip('"')
-        if name in params:
-            out.append(params[name].detach().numpy().copy())
-        elif name in ("input", "target"):
-            out.append((x if name == "input" else y).numpy())  # type: ignore[attr-defined]
+        owner, _, state = name.rpartition(".")
+        if name in params or name in buffers:
+            out.append((params.get(name, buffers.get(name))).detach().numpy().copy())
         elif name == "optimizer.step":
             out.append(np.float32(opt.state[first]["step"].item()))  # type: ignore[attr-defined]
-        else:
-            owner, state = name.rsplit(".", 1)
+        elif owner in params and state in ("exp_avg", "exp_avg_sq"):
             out.append(opt.state[params[owner]][state].numpy().copy())  # type: ignore[attr-defined]
+        else:  # forward's inputs, then the target
+            out.append(next(users).numpy())  # type: ignore[attr-defined]
     return out
 
 
@@ -335,3 +337,93 @@ def test_the_torch_plan_command(tmp_path: object, capsys: pytest.CaptureFixture[
     assert "has no attribute 'nothing'" in capsys.readouterr().err
     assert main(["torch-plan", *argv[:-1], "input=S0"]) == 2
     assert "expected 2 (one per mesh axis), got 1" in capsys.readouterr().err
+
+
+def _step_cases() -> list[tuple[str, object]]:
+    def encoder() -> tuple[object, object, tuple[object, object]]:
+        module = nn.TransformerEncoder(
+            nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True), 2, enable_nested_tensor=False
+        )
+        return module, (lambda o, t: ((o - t) ** 2).mean()), (torch.randn(2, 8, 32), torch.randn(2, 8, 32))
+
+    def bert() -> tuple[object, object, tuple[object, object]]:
+        transformers = pytest.importorskip("transformers")
+        config = transformers.BertConfig(
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            hidden_size=64,
+            intermediate_size=128,
+            vocab_size=128,
+            max_position_embeddings=32,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+        )
+        ids = torch.randint(0, 128, (2, 16))
+        return (
+            transformers.BertModel(config),
+            (lambda o, t: o.last_hidden_state.mean() + o.pooler_output.mean()),
+            (ids, ids),
+        )
+
+    def gpt2() -> tuple[object, object, tuple[object, object]]:
+        # Untied embeddings: with tied ones, torch 2.15's joint export gives the second name of
+        # the shared weight no gradient ("Found a parameter that did not receive a gradient").
+        transformers = pytest.importorskip("transformers")
+        config = transformers.GPT2Config(
+            n_layer=2,
+            n_head=4,
+            n_embd=64,
+            vocab_size=128,
+            n_positions=32,
+            use_cache=False,
+            attn_implementation="eager",
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            tie_word_embeddings=False,
+        )
+        ids = torch.randint(0, 128, (2, 16))
+        loss = lambda o, t: nn.functional.cross_entropy(o.logits.reshape(-1, 128), t.reshape(-1))
+        return transformers.GPT2LMHeadModel(config), loss, (ids, ids)
+
+    return [("encoder", encoder), ("bert", bert), ("gpt2", gpt2)]
+
+
+@pytest.mark.parametrize("name,make", _step_cases(), ids=[c[0] for c in _step_cases()])
+def test_library_training_steps_with_adamw(name: str, make: object) -> None:
+    # nn.TransformerEncoder, BERT and GPT-2 from configs, one AdamW step from the state after a
+    # torch step: loss, parameters and state equal torch's. Elements whose gradient is zero in
+    # exact arithmetic (the attention's key biases: softmax is shift-invariant; found as the
+    # float64 gradient below 1e-9 of the parameter's largest) get rounding noise for a
+    # gradient, which Adam normalizes to a move of up to lr either way; they are held to that.
+    import copy
+
+    torch.manual_seed(0)
+    module, loss_fn, (x, y) = make()  # type: ignore[operator]
+    lr = 1e-3
+    exact = copy.deepcopy(module).double()
+    opt = torch.optim.AdamW(module.parameters(), lr=lr, weight_decay=0.01)
+    loss_fn(module(x), y).backward()
+    opt.step()
+    opt.zero_grad()
+    program = sw.from_torch_step(module, loss_fn, (x,), y, opt)
+    got = run(program, _state_inputs(program, module, opt, x, y))
+    exact.load_state_dict({k: v.double() for k, v in module.state_dict().items()})
+    xd = x.double() if x.is_floating_point() else x
+    yd = y.double() if y.is_floating_point() else y
+    loss_fn(exact(xd), yd).backward()
+    noise = {n: p.grad.abs() <= 1e-9 * p.grad.abs().max() for n, p in exact.named_parameters()}
+    loss = loss_fn(module(x), y)
+    loss.backward()
+    opt.step()
+    named = list(module.named_parameters())
+    np.testing.assert_allclose(got[0], loss.detach().numpy(), rtol=1e-5)
+    for k, (n, p) in enumerate(named):
+        g, w = got[1 + k], p.detach().numpy()
+        mask = noise[n].numpy()
+        np.testing.assert_allclose(g[~mask], w[~mask], rtol=1e-5, atol=1e-6, err_msg=n)
+        assert np.all(np.abs(g[mask] - w[mask]) <= 2 * lr), n
+        for j, state in enumerate(("exp_avg", "exp_avg_sq")):
+            s = got[1 + len(named) * (1 + j) + k]
+            want = opt.state[p][state].numpy()
+            np.testing.assert_allclose(s[~mask], want[~mask], rtol=1e-4, atol=1e-9, err_msg=f"{n}.{state}")

@@ -1,7 +1,7 @@
 """Elementwise ops: arithmetic (``add``, ``sub``, ``mul``, ``div`` with tensors or Python
 scalars, ``alpha`` included), unary math, activations (``relu``, ``gelu`` exact and tanh,
 ``sigmoid``, ``silu``), compares, logical ops, ``where`` and constant tensors (``full``,
-``full_like``, ``zeros_like``, ``ones_like``, ``scalar_tensor``, ``arange``). Operands are converted to the
+``full_like``, ``zeros_like``, ``ones_like``, ``scalar_tensor``, ``arange``), ``clamp``. Operands are converted to the
 result's element type and broadcast to its shape (PyTorch's type promotion and broadcasting,
 ``Lowering.operand``); the formulas of ``gelu`` are PyTorch's (``torch.nn.GELU`` docs)."""
 
@@ -185,3 +185,23 @@ def _arange(lo: Lowering, node: Any) -> Value:
     if start != 0:
         y = lo.b.add(y, lo.const(start, out.element_type, out.shape))
     return y
+
+
+@aten("clamp.default", "clamp.Tensor", "clamp_min.default", "clamp_max.default")
+def _clamp(lo: Lowering, node: Any) -> Value:
+    # max(x, min) then min(., max), each bound optional.
+    out = lo.result_type(node)
+    op = str(node.target)
+    x = lo.operand(node.args[0], out)
+    if op.startswith("aten.clamp_min"):
+        low, high = node.args[1], None
+    elif op.startswith("aten.clamp_max"):
+        low, high = None, node.args[1]
+    else:
+        args = list(node.args) + [None, None]
+        low, high = node.kwargs.get("min", args[1]), node.kwargs.get("max", args[2])
+    if low is not None:
+        x = lo.b.op("stablehlo.maximum", [x, lo.operand(low, out)], [out]).result
+    if high is not None:
+        x = lo.b.op("stablehlo.minimum", [x, lo.operand(high, out)], [out]).result
+    return x

@@ -60,6 +60,7 @@ def from_torch_step(
     raises; ``ImportError`` without torch."""
     import torch
     from torch.export.experimental import _export_forward_backward
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     if not isinstance(optimizer, torch.optim.Adam | torch.optim.AdamW):
         raise ProgramError(f"optimizer: expected torch.optim.Adam or AdamW, got {type(optimizer).__name__}")
@@ -72,8 +73,11 @@ def from_torch_step(
         def forward(self, *args: Any) -> Any:
             return (loss_fn(self.model(*args[:-1]), args[-1]),)
 
-    exported = torch.export.export(_WithLoss().train(), (*example_args, example_target))
-    joint = _export_forward_backward(exported)
+    # The math kernel of scaled_dot_product_attention: the CPU flash kernel's backward is not
+    # in core ATen, the math kernel's ops are.
+    with sdpa_kernel(SDPBackend.MATH):
+        exported = torch.export.export(_WithLoss().train(), (*example_args, example_target))
+        joint = _export_forward_backward(exported)
     params = {n: p for n, p in model.named_parameters() if p.requires_grad}
     placements = dict(in_placements or {})
     extra = [f"{n}.{s}" for n in params for s in STATES] + [STEP]
