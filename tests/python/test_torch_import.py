@@ -427,3 +427,29 @@ def test_library_training_steps_with_adamw(name: str, make: object) -> None:
             s = got[1 + len(named) * (1 + j) + k]
             want = opt.state[p][state].numpy()
             np.testing.assert_allclose(s[~mask], want[~mask], rtol=1e-4, atol=1e-9, err_msg=f"{n}.{state}")
+
+    # The step from placements (the batch over data, the first matrix over model) propagates
+    # as jaxlib's Shardy propagates the same text.
+    pytest.importorskip("jax")
+    from jaxlib.mlir import passmanager
+    from shardwise._jaxlib import context, ir
+
+    matrix = next(n for n, p in named if p.dim() == 2)
+    user = program.func().arg_attrs[len(named) + len(list(module.buffers()))]["jax.arg_info"].strip('"')
+    placed = sw.from_torch_step(
+        module,
+        loss_fn,
+        (x,),
+        y,
+        opt,
+        mesh={"data": 2, "model": 4},
+        in_placements={user: (("shard", 0), ("replicate",)), matrix: (("replicate",), ("shard", 0))},
+    )
+    text = placed.to_mlir()
+    with context():
+        m = ir().Module.parse(text)
+        passmanager.PassManager.parse("builtin.module(sdy-propagation-pipeline)").run(m.operation)
+        shardy = str(m)
+    with warnings.catch_warnings():  # BERT's exact GELU (chlo.erf): no rule, as in Shardy
+        warnings.filterwarnings("ignore", "op 'chlo.erf' has no sharding rule", UnknownOpWarning)
+        assert sw.propagate(sw.load_mlir(text)).to_mlir() == shardy
