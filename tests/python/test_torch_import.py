@@ -386,16 +386,26 @@ def _step_cases() -> list[tuple[str, object]]:
         loss = lambda o, t: nn.functional.cross_entropy(o.logits.reshape(-1, 128), t.reshape(-1))
         return transformers.GPT2LMHeadModel(config), loss, (ids, ids)
 
-    return [("encoder", encoder), ("bert", bert), ("gpt2", gpt2)]
+    def resnet18() -> tuple[object, object, tuple[object, object]]:
+        # Batch norm in training: the running statistics are results too.
+        torchvision = pytest.importorskip("torchvision")
+        module = torchvision.models.resnet18(num_classes=10)
+        return module, nn.functional.cross_entropy, (torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,)))
+
+    return [("encoder", encoder), ("bert", bert), ("gpt2", gpt2), ("resnet18", resnet18)]
 
 
 @pytest.mark.parametrize("name,make", _step_cases(), ids=[c[0] for c in _step_cases()])
 def test_library_training_steps_with_adamw(name: str, make: object) -> None:
-    # nn.TransformerEncoder, BERT and GPT-2 from configs, one AdamW step from the state after a
-    # torch step: loss, parameters and state equal torch's. Elements whose gradient is zero in
-    # exact arithmetic (the attention's key biases: softmax is shift-invariant; found as the
-    # float64 gradient below 1e-9 of the parameter's largest) get rounding noise for a
-    # gradient, which Adam normalizes to a move of up to lr either way; they are held to that.
+    # nn.TransformerEncoder, BERT, GPT-2 and resnet18 from configs, one AdamW step from the
+    # state after a torch step: loss, parameters, state and batch norm's running statistics
+    # equal torch's. Elements whose gradient is zero in exact arithmetic (the attention's key
+    # biases: softmax is shift-invariant; found as the float64 gradient below 1e-9 of the
+    # largest of any parameter) get rounding noise for a gradient, which Adam normalizes to a move
+    # of up to lr either way; they are held to that. Elsewhere a parameter is held to rtol 1e-5
+    # and atol 3 % of lr: Adam divides by the gradient's size, so where it is small the float32
+    # gradients' different summation order (18 convolutions deep in resnet18: 1.4e-5 measured)
+    # moves the update by that share of lr.
     import copy
 
     torch.manual_seed(0)
@@ -412,7 +422,8 @@ def test_library_training_steps_with_adamw(name: str, make: object) -> None:
     xd = x.double() if x.is_floating_point() else x
     yd = y.double() if y.is_floating_point() else y
     loss_fn(exact(xd), yd).backward()
-    noise = {n: p.grad.abs() <= 1e-9 * p.grad.abs().max() for n, p in exact.named_parameters()}
+    scale = max(float(p.grad.abs().max()) for p in exact.parameters())
+    noise = {n: p.grad.abs() <= 1e-9 * scale for n, p in exact.named_parameters()}
     loss = loss_fn(module(x), y)
     loss.backward()
     opt.step()
@@ -421,12 +432,19 @@ def test_library_training_steps_with_adamw(name: str, make: object) -> None:
     for k, (n, p) in enumerate(named):
         g, w = got[1 + k], p.detach().numpy()
         mask = noise[n].numpy()
-        np.testing.assert_allclose(g[~mask], w[~mask], rtol=1e-5, atol=1e-6, err_msg=n)
+        np.testing.assert_allclose(g[~mask], w[~mask], rtol=1e-5, atol=0.03 * lr, err_msg=n)
         assert np.all(np.abs(g[mask] - w[mask]) <= 2 * lr), n
         for j, state in enumerate(("exp_avg", "exp_avg_sq")):
             s = got[1 + len(named) * (1 + j) + k]
             want = opt.state[p][state].numpy()
-            np.testing.assert_allclose(s[~mask], want[~mask], rtol=1e-4, atol=1e-9, err_msg=f"{n}.{state}")
+            # Gradients through many layers cancel in sums: held normwise, to 2e-5 of the largest.
+            atol = 2e-5 * float(np.abs(want).max())
+            np.testing.assert_allclose(s[~mask], want[~mask], rtol=1e-4, atol=atol, err_msg=f"{n}.{state}")
+    buffers = list(module.buffers()) if name == "resnet18" else []
+    first = 1 + 3 * len(named) + 1  # after the loss, parameters, states and the step count
+    assert len(got) == first + len(buffers)
+    for k, b in enumerate(buffers):  # batch norm's running mean, variance and batch count
+        np.testing.assert_allclose(got[first + k], b.numpy(), rtol=1e-5, atol=1e-6)
 
     # The step from placements (the batch over data, the first matrix over model) propagates
     # as jaxlib's Shardy propagates the same text.

@@ -51,7 +51,8 @@ def from_torch_step(
 ) -> Module:
     """One training step of ``model`` as a shardwise ``Module`` (module docstring):
     ``@main(parameters..., inputs..., target, <p>.exp_avg..., <p>.exp_avg_sq..., optimizer.step)
-    -> (loss, new parameters..., new exp_avg..., new exp_avg_sq..., new step)``; ``loss_fn(output,
+    -> (loss, new parameters..., new exp_avg..., new exp_avg_sq..., new step, new buffers...)``
+    (the buffers the step mutates: batch norm's running statistics); ``loss_fn(output,
     target)`` gives a scalar. Argument names as :func:`shardwise.from_torch` gives them; a state
     argument without placements of its own gets its parameter's.
 
@@ -85,13 +86,14 @@ def from_torch_step(
         joint,
         mesh=mesh,
         in_placements=placements,
-        outputs=("LOSS_OUTPUT", "GRADIENT_TO_PARAMETER", "USER_OUTPUT"),
+        outputs=("LOSS_OUTPUT", "GRADIENT_TO_PARAMETER", "USER_OUTPUT", "BUFFER_MUTATION"),
         extra_placements=extra,
         strip="model.",
         user_names=[*_forward_names(model, len(example_args)), "target"],
     )
     losses = [v for k, _t, v in outputs if k == "LOSS_OUTPUT"]
     grads = {t: v for k, t, v in outputs if k == "GRADIENT_TO_PARAMETER"}
+    buffers = [(t, v) for k, t, v in outputs if k == "BUFFER_MUTATION"]
     f = lo.b.func
     arg_of = {a["jax.arg_info"].strip('"'): i for i, a in enumerate(f.arg_attrs)}
     states: dict[str, list[Value]] = {}
@@ -118,11 +120,13 @@ def from_torch_step(
         *(new[n][1] for n in params),
         *(new[n][2] for n in params),
         new_step,
+        *(v for _t, v in buffers),
     ]
     module = lo.b.ret(*results)
-    # Each parameter and state argument carries to its next value (tf.aliasing_output).
+    # Each parameter, state and mutated buffer argument carries to its next value (tf.aliasing_output).
     carried = [arg_of[n] for n in params] + [arg_of_state for n in params for arg_of_state in _state_args(f, n, 0)]
     carried += [arg_of_state for n in params for arg_of_state in _state_args(f, n, 1)] + [len(f.arg_attrs) - 1]
+    carried += [arg_of[str(t)] for t, _v in buffers]
     for result, arg in enumerate(carried, start=len(losses)):
         f.arg_attrs[arg]["tf.aliasing_output"] = f"{result} : i32"
     return module
