@@ -197,7 +197,7 @@ def torch_arguments(module: Any, example_args: Sequence[Any], exported: Any = No
     import torch
 
     if exported is None:
-        exported = torch.export.export(module, tuple(example_args)).run_decompositions()
+        exported = torch.export.export(module, tuple(example_args), strict=False).run_decompositions()
     state = {
         **dict(module.named_parameters(remove_duplicate=False)),
         **dict(module.named_buffers(remove_duplicate=False)),

@@ -69,8 +69,8 @@ def float_literal(value: float, etype: str) -> str:
 
 
 class Lowering:
-    """One translation (module docstring). ``path(node)``: the module path an FX node came from
-    (for error messages)."""
+    """One translation (module docstring): ``b``, the ``Builder`` of ``@main``, and ``env``,
+    each FX node's value."""
 
     def __init__(self, builder: Builder) -> None:
         self.b = builder
@@ -135,7 +135,7 @@ class Lowering:
         if r > n:
             raise ProgramError(f"cannot broadcast {t} to shape {tuple(shape)}")
         dims = list(range(n - r, n))
-        if any(t.shape[i] != 1 for i in range(r)) and any(t.shape[i] not in (1, shape[d]) for i, d in enumerate(dims)):
+        if any(t.shape[i] not in (1, shape[d]) for i, d in enumerate(dims)):
             raise ProgramError(f"cannot broadcast {t} to shape {tuple(shape)}")
         # Size-1 dims that grow: broadcast_in_dim takes them as they are.
         return self.b.broadcast_in_dim(x, shape, dims)

@@ -50,11 +50,12 @@ def from_torch_step(
     in_placements: Mapping[str, Sequence[Any]] | None = None,
 ) -> Module:
     """One training step of ``model`` as a shardwise ``Module`` (module docstring):
-    ``@main(parameters..., inputs..., target, <p>.exp_avg..., <p>.exp_avg_sq..., optimizer.step)
+    ``@main(parameters..., buffers..., inputs..., target, <p>.exp_avg..., <p>.exp_avg_sq..., optimizer.step)
     -> (loss, new parameters..., new exp_avg..., new exp_avg_sq..., new step, new buffers...)``
     (the buffers the step mutates: batch norm's running statistics); ``loss_fn(output,
     target)`` gives a scalar. Argument names as :func:`shardwise.from_torch` gives them; a state
-    argument without placements of its own gets its parameter's.
+    argument without placements of its own gets its parameter's. The model is exported in
+    training mode and left in the mode it had.
 
     Raises ``ProgramError`` for an optimizer other than ``torch.optim.Adam`` / ``AdamW`` or with
     ``amsgrad``, ``maximize`` or a tensor learning rate, and what :func:`shardwise.from_torch`
@@ -76,9 +77,13 @@ def from_torch_step(
 
     # The math kernel of scaled_dot_product_attention: the CPU flash kernel's backward is not
     # in core ATen, the math kernel's ops are.
-    with sdpa_kernel(SDPBackend.MATH):
-        exported = torch.export.export(_WithLoss().train(), (*example_args, example_target))
-        joint = _export_forward_backward(exported)
+    was_training = model.training
+    try:
+        with sdpa_kernel(SDPBackend.MATH):
+            exported = torch.export.export(_WithLoss().train(), (*example_args, example_target))
+            joint = _export_forward_backward(exported)
+    finally:
+        model.train(was_training)
     params = {n: p for n, p in model.named_parameters() if p.requires_grad}
     placements = dict(in_placements or {})
     extra = [f"{n}.{s}" for n in params for s in STATES] + [STEP]
@@ -105,7 +110,7 @@ def from_torch_step(
             add_arg(lo, f"{n}.{s}", t.shape, t.element_type, placements.get(f"{n}.{s}", placements.get(n)))
             for s in STATES
         ]
-    step = add_arg(lo, STEP, (), "f32", None)
+    step = add_arg(lo, STEP, (), "f32", placements.get(STEP))
     new_step = lo.b.add(step, lo.const(1.0, "f32"))
     new: dict[str, list[Value]] = {}
     for n, p in params.items():
@@ -123,10 +128,16 @@ def from_torch_step(
         *(v for _t, v in buffers),
     ]
     module = lo.b.ret(*results)
-    # Each parameter, state and mutated buffer argument carries to its next value (tf.aliasing_output).
-    carried = [arg_of[n] for n in params] + [arg_of_state for n in params for arg_of_state in _state_args(f, n, 0)]
-    carried += [arg_of_state for n in params for arg_of_state in _state_args(f, n, 1)] + [len(f.arg_attrs) - 1]
-    carried += [arg_of[str(t)] for t, _v in buffers]
+    # Each parameter, state and mutated buffer argument carries to its next value
+    # (tf.aliasing_output), in the order of the results after the loss.
+    index = {a["jax.arg_info"].strip('"'): i for i, a in enumerate(f.arg_attrs)}
+    carried = [
+        *(index[n] for n in params),
+        *(index[f"{n}.{STATES[0]}"] for n in params),
+        *(index[f"{n}.{STATES[1]}"] for n in params),
+        index[STEP],
+        *(index[str(t)] for t, _v in buffers),
+    ]
     for result, arg in enumerate(carried, start=len(losses)):
         f.arg_attrs[arg]["tf.aliasing_output"] = f"{result} : i32"
     return module
@@ -138,11 +149,6 @@ def _forward_names(model: Any, n: int) -> list[str]:
 
     names = [p.name for p in inspect.signature(model.forward).parameters.values() if p.kind != p.VAR_KEYWORD]
     return names[:n] if len(names) >= n else names + [f"arg{i}" for i in range(len(names), n)]
-
-
-def _state_args(f: Any, name: str, k: int) -> list[int]:
-    want = f'"{name}.{STATES[k]}"'
-    return [i for i, a in enumerate(f.arg_attrs) if a.get("jax.arg_info") == want]
 
 
 def _adam(
