@@ -83,8 +83,9 @@ def torch_placements(plan: Mapping[str, Sequence[Placement]]) -> dict[str, tuple
 def distribute(module: Any, plan: Mapping[str, Sequence[Placement]], device_mesh: Any) -> Any:
     """``module`` with every parameter and buffer a DTensor on ``device_mesh`` with its
     placements from ``plan`` (``placements``; a name the plan lacks is replicated), in place;
-    returns ``module``. Every rank of ``device_mesh``'s process group calls it with the same
-    module and plan. Raises ``ConversionError`` when a placement count differs from the device
+    returns ``module``. A parameter shared by several names (tied weights) takes the first
+    name's placements and stays shared; buffers keep their persistence. Every rank of
+    ``device_mesh``'s process group calls it with the same module and plan. Raises ``ConversionError`` when a placement count differs from the device
     mesh's dimensions, ``ImportError`` without torch."""
     import torch
     from torch.distributed.tensor import Replicate, distribute_tensor
@@ -97,15 +98,21 @@ def distribute(module: Any, plan: Mapping[str, Sequence[Placement]], device_mesh
                 f"plan[{name!r}]: expected {ndim} placements (one per device mesh dim), got {len(ps)}"
             )
     replicate = tuple(Replicate() for _ in range(ndim))
-    for name, param in list(module.named_parameters()):
+    done: dict[int, Any] = {}  # a parameter shared by several names (tied weights) stays shared
+    for name, param in list(module.named_parameters(remove_duplicate=False)):
         owner, _, leaf = name.rpartition(".")
         sub = module.get_submodule(owner) if owner else module
-        dt = distribute_tensor(param.detach(), device_mesh, objects.get(name, replicate))
-        setattr(sub, leaf, torch.nn.Parameter(dt, requires_grad=param.requires_grad))
+        if id(param) not in done:
+            dt = distribute_tensor(param.detach(), device_mesh, objects.get(name, replicate))
+            done[id(param)] = torch.nn.Parameter(dt, requires_grad=param.requires_grad)
+        setattr(sub, leaf, done[id(param)])
     for name, buf in list(module.named_buffers()):
         owner, _, leaf = name.rpartition(".")
         sub = module.get_submodule(owner) if owner else module
-        sub.register_buffer(leaf, distribute_tensor(buf, device_mesh, objects.get(name, replicate)))
+        persistent = leaf not in sub._non_persistent_buffers_set
+        sub.register_buffer(
+            leaf, distribute_tensor(buf, device_mesh, objects.get(name, replicate)), persistent=persistent
+        )
     return module
 
 
