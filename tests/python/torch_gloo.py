@@ -48,7 +48,8 @@ def _worker(
         module = distribute(FACTORIES[factory](), plan, mesh)
         objects = torch_placements({k: plan[k] for k in inputs})
         args = [distribute_tensor(torch.tensor(x), mesh, objects[k]) for k, x in inputs.items()]
-        y = module(*args)
+        y = module(*args)  # with grad on: nn.TransformerEncoderLayer's fused path has no DTensor rule
+        y = y[0] if isinstance(y, (tuple, list)) else y  # a model's first output (logits, hidden states)
         y = y.full_tensor() if isinstance(y, DTensor) else y
         if rank == 0:
             np.save(out, y.detach().numpy())

@@ -107,7 +107,7 @@ def _cat(lo: Lowering, node: Any) -> Value:
 def _split(lo: Lowering, node: Any) -> tuple[Value, ...]:
     x = lo.value(node.args[0])
     t = tensor_type(x)
-    dim = int(node.args[2]) % t.rank if len(node.args) > 2 else 0
+    dim = int(node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)) % t.rank
     n = t.shape[dim]
     arg = node.args[1]
     sizes = (
