@@ -123,7 +123,8 @@ def _gpt2() -> tuple[object, tuple[object, ...], dict[str, object]]:
     return module, (torch.randint(0, 128, (2, 16)),), placements
 
 
-def _bert() -> tuple[object, tuple[object, ...], dict[str, object]]:
+def _bert_model(**dropout: float) -> object:
+    # A 2-layer BERT from a small config (no weights fetched); ``dropout``: its dropout settings.
     transformers = pytest.importorskip("transformers")
     config = transformers.BertConfig(
         num_hidden_layers=2,
@@ -132,8 +133,13 @@ def _bert() -> tuple[object, tuple[object, ...], dict[str, object]]:
         intermediate_size=128,
         vocab_size=128,
         max_position_embeddings=32,
+        **dropout,
     )
-    module = transformers.BertModel(config).eval()
+    return transformers.BertModel(config)
+
+
+def _bert() -> tuple[object, tuple[object, ...], dict[str, object]]:
+    module = _bert_model().eval()  # type: ignore[attr-defined]
     placements = {
         "input_ids": (("shard", 0), ("replicate",)),
         "encoder.layer.0.intermediate.dense.weight": (("replicate",), ("shard", 0)),
@@ -347,20 +353,9 @@ def _step_cases() -> list[tuple[str, object]]:
         return module, (lambda o, t: ((o - t) ** 2).mean()), (torch.randn(2, 8, 32), torch.randn(2, 8, 32))
 
     def bert() -> tuple[object, object, tuple[object, object]]:
-        transformers = pytest.importorskip("transformers")
-        config = transformers.BertConfig(
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            hidden_size=64,
-            intermediate_size=128,
-            vocab_size=128,
-            max_position_embeddings=32,
-            hidden_dropout_prob=0.0,
-            attention_probs_dropout_prob=0.0,
-        )
         ids = torch.randint(0, 128, (2, 16))
         return (
-            transformers.BertModel(config),
+            _bert_model(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
             (lambda o, t: o.last_hidden_state.mean() + o.pooler_output.mean()),
             (ids, ids),
         )

@@ -41,20 +41,19 @@ def _convolution(lo: Lowering, node: Any) -> Value:
         )
     out = lo.result_type(node)
     n = tensor_type(w).rank - 2
-    spatial = ", ".join(str(i) for i in range(n))
-    pads = _ints(padding, n)
-    attrs = {
-        "dimension_numbers": f"#stablehlo.conv<[b, f, {spatial}]x[o, i, {spatial}]->[b, f, {spatial}]>",
-        "window_strides": _array(_ints(stride, n)),
-        "padding": padding_attr([(p, p) for p in pads]),
-        "lhs_dilation": _array([1] * n),
-        "rhs_dilation": _array(_ints(dilation, n)),
-        "window_reversal": _array([False] * n, "i1"),
-        "batch_group_count": "1 : i64",
-        "feature_group_count": f"{int(groups)} : i64",
-        "precision_config": "[#stablehlo<precision DEFAULT>, #stablehlo<precision DEFAULT>]",
-    }
-    y = lo.b.op("stablehlo.convolution", [x, w], [out], attrs).result
+    sp = ", ".join(str(i) for i in range(n))
+    y = _conv(
+        lo,
+        x,
+        w,
+        f"[b, f, {sp}]x[o, i, {sp}]->[b, f, {sp}]",
+        out,
+        strides=_ints(stride, n),
+        pads=[(p, p) for p in _ints(padding, n)],
+        lhs_dilation=[1] * n,
+        rhs_dilation=_ints(dilation, n),
+        groups=int(groups),
+    )
     if bias is not None:
         b = lo.value(bias)
         y = lo.b.add(y, lo.b.broadcast_in_dim(b, out.shape, [1]))
@@ -127,7 +126,10 @@ def _conv(
     lhs_dilation: Sequence[int],
     rhs_dilation: Sequence[int],
     reverse: bool = False,
+    groups: int = 1,
 ) -> Value:
+    """``stablehlo.convolution`` of ``lhs`` and ``rhs`` with the attributes JAX emits for
+    ``lax.conv_general_dilated`` (``numbers``: its dimension numbers)."""
     n = len(strides)
     attrs = {
         "dimension_numbers": f"#stablehlo.conv<{numbers}>",
@@ -137,7 +139,7 @@ def _conv(
         "rhs_dilation": _array(rhs_dilation),
         "window_reversal": _array([reverse] * n, "i1"),
         "batch_group_count": "1 : i64",
-        "feature_group_count": "1 : i64",
+        "feature_group_count": f"{groups} : i64",
         "precision_config": "[#stablehlo<precision DEFAULT>, #stablehlo<precision DEFAULT>]",
     }
     return lo.b.op("stablehlo.convolution", [lhs, rhs], [out], attrs).result
