@@ -104,16 +104,31 @@ def torch_plan(console: Console, args: argparse.Namespace) -> None:
         placed[name] = parse_placements(text, len(mesh.axis_names))
     model = load_factory(args.model)
     model.eval()
-    plan, report = plan_model(
-        model, examples, mesh, in_placements=placed, memory_budget=args.memory_budget, time_limit=args.time_limit
-    )
-    console.print(plan_table(plan, mesh))
-    if report is not None:
+    with console.status("planning (torch.export, search, DTensor checks on a fake process group)") as status:
+        fit = plan_model(
+            model,
+            examples,
+            mesh,
+            in_placements=placed,
+            memory_budget=args.memory_budget,
+            time_limit=args.time_limit,
+            check=not args.no_check,
+            log=lambda line: status.update(line[:120]),
+        )
+    console.print(plan_table(fit.plan, mesh))
+    for f in fit.forbidden:
+        also = f" and {len(f.also)} like it" if f.also else ""
+        console.print(f"forbidden: {f.axis!r} on {f.name}{also}, as DTensor refused it: {f.error}", highlight=False)
+    if fit.error is not None:
+        console.print(f"[yellow]DTensor refuses this plan:[/yellow] {fit.error}", highlight=False)
+    if fit.report is not None:
+        report = fit.report
         console.print(
             f"auto_shard: peak {report.peak_memory:,} B per device, {'feasible' if report.feasible else 'over budget'}"
+            f"; {fit.checks} DTensor check(s)"
         )
     if args.output:
-        write_atomic(args.output, json.dumps({k: [list(p) for p in v] for k, v in plan.items()}, indent=1) + "\n")
+        write_atomic(args.output, json.dumps({k: [list(p) for p in v] for k, v in fit.plan.items()}, indent=1) + "\n")
 
 
 def example(console: Console, name: str | None, output: str | None) -> None:
@@ -710,6 +725,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--memory-budget", help="bytes per device (16GiB, 512MB): auto_shard within it; default: propagate only"
     )
     tp.add_argument("--time-limit", type=float, default=10.0, help="auto_shard's solver seconds (default 10)")
+    tp.add_argument(
+        "--no-check",
+        action="store_true",
+        help="skip the DTensor checks (one run of the model per check, on a fake process group)",
+    )
     tp.add_argument("-o", "--output", help="also write the plan as JSON {name: [[kind, arg], ...]} (atomically)")
     args = parser.parse_args(argv)
     console = Console()

@@ -210,26 +210,73 @@ def test_what_cannot_be_translated_is_refused_in_one_line() -> None:
         sw.from_torch(nn.BatchNorm1d(4).train(), (torch.randn(3, 4),))
 
 
-def test_a_plan_under_a_budget_that_forbids_replication_runs_on_8_gloo_processes() -> None:
-    # auto_shard of the translated MLP with less memory per device than its parameters take:
-    # no replicated plan fits, so parameters are sharded. The plan, read back as DTensor
-    # placements, distributes the torch module on a 2x4 device mesh of 8 gloo processes, and
-    # the gathered output equals the single-process one (float32: the sharded contractions
-    # sum the same 64- and 256-term products in another order, a few ulps).
+def test_a_training_step_planned_under_a_budget_that_forbids_replication_runs_on_8_gloo_processes() -> None:
+    # auto_shard of the MLP's AdamW step with less memory per device than its parameters and
+    # states take: no replicated plan fits, so parameters are sharded. fit_plan checks the plan
+    # in DTensor (fake process group); the plan distributes the module on a 2x4 device mesh of
+    # 8 gloo processes, and the forward, loss, gradients and updated parameters equal the
+    # single-process ones. Float32: the sharded contractions sum the same 64- and 256-term
+    # products in another order, a few ulps; AdamW's first step moves each element by about
+    # lr x sign(gradient), so the parameters agree to well within 3 % of lr.
     import torch_gloo
-    from shardwise.torch import placements
+    from shardwise.torch import TrainStep, fit_plan
+    from shardwise.torch.gloo import GlooStep, run_gloo, single_process
 
     module = torch_gloo.mlp()
-    x = torch.randn(8, 64)
-    program = sw.from_torch(module, (x,))
-    param_bytes = sum(p.numel() * 4 for p in module.parameters())
-    planned, report = sw.auto_shard(program, {"data": 2, "model": 4}, memory_budget=param_bytes // 2, time_limit=10)
-    assert report.feasible and report.peak_memory <= param_bytes // 2
-    plan = placements(planned)
-    assert set(plan) == {"0.weight", "0.bias", "2.weight", "2.bias", "input"}
-    assert any(p != ("replicate",) for p in plan["0.weight"] + plan["2.weight"])
-    got = torch_gloo.run_planned("mlp", plan, {"input": x.numpy()}, (2, 4))
-    np.testing.assert_allclose(got, module(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((8, 64), np.float32), rng.standard_normal((8, 64), np.float32)
+    opt = torch.optim.AdamW(module.parameters(), lr=1e-3, weight_decay=0.01)
+    mesh = {"data": 2, "model": 4}
+    program = sw.from_torch_step(module, torch_gloo.mse, (torch.from_numpy(x),), torch.from_numpy(y), opt, mesh=mesh)
+    budget = sum(p.numel() * 4 for p in module.parameters()) * 3 // 2
+    fit = fit_plan(
+        program,
+        module,
+        (torch.from_numpy(x),),
+        memory_budget=budget,
+        time_limit=10,
+        step=TrainStep(torch_gloo.mse, torch.from_numpy(y), opt),
+    )
+    assert fit.report.feasible and fit.report.peak_memory <= budget and fit.checks >= 1
+    names = [n for n, _ in module.named_parameters()]
+    assert any(p != ("replicate",) for n in names for p in fit.plan[n])
+    step = GlooStep("torch_gloo:mse", y, "AdamW", {"lr": 1e-3, "weight_decay": 0.01})
+    got = run_gloo("torch_gloo:mlp", fit.plan, {"input": x}, (2, 4), step=step)
+    want = single_process("torch_gloo:mlp", {"input": x}, step=step)
+    np.testing.assert_allclose(got.output, want.output, rtol=1e-5, atol=1e-6)
+    assert got.loss == pytest.approx(want.loss, rel=1e-6)
+    assert set(got.parameters) == set(want.parameters) == set(names)
+    for n in names:
+        np.testing.assert_allclose(got.gradients[n], want.gradients[n], rtol=1e-4, atol=1e-7, err_msg=n)
+        np.testing.assert_allclose(got.parameters[n], want.parameters[n], rtol=1e-5, atol=3e-5, err_msg=n)
+        assert not np.array_equal(got.parameters[n], torch_gloo.mlp().state_dict()[n].numpy()), n  # it moved
+
+
+def test_fit_plan_forbids_what_dtensor_refuses_and_gives_a_plan_it_runs() -> None:
+    # nn.MultiheadAttention splits its packed in_proj (3 x 32 rows) into q, k, v with a strict
+    # view; auto_shard's plan shards those rows, which DTensor refuses ("Cannot unflatten
+    # unevenly sharded tensor"). fit_plan finds each refused placement, forbids it and searches
+    # again: the plan it gives runs in DTensor, within the same budget.
+    from shardwise.torch import dtensor_error, fit_plan, placements
+
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+    module = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False).eval()
+    args = (torch.randn(2, 8, 32),)
+    program = sw.from_torch(module, args, mesh={"data": 2, "model": 4})
+    budget = sum(p.numel() * 4 for p in module.parameters()) // 2
+    raw, _ = sw.auto_shard(program, memory_budget=budget, time_limit=10)
+    error = dtensor_error(module, placements(raw), args, (2, 4))
+    assert error is not None and "Cannot unflatten unevenly sharded tensor" in error, error
+    lines: list[str] = []
+    fit = fit_plan(program, module, args, memory_budget=budget, time_limit=10, log=lines.append)
+    assert fit.report.feasible and fit.report.peak_memory <= budget
+    assert dtensor_error(module, fit.plan, args, (2, 4)) is None
+    refused = {(f.name, f.axis) for f in fit.forbidden}
+    assert ("layers.0.self_attn.in_proj_weight", "data") in refused and len(lines) == len(fit.forbidden)
+    for name, axis in refused:
+        assert all(p != ("shard", 0) or k != ["data", "model"].index(axis) for k, p in enumerate(fit.plan[name]))
+    assert all("Cannot unflatten" in f.error for f in fit.forbidden if "in_proj" in f.name)
 
 
 def test_placements_name_what_dtensor_cannot_express() -> None:
@@ -330,7 +377,7 @@ def test_the_torch_plan_command(tmp_path: object, capsys: pytest.CaptureFixture[
     argv = [f"{d / 'model.py'}:make", "--example-shapes", "8x64", "--mesh", "data=2,model=4", "--place", "input=S0,R"]
     assert main(["torch-plan", *argv, "--memory-budget", "100KB", "-o", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "0.weight" in printed and "feasible" in printed
+    assert "0.weight" in printed and "feasible" in printed and "DTensor check(s)" in printed
     plan = json.loads(out.read_text())
     assert plan["input"] == [["shard", 0], ["replicate"]] and set(plan) == {
         "0.weight",
