@@ -51,8 +51,7 @@ def gpt2() -> Any:
 
 
 def bert() -> Any:
-    # Eager attention: torch 2.15's DTensor has no sharding strategy for SDPA's CPU backward
-    # (aten._scaled_dot_product_flash_attention_for_cpu_backward), even fully replicated.
+    # BERT's default attention (SDPA); the DTensor runs take its math kernel (shardwise.torch.gloo).
     import torch
     import transformers
 
@@ -66,7 +65,6 @@ def bert() -> Any:
         max_position_embeddings=32,
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
-        attn_implementation="eager",
     )
     return transformers.BertModel(config)
 

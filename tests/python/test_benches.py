@@ -131,3 +131,17 @@ def test_fault_campaign_runs(tmp_path: Path) -> None:
     _run([str(BENCHES / "fault_campaign.py")], tmp_path)
     report = (tmp_path / "faults.md").read_text()
     assert "| **all** | **40** |" in report, report
+
+
+def test_torch_plans_benchmark_runs(tmp_path: Path) -> None:
+    """``benches/bench_torch_plans.py`` on its smallest case: the MLP's AdamW step fitted to
+    DTensor and run on 2 gloo processes."""
+    pytest.importorskip("torch")
+    out = tmp_path / "torch.md"
+    _run(
+        [str(BENCHES / "bench_torch_plans.py"), "--models", "mlp", "--kinds", "step", "--mesh", "data=1,model=2"]
+        + ["--time-limit", "2", "-o", str(out)],
+        tmp_path,
+    )
+    row = out.read_text().splitlines()[-1]
+    assert row.startswith("| mlp | step |") and row.endswith("| pass |"), row

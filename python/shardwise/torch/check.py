@@ -6,21 +6,22 @@ itself, op by op, from its own sharding strategies (``torch/distributed/tensor/_
 input placements it refuses instead of redistributing. Seen on the pinned torch 2.15: a strict
 view that splits a dimension whose outer factor the mesh dimension does not divide
 (``nn.MultiheadAttention``'s packed ``in_proj``: "Cannot unflatten unevenly sharded tensor",
-``_view_ops.py``), a view of a sharded non-contiguous result (BERT's attention output), a
-convolution whose input is sharded over channels (resnet18: local shapes that do not match),
-an embedding sharded over its rows used twice (GPT-2: "MaskBuffer has been materialized with
-conflicting data"). A plan valid for Shardy can therefore fail in DTensor.
+``_view_ops.py``), a reshape that merges a sharded dimension (BERT's attention output: "This
+operation would remove or reshape sharded dimension 0"), a convolution whose input is sharded
+over channels (resnet18: DTensor's convolution takes a replicated weight, ``_conv_ops.py``),
+attention whose heads are split unevenly ("Q/K/V should have the same head size"). A plan
+valid for Shardy can therefore fail in DTensor.
 
-:func:`dtensor_error` runs the distributed module once in this process on torch's fake process
-group (``torch.testing._internal.distributed.fake_pg``: collectives move no data, while shapes,
-DTensor's sharding propagation and local computation are real), as rank 0 and as the last rank
-(the ranks of the largest and smallest uneven shards), forward and, for a training step,
-backward and the optimizer's step. :func:`fit_plan` searches with ``auto_shard``, finds the
-(name, mesh axis) placement DTensor refuses by bisection over the plan's sharded placements,
-forbids that axis on that tensor (an explicitly replicated axis, Shardy's ``replicated={...}``,
-for the name and for every tensor of the same shape whose name differs only in layer indices),
-and searches again until DTensor runs the plan. Each forbidden placement is stated with the
-error DTensor gave.
+:func:`dtensor_error` runs the distributed module on torch's fake process group
+(``torch.testing._internal.distributed.fake_pg``: collectives move no data, while shapes,
+DTensor's sharding propagation and local computation are real), in a child process, as rank 0
+and as the last rank (the ranks of the largest and smallest uneven shards), forward and, for a
+training step, backward and the optimizer's step. :func:`fit_plan` searches with
+``auto_shard``, finds the (name, mesh axis) placement DTensor refuses by bisection over the
+plan's sharded placements, forbids that axis on that tensor (an explicitly replicated axis,
+Shardy's ``replicated={...}``, for the name and for every tensor of the same shape whose name
+differs only in layer indices), and searches again until DTensor runs the plan. Each forbidden
+placement is stated with the error DTensor gave.
 """
 
 from __future__ import annotations
@@ -75,9 +76,13 @@ class FitBudgetError(InfeasibleBudget):
     lists them (pass them back to :func:`fit_plan` with a larger budget to skip their checks);
     ``module`` and ``report`` hold the smallest-peak plan found, as ``InfeasibleBudget``'s."""
 
-    def __init__(self, message: str, module: Module, report: Any, forbidden: Sequence[Forbidden]) -> None:
+    def __init__(
+        self, message: str, module: Module, report: Any, forbidden: Sequence[Forbidden], checks: int = 0
+    ) -> None:
         super().__init__(message, module, report)
         self.forbidden = list(forbidden)
+        #: The fake runs made before giving up.
+        self.checks = checks
 
 
 @dataclass
@@ -233,6 +238,7 @@ def _run(
     import torch
     from torch.distributed.tensor import distribute_tensor
     from torch.distributed.tensor.experimental import implicit_replication
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     names = input_names(module, plan)[: len(example_args) + (step is not None)]
     try:
@@ -242,8 +248,10 @@ def _run(
         args = [distribute_tensor(a, mesh, objects[k]) for k, a in zip(names, values)]
         # Grad on: nn.TransformerEncoderLayer's fused inference path has no DTensor rule.
         # Implicit replication: a plain tensor made in forward (GPT-2's position ids) is taken
-        # as replicated (DTensor's own context for this), as in the gloo run.
-        with torch.enable_grad(), implicit_replication():
+        # as replicated (DTensor's own context for this). The math kernel of
+        # scaled_dot_product_attention: the CPU flash kernel's backward has no DTensor
+        # strategy. All three as in the gloo run (shardwise.torch.gloo).
+        with torch.enable_grad(), implicit_replication(), sdpa_kernel(SDPBackend.MATH):
             out = m(*args[: len(example_args)])
             if step is not None:
                 opt = _optimizer_like(step.optimizer, m.parameters())
@@ -264,13 +272,16 @@ def _sharded(plan: Mapping[str, Sequence[Placement]]) -> list[tuple[str, int]]:
     return [(n, k) for n, ps in plan.items() for k, p in enumerate(ps) if p[0] != "replicate"]
 
 
-def _culprit(plan: Mapping[str, Sequence[Placement]], fails: Callable[[Mapping[str, Any]], str | None]) -> int | None:
+def _culprit(
+    plan: Mapping[str, Sequence[Placement]], fails: Callable[[Mapping[str, Any]], str | None]
+) -> tuple[int | None, str | None]:
     """The index in ``_sharded(plan)`` of the placement whose addition first makes ``fails``
-    answer (bisection over prefixes; the whole plan fails); ``None`` when the plan without any
-    sharded placement fails too."""
+    answer (bisection over prefixes; the whole plan fails), or ``None`` and the error when the
+    plan without any sharded placement fails too."""
     entries = _sharded(plan)
-    if fails(_without(plan, set())) is not None:
-        return None
+    replicated = fails(_without(plan, set()))
+    if replicated is not None:
+        return None, replicated
     lo, hi = 0, len(entries)  # prefix lo runs, prefix hi fails
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -278,7 +289,7 @@ def _culprit(plan: Mapping[str, Sequence[Placement]], fails: Callable[[Mapping[s
             lo = mid
         else:
             hi = mid
-    return hi - 1
+    return hi - 1, None
 
 
 _INDEX = re.compile(r"(?<=\.)\d+(?=\.)|^\d+(?=\.)")
@@ -387,15 +398,16 @@ def fit_plan(
                 e.module,
                 e.report,
                 found,
+                checks,
             ) from None
         plan = placements(planned)
         error, fails = verdict(plan)
         if error is None:
             return FitResult(plan, report, found, checks)
         while error is not None:  # forbid in this plan until DTensor runs it, then search again
-            k = _culprit(plan, fails)
+            k, replicated = _culprit(plan, fails)
             if k is None:
-                raise SearchError(f"fit_plan: the module fails under DTensor even fully replicated: {error}")
+                raise SearchError(f"fit_plan: the module fails under DTensor even fully replicated: {replicated}")
             name, dim = _sharded(plan)[k]
             axis = mesh.axis_names[dim]
             also = tuple(n for n in _siblings(name, shapes) if n != name and axis not in refused.get(n, set()))

@@ -84,6 +84,7 @@ def _worker(
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, distribute_tensor
     from torch.distributed.tensor.experimental import implicit_replication
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -94,7 +95,10 @@ def _worker(
         objects = torch_placements({k: plan[k] for k in names})
         values = [*inputs.values(), step.target] if step is not None else list(inputs.values())
         tensors = [distribute_tensor(torch.from_numpy(x), mesh, objects[k]) for k, x in zip(names, values)]
-        with implicit_replication():  # a plain tensor made in forward is replicated (GPT-2's position ids)
+        # A plain tensor made in forward is replicated (GPT-2's position ids); the math kernel
+        # of scaled_dot_product_attention, as the CPU flash kernel's backward has no DTensor
+        # strategy (the single-process run keeps torch's default kernel).
+        with implicit_replication(), sdpa_kernel(SDPBackend.MATH):
             y, loss = _step(module, tensors[: len(inputs)], step, tensors[-1] if step is not None else None)
 
         def full(t: Any) -> Any:  # every rank takes part in the gather
