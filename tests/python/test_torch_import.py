@@ -513,3 +513,15 @@ def test_library_training_steps_with_adamw(name: str, make: object) -> None:
     with warnings.catch_warnings():  # BERT's exact GELU (chlo.erf): no rule, as in Shardy
         warnings.filterwarnings("ignore", "op 'chlo.erf' has no sharding rule", UnknownOpWarning)
         assert sw.propagate(sw.load_mlir(text)).to_mlir() == shardy
+
+
+def test_a_convolution_weight_is_known_refused_before_any_check() -> None:
+    # torch 2.15's convolution strategies all take the weight replicated (_conv_ops.py), so
+    # fit_plan forbids it from the program alone; the linear layer's weight is not touched.
+    from shardwise.torch.check import known_refusals
+
+    module = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Flatten(), nn.Linear(8 * 6 * 6, 4)).eval()
+    program = sw.from_torch(module, (torch.randn(2, 3, 8, 8),), mesh={"data": 2, "model": 4})
+    known = known_refusals(program)
+    assert {(f.name, f.axis) for f in known} == {("0.weight", "data"), ("0.weight", "model")}
+    assert all("_conv_ops.py" in f.error for f in known)

@@ -44,7 +44,16 @@ from shardwise.search.auto import auto_shard
 from shardwise.sharding import AxisRef, DimSharding, TensorSharding
 from shardwise.torch.plans import arg_name, distribute, input_names, placements, torch_placements
 
-__all__ = ["FitBudgetError", "FitResult", "Forbidden", "TrainStep", "dtensor_error", "fit_plan", "forbid"]
+__all__ = [
+    "FitBudgetError",
+    "FitResult",
+    "Forbidden",
+    "TrainStep",
+    "dtensor_error",
+    "fit_plan",
+    "forbid",
+    "known_refusals",
+]
 
 #: The searches :func:`fit_plan` makes before it gives up.
 MAX_ROUNDS = 12
@@ -334,6 +343,31 @@ def forbid(program: Module, forbidden: Mapping[str, set[str]]) -> Module:
     return out
 
 
+#: What a convolution's weight may pass through on its way from ``@main``'s argument.
+_WEIGHT_PATH = ("stablehlo.convert", "stablehlo.transpose", "stablehlo.reverse")
+
+
+def known_refusals(program: Module) -> list[Forbidden]:
+    """Placements DTensor's strategies never take, read from ``program`` (no run needed): a
+    convolution's weight, an argument of ``@main`` (directly or through a convert, transpose or
+    reverse), on any mesh axis: every convolution strategy of torch 2.15 takes the weight
+    ``Replicate()`` (``torch/distributed/tensor/_ops/_conv_ops.py``)."""
+    f = program.func()
+    axes = next(iter(program.meshes.values())).axis_names
+    names = {id(a): arg_name(attrs, i) for i, (a, attrs) in enumerate(zip(f.body.args, f.arg_attrs))}
+    seen: dict[str, None] = {}
+    for op in program.walk():
+        if op.name != "stablehlo.convolution" or len(op.operands) < 2:
+            continue
+        v = op.operands[1]
+        while v.defining_op is not None and v.defining_op.name in _WEIGHT_PATH:
+            v = v.defining_op.operands[0]
+        if id(v) in names:
+            seen[names[id(v)]] = None
+    why = "DTensor's convolution strategies take the weight replicated (torch/distributed/tensor/_ops/_conv_ops.py)"
+    return [Forbidden(n, a, why) for n in seen for a in axes]
+
+
 def fit_plan(
     program: Module,
     module: Any,
@@ -350,8 +384,8 @@ def fit_plan(
     seconds a search), checked as :func:`dtensor_error` checks; a refused placement is found by
     bisection (about log2 of the plan's sharded placements in checks, as the rank that failed),
     forbidden with its siblings (module docstring), and the search runs again, at most
-    :data:`MAX_ROUNDS` searches in all. ``forbidden``: placements already known refused (a
-    :class:`FitBudgetError`'s), forbidden from the start. ``log`` gets one line per finding.
+    :data:`MAX_ROUNDS` searches in all. Forbidden from the start: :func:`known_refusals` and
+    ``forbidden`` (placements already known refused, a :class:`FitBudgetError`'s). ``log`` gets one line per finding.
     The checks run in child processes of multiprocessing's fork server: a script calling this
     needs the ``if __name__ == "__main__":`` guard that multiprocessing asks for.
 
@@ -366,7 +400,7 @@ def fit_plan(
     shape = [mesh.shape[a] for a in mesh.axis_names]
     f = program.func()
     shapes = {arg_name(attrs, i): tuple(a.type.shape) for i, (a, attrs) in enumerate(zip(f.body.args, f.arg_attrs))}
-    found = list(forbidden)
+    found = [*known_refusals(program), *forbidden]
     refused: dict[str, set[str]] = {}
     for known in found:
         for n in (known.name, *known.also):
