@@ -5,7 +5,7 @@ processes must draw what one process draws); ``*_eval`` factories are for the fo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -119,11 +119,13 @@ def pooled(output: Any, target: Any) -> Any:
 @dataclass(frozen=True)
 class Case:
     """A model (``CASES``' key names its factory): forward's inputs by name, the loss's name
-    in this module and its target."""
+    in this module, its target, and the user's placements (``in_placements``; the rest is
+    ``auto_shard``'s)."""
 
     inputs: dict[str, np.ndarray]
     loss: str
     target: np.ndarray
+    placements: dict[str, tuple[tuple[Any, ...], ...]] = field(default_factory=dict)
 
 
 def _cases() -> dict[str, Case]:
@@ -136,7 +138,18 @@ def _cases() -> dict[str, Case]:
         "encoder": Case(
             {"src": rng.standard_normal((2, 8, 32), np.float32)}, "mse", rng.standard_normal((2, 8, 32), np.float32)
         ),
-        "resnet18": Case({"x": rng.standard_normal((4, 3, 32, 32), np.float32)}, "classes", rng.integers(0, 10, (4,))),
+        # 32 images of 64x64: the activations weigh enough against the 44.7 MB of weights for a
+        # plan that splits the batch to fit under a budget the replicated plan does not fit.
+        # The batch placed over data by the user: DTensor's convolution splits only the batch
+        # (and its weight stays replicated), and DTensor takes only the arguments' placements
+        # from a plan, so a plan that keeps the images replicated and splits the activations
+        # inside (as auto_shard may: slicing costs nothing) would run replicated in DTensor.
+        "resnet18": Case(
+            {"x": rng.standard_normal((32, 3, 64, 64), np.float32)},
+            "classes",
+            rng.integers(0, 10, (32,)),
+            {"x": (("shard", 0), ("replicate",))},
+        ),
         "gpt2": Case({"input_ids": ids}, "next_token", ids),
         "bert": Case({"input_ids": ids}, "pooled", ids),
     }

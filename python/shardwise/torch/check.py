@@ -277,24 +277,28 @@ def _without(plan: Mapping[str, Sequence[Placement]], keep: set[tuple[str, int]]
     return {n: tuple(p if (n, k) in keep else ("replicate",) for k, p in enumerate(ps)) for n, ps in plan.items()}
 
 
-def _sharded(plan: Mapping[str, Sequence[Placement]]) -> list[tuple[str, int]]:
-    return [(n, k) for n, ps in plan.items() for k, p in enumerate(ps) if p[0] != "replicate"]
+def _sharded(plan: Mapping[str, Sequence[Placement]], fixed: frozenset[str] = frozenset()) -> list[tuple[str, int]]:
+    return [(n, k) for n, ps in plan.items() if n not in fixed for k, p in enumerate(ps) if p[0] != "replicate"]
 
 
 def _culprit(
-    plan: Mapping[str, Sequence[Placement]], fails: Callable[[Mapping[str, Any]], str | None]
+    plan: Mapping[str, Sequence[Placement]],
+    fails: Callable[[Mapping[str, Any]], str | None],
+    fixed: frozenset[str] = frozenset(),
 ) -> tuple[int | None, str | None]:
-    """The index in ``_sharded(plan)`` of the placement whose addition first makes ``fails``
-    answer (bisection over prefixes; the whole plan fails), or ``None`` and the error when the
-    plan without any sharded placement fails too."""
-    entries = _sharded(plan)
-    replicated = fails(_without(plan, set()))
+    """The index in ``_sharded(plan, fixed)`` of the placement whose addition first makes
+    ``fails`` answer (bisection over prefixes; the whole plan fails; the ``fixed`` names, the
+    user's placements, are in every prefix), or ``None`` and the error when the plan with only
+    the fixed placements sharded fails too."""
+    entries = _sharded(plan, fixed)
+    base = set(_sharded(plan)) - set(entries)
+    replicated = fails(_without(plan, base))
     if replicated is not None:
         return None, replicated
     lo, hi = 0, len(entries)  # prefix lo runs, prefix hi fails
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if fails(_without(plan, set(entries[:mid]))) is None:
+        if fails(_without(plan, base | set(entries[:mid]))) is None:
             lo = mid
         else:
             hi = mid
@@ -389,8 +393,8 @@ def fit_plan(
     The checks run in child processes of multiprocessing's fork server: a script calling this
     needs the ``if __name__ == "__main__":`` guard that multiprocessing asks for.
 
-    Raises ``SearchError`` when the plan with every placement replicated fails in DTensor too
-    (the model itself does not run under DTensor), or no plan DTensor runs is found in
+    Raises ``SearchError`` when the plan with every placement replicated but the user's (the
+    arguments ``program`` gives a sharding; never forbidden) fails in DTensor too, or no plan DTensor runs is found in
     :data:`MAX_ROUNDS` searches; :class:`FitBudgetError` when the budget cannot be met without
     the forbidden placements; what ``auto_shard`` raises otherwise."""
     meshes = program.meshes
@@ -400,12 +404,14 @@ def fit_plan(
     shape = [mesh.shape[a] for a in mesh.axis_names]
     f = program.func()
     shapes = {arg_name(attrs, i): tuple(a.type.shape) for i, (a, attrs) in enumerate(zip(f.body.args, f.arg_attrs))}
-    found = [*known_refusals(program), *forbidden]
+    found = list({(f.name, f.axis): f for f in [*known_refusals(program), *forbidden]}.values())
     refused: dict[str, set[str]] = {}
     for known in found:
         for n in (known.name, *known.also):
             refused.setdefault(n, set()).add(known.axis)
     checks = 0
+    # The user's placements (arguments with a sharding): kept in every check, never blamed.
+    fixed = frozenset(arg_name(attrs, i) for i, (a, attrs) in enumerate(zip(f.body.args, f.arg_attrs)) if a.sharding)
 
     def on(rank: int) -> Callable[[Mapping[str, Any]], str | None]:
         def fails(plan: Mapping[str, Any]) -> str | None:
@@ -439,10 +445,11 @@ def fit_plan(
         if error is None:
             return FitResult(plan, report, found, checks)
         while error is not None:  # forbid in this plan until DTensor runs it, then search again
-            k, replicated = _culprit(plan, fails)
+            k, replicated = _culprit(plan, fails, fixed)
             if k is None:
-                raise SearchError(f"fit_plan: the module fails under DTensor even fully replicated: {replicated}")
-            name, dim = _sharded(plan)[k]
+                what = "with only the user's placements sharded" if fixed else "even fully replicated"
+                raise SearchError(f"fit_plan: the module fails under DTensor {what}: {replicated}")
+            name, dim = _sharded(plan, fixed)[k]
             axis = mesh.axis_names[dim]
             also = tuple(n for n in _siblings(name, shapes) if n != name and axis not in refused.get(n, set()))
             for n in (name, *also):
