@@ -277,18 +277,20 @@ def _without(plan: Mapping[str, Sequence[Placement]], keep: set[tuple[str, int]]
     return {n: tuple(p if (n, k) in keep else ("replicate",) for k, p in enumerate(ps)) for n, ps in plan.items()}
 
 
-def _sharded(plan: Mapping[str, Sequence[Placement]], fixed: frozenset[str] = frozenset()) -> list[tuple[str, int]]:
-    return [(n, k) for n, ps in plan.items() if n not in fixed for k, p in enumerate(ps) if p[0] != "replicate"]
+def _sharded(
+    plan: Mapping[str, Sequence[Placement]], fixed: frozenset[tuple[str, int]] = frozenset()
+) -> list[tuple[str, int]]:
+    return [(n, k) for n, ps in plan.items() for k, p in enumerate(ps) if p[0] != "replicate" and (n, k) not in fixed]
 
 
 def _culprit(
     plan: Mapping[str, Sequence[Placement]],
     fails: Callable[[Mapping[str, Any]], str | None],
-    fixed: frozenset[str] = frozenset(),
+    fixed: frozenset[tuple[str, int]] = frozenset(),
 ) -> tuple[int | None, str | None]:
     """The index in ``_sharded(plan, fixed)`` of the placement whose addition first makes
-    ``fails`` answer (bisection over prefixes; the whole plan fails; the ``fixed`` names, the
-    user's placements, are in every prefix), or ``None`` and the error when the plan with only
+    ``fails`` answer (bisection over prefixes; the whole plan fails; the ``fixed`` (name, mesh
+    dim) placements, the user's, are in every prefix), or ``None`` and the error when the plan with only
     the fixed placements sharded fails too."""
     entries = _sharded(plan, fixed)
     base = set(_sharded(plan)) - set(entries)
@@ -394,7 +396,8 @@ def fit_plan(
     needs the ``if __name__ == "__main__":`` guard that multiprocessing asks for.
 
     Raises ``SearchError`` when the plan with every placement replicated but the user's (the
-    arguments ``program`` gives a sharding; never forbidden) fails in DTensor too, or no plan DTensor runs is found in
+    mesh axes of the shardings ``program`` gives its arguments; never forbidden) fails in
+    DTensor too, or no plan DTensor runs is found in
     :data:`MAX_ROUNDS` searches; :class:`FitBudgetError` when the budget cannot be met without
     the forbidden placements; what ``auto_shard`` raises otherwise."""
     meshes = program.meshes
@@ -410,8 +413,15 @@ def fit_plan(
         for n in (known.name, *known.also):
             refused.setdefault(n, set()).add(known.axis)
     checks = 0
-    # The user's placements (arguments with a sharding): kept in every check, never blamed.
-    fixed = frozenset(arg_name(attrs, i) for i, (a, attrs) in enumerate(zip(f.body.args, f.arg_attrs)) if a.sharding)
+    # The user's placements (the mesh axes an argument's sharding in program uses; auto_shard
+    # may add others on its open dims): kept in every check, never blamed.
+    fixed = frozenset(
+        (arg_name(attrs, i), mesh.axis_names.index(ax.name))
+        for i, (a, attrs) in enumerate(zip(f.body.args, f.arg_attrs))
+        if a.sharding is not None
+        for d in a.sharding.dims
+        for ax in d.axes
+    )
 
     def on(rank: int) -> Callable[[Mapping[str, Any]], str | None]:
         def fails(plan: Mapping[str, Any]) -> str | None:
