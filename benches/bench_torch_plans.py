@@ -91,7 +91,7 @@ def one(name: str, kind: str, mesh: dict[str, int], time_limit: float, console: 
     target = torch.from_numpy(case.target)
     loss_fn = getattr(torch_models, case.loss)
     param_bytes = sum(p.numel() * p.element_size() for p in module.parameters())
-    placed = {k: tuple(v) for k, v in case.placements.items()}
+    placed = {k: tuple(v)[: len(mesh)] for k, v in case.placements.items()}  # a 1-D mesh: the first axis's
     if kind == "forward":
         program = sw.from_torch(module, args, mesh=mesh, in_placements=placed)
         budget, step, gstep = param_bytes // 2, None, None
