@@ -72,7 +72,8 @@ def plan_model(
     found and forbidden, stated in ``FitResult.forbidden``), else propagation from the
     placements, whose DTensor error (when ``check``) is ``FitResult.error``. ``check=False``:
     no DTensor run (``auto_shard``'s plan as it is). The checks run the model on torch's fake
-    process group in this process, so none may be initialized. Raises what those raise."""
+    process group in child processes (a calling script needs multiprocessing's ``__main__``
+    guard), and none may be initialized here. Raises what those raise."""
     program = from_torch(model, example_args, mesh=mesh, in_placements=in_placements)
     if memory_budget is None:
         plan = placements(propagate(program))
