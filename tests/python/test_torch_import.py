@@ -252,6 +252,40 @@ def test_a_training_step_planned_under_a_budget_that_forbids_replication_runs_on
         assert not np.array_equal(got.parameters[n], torch_gloo.mlp().state_dict()[n].numpy()), n  # it moved
 
 
+def test_a_convolution_plan_dtensor_alone_cannot_run_runs_on_gloo_and_equals_one_process() -> None:
+    # The batch split over data and the batch norm's scale and shift over model: the norm's
+    # output is split over channels on model, which DTensor's own convolution would take as it
+    # is (a local input of 4 channels against a weight of 8); its backward also fails on a 2-D
+    # mesh for the first convolution (no input gradient asked) and the biasless one.
+    # distribute's convolution redistributes the input to the batch split and runs on the local
+    # shards. 5 images: an uneven split (3 and 2). Float32: the sharded run sums the same
+    # products in another order.
+    import torch_gloo
+    from shardwise.torch import placements
+    from shardwise.torch.gloo import GlooStep, run_gloo, single_process
+
+    module = torch_gloo.convnet()
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((5, 3, 8, 8), np.float32), rng.standard_normal((5, 4), np.float32)
+    opt = torch.optim.AdamW(module.parameters(), lr=1e-3)
+    program = sw.from_torch_step(
+        module, torch_gloo.mse, (torch.from_numpy(x),), torch.from_numpy(y), opt, mesh={"data": 2, "model": 2}
+    )
+    plan = dict(placements(program))
+    split, over_model = (("shard", 0), ("replicate",)), (("replicate",), ("shard", 0))
+    plan.update({"input": split, "1.weight": over_model, "1.bias": over_model})
+    step = GlooStep("torch_gloo:mse", y, "AdamW", {"lr": 1e-3})
+    got = run_gloo("torch_gloo:convnet", plan, {"input": x}, (2, 2), step=step)
+    want = single_process("torch_gloo:convnet", {"input": x}, step=step)
+    np.testing.assert_allclose(got.output, want.output, rtol=1e-5, atol=1e-6)
+    assert got.loss == pytest.approx(want.loss, rel=1e-6)
+    names = [n for n, _ in module.named_parameters()]
+    assert set(got.gradients) == set(names) and "0.weight" in names
+    for n in names:
+        np.testing.assert_allclose(got.gradients[n], want.gradients[n], rtol=1e-4, atol=1e-6, err_msg=n)
+        np.testing.assert_allclose(got.parameters[n], want.parameters[n], rtol=1e-5, atol=3e-5, err_msg=n)
+
+
 def test_fit_plan_forbids_what_dtensor_refuses_and_gives_a_plan_it_runs() -> None:
     # nn.MultiheadAttention splits its packed in_proj (3 x 32 rows) into q, k, v with a strict
     # view; auto_shard's plan shards those rows, which DTensor refuses ("Cannot unflatten

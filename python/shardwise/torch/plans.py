@@ -12,6 +12,7 @@ placements (DTensor's API, PyTorch docs "torch.distributed.tensor"). torch is im
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -81,8 +82,23 @@ def distribute(module: Any, plan: Mapping[str, Sequence[Placement]], device_mesh
     placements from ``plan`` (``placements``; a name the plan lacks is replicated), in place;
     returns ``module``. A parameter shared by several names (tied weights) takes the first
     name's placements and stays shared; buffers keep their persistence. Every rank of
-    ``device_mesh``'s process group calls it with the same module and plan. Raises ``ConversionError`` when a placement count differs from the device
-    mesh's dimensions, ``ImportError`` without torch."""
+    ``device_mesh``'s process group calls it with the same module and plan.
+
+    Every convolution (``torch.nn.Conv1d/2d/3d``) computes on DTensor inputs as DTensor
+    cannot in torch 2.15: its input redistributed to a split over the batch (dim 0) on at most
+    one mesh dim and replicated on the others, its weight and bias replicated (all-gathered if
+    the plan splits them), the convolution run on the local shards and the result wrapped back
+    (``DTensor.to_local`` / ``from_local``), the weight's gradient a partial sum over the mesh
+    dims that split the batch. DTensor's own convolution runs on the local shards as they come
+    (``torch/distributed/tensor/_tp_conv.py``: ``convolution_handler``), so an input split over
+    channels (a batch norm's split scale makes one) gives the wrong local shape, one split over
+    the batch on two mesh dims is refused (``DTensorSpec.dim_map``), and its backward fails on a
+    mesh of two or more dims when the input or bias gradient is not asked for ("mixes None with
+    placements", ``_ops/utils.py``). ``check.known_refusals`` still forbids split convolution
+    weights: the plan's memory would not hold while they are gathered.
+
+    Raises ``ConversionError`` when a placement count differs from the device mesh's
+    dimensions, ``ImportError`` without torch."""
     import torch
     from torch.distributed.tensor import Replicate, distribute_tensor
 
@@ -109,7 +125,42 @@ def distribute(module: Any, plan: Mapping[str, Sequence[Placement]], device_mesh
         sub.register_buffer(
             leaf, distribute_tensor(buf, device_mesh, objects.get(name, replicate)), persistent=persistent
         )
+    for sub in module.modules():
+        if isinstance(sub, (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)):
+            sub.forward = functools.partial(_conv_forward, sub, sub.forward)  # type: ignore[method-assign]
     return module
+
+
+def _conv_forward(conv: Any, forward: Any, x: Any) -> Any:
+    # One convolution on local shards (see distribute); ``forward`` for a plain tensor.
+    import torch
+    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
+
+    if not isinstance(x, DTensor):
+        return forward(x)
+    mesh = x.device_mesh
+    batched = x.ndim == conv.weight.ndim  # an unbatched input (channels first) is replicated
+    want, split = [], False  # the first split of the batch kept, the rest replicated
+    for p in x.placements:
+        keep = batched and type(p) is Shard and p.dim == 0 and not split
+        split |= keep
+        want.append(p if keep else Replicate())
+    if tuple(want) != tuple(x.placements):
+        x = x.redistribute(mesh, want)
+    grads = [Partial() if p.is_shard(0) else Replicate() for p in want]
+    replicate = [Replicate()] * mesh.ndim
+
+    def local(t: Any) -> Any:
+        if not isinstance(t, DTensor):
+            return t
+        if any(not p.is_replicate() for p in t.placements):
+            t = t.redistribute(mesh, replicate)
+        return t.to_local(grad_placements=grads)
+
+    out = conv._conv_forward(x.to_local(), local(conv.weight), local(conv.bias))
+    shape = torch.Size((x.shape[0], *out.shape[1:]) if batched else out.shape)  # an uneven split
+    stride = torch.empty(shape, device="meta").stride()
+    return DTensor.from_local(out, mesh, want, run_check=False, shape=shape, stride=stride)
 
 
 def parse_placements(text: str, n: int) -> tuple[Placement, ...]:
