@@ -313,6 +313,18 @@ def test_fit_plan_forbids_what_dtensor_refuses_and_gives_a_plan_it_runs() -> Non
     assert all("Cannot unflatten" in f.error for f in fit.forbidden if "in_proj" in f.name)
 
 
+def test_a_dtensor_check_refuses_to_run_beside_an_initialized_process_group() -> None:
+    import torch.distributed as dist
+    from shardwise.torch import dtensor_error
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        with pytest.raises(ProgramError, match=r"^dtensor check: expected no process group .*got one initialized"):
+            dtensor_error(nn.Linear(4, 4), {}, (torch.randn(2, 4),), (2,))
+    finally:
+        dist.destroy_process_group()
+
+
 def test_placements_name_what_dtensor_cannot_express() -> None:
     from shardwise.torch import placements
 

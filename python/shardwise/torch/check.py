@@ -109,17 +109,23 @@ class FitResult:
     error: str | None = None
 
 
-@contextlib.contextmanager
-def _fake_mesh(shape: Sequence[int], rank: int) -> Iterator[Any]:
+def _no_process_group() -> None:
     import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.testing._internal.distributed.fake_pg import FakeStore
 
     if dist.is_initialized():
         raise ProgramError(
             "dtensor check: expected no process group (it runs on torch's fake one), got one initialized;"
             " check the plan before init_process_group"
         )
+
+
+@contextlib.contextmanager
+def _fake_mesh(shape: Sequence[int], rank: int) -> Iterator[Any]:
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    _no_process_group()
     dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=math.prod(shape))
     try:
         yield init_device_mesh("cpu", tuple(shape))
@@ -155,13 +161,7 @@ def dtensor_error(
 
     Raises ``ProgramError`` when a process group is already initialized (the check needs its
     own, fake one) or the check's process gives no answer, ``ImportError`` without torch."""
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        raise ProgramError(
-            "dtensor check: expected no process group (it runs on torch's fake one), got one initialized;"
-            " check the plan before init_process_group"
-        )
+    _no_process_group()
     for rank in _ranks(mesh_shape):
         error = _isolated((module, plan, example_args, list(mesh_shape), rank, step))
         if error is not None:
