@@ -86,6 +86,7 @@ def torch_plan(console: Console, args: argparse.Namespace) -> None:
 
     from shardwise.files import write_atomic
     from shardwise.torch import load_factory, parse_placements, plan_model, plan_table
+    from shardwise.torch.check import forbidden_lines
 
     mesh = parse_mesh_arg(args.mesh)
     examples = []
@@ -116,9 +117,8 @@ def torch_plan(console: Console, args: argparse.Namespace) -> None:
             log=lambda line: status.update(line[:120]),
         )
     console.print(plan_table(fit.plan, mesh))
-    for f in fit.forbidden:
-        also = f" and {len(f.also)} like it" if f.also else ""
-        console.print(f"forbidden: {f.axis!r} on {f.name}{also}, as DTensor refused it: {f.error}", highlight=False)
+    for line in forbidden_lines(fit.forbidden, mesh.axis_names):
+        console.print(line, highlight=False)
     if fit.error is not None:
         console.print(f"[yellow]DTensor refuses this plan:[/yellow] {fit.error}", highlight=False)
     if fit.report is not None:

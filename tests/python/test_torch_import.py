@@ -325,6 +325,22 @@ def test_a_dtensor_check_refuses_to_run_beside_an_initialized_process_group() ->
         dist.destroy_process_group()
 
 
+def test_forbidden_placements_read_as_one_line_per_error_and_axes() -> None:
+    from shardwise.torch import Forbidden
+    from shardwise.torch.check import forbidden_lines
+
+    conv = "convolution weights replicated"
+    fs = [Forbidden(f"c{i}.weight", a, conv) for i in range(6) for a in ("model", "data")]
+    fs += [Forbidden("attn.in_proj", "model", "Cannot unflatten", ("layers.1.attn.in_proj",))]
+    assert forbidden_lines(fs, ["data", "model"]) == [
+        (
+            "forbidden: 'data', 'model' on c0.weight, c1.weight, c2.weight, c3.weight and 2 more,"
+            " as DTensor refuses it: convolution weights replicated"
+        ),
+        "forbidden: 'model' on attn.in_proj and 1 more, as DTensor refuses it: Cannot unflatten",
+    ]
+
+
 def test_placements_name_what_dtensor_cannot_express() -> None:
     from shardwise.torch import placements
 

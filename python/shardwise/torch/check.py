@@ -80,6 +80,26 @@ class Forbidden:
     also: tuple[str, ...] = ()
 
 
+def forbidden_lines(forbidden: Sequence[Forbidden], axis_names: Sequence[str]) -> list[str]:
+    """``forbidden`` for a reader: one line per DTensor error and set of mesh axes, naming
+    the first four tensors and how many more (with those ``also`` like them)."""
+    by_error: dict[str, dict[str, set[str]]] = {}
+    also: dict[str, int] = {}
+    for f in forbidden:
+        by_error.setdefault(f.error, {}).setdefault(f.name, set()).add(f.axis)
+        also[f.name] = max(also.get(f.name, 0), len(f.also))
+    lines = []
+    for error, names in by_error.items():
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for name, axes in names.items():
+            groups.setdefault(tuple(a for a in axis_names if a in axes), []).append(name)
+        for axes, group in groups.items():
+            more = max(len(group) - 4, 0) + sum(also[n] for n in group)
+            shown = ", ".join(group[:4]) + (f" and {more} more" if more > 0 else "")
+            lines.append(f"forbidden: {', '.join(map(repr, axes))} on {shown}, as DTensor refuses it: {error}")
+    return lines
+
+
 class FitBudgetError(InfeasibleBudget):
     """``memory_budget`` cannot be met without the placements DTensor refuses: ``forbidden``
     lists them (pass them back to :func:`fit_plan` with a larger budget to skip their checks);
