@@ -91,8 +91,8 @@ def forbidden_lines(forbidden: Sequence[Forbidden], axis_names: Sequence[str]) -
     lines = []
     for error, names in by_error.items():
         groups: dict[tuple[str, ...], list[str]] = {}
-        for name, axes in names.items():
-            groups.setdefault(tuple(a for a in axis_names if a in axes), []).append(name)
+        for name, on in names.items():
+            groups.setdefault(tuple(a for a in axis_names if a in on), []).append(name)
         for axes, group in groups.items():
             more = max(len(group) - 4, 0) + sum(also[n] for n in group)
             shown = ", ".join(group[:4]) + (f" and {more} more" if more > 0 else "")
