@@ -206,9 +206,9 @@ def _check(
         return _run(module, plan, example_args, mesh, step)
 
 
-def _child(conn: Any, job: tuple[Any, ...]) -> None:
+def _child(conn: Any, payload: bytes) -> None:
     try:
-        answer: tuple[str, str | None] = ("ok", _check(*job))
+        answer: tuple[str, str | None] = ("ok", _check(*pickle.loads(payload)))
     except BaseException as e:  # noqa: BLE001 - carried to the parent, raised there
         answer = ("raise", f"{type(e).__name__}: {e}")
     conn.send(answer)
@@ -224,19 +224,21 @@ def _isolated(job: tuple[Any, ...]) -> str | None:
     5", even on a new group (measured on the encoder: after 26 checks and 5 searches; replaying
     the same 26 plans in one process does not reproduce it, so the cause is not pinned). A job
     that does not pickle (a loss that is a lambda), or a platform without a fork server, runs
-    in this process."""
+    in this process. The job goes to the child as plain pickled bytes, tensors by value:
+    multiprocessing's own pickler shares each tensor's storage as a file descriptor, and the
+    fork server takes fewer than 256 (mobilenet_v2 has 314 tensors)."""
     import multiprocessing
 
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return _check(*job)
     try:
-        pickle.dumps(job[-1])  # the step's loss and optimizer: the rest pickles as torch does
+        payload = pickle.dumps(job)
     except (pickle.PicklingError, AttributeError, TypeError):
         return _check(*job)
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["torch", "torch._dynamo", "torch.distributed.tensor", "shardwise.torch.check"])
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(child, job), daemon=True)
+    proc = ctx.Process(target=_child, args=(child, payload), daemon=True)
     proc.start()
     child.close()
     try:
