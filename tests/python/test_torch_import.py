@@ -42,6 +42,17 @@ class _Heads(nn.Module):  # type: ignore[misc]
         return torch.log_softmax(s + torch.rsqrt(h * h + 1.0), dim=-1), torch.cat([h, g], dim=1)[:, 3:20:2]
 
 
+class _Clamps(nn.Module):  # type: ignore[misc]
+    # ReLU6 and hardtanh (aten.hardtanh), scaled so that both bounds are met.
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 32), nn.Linear(32, 8)
+
+    def forward(self, x: object) -> object:
+        h = nn.functional.relu6(self.a(x) * 20.0)
+        return nn.functional.hardtanh(self.b(h), -0.5, 0.7), nn.Hardtanh()(h - 3.0)
+
+
 # (name, module, example inputs): an MLP, post-norm ReLU and pre-norm GELU encoders (attention
 # with its head reshapes, batched products, softmax, layer norm), and _Heads.
 CASES = [
@@ -49,6 +60,7 @@ CASES = [
     ("encoder", lambda: _encoder(), (2, 8, 32)),
     ("encoder-gelu-pre-norm", lambda: _encoder(activation="gelu", norm_first=True), (2, 8, 32)),
     ("heads", lambda: _Heads().eval(), (5, 16)),
+    ("clamps", lambda: _Clamps().eval(), (5, 16)),
 ]
 
 
@@ -323,6 +335,17 @@ def test_a_dtensor_check_refuses_to_run_beside_an_initialized_process_group() ->
             dtensor_error(nn.Linear(4, 4), {}, (torch.randn(2, 4),), (2,))
     finally:
         dist.destroy_process_group()
+
+
+def test_a_dtensor_check_of_a_module_with_hundreds_of_tensors_runs() -> None:
+    # 300 parameters: the check's job reaches its process as bytes, not as one shared file
+    # descriptor per tensor (the fork server takes fewer than 256; mobilenet_v2 has 314).
+    from shardwise.torch import dtensor_error
+
+    module = nn.Sequential(*(nn.Linear(2, 2) for _ in range(150))).eval()
+    assert len(list(module.parameters())) == 300
+    plan = {"0.weight": (("shard", 0),), "input": (("shard", 0),)}
+    assert dtensor_error(module, plan, (torch.randn(4, 2),), (2,)) is None
 
 
 def test_forbidden_placements_read_as_one_line_per_error_and_axes() -> None:

@@ -1,9 +1,10 @@
 """Elementwise ops: arithmetic (``add``, ``sub``, ``mul``, ``div`` with tensors or Python
 scalars, ``alpha`` included), unary math, activations (``relu``, ``gelu`` exact and tanh,
 ``sigmoid``, ``silu``), compares, logical ops, ``where`` and constant tensors (``full``,
-``full_like``, ``zeros_like``, ``ones_like``, ``scalar_tensor``, ``arange``), ``clamp``. Operands are converted to the
-result's element type and broadcast to its shape (PyTorch's type promotion and broadcasting,
-``Lowering.operand``); the formulas of ``gelu`` are PyTorch's (``torch.nn.GELU`` docs)."""
+``full_like``, ``zeros_like``, ``ones_like``, ``scalar_tensor``, ``arange``), ``clamp`` and
+``hardtanh`` (ReLU6). Operands are converted to the result's element type and broadcast to its
+shape (PyTorch's type promotion and broadcasting, ``Lowering.operand``); the formulas of
+``gelu`` are PyTorch's (``torch.nn.GELU`` docs)."""
 
 from __future__ import annotations
 
@@ -187,13 +188,17 @@ def _arange(lo: Lowering, node: Any) -> Value:
     return y
 
 
-@aten("clamp.default", "clamp.Tensor", "clamp_min.default", "clamp_max.default")
+@aten("clamp.default", "clamp.Tensor", "clamp_min.default", "clamp_max.default", "hardtanh.default")
 def _clamp(lo: Lowering, node: Any) -> Value:
-    # max(x, min) then min(., max), each bound optional.
+    # max(x, min) then min(., max), each bound optional; hardtanh (ReLU6: 0, 6) is a clamp
+    # with bounds min_val=-1, max_val=1 by default.
     out = lo.result_type(node)
     op = str(node.target)
     x = lo.operand(node.args[0], out)
-    if op.startswith("aten.clamp_min"):
+    if op.startswith("aten.hardtanh"):
+        args = list(node.args) + [-1.0, 1.0]
+        low, high = node.kwargs.get("min_val", args[1]), node.kwargs.get("max_val", args[2])
+    elif op.startswith("aten.clamp_min"):
         low, high = node.args[1], None
     elif op.startswith("aten.clamp_max"):
         low, high = None, node.args[1]
