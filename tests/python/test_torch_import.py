@@ -53,6 +53,14 @@ class _Clamps(nn.Module):  # type: ignore[misc]
         return nn.functional.hardtanh(self.b(h), -0.5, 0.7), nn.Hardtanh()(h - 3.0)
 
 
+class _Strided(nn.Module):  # type: ignore[misc]
+    # aten.as_strided reading a dense input in storage order: convnext's relayout after its
+    # mean, and a permuted view read in its storage's order (the unpermuted elements).
+    def forward(self, x: object) -> object:
+        a = torch.as_strided(x.mean(dim=(-1, -2), keepdim=True), (2, 8, 1, 1), (8, 1, 8, 8))
+        return a, torch.as_strided(x.permute(0, 2, 3, 1), (2 * 8 * 3 * 3,), (1,))
+
+
 # (name, module, example inputs): an MLP, post-norm ReLU and pre-norm GELU encoders (attention
 # with its head reshapes, batched products, softmax, layer norm), and _Heads.
 CASES = [
@@ -61,6 +69,7 @@ CASES = [
     ("encoder-gelu-pre-norm", lambda: _encoder(activation="gelu", norm_first=True), (2, 8, 32)),
     ("heads", lambda: _Heads().eval(), (5, 16)),
     ("clamps", lambda: _Clamps().eval(), (5, 16)),
+    ("as-strided", lambda: _Strided().eval(), (2, 8, 3, 3)),
 ]
 
 
@@ -211,6 +220,13 @@ def test_what_cannot_be_translated_is_refused_in_one_line() -> None:
         match=r"^from_torch: no translation for ATen op aten\.sort\.default \(FX node sort, from module '1\.1'\)",
     ):
         sw.from_torch(nested, (torch.randn(3, 4),))
+
+    class Diagonal(nn.Module):  # type: ignore[misc]
+        def forward(self, x: object) -> object:
+            return torch.as_strided(x, (3,), (5,))
+
+    with pytest.raises(ProgramError, match=r"^aten\.as_strided \(FX node as_strided\): expected a view of all"):
+        sw.from_torch(Diagonal(), (torch.randn(4, 4),))
     module = nn.Sequential(nn.Linear(4, 4)).eval()
     with pytest.raises(
         ProgramError, match=r"in_placements: no input named 'weight'; the inputs are 0\.weight, 0\.bias, input"
@@ -520,6 +536,71 @@ def _step_cases() -> list[tuple[str, object]]:
         return module, nn.functional.cross_entropy, (torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,)))
 
     return [("encoder", encoder), ("bert", bert), ("gpt2", gpt2), ("resnet18", resnet18)]
+
+
+class _Pools(nn.Module):  # type: ignore[misc]
+    # A convolution, then average, max and adaptive average pooling as ``pools`` configures.
+    def __init__(self, avg: dict[str, object], mx: dict[str, object], size: tuple[int, int]) -> None:
+        super().__init__()
+        self.conv, self.head = nn.Conv2d(3, 4, 3, padding=1), nn.Linear(4 * size[0] * size[1], 5)
+        self.avg, self.mx, self.size = avg, mx, size
+
+    def forward(self, x: object) -> object:
+        h = nn.functional.avg_pool2d(self.conv(x), **self.avg)
+        h = nn.functional.adaptive_avg_pool2d(nn.functional.max_pool2d(h, **self.mx), self.size)
+        return self.head(h.flatten(1))
+
+
+# On 11 x 11 images: ceil_mode's last windows (past the input, and clipped by the divisor
+# without the padding; one that would start in the padding is dropped: 11 -> 4 at stride 3), a
+# divisor override, windows wider than their stride, and adaptive windows that divide, do not
+# divide, and overlap (6 -> 7).
+POOLS = {
+    "ceil-drop": (
+        {"kernel_size": 3, "stride": 3, "padding": 1, "ceil_mode": True},
+        {"kernel_size": 2, "ceil_mode": True},
+        (2, 2),
+    ),
+    "ceil": (
+        {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False},
+        {"kernel_size": 3, "stride": 2, "ceil_mode": True},
+        (3, 2),
+    ),
+    "override": ({"kernel_size": 2, "divisor_override": 3}, {"kernel_size": 2, "stride": 1, "padding": 1}, (4, 3)),
+    "include-pad": (
+        {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+        {"kernel_size": 2, "stride": 1},
+        (7, 7),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(POOLS))
+def test_pooling_forward_and_gradients_equal_torch(name: str) -> None:
+    # Forward: our interpreter on from_torch's program equals the module. Backward: one AdamW
+    # step from the state after a torch step; Adam's first moments (0.9 m + 0.1 g) hold the
+    # gradients that flowed through the three poolings, to rtol 1e-4 (float32, sums in another
+    # order).
+    torch.manual_seed(0)
+    module = _Pools(*POOLS[name])
+    x, y = torch.randn(2, 3, 11, 11), torch.randn(2, 5)
+    got = run(sw.from_torch(module.eval(), (x,)), torch_arguments(module, (x,)))
+    np.testing.assert_allclose(got[0], module(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+    opt = torch.optim.AdamW(module.parameters(), lr=1e-3)
+    loss_fn = nn.functional.mse_loss
+    loss_fn(module(x), y).backward()
+    opt.step()
+    opt.zero_grad()
+    program = sw.from_torch_step(module, loss_fn, (x,), y, opt)
+    ops = {op.name for op in program.walk()}
+    assert {"stablehlo.reduce_window", "stablehlo.select_and_scatter", "stablehlo.pad"} <= ops
+    got = run(program, _state_inputs(program, module, opt, x, y))
+    loss_fn(module(x), y).backward()
+    opt.step()
+    named = list(module.named_parameters())
+    for k, (n, p) in enumerate(named):
+        m = opt.state[p]["exp_avg"].numpy()
+        np.testing.assert_allclose(got[1 + len(named) + k], m, rtol=1e-4, atol=1e-5 * float(np.abs(m).max()), err_msg=n)
 
 
 @pytest.mark.parametrize("name,make", _step_cases(), ids=[c[0] for c in _step_cases()])

@@ -1,12 +1,9 @@
 """Convolutional networks: ``convolution`` (``stablehlo.convolution`` with PyTorch's NCHW / OIHW
 layout, strides, padding, dilation and groups) and its backward (one group), batch norm in
 inference (``_native_batch_norm_legit_no_training``: the running statistics) and in training
-(``_native_batch_norm_legit_functional``: the batch's, and the running statistics' update),
-``max_pool2d_with_indices`` (``stablehlo.reduce_window`` over ``-inf`` padding; the indices are
-not translated) and its backward (``select_and_scatter``, as JAX's gradient of
-``reduce_window`` max). The
-attribute forms are the ones JAX emits for ``lax.conv_general_dilated`` and
-``lax.reduce_window`` (StableHLO spec)."""
+(``_native_batch_norm_legit_functional``: the batch's, and the running statistics' update).
+Pooling is ``aten_pool``'s. The attribute forms are the ones JAX emits for
+``lax.conv_general_dilated`` (StableHLO spec)."""
 
 from __future__ import annotations
 
@@ -14,21 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from shardwise.errors import ProgramError
-from shardwise.importers.pytorch.lowering import Lowering, padding_attr
+from shardwise.importers.pytorch.lowering import Lowering, array_attr, ints, padding_attr
 from shardwise.importers.pytorch.registry import aten
-from shardwise.ir.core import Block, Op, Region, Value, tensor_type
+from shardwise.ir.core import Value, tensor_type
 from shardwise.ir.types import TensorType
-
-
-def _array(values: Sequence[int], etype: str = "i64") -> str:
-    if etype == "i1":
-        return "array<i1" + (": " + ", ".join("true" if v else "false" for v in values) if values else "") + ">"
-    return "array<i64" + (": " + ", ".join(str(int(v)) for v in values) if values else "") + ">"
-
-
-def _ints(v: Any, n: int) -> list[int]:
-    v = [v] if isinstance(v, int) else list(v)
-    return [int(x) for x in (v * n if len(v) == 1 else v)]
 
 
 @aten("convolution.default")
@@ -48,10 +34,10 @@ def _convolution(lo: Lowering, node: Any) -> Value:
         w,
         f"[b, f, {sp}]x[o, i, {sp}]->[b, f, {sp}]",
         out,
-        strides=_ints(stride, n),
-        pads=[(p, p) for p in _ints(padding, n)],
+        strides=ints(stride, n),
+        pads=[(p, p) for p in ints(padding, n)],
         lhs_dilation=[1] * n,
-        rhs_dilation=_ints(dilation, n),
+        rhs_dilation=ints(dilation, n),
         groups=int(groups),
     )
     if bias is not None:
@@ -85,35 +71,6 @@ def _batch_norm(lo: Lowering, node: Any) -> tuple[Value, Value, Value]:
     return y, rest[0], rest[1]
 
 
-@aten("max_pool2d_with_indices.default")
-def _max_pool2d(lo: Lowering, node: Any) -> tuple[Value, None]:
-    x = lo.value(node.args[0])
-    t = tensor_type(x)
-    args = list(node.args) + [None] * (6 - len(node.args))
-    kernel = _ints(args[1], 2)
-    stride = _ints(args[2], 2) if args[2] else kernel
-    pad = _ints(args[3] if args[3] is not None else 0, 2)
-    dilation = _ints(args[4] if args[4] is not None else 1, 2)
-    if args[5]:
-        raise ProgramError(f"aten.max_pool2d_with_indices (FX node {node.name}): expected ceil_mode=False, got True")
-    out = lo.result_type_at(node, 0)
-    lead = t.rank - 2
-    scalar = TensorType((), t.element_type)
-    block = Block([scalar, scalar])
-    combined = block.append(Op("stablehlo.maximum", block.args, [scalar]))
-    block.append(Op("stablehlo.return", [combined.result], []))
-    attrs = {
-        "base_dilations": _array([1] * t.rank),
-        "padding": padding_attr([(0, 0)] * lead + [(p, p) for p in pad]),
-        "window_dilations": _array([1] * lead + dilation),
-        "window_dimensions": _array([1] * lead + kernel),
-        "window_strides": _array([1] * lead + stride),
-    }
-    init = lo.const(float("-inf"), t.element_type)
-    y = lo.b.op("stablehlo.reduce_window", [x, init], [out], attrs, [Region([block])]).result
-    return y, None
-
-
 def _conv(
     lo: Lowering,
     lhs: Value,
@@ -133,11 +90,11 @@ def _conv(
     n = len(strides)
     attrs = {
         "dimension_numbers": f"#stablehlo.conv<{numbers}>",
-        "window_strides": _array(strides),
+        "window_strides": array_attr(strides),
         "padding": padding_attr(pads),
-        "lhs_dilation": _array(lhs_dilation),
-        "rhs_dilation": _array(rhs_dilation),
-        "window_reversal": _array([reverse] * n, "i1"),
+        "lhs_dilation": array_attr(lhs_dilation),
+        "rhs_dilation": array_attr(rhs_dilation),
+        "window_reversal": array_attr([reverse] * n, "i1"),
         "batch_group_count": "1 : i64",
         "feature_group_count": f"{groups} : i64",
         "precision_config": "[#stablehlo<precision DEFAULT>, #stablehlo<precision DEFAULT>]",
@@ -160,7 +117,7 @@ def _convolution_backward(lo: Lowering, node: Any) -> tuple[Value | None, Value 
         )
     xt, wt, dyt = tensor_type(x), tensor_type(w), tensor_type(dy)
     n = wt.rank - 2
-    s, p, d = _ints(stride, n), _ints(padding, n), _ints(dilation, n)
+    s, p, d = ints(stride, n), ints(padding, n), ints(dilation, n)
     k = wt.shape[2:]
     sp = ", ".join(str(i) for i in range(n))
     dx = dw = db = None
@@ -250,63 +207,3 @@ def _batch_norm_training(lo: Lowering, node: Any) -> tuple[Value, Value, Value, 
 
     unbiased = lo.b.multiply(var, lo.const(count / max(count - 1, 1), t.element_type, (c,)))
     return y, mean, rstd, moved(rmean, mean), moved(rvar, unbiased)
-
-
-@aten("max_pool2d_with_indices_backward.default")
-def _max_pool2d_backward(lo: Lowering, node: Any) -> Value:
-    # Each window's gradient goes to its first maximum (the element torch's indices name):
-    # stablehlo.select_and_scatter with a GE select (keeps the earlier of equal elements) over
-    # the input padded with -inf, then the padding sliced off.
-    dy, x = lo.value(node.args[0]), lo.value(node.args[1])
-    t = tensor_type(x)
-    kernel = _ints(node.args[2], 2)
-    stride = _ints(node.args[3], 2) if node.args[3] else kernel
-    pad = _ints(node.args[4], 2)
-    dilation = _ints(node.args[5], 2)
-    if bool(node.args[6]) or dilation != [1, 1]:
-        raise ProgramError(
-            f"aten.max_pool2d_with_indices_backward (FX node {node.name}): expected ceil_mode=False, dilation 1"
-        )
-    lead = t.rank - 2
-    pads = [(0, 0)] * lead + [(q, q) for q in pad]
-    padded = lo.b.op(
-        "stablehlo.pad",
-        [x, lo.const(float("-inf"), t.element_type)],
-        [TensorType(tuple(s + a + b for s, (a, b) in zip(t.shape, pads)), t.element_type)],
-        {
-            "edge_padding_low": _array([a for a, _ in pads]),
-            "edge_padding_high": _array([b for _, b in pads]),
-            "interior_padding": _array([0] * t.rank),
-        },
-    ).result
-    pt = tensor_type(padded)
-    scalar = TensorType((), t.element_type)
-    select = Block([scalar, scalar])
-    ge = select.append(
-        Op(
-            "stablehlo.compare",
-            select.args,
-            [TensorType((), "i1")],
-            {
-                "comparison_direction": "#stablehlo<comparison_direction GE>",
-                "compare_type": "#stablehlo<comparison_type FLOAT>",
-            },
-        )
-    )
-    select.append(Op("stablehlo.return", [ge.result], []))
-    scatter = Block([scalar, scalar])
-    added = scatter.append(Op("stablehlo.add", scatter.args, [scalar]))
-    scatter.append(Op("stablehlo.return", [added.result], []))
-    attrs = {
-        "padding": padding_attr([(0, 0)] * t.rank),
-        "window_dimensions": _array([1] * lead + kernel),
-        "window_strides": _array([1] * lead + stride),
-    }
-    grad = lo.b.op(
-        "stablehlo.select_and_scatter",
-        [padded, lo.convert(dy, t.element_type), lo.const(0.0, t.element_type)],
-        [pt],
-        attrs,
-        [Region([select]), Region([scatter])],
-    ).result
-    return lo.b.slice(grad, [a for a, _ in pads], [s + a for s, (a, _) in zip(t.shape, pads)])

@@ -1,12 +1,16 @@
 """Views and data movement: ``permute``, ``view``/``reshape``, ``expand``, ``unsqueeze``,
-``squeeze``, ``select``, ``slice``, ``cat``, ``split``, copies. Each result's shape is the one
+``squeeze``, ``select``, ``slice``, ``cat``, ``split``, copies, and ``as_strided`` where it reads a
+dense input's elements in storage order (a relayout such as convnext's after its mean). Each result's shape is the one
 ``torch.export`` recorded (``Lowering.result_type``); the StableHLO ops are ``transpose``,
 ``reshape``, ``broadcast_in_dim``, ``slice`` and ``concatenate`` (StableHLO spec)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
+from shardwise.errors import ProgramError
 from shardwise.importers.pytorch.lowering import Lowering
 from shardwise.importers.pytorch.registry import aten
 from shardwise.ir.core import Value, tensor_type
@@ -47,6 +51,41 @@ def _transpose(lo: Lowering, node: Any) -> Value:
 )
 def _reshape(lo: Lowering, node: Any) -> Value:
     return lo.keep(lo.value(node.args[0]), lo.result_type(node).shape)
+
+
+def _storage_order(shape: Sequence[int], strides: Sequence[int]) -> list[int] | None:
+    """The dims of a tensor in the order its storage holds them (outermost first) when it is
+    dense (no gaps, no overlap; size-1 dims count as anywhere), else ``None``."""
+    order = sorted((d for d in range(len(shape)) if shape[d] != 1), key=lambda d: -strides[d])
+    step = 1
+    for d in reversed(order):
+        if strides[d] != step:
+            return None
+        step *= shape[d]
+    return order + [d for d in range(len(shape)) if shape[d] == 1]
+
+
+@aten("as_strided.default")
+def _as_strided(lo: Lowering, node: Any) -> Value:
+    # as_strided reads the input's storage: translated when the input is dense (its layout as
+    # torch.export recorded it) and the view reads all of it, in storage order, from its start
+    # (contiguous strides on the view's dims): the input's dims in storage order, reshaped.
+    src = node.args[0].meta["val"]
+    size, stride = [int(v) for v in node.args[1]], [int(v) for v in node.args[2]]
+    offset = node.args[3] if len(node.args) > 3 and node.args[3] is not None else src.storage_offset()
+    order = _storage_order(list(src.shape), list(src.stride()))
+    in_order = [d for d in range(len(size)) if size[d] != 1] + [d for d in range(len(size)) if size[d] == 1]
+    reads_all = _storage_order(size, stride) == in_order and math.prod(size) == src.numel()
+    if order is None or not reads_all or int(offset) != src.storage_offset():
+        raise ProgramError(
+            f"aten.as_strided (FX node {node.name}): expected a view of all of a dense input in storage order,"
+            f" got size {size}, stride {stride}, offset {offset} of a {list(src.shape)} input with strides"
+            f" {list(src.stride())}"
+        )
+    x = lo.value(node.args[0])
+    if order != list(range(len(order))):
+        x = lo.b.transpose(x, order)
+    return lo.keep(x, lo.result_type(node).shape)
 
 
 @aten("expand.default")

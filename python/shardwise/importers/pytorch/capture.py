@@ -23,6 +23,7 @@ from shardwise.importers.pytorch import (  # noqa: F401 (they register their tra
     aten_index,
     aten_linalg,
     aten_pointwise,
+    aten_pool,
     aten_reduce,
     aten_shape,
 )

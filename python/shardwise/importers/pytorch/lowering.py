@@ -195,11 +195,11 @@ class Lowering:
         block.append(Op("stablehlo.return", [combined.result], []))
         out = tuple(s + a + c - w + 1 for s, (a, c), w in zip(t.shape, pads, window))
         attrs = {
-            "base_dilations": _i64s([1] * t.rank),
+            "base_dilations": array_attr([1] * t.rank),
             "padding": padding_attr(pads),
-            "window_dilations": _i64s([1] * t.rank),
-            "window_dimensions": _i64s(window),
-            "window_strides": _i64s([1] * t.rank),
+            "window_dilations": array_attr([1] * t.rank),
+            "window_dimensions": array_attr(window),
+            "window_strides": array_attr([1] * t.rank),
         }
         init_v = self.const(init, t.element_type)
         return self.b.op(
@@ -207,8 +207,17 @@ class Lowering:
         ).result
 
 
-def _i64s(values: Sequence[int]) -> str:
+def array_attr(values: Sequence[int], etype: str = "i64") -> str:
+    """``array<i64: ...>`` (or ``array<i1: ...>``) as MLIR prints it."""
+    if etype == "i1":
+        return "array<i1" + (": " + ", ".join("true" if v else "false" for v in values) if len(values) else "") + ">"
     return "array<i64" + (": " + ", ".join(str(int(v)) for v in values) if len(values) else "") + ">"
+
+
+def ints(v: Any, n: int) -> list[int]:
+    """An FX int or int list (one for all ``n``, or ``n`` of them) as ``n`` ints."""
+    v = [v] if isinstance(v, int) else list(v)
+    return [int(x) for x in (v * n if len(v) == 1 else v)]
 
 
 def padding_attr(pairs: Sequence[tuple[int, int]]) -> str:

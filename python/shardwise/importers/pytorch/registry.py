@@ -4,8 +4,8 @@ node, returning the node's value, or a tuple for ops with several results) under
 overload name as ``str(node.target)`` gives it (``aten.permute.default``). One op family per
 module: ``aten_shape`` (views and data movement), ``aten_pointwise`` (elementwise ops),
 ``aten_linalg`` (matrix products), ``aten_reduce`` (reductions, softmax, layer norm, cumsum),
-``aten_index`` (embedding, advanced indexing, gather), ``aten_conv`` (convolution, batch norm,
-max pooling).
+``aten_index`` (embedding, advanced indexing, gather), ``aten_conv`` (convolution, batch norm),
+``aten_pool`` (max, average and adaptive average pooling).
 """
 
 from __future__ import annotations
