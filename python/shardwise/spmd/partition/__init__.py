@@ -26,6 +26,7 @@ import numpy as np
 from shardwise.errors import MeshError, ProgramError
 from shardwise.files import check_replaceable
 from shardwise.ir.core import Module
+from shardwise.ir.gc import no_cyclic_gc
 from shardwise.mesh import Mesh
 from shardwise.spmd.partition.chlo_rules import chlo_rules
 from shardwise.spmd.partition.global_step import (
@@ -38,7 +39,7 @@ from shardwise.spmd.partition.global_step import (
 )
 from shardwise.spmd.partition.groups import check_device_ids
 from shardwise.spmd.partition.inline import inline_calls
-from shardwise.spmd.partition.local_step import localize
+from shardwise.spmd.partition.local_step import LocalTypes, localize
 from shardwise.spmd.partition.meta import MAX_RANKS, Weights, build_meta, check_weights, is_partition_dir, write_outdir
 from shardwise.spmd.redistribute import CostModel
 
@@ -149,6 +150,7 @@ def _in_main_flow(op: Any) -> bool:
     return True
 
 
+@no_cyclic_gc()  # the global program and one copy per rank: millions of objects (ir/gc.py)
 def partition(
     module: Module,
     outdir: str | os.PathLike[str] | None = None,
@@ -221,7 +223,8 @@ def partition(
         # By name: each lowering runs a pass that gives the module new Python ops.
         for name in [f.sym_name for f in work.funcs if f.regions[0].blocks]:
             collectives += lower_to_collectives(work, work.func(name), cost_model)
-    ranks = [localize(work, r) for r in range(the_mesh.size)]
+    types: LocalTypes = {}  # local types, computed once for all ranks
+    ranks = [localize(work, r, types) for r in range(the_mesh.size)]
     part = Partition(work, ranks, mesh_name, the_mesh, collectives, added_reshards=added, weights=arrays)
     part.meta = build_meta(part, entry_func(work))
     if outdir is not None:

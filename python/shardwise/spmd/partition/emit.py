@@ -1,12 +1,11 @@
 """Small StableHLO op constructors for the local programs (generic attribute text, as jaxlib
-prints it), inserted before an anchor op."""
+prints it), appended to the op list the local step is building."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from shardwise.ir.core import Block, Op, Region, Value
-from shardwise.ir.rewrite import insert_before
 from shardwise.ir.types import TensorType
 
 __all__ = ["Emitter", "zero_text"]
@@ -44,17 +43,21 @@ def zero_text(element_type: str) -> str:
 
 
 class Emitter:
-    """Creates ops before ``anchor`` (in its block); ``channel`` numbers collectives (each gets
-    a fresh ``channel_handle``, type 1 = device to device)."""
+    """Creates ops at the end of ``sink`` (the op list of the block the local step rebuilds,
+    where they land before the op it is converting, or after it), with ``anchor``'s location;
+    ``channel`` numbers collectives (each gets a fresh ``channel_handle``, type 1 = device to
+    device). Appending instead of inserting before an op in its block keeps the local step
+    linear in the block's length (one position search per new op made it quadratic)."""
 
     def __init__(self) -> None:
         self.anchor: Op | None = None
+        self.sink: list[Op] = []
         self.channel = 0
 
     def _put(self, op: Op) -> Value:
         assert self.anchor is not None
         op.location = self.anchor.location
-        insert_before(self.anchor, op)
+        self.sink.append(op)
         return op.results[0]
 
     def _channel(self) -> str:

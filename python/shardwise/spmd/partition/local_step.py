@@ -21,7 +21,6 @@ from shardwise.errors import ProgramError
 from shardwise.execute.attrs import parse_array, parse_conv_dims, parse_int, parse_struct
 from shardwise.execute.regions import body_kind
 from shardwise.ir.core import Block, Func, Module, Op, Value
-from shardwise.ir.rewrite import erase_op, insert_before
 from shardwise.ir.sdy import get_sharding
 from shardwise.ir.slots import SDY_COLLECTIVES
 from shardwise.ir.types import TensorType, Type
@@ -38,13 +37,24 @@ __all__ = ["localize"]
 _DROPPED_ATTRS = ("xla_shape", "mhlo.sharding", "mhlo.frontend_attributes")
 
 
+#: Local types by (global type, sharding): the same on every rank (``localize``'s ``types``).
+LocalTypes = dict[tuple[Type, TensorSharding], Type]
+
+
 class _Local:
-    def __init__(self, mesh_name: str, mesh: Mesh, rank: int) -> None:
+    def __init__(self, mesh_name: str, mesh: Mesh, rank: int, types: LocalTypes) -> None:
         self.mesh_name, self.mesh, self.rank = mesh_name, mesh, rank
+        self.types = types
         self.subst: dict[Value, Value] = {}
         self.em = Emitter()
         self.orig: dict[Value, tuple[Type, TensorSharding | None]] = {}
         self.orig_operands: list[Value] = []
+        # The block being rebuilt (``block``): its new op list so far, the ops made after the
+        # op being converted, the op after it in the block, and whether it stays.
+        self.out: list[Op] = []
+        self.after: list[Op] = []
+        self.next: Op | None = None
+        self.keep = True
 
     # ------------------------------------------------------------------ types
     def replicated(self, rank: int) -> TensorSharding:
@@ -54,11 +64,15 @@ class _Local:
         return get_sharding(v) if isinstance(v.type, TensorType) else None
 
     def local_type(self, t: Type, s: TensorSharding | None) -> Type:
-        if not isinstance(t, TensorType) or s is None or s.rank == 0:
+        if s is None or not isinstance(t, TensorType) or s.rank == 0:
             return t
-        if any(d < 0 for d in t.shape):
-            raise ProgramError(f"dynamic shape {t} cannot be partitioned")
-        return TensorType(s.local_shape(t.shape, meshes=self.mesh), t.element_type, t.encoding)
+        local = self.types.get((t, s))
+        if local is None:
+            if any(d < 0 for d in t.shape):
+                raise ProgramError(f"dynamic shape {t} cannot be partitioned")
+            local = TensorType(s.local_shape(t.shape, meshes=self.mesh), t.element_type, t.encoding)
+            self.types[(t, s)] = local
+        return local
 
     def dim_info(self, t: TensorType, s: TensorSharding | None, k: int) -> tuple[int, int, int]:
         """(global size, local size, valid elements of the rank's block) of dimension ``k``."""
@@ -86,8 +100,37 @@ class _Local:
         self.block(f.body)
 
     def block(self, b: Block) -> None:
-        for op in list(b.ops):
+        """Converts the ops of ``b`` in order and rebuilds its op list in one pass: for each op,
+        the ops its conversion makes before it (``em.sink`` is ``out``), the op unless it was
+        erased, and the ops made after it. Nested blocks are rebuilt inside ``op``."""
+        ops = list(b.ops)
+        saved = self.out, self.after, self.next, self.keep
+        out: list[Op] = []
+        for k, op in enumerate(ops):
+            self.out, self.after, self.keep = out, [], True
+            self.next = ops[k + 1] if k + 1 < len(ops) else None
             self.op(op)
+            if self.keep:
+                out.append(op)
+            out.extend(self.after)
+        for op in out:
+            op.parent = b
+        b.ops = out
+        self.out, self.after, self.next, self.keep = saved
+
+    def at(self, op: Op) -> None:
+        """New ops go before ``op``, the op being converted, with its location."""
+        self.em.anchor, self.em.sink = op, self.out
+
+    def after_current(self) -> None:
+        """New ops go right after the op being converted, with the next op's location."""
+        assert self.next is not None
+        self.em.anchor, self.em.sink = self.next, self.after
+
+    def erase(self, op: Op) -> None:
+        """Drops ``op``, the op being converted, from the rebuilt block."""
+        self.keep = False
+        op.parent = None
 
     def op(self, op: Op) -> None:
         orig_operands = list(op.operands)
@@ -109,7 +152,7 @@ class _Local:
                     a.sharding = None
                 self.block(blk)
         self.orig_operands = orig_operands
-        self.em.anchor = op
+        self.at(op)
         if op.name in SDY_COLLECTIVES:
             gt = self.orig[orig_operands[0]][0]
             assert isinstance(gt, TensorType)
@@ -119,12 +162,12 @@ class _Local:
             if y.type != locals_[0]:
                 raise ProgramError(f"{op.where()}: rank {self.rank} lowering gives {y.type}, expected {locals_[0]}")
             self.subst[op.results[0]] = y
-            erase_op(op)
+            self.erase(op)
             return
         if op.name in ("sdy.reshard", "sdy.sharding_constraint"):
             raise ProgramError(f"{op.where()}: reshards must be lowered to collectives before the local step")
         if op.name == "sdy.sharding_group":
-            erase_op(op)
+            self.erase(op)
             return
         if op.name in ("sdy.constant", "stablehlo.constant"):
             self.constant(op, globals_[0], locals_[0])
@@ -198,7 +241,7 @@ class _Local:
         kept = halos(self.mesh, op, gt, s, result, result_sharding)
         if not kept:
             return set()
-        self.em.anchor = op
+        self.at(op)
         x = op.operands[0]
         t = x.type
         assert isinstance(t, TensorType)
@@ -318,7 +361,7 @@ class _Local:
                 sharded.append((to_operand.index(c), self.dim_info_start(d, list(s.dims[c].axes)), size))
         if not sharded:
             return None
-        self.em.anchor = op
+        self.at(op)
         indices = op.operands[1]
         it = indices.type
         assert isinstance(it, TensorType)
@@ -377,7 +420,7 @@ class _Local:
             return
         t = op.operands[0].type
         assert isinstance(t, TensorType)
-        self.em.anchor = op
+        self.at(op)
         zero = self.em.constant(zero_text(t.element_type), TensorType((), t.element_type))
         op.operands[0] = self.em.broadcast_in_dim(zero, t.shape, [])
 
@@ -389,9 +432,7 @@ class _Local:
         dn = parse_struct(op.attributes["dimension_numbers"], "gather")
         offset = set(dn.get("offset_dims", []))
         batch_dims = [d for d in range(rt.rank) if d not in offset]
-        nxt = op.parent.ops[op.parent.ops.index(op) + 1] if op.parent is not None else None
-        assert nxt is not None
-        self.em.anchor = nxt
+        self.after_current()
         mask = self.em.broadcast_in_dim(in_range, rt.shape, batch_dims)
         zeros = self.em.broadcast_in_dim(
             self.em.constant(zero_text(rt.element_type), TensorType((), rt.element_type)), rt.shape, []
@@ -416,9 +457,7 @@ class _Local:
             by_index = {tuple(index_over(self.mesh, d, axes) for axes in per_dim): d for d in g}
             for index, d in by_index.items():
                 pairs.append((d, by_index[tuple(n - 1 - i for n, i in zip(sizes, index))]))
-        nxt = op.parent.ops[op.parent.ops.index(op) + 1] if op.parent is not None else None
-        assert nxt is not None
-        self.em.anchor = nxt
+        self.after_current()
         self.subst[op.results[0]] = self.em.collective_permute(op.results[0], pairs)
 
     def iota(self, op: Op, s: TensorSharding | None, g: Type) -> None:
@@ -434,9 +473,7 @@ class _Local:
             return
         t = op.results[0].type
         assert isinstance(t, TensorType)
-        nxt = op.parent.ops[op.parent.ops.index(op) + 1] if op.parent is not None else None
-        assert nxt is not None
-        self.em.anchor = nxt
+        self.after_current()
         offset = self.em.constant(str(start), t)
         y = self.em.add(op.results[0], offset)
         self.subst[op.results[0]] = y
@@ -493,24 +530,23 @@ class _Local:
             self.subst[a] = v
         self.block(body)
         ret = body.ops[-1]
-        assert op.parent is not None
-        for inner in list(body.ops[:-1]):
-            body.ops.remove(inner)
-            inner.parent = None
-            insert_before(op, inner)
+        self.out.extend(body.ops[:-1])  # the body inlined before the op
+        body.ops = [ret]
         for r, v in zip(op.results, ret.operands):
             self.subst[r] = self.subst.get(v, v)
-        erase_op(op)
+        self.erase(op)
 
 
-def localize(module: Module, rank: int) -> Module:
+def localize(module: Module, rank: int, types: LocalTypes | None = None) -> Module:
     """Rank ``rank``'s program: a copy of the global ``module`` (explicit sdy collectives, no
     ``sdy.reshard`` left; ``global_step``) on local shapes, with StableHLO collectives whose
-    ``replica_groups`` are device ids and no shardings or meshes left. ``ProgramError`` naming
-    the op for anything the rewrite cannot express."""
+    ``replica_groups`` are device ids and no shardings or meshes left. ``types``: a dict the
+    calls for the ranks of one module share, so that each local type is computed once (they
+    do not depend on the rank). ``ProgramError`` naming the op for anything the rewrite
+    cannot express."""
     m = module.copy()
     mesh_name, mesh = single_mesh(m)
-    ctx = _Local(mesh_name, mesh, rank)
+    ctx = _Local(mesh_name, mesh, rank, {} if types is None else types)
     # Global types and shardings, recorded before any type changes.
     ctx.orig = {v: (v.type, ctx.sharding(v)) for v in m.values()}
     for f in m.funcs:
