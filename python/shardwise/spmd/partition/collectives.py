@@ -180,7 +180,7 @@ def _reduction_kind(op: Op) -> str:
 def lower_collective(em: Emitter, mesh: Mesh, rank: int, op: Op, x: Value, t: TensorType, src: TensorSharding) -> Value:
     """The rank's lowering of the ``sdy`` collective ``op`` applied to local value ``x`` (whose
     global tensor has type ``t`` and sharding ``src``); returns the local result.
-    New ops go before ``em.anchor``. ``ProgramError`` naming the op for what cannot be lowered."""
+    New ops go into ``em.sink``. ``ProgramError`` naming the op for what cannot be lowered."""
     out = op.results[0].sharding
     if not isinstance(t, TensorType) or out is None:
         raise ProgramError(f"{op.where()}: a collective needs a ranked tensor and an out_sharding")

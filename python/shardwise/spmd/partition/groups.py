@@ -134,7 +134,13 @@ def groups(mesh: Mesh, refs: Sequence[AxisRef]) -> list[list[int]]:
     by their first device's position. With no ``refs`` every device is its own group.
 
     Linear in devices times ``len(refs)``: a device's group key is its mesh position with its
-    digits along ``refs`` set to 0 (the position of the group's first device)."""
+    digits along ``refs`` set to 0 (the position of the group's first device). Made once per
+    mesh and axes (the partitioner asks again for every collective on every rank)."""
+    return [list(g) for g in _groups(mesh, tuple(refs))]
+
+
+@functools.lru_cache(maxsize=1024)
+def _groups(mesh: Mesh, refs: tuple[AxisRef, ...]) -> tuple[tuple[int, ...], ...]:
     layout = _layout(mesh)
     n = mesh.size
     pos = np.arange(n, dtype=np.int64)
@@ -150,7 +156,7 @@ def groups(mesh: Mesh, refs: Sequence[AxisRef]) -> list[list[int]]:
     members = ids[order].tolist()
     k = key[order]
     cuts = (np.flatnonzero(k[1:] != k[:-1]) + 1).tolist()
-    return [members[a:b] for a, b in zip([0, *cuts], [*cuts, n])]
+    return tuple(tuple(members[a:b]) for a, b in zip([0, *cuts], [*cuts, n]))
 
 
 def group_of(mesh: Mesh, device: int, refs: Sequence[AxisRef]) -> list[int]:
