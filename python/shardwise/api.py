@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from shardwise import _native
 from shardwise.errors import PipelineError, ProgramError
-from shardwise.importers.mlir import check_nesting, verify_error
+from shardwise.importers.mlir import MAX_BRACKETS, MAX_NESTING, check_encodable, check_nesting, verify_error
 from shardwise.importers.native import build_op
 from shardwise.ir.core import Module
 from shardwise.ir.gc import no_cyclic_gc
@@ -172,14 +172,17 @@ def propagate_texts(texts: Sequence[str], pipeline: str, *, threads: int = 1) ->
     steps = native_pipeline_steps(pipeline)
     if steps is None:
         return None
-    for i, text in enumerate(texts):
-        try:
-            check_nesting(text, None)
-        except ProgramError as e:
-            e.add_note(f"in text {i} of {len(texts)}")
-            raise
     try:
-        return _native.run_native_passes_many(list(texts), steps, threads)
+        # The nesting bound (``check_nesting``) is checked on the threads, text by text.
+        return _native.run_native_passes_many(list(texts), steps, threads, nesting=(MAX_NESTING, MAX_BRACKETS))
+    except UnicodeEncodeError:
+        for i, text in enumerate(texts):
+            try:
+                check_encodable(text, None)
+            except ProgramError as e:
+                e.add_note(f"in text {i} of {len(texts)}")
+                raise
+        raise
     except _native.MlirReadError:
         return None
     except _native.MlirVerifyError as e:

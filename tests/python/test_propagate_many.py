@@ -252,3 +252,35 @@ def test_many_texts_name_the_text_that_fails_and_fall_back_without_native_passes
         assert sw.propagate_many([good], threads=1) == native
     finally:
         unregister_op_rule("mydialect.op")
+
+
+def test_many_texts_nested_too_deeply_or_not_unicode_are_named() -> None:
+    """The nesting bound ``load_mlir`` keeps (``check_nesting``) holds for a batch of texts too,
+    checked on the threads: the text's index in a note, the depth and line in the message; a
+    lone surrogate is one ``ProgramError`` with the line, not the ``UnicodeEncodeError`` of
+    handing the text to Rust."""
+    from shardwise.errors import ProgramError
+    from shardwise.importers.mlir import MAX_NESTING
+
+    good = "module {\n  func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {\n    return %arg0 : tensor<8xf32>\n  }\n}\n"
+    levels = MAX_NESTING + 10
+    body = "stablehlo.return %arg0 : tensor<f32>"
+    for i in range(levels):
+        body = f'%c{i} = "stablehlo.case"(%idx) ({{\n{body}\n}}) : (tensor<i32>) -> tensor<f32>\nstablehlo.return %c{i} : tensor<f32>'
+    head, last = body.rsplit("stablehlo.return", 1)
+    deep = (
+        "func.func @main(%arg0: tensor<f32>, %idx: tensor<i32>) -> tensor<f32> {\n"
+        + head
+        + "return "
+        + last.strip().split(" : ")[0]
+        + " : tensor<f32>\n}"
+    )
+    for threads in (1, 2):
+        with pytest.raises(
+            ProgramError, match=f"nests regions {levels + 1} levels deep .line {MAX_NESTING + 1}."
+        ) as info:
+            sw.propagate_many([good, deep, good], threads=threads)
+        assert "in text 1 of 3" in info.value.__notes__
+        with pytest.raises(ProgramError, match="not valid Unicode text: character '.udcff' at line 3") as info:
+            sw.propagate_many([good, good, good.replace("return %arg0 ", "return %arg0\udcff ")], threads=threads)
+        assert "in text 2 of 3" in info.value.__notes__

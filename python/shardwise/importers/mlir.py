@@ -56,7 +56,7 @@ def load_mlir(source: str | os.PathLike[str], *, reader: str = "auto") -> Module
         try:
             program = NativeProgram.read(text, path or "-")
         except UnicodeEncodeError:
-            _check_encodable(text, source)  # a lone surrogate: not Unicode, cannot be read
+            check_encodable(text, source)  # a lone surrogate: not Unicode, cannot be read
             raise
         except MlirReadError as e:
             if reader == "native" or not jax_available():
@@ -72,7 +72,7 @@ def load_mlir(source: str | os.PathLike[str], *, reader: str = "auto") -> Module
         except _ir.MLIRError as e:
             raise ProgramError(f"cannot parse MLIR: {diagnostics_line(e, path)}") from None
         except TypeError:
-            _check_encodable(text, source)  # nanobind refuses text it cannot encode as UTF-8
+            check_encodable(text, source)  # nanobind refuses text it cannot encode as UTF-8
             raise
         with no_cyclic_gc():
             try:
@@ -101,7 +101,7 @@ def check_nesting(text: str, source: str | os.PathLike[str] | None) -> None:
     try:
         nesting = mlir_nesting(text, MAX_NESTING, MAX_BRACKETS)
     except UnicodeEncodeError:
-        _check_encodable(text, source)
+        check_encodable(text, source)
         raise
     for (deepest, line), limit, what in zip(nesting, (MAX_NESTING, MAX_BRACKETS), ("regions", "brackets")):
         if deepest > limit:
@@ -119,7 +119,7 @@ def verify_error(e: MlirVerifyError, source: str | os.PathLike[str] | None) -> P
     return ProgramError(f"invalid MLIR{_name(source)}: {e.op_name} at {e.location}: {e.detail}")
 
 
-def _check_encodable(text: str, source: str | os.PathLike[str] | None) -> None:
+def check_encodable(text: str, source: str | os.PathLike[str] | None) -> None:
     """``ProgramError`` (with the line) for text holding a lone surrogate (from a non-UTF-8
     string decoded with ``surrogateescape``), which is not Unicode and cannot be parsed."""
     try:

@@ -234,17 +234,43 @@ fn run_native_passes(py: Python<'_>, text: &str, passes: Vec<String>, name: &str
 /// issued afterwards, text by text. The first text (in order) that fails raises what
 /// `run_native_passes` raises for it, with a note naming its index; the warnings of the texts
 /// before it are issued first.
+///
+/// `nesting` (`(max_braces, max_brackets)`): each text is first checked as `mlir_nesting`
+/// checks it, on its thread; one nested deeper raises `ProgramError` ("MLIR nests regions 300
+/// levels deep (line 12); at most 256 are read", as `shardwise.importers.mlir.check_nesting`).
 #[pyfunction]
+#[pyo3(signature = (texts, passes, threads, *, nesting=None))]
 fn run_native_passes_many(
     py: Python<'_>,
     texts: Vec<String>,
     passes: Vec<String>,
     threads: usize,
+    nesting: Option<(usize, usize)>,
 ) -> PyResult<Vec<String>> {
     let names: Vec<&str> = passes.iter().map(String::as_str).collect();
     let n = texts.len();
-    let results = py.detach(|| crate::parallel::map(n, threads, |i| run_text(&texts[i], "-", &names)));
+    let results = py.detach(|| {
+        crate::parallel::map(n, threads, |i| {
+            if let Some(limits) = nesting {
+                nested_too_deep(&texts[i], limits)?;
+            }
+            run_text(&texts[i], "-", &names)
+        })
+    });
     collect_many(py, results, "text", |text| text)
+}
+
+/// `ProgramError` (as a pass failure) when `text` nests braces or brackets deeper than
+/// `limits` (see `mlir_nesting`); braces are reported first.
+fn nested_too_deep(text: &str, limits: (usize, usize)) -> Result<(), PrintFailure> {
+    let found = mlir::nesting(text, limits);
+    for ((deepest, line), (limit, what)) in found.into_iter().zip([(limits.0, "regions"), (limits.1, "brackets")]) {
+        if deepest > limit {
+            let message = format!("MLIR nests {what} {deepest} levels deep (line {line}); at most {limit} are read");
+            return Err(PrintFailure::Pass(crate::error::Error::program(message)));
+        }
+    }
+    Ok(())
 }
 
 /// The passes' warnings, by kind.
