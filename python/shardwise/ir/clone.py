@@ -47,6 +47,11 @@ class Mapping:
         return id(old) in self._map
 
 
+#: ``Op`` and ``Value`` objects made without their ``__init__`` (``clone_op`` sets the fields).
+_new_op = object.__new__
+_new_value = object.__new__
+
+
 def _copy_value_fields(src: Value, dst: Value) -> None:
     dst.sharding = src.sharding
 
@@ -54,18 +59,30 @@ def _copy_value_fields(src: Value, dst: Value) -> None:
 def clone_op(op: Op, mapping: Mapping | None = None) -> Op:
     """A detached deep copy of ``op``: operands remapped through ``mapping`` (unmapped ones
     kept), results and nested block arguments added to ``mapping``; shardings, attributes,
-    location and ``operand_shardings`` copied. A ``Func`` is cloned as a ``Func``."""
+    location and ``operand_shardings`` copied. A ``Func`` is cloned as a ``Func``.
+
+    The fields are set directly (what ``Op.__init__`` and ``Value.__init__`` set), and the
+    mapping's dict is read in place: ``Module.copy`` clones every op this way, and the
+    partitioner copies the program once per rank."""
     mapping = mapping if mapping is not None else Mapping()
     if isinstance(op, Func):
         return clone_func(op, op.sym_name, mapping)
-    new = Op(
-        op.name, [mapping.lookup_or_default(v) for v in op.operands], [r.type for r in op.results], dict(op.attributes)
-    )
-    new.copy_location(op)
+    table = mapping._map
+    new = _new_op(Op)
+    new.name = op.name
+    new.operands = [v if (e := table.get(id(v))) is None else e[1] for v in op.operands]
+    results = []
+    for i, r in enumerate(op.results):
+        nr = _new_value(Value)
+        nr.type, nr.owner, nr.index, nr.sharding = r.type, new, i, r.sharding
+        table[id(r)] = (r, nr)
+        results.append(nr)
+    new.results = results
+    new.attributes = dict(op.attributes)
+    new.regions = []
+    new.parent = None
     new.operand_shardings = op.operand_shardings
-    for r, nr in zip(op.results, new.results):
-        _copy_value_fields(r, nr)
-        mapping.map(r, nr)
+    new._location = op._location
     for region in op.regions:
         new.add_region(clone_region(region, mapping))
     return new
