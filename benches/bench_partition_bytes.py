@@ -167,7 +167,10 @@ def local_bytes(rank_module: Any) -> tuple[float, int]:
     return total, count
 
 
-def _compile_hlo(text: str) -> tuple[str, int]:
+def compile_hlo(text: str) -> tuple[str, int]:
+    """XLA's optimised HLO of MLIR ``text`` compiled as ``jax.jit`` would (Shardy, the SPMD
+    partitioner, ``mhlo.num_partitions`` CPU devices; ``sdy.reshard`` read as a constraint),
+    and that device count (also timed by ``bench_partition_speed.py``)."""
     import jax
     import numpy as np
     from jax._src import xla_bridge
@@ -238,7 +241,7 @@ def _compare(program: str, text: str) -> None:
     row: dict[str, Any] = {"program": program}
     ROWS.append(row)
     try:
-        hlo, devices = _compile_hlo(text)
+        hlo, devices = compile_hlo(text)
     except Exception as e:  # noqa: BLE001 - reported in the table
         row["note"] = f"XLA: {type(e).__name__}: {str(e).splitlines()[0][:80]}"
         pytest.skip(row["note"])

@@ -29,7 +29,7 @@ import pytest
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 import shardwise
-from bench_partition_bytes import _compile_hlo
+from bench_partition_bytes import compile_hlo
 from bench_report import OUT, SMOKE
 from shardwise.files import write_atomic
 from shardwise.testing.programs import transformer_step
@@ -52,7 +52,7 @@ def test_partition_speed(benchmark: Any, layers: int) -> None:
     part = benchmark.pedantic(run, rounds=1 if SMOKE else 3, iterations=1)
     assert len(part.ranks) == 8
     t0 = time.perf_counter()
-    _compile_hlo(text)
+    compile_hlo(text)
     ROWS[layers] = {"ops": ops, "shardwise": benchmark.stats.stats.min, "xla": time.perf_counter() - t0}
 
 

@@ -15,6 +15,7 @@ import pytest
 import shardwise as sw
 from shardwise.cli import main
 from shardwise.files import write_atomic
+from shardwise.testing.programs import nested_cases
 
 
 def _module_file(tmp_path: Path) -> Path:
@@ -262,29 +263,15 @@ def test_huge_meshes_are_not_enumerated_device_by_device(tmp_path: Path, capsys:
     assert time.perf_counter() - t < 20
 
 
-def _nested_cases(n: int) -> str:
-    s = "stablehlo.return %arg0 : tensor<f32>"
-    for i in range(n):
-        s = f'%c{i} = "stablehlo.case"(%idx) ({{\n{s}\n}}) : (tensor<i32>) -> tensor<f32>\nstablehlo.return %c{i} : tensor<f32>'
-    head, last = s.rsplit("stablehlo.return", 1)
-    return (
-        "func.func @main(%arg0: tensor<f32>, %idx: tensor<i32>) -> tensor<f32> {\n"
-        + head
-        + "return "
-        + last.strip().split(" : ")[0]
-        + " : tensor<f32>\n}"
-    )
-
-
 @pytest.mark.parametrize("levels", [600, 3000, 20000])
 def test_deep_nesting_is_one_error_before_the_parser(levels: int) -> None:
     """600 levels gave a 3,000-line RecursionError; about 2,500 crashed jaxlib's parser."""
     with pytest.raises(sw.ProgramError, match=f"nests regions {levels + 1} levels deep"):
-        sw.load_mlir(_nested_cases(levels))
+        sw.load_mlir(nested_cases(levels))
 
 
 def test_nesting_within_the_limit_and_braces_in_strings_are_read() -> None:
-    module = sw.load_mlir(_nested_cases(200))
+    module = sw.load_mlir(nested_cases(200))
     assert sum(1 for op in module.walk() if op.name == "stablehlo.case") == 200
     text = (
         'func.func @main(%arg0: tensor<f32>) -> tensor<f32> {\n  %0 = stablehlo.custom_call @x(%arg0) {backend_config = "'

@@ -10,7 +10,7 @@ import time
 import pytest
 import shardwise as sw
 from shardwise.importers.mlir import load_mlir
-from shardwise.testing.programs import random_candidates, transformer_step
+from shardwise.testing.programs import nested_cases, random_candidates, transformer_step
 
 pytestmark = pytest.mark.jax
 
@@ -264,17 +264,7 @@ def test_many_texts_nested_too_deeply_or_not_unicode_are_named() -> None:
 
     good = "module {\n  func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {\n    return %arg0 : tensor<8xf32>\n  }\n}\n"
     levels = MAX_NESTING + 10
-    body = "stablehlo.return %arg0 : tensor<f32>"
-    for i in range(levels):
-        body = f'%c{i} = "stablehlo.case"(%idx) ({{\n{body}\n}}) : (tensor<i32>) -> tensor<f32>\nstablehlo.return %c{i} : tensor<f32>'
-    head, last = body.rsplit("stablehlo.return", 1)
-    deep = (
-        "func.func @main(%arg0: tensor<f32>, %idx: tensor<i32>) -> tensor<f32> {\n"
-        + head
-        + "return "
-        + last.strip().split(" : ")[0]
-        + " : tensor<f32>\n}"
-    )
+    deep = nested_cases(levels)
     for threads in (1, 2):
         with pytest.raises(
             ProgramError, match=f"nests regions {levels + 1} levels deep .line {MAX_NESTING + 1}."

@@ -2,7 +2,8 @@
 step, ``jax.value_and_grad`` of an unrolled stack of attention + MLP layers, lowered on a 2x4
 (``x`` x ``y``) mesh of Auto axes with Megatron-style weight shardings and a batch-sharded input.
 About 137 ops per layer: 20 layers ~ 2.7k ops, 160 ~ 22k, 635 ~ 87k. Needs 8 devices (set
-``XLA_FLAGS=--xla_force_host_platform_device_count=8`` before importing jax)."""
+``XLA_FLAGS=--xla_force_host_platform_device_count=8`` before importing jax). Also
+``nested_cases``: a program whose regions nest to a given depth (the nesting bound's tests)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,23 @@ from typing import Any
 
 from shardwise.ir.core import Module
 from shardwise.sharding import TensorSharding
+
+
+def nested_cases(levels: int) -> str:
+    """A ``@main`` whose ``stablehlo.case`` ops nest ``levels`` deep (``levels + 1`` levels of
+    braces with the function's), one op per line: the text ``check_nesting`` bounds."""
+    s = "stablehlo.return %arg0 : tensor<f32>"
+    for i in range(levels):
+        s = f'%c{i} = "stablehlo.case"(%idx) ({{\n{s}\n}}) : (tensor<i32>) -> tensor<f32>\nstablehlo.return %c{i} : tensor<f32>'
+    head, last = s.rsplit("stablehlo.return", 1)
+    return (
+        "func.func @main(%arg0: tensor<f32>, %idx: tensor<i32>) -> tensor<f32> {\n"
+        + head
+        + "return "
+        + last.strip().split(" : ")[0]
+        + " : tensor<f32>\n}"
+    )
+
 
 #: Model sizes: width, heads, sequence length, batch.
 D, H, S, B = 64, 4, 32, 8
