@@ -6,7 +6,8 @@
 use std::time::{Duration, Instant};
 
 use shardwise::search::{
-    deadline_after, forbidden_components, lagrange_prices, lower_bound, solve_local, LocalOptions, Pbqp, StrategyGraph,
+    deadline_after, forbidden_components, lagrange_prices, lower_bound, solve_local, LocalOptions, Pbqp, Pilot,
+    StrategyGraph,
 };
 
 type NodeSpec = (Vec<i64>, Vec<i64>, (i64, i64));
@@ -262,7 +263,7 @@ fn pbqp_cost_is_exact_and_reductions_are_optimal() {
         let g = random_pbqp_graph(&mut rng, n, 4, 2 + (case as u64 % 3), false);
         let best = exhaustive(&g).expect("no usage limit");
         for pilot in [0usize, 64] {
-            let sol = Pbqp::from_graph(&g, &[]).solve(pilot, None);
+            let sol = Pbqp::from_graph(&g, &[]).solve(Pilot::unbounded(pilot));
             let (cost, _) = g.evaluate(&sol.assignment).unwrap();
             assert_eq!(cost.min(i64::MAX as i128), sol.cost as i128, "case {case} pilot {pilot}: reported cost");
             assert!(cost >= best, "case {case}: below the optimum");
@@ -280,7 +281,7 @@ fn pbqp_chains_and_trees_need_no_heuristic_step() {
     let mut rng = Lcg(7);
     for case in 0..40 {
         let g = random_pbqp_graph(&mut rng, 3 + case % 6, 5, 1, true);
-        let sol = Pbqp::from_graph(&g, &[]).solve(0, None);
+        let sol = Pbqp::from_graph(&g, &[]).solve(Pilot::OFF);
         assert_eq!(sol.heuristic_steps, 0, "case {case}");
         assert_eq!(g.evaluate(&sol.assignment).unwrap().0, exhaustive(&g).unwrap(), "case {case}");
     }
@@ -288,7 +289,7 @@ fn pbqp_chains_and_trees_need_no_heuristic_step() {
 
 #[test]
 fn pbqp_avoids_forbidden_entries_when_possible() {
-    // A triangle (one heuristic RN step) whose only allowed combination is (1, 2, 0).
+    // A triangle (reduced exactly by R2) whose only allowed combination is (1, 2, 0).
     const F: i64 = 1_000_000_000_000_000_000;
     let nodes: Vec<NodeSpec> =
         vec![(vec![0, 5], vec![0, 0], (0, 1)), (vec![0, 0, 0], vec![0; 3], (0, 1)), (vec![1, 9], vec![0; 2], (0, 1))];
@@ -296,9 +297,38 @@ fn pbqp_avoids_forbidden_entries_when_possible() {
     let m12 = (0..6).map(|i| if i == 4 { 3 } else { F }).collect();
     let m02 = (0..4).map(|i| if i == 2 { 0 } else { F }).collect();
     let g = graph(&nodes, &[(0, 1, m01), (1, 2, m12), (0, 2, m02)], None);
-    let sol = Pbqp::from_graph(&g, &[]).solve(8, None);
+    let sol = Pbqp::from_graph(&g, &[]).solve(Pilot::unbounded(8));
     assert_eq!(sol.assignment, vec![1, 2, 0]);
     assert_eq!(sol.cost, 5 + 3 + 1);
+}
+
+#[test]
+fn pbqp_look_ahead_spends_the_nodes_left_per_candidate() {
+    // Complete graphs on 4 nodes with 3 strategies each: one RN step (4 nodes left), then R2
+    // and R1 exactly. A budget short of one completion (4 node reductions) gives plain RN; 12
+    // buys all 3 candidates, as many as an unbounded look-ahead tries.
+    let mut rng = Lcg(2005);
+    let mut differ = 0;
+    for case in 0..200 {
+        let nodes: Vec<NodeSpec> =
+            (0..4).map(|_| ((0..3).map(|_| rng.next(100) as i64).collect(), vec![0; 3], (0, 1))).collect();
+        let mut edges = vec![];
+        for b in 0..4 {
+            for a in 0..b {
+                edges.push((a, b, (0..9).map(|_| rng.next(80) as i64).collect::<Vec<i64>>()));
+            }
+        }
+        let g = graph(&nodes, &edges, None);
+        let solve = |work| Pbqp::from_graph(&g, &[]).solve(Pilot { candidates: 8, work, deadline: None });
+        let (plain, full) =
+            (Pbqp::from_graph(&g, &[]).solve(Pilot::OFF), Pbqp::from_graph(&g, &[]).solve(Pilot::unbounded(8)));
+        assert_eq!(plain.heuristic_steps, 1, "case {case}");
+        assert_eq!(solve(3).assignment, plain.assignment, "case {case}");
+        assert_eq!(solve(12).assignment, full.assignment, "case {case}");
+        assert!(full.cost <= plain.cost, "case {case}");
+        differ += usize::from(full.cost < plain.cost);
+    }
+    assert!(differ >= 10, "the look-ahead improved on plain RN in {differ} of 200 cases");
 }
 
 /// Lagrangian prices: eight independent nodes live together, each cheap with usage 10 or
@@ -310,9 +340,11 @@ fn pbqp_avoids_forbidden_entries_when_possible() {
 fn lagrange_prices_make_the_priced_optimum_fit() {
     let nodes: Vec<NodeSpec> = (0..8).map(|i| (vec![0, 5 * (i + 1)], vec![10, 2], (0, 4))).collect();
     let g = graph(&nodes, &[], Some(40));
-    let (prices, over) =
+    let found =
         lagrange_prices(&g, std::time::Instant::now() + Duration::from_secs(20), Some(200), 3).unwrap().unwrap();
+    let (prices, over) = (found.prices, found.overflow);
     assert_eq!(prices.len(), 8);
+    assert_eq!(found.cycles, 200);
     assert!(over <= 0.0, "overflow {over}");
     let pick: Vec<usize> = (0..8)
         .map(|v| {
@@ -333,7 +365,7 @@ fn lagrange_prices_make_the_priced_optimum_fit() {
     // Deterministic for a cycle count; no prices without a limit.
     let again =
         lagrange_prices(&g, std::time::Instant::now() + Duration::from_secs(20), Some(200), 3).unwrap().unwrap();
-    assert_eq!(again.0, prices);
+    assert_eq!(again.prices, prices);
     let free = graph(&nodes, &[], None);
     assert!(lagrange_prices(&free, std::time::Instant::now() + Duration::from_secs(1), Some(5), 0).unwrap().is_none());
     // A malformed graph is an error, not a panic.

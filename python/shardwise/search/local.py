@@ -420,4 +420,10 @@ def lagrange_prices(
         raise SearchError(str(e)) from None
     if r is None:
         return None
+    log.debug(
+        "price search: %d cycles in %.1f s, priced assignment %+.2f %% over the limit",
+        r.cycles,
+        time.perf_counter() - start,
+        100 * r.overflow,
+    )
     return np.asarray(r.prices, dtype=np.float64), float(r.overflow)

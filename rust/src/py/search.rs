@@ -161,11 +161,12 @@ pub struct PyLocalResult {
 
 /// Lagrangian memory prices (`crate::search::lagrange_prices`): per node, a price per usage
 /// unit (`prices`), and the overflow of the priced assignment as a share of the usage limit
-/// (`overflow`; <= 0: it fitted).
+/// (`overflow`; <= 0: it fitted), and the cycles run (`cycles`).
 #[pyclass(frozen, get_all, module = "shardwise._native", name = "MemoryPrices")]
 pub struct PyMemoryPrices {
     prices: Vec<f64>,
     overflow: f64,
+    cycles: u64,
 }
 
 /// Little-endian int64 values from a bytes buffer (numpy's `astype("<i8").tobytes()`).
@@ -225,7 +226,7 @@ fn search_prices(
     let g = &graph.0;
     let deadline = deadline_after(Instant::now(), limit);
     let r = py.detach(|| lagrange_prices(g, deadline, max_cycles, seed)).py(py)?;
-    Ok(r.map(|(prices, overflow)| PyMemoryPrices { prices, overflow }))
+    Ok(r.map(|m| PyMemoryPrices { prices: m.prices, overflow: m.overflow, cycles: m.cycles }))
 }
 
 /// A lower bound of a strategy graph's optimum (`crate::search::LowerBound`), as Python sees it.

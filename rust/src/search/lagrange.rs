@@ -22,18 +22,16 @@
 use std::time::Instant;
 
 use super::local::State;
-use super::pbqp::Pbqp;
+use super::pbqp::{Pbqp, Pilot};
 use super::StrategyGraph;
 use crate::error::Result;
 
 /// PBQP move: the priced problem of `st` (its costs plus `extra`, no memory limit) solved by
 /// reduction (`pbqp.rs`), then descent from that answer; kept when no worse than the current
 /// assignment, else undone. True if kept with a change.
-pub(super) fn pbqp_move(st: &mut State<'_>, pilot: usize, deadline: Instant) -> bool {
-    let t0 = Instant::now();
-    // The look-ahead gets at most a twentieth of the time left; plain RN after that.
-    let pilot_end = t0 + deadline.saturating_duration_since(t0) / 20;
-    let sol = Pbqp::from_graph(st.g, &st.extra).solve(pilot, Some(pilot_end));
+pub(super) fn pbqp_move(st: &mut State<'_>, deadline: Instant) -> bool {
+    let pilot = Pilot { candidates: PILOT, work: PILOT_SOLVES * st.g.num_nodes(), deadline: Some(deadline) };
+    let sol = Pbqp::from_graph(st.g, &st.extra).solve(pilot);
     let before = st.total;
     let mark = st.log.len();
     let mut buf = Vec::new();
@@ -83,6 +81,13 @@ fn exchange_rate(g: &StrategyGraph, least_usage: &[usize]) -> f64 {
 
 /// Candidates per RN step of the PBQP moves' pilot look-ahead (`pbqp.rs`).
 const PILOT: usize = 32;
+
+/// The look-ahead's work per PBQP move, in plain solves (node reductions: this many times the
+/// nodes). It replaced a twentieth of the time left (0.54 s of the penalty search's 10.8 s price
+/// search at its first move), with which the answer depended on the machine's load; four solves
+/// take about as long on the shared instance U (a sixth of a second there, alone on this
+/// machine; docs/search.md, twenty-seventh session).
+const PILOT_SOLVES: usize = 4;
 
 /// Largest graph (nodes) on which PBQP moves always run (see `lagrange_phase`).
 const PBQP_MAX_NODES: usize = 4096;
@@ -357,7 +362,7 @@ impl<'g> Priced<'g> {
             rng,
         };
         if use_pbqp {
-            pbqp_move(&mut p.st, PILOT, deadline);
+            pbqp_move(&mut p.st, deadline);
         }
         // Each forest move is an exact pass over the whole graph (0.2-0.5 s on a 41k-node
         // instance), so none starts past the deadline.
@@ -421,7 +426,7 @@ impl<'g> Priced<'g> {
         }
         // PBQP moves back off (every 2nd, 4th, 8th cycle) while they fail to improve.
         if self.use_pbqp && self.cycles % (1 << self.pbqp_fails.min(3)) == 0 {
-            self.pbqp_fails = if pbqp_move(&mut self.st, PILOT, deadline) { 0 } else { self.pbqp_fails + 1 };
+            self.pbqp_fails = if pbqp_move(&mut self.st, deadline) { 0 } else { self.pbqp_fails + 1 };
         }
         self.forest_step(deadline);
         self.st.log.clear();
@@ -460,6 +465,17 @@ pub(super) fn lagrange_phase(
     best
 }
 
+/// The answer of [`lagrange_prices`].
+#[derive(Debug, Clone)]
+pub struct MemoryPrices {
+    /// Per node, the price per usage unit (cost units).
+    pub prices: Vec<f64>,
+    /// The priced assignment's overflow as a share of the limit (<= 0: it fitted).
+    pub overflow: f64,
+    /// Cycles run (the time limit or `max_cycles` ended them).
+    pub cycles: u64,
+}
+
 /// Memory prices from the Lagrangian cycles alone (no repair), until `deadline` or
 /// `max_cycles`: per node, the price per usage unit `Σ λ_t` over its liveness range, where `λ`
 /// is the average of the cycles' prices from the first cycle whose priced assignment fitted the
@@ -477,7 +493,7 @@ pub fn lagrange_prices(
     deadline: Instant,
     max_cycles: Option<u64>,
     seed: u64,
-) -> Result<Option<(Vec<f64>, f64)>> {
+) -> Result<Option<MemoryPrices>> {
     g.validate()?;
     let least_usage = g.least_usage();
     let Some(mut pr) = Priced::new(g, &least_usage, seed, deadline) else {
@@ -499,5 +515,5 @@ pub fn lagrange_prices(
             pr.st.descend(Some(&changed), super::deadline_after(deadline, std::time::Duration::from_secs(1)));
         }
     }
-    Ok(Some((pr.prices.clone(), pr.overflow())))
+    Ok(Some(MemoryPrices { overflow: pr.overflow(), prices: pr.prices, cycles: pr.cycles }))
 }

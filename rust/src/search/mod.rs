@@ -27,9 +27,9 @@ use crate::error::{Error, Result};
 
 pub use bound::{lower_bound, LowerBound};
 pub use components::{forbidden_components, Component};
-pub use lagrange::lagrange_prices;
+pub use lagrange::{lagrange_prices, MemoryPrices};
 pub use local::{solve_local, LocalOptions, LocalResult};
-pub use pbqp::{Pbqp, PbqpSolution};
+pub use pbqp::{Pbqp, PbqpSolution, Pilot};
 
 /// `start + limit`, or about a century after `start` where that sum overflows `Instant` (a
 /// limit that long means none); so no time limit, however long, can make a search panic.

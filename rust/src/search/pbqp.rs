@@ -22,6 +22,11 @@
 //!
 //! R2 is skipped (the node is left to RN) when it would cost more than [`R2_MAX_WORK`]
 //! multiply-adds or create a matrix of more than [`R2_MAX_ENTRIES`] entries.
+//!
+//! The look-ahead of the RN steps ([`Pilot`]) is bounded by work, counted in node reductions,
+//! so that its answer is a function of the instance alone: bounded by time, how many RN steps
+//! got it depended on the machine's load, and with it the Lagrangian prices that start the
+//! penalty search (`lagrange.rs`; docs/search.md, twenty-seventh session).
 
 use std::borrow::Cow;
 use std::collections::BinaryHeap;
@@ -57,6 +62,31 @@ pub struct Pbqp<'a> {
     edges: Vec<Edge<'a>>,
     /// Per node: (neighbour, edge index) of its live edges.
     adj: Vec<Vec<(usize, usize)>>,
+}
+
+/// The look-ahead of the RN steps (the pilot method; Voß, Fink & Duin, "Looking ahead with the
+/// pilot method", Ann. Oper. Res. 2005): each RN step tries its `candidates` least estimates,
+/// completing the instance by plain reduction after each, while `work` is left; a candidate
+/// costs the number of nodes left to reduce. `deadline` is a guard only (a look-ahead that
+/// reaches it stops, and the answer then depends on timing).
+#[derive(Debug, Clone, Copy)]
+pub struct Pilot {
+    /// Strategies tried per RN step; 0: none (plain RN).
+    pub candidates: usize,
+    /// Node reductions the look-ahead may spend over the whole solve.
+    pub work: usize,
+    /// Wall-clock guard.
+    pub deadline: Option<Instant>,
+}
+
+impl Pilot {
+    /// Plain RN: no look-ahead.
+    pub const OFF: Pilot = Pilot { candidates: 0, work: 0, deadline: None };
+
+    /// `candidates` per RN step on every RN step.
+    pub fn unbounded(candidates: usize) -> Pilot {
+        Pilot { candidates, work: usize::MAX, deadline: None }
+    }
 }
 
 /// The answer of [`Pbqp::solve`].
@@ -256,25 +286,53 @@ impl<'a> Pbqp<'a> {
         Step::Fixed(v, s)
     }
 
-    /// The strategy an RN step gives `v`: the least estimate, or with `pilot > 0` (and before
-    /// `deadline`) the one of the `pilot` least estimates whose completion by plain reduction
-    /// costs least (the pilot method; Voß, Fink & Duin, "Looking ahead with the pilot method",
-    /// Ann. Oper. Res. 2005).
-    fn rn_choice(&self, v: usize, pilot: usize, deadline: Option<Instant>) -> usize {
+    /// The nodes not yet reduced and their live edges as an instance of their own (the same
+    /// constant, so that completions compare with this instance's), and `v`'s index in it.
+    fn core(&self, v: usize, alive: usize) -> (Pbqp<'a>, usize) {
+        let mut index = vec![usize::MAX; self.num_nodes()];
+        let mut cost = Vec::with_capacity(alive);
+        for (u, c) in self.cost.iter().enumerate() {
+            if !self.removed[u] {
+                index[u] = cost.len();
+                cost.push(c.clone());
+            }
+        }
+        let mut core = Pbqp::new(cost);
+        core.constant = self.constant;
+        for (u, adj) in self.adj.iter().enumerate() {
+            for &(w, e) in adj {
+                if u < w {
+                    let ed = &self.edges[e];
+                    core.add_edge(index[ed.a], index[ed.b], ed.m.clone());
+                }
+            }
+        }
+        (core, index[v])
+    }
+
+    /// The strategy an RN step gives `v` (`alive` nodes left, `v` included): the least
+    /// estimate, or, while `pilot` has work left, the one of its candidates whose completion by
+    /// plain reduction costs least ([`Pilot`]; each completion spends `alive` of its work).
+    fn rn_choice(&self, v: usize, alive: usize, pilot: &mut Pilot) -> usize {
         let val = self.estimate(v);
-        if pilot == 0 || deadline.is_some_and(super::expired) {
+        if pilot.candidates == 0 || pilot.work < alive || pilot.deadline.is_some_and(super::expired) {
             return argmin(&val);
         }
         let mut order: Vec<usize> = (0..val.len()).collect();
         order.sort_by_key(|&s| (val[s], s));
         let mut best = (i64::MAX, order[0]);
-        for &s in order.iter().take(pilot) {
-            if val[s] == i64::MAX && best.0 < i64::MAX {
+        // Each completion reduces a copy of the nodes left alone: by the first RN step most are
+        // reduced (IOPDDL's N: 2,751 of 40,958 left), and copying every node, with the edges the
+        // reductions unlinked, was a third of a completion's time.
+        let (core, cv) = self.core(v, alive);
+        for &s in order.iter().take(pilot.candidates) {
+            if (val[s] == i64::MAX && best.0 < i64::MAX) || pilot.work < alive {
                 break;
             }
-            let mut c = self.clone();
-            c.fix(v, s);
-            c.reduce(None, 0, None);
+            pilot.work -= alive;
+            let mut c = core.clone();
+            c.fix(cv, s);
+            c.reduce(None, &mut Pilot::OFF);
             if c.constant < best.0 {
                 best = (c.constant, s);
             }
@@ -284,7 +342,7 @@ impl<'a> Pbqp<'a> {
 
     /// Reduces every node left (module documentation); records the steps when `steps` is given.
     /// Returns the number of heuristic RN steps on nodes with more than one strategy.
-    fn reduce(&mut self, mut steps: Option<&mut Vec<Step>>, pilot: usize, deadline: Option<Instant>) -> usize {
+    fn reduce(&mut self, mut steps: Option<&mut Vec<Step>>, pilot: &mut Pilot) -> usize {
         let n = self.num_nodes();
         let alive: Vec<usize> = (0..n).filter(|&v| !self.removed[v]).collect();
         let mut low: Vec<usize> =
@@ -326,7 +384,7 @@ impl<'a> Pbqp<'a> {
                 self.r2(v)
             } else {
                 heuristic += 1;
-                let s = self.rn_choice(v, pilot, deadline);
+                let s = self.rn_choice(v, left, pilot);
                 self.fix(v, s)
             };
             self.removed[v] = true;
@@ -345,13 +403,12 @@ impl<'a> Pbqp<'a> {
         heuristic
     }
 
-    /// Reduces the instance to nothing and back-propagates (module documentation); `pilot`
-    /// (0: off) is the number of candidate strategies each RN step tries by look-ahead until
-    /// `deadline`.
-    pub fn solve(mut self, pilot: usize, deadline: Option<Instant>) -> PbqpSolution {
+    /// Reduces the instance to nothing and back-propagates (module documentation), the RN
+    /// steps looking ahead as `pilot` allows.
+    pub fn solve(mut self, mut pilot: Pilot) -> PbqpSolution {
         let n = self.num_nodes();
         let mut steps: Vec<Step> = Vec::with_capacity(n);
-        let heuristic = self.reduce(Some(&mut steps), pilot, deadline);
+        let heuristic = self.reduce(Some(&mut steps), &mut pilot);
         let mut assignment = vec![0usize; n];
         for step in steps.iter().rev() {
             match step {
