@@ -303,10 +303,11 @@ fn pbqp_avoids_forbidden_entries_when_possible() {
 }
 
 #[test]
-fn pbqp_look_ahead_spends_the_nodes_left_per_candidate() {
-    // Complete graphs on 4 nodes with 3 strategies each: one RN step (4 nodes left), then R2
-    // and R1 exactly. A budget short of one completion (4 node reductions) gives plain RN; 12
-    // buys all 3 candidates, as many as an unbounded look-ahead tries.
+fn pbqp_look_ahead_spends_the_size_left_per_candidate() {
+    // Complete graphs on 4 nodes with 3 strategies each: one RN step (the whole instance left:
+    // 12 vector and 6 · 9 matrix entries), then R2 and R1 exactly. A budget short of one
+    // completion gives plain RN; three completions' worth, as many candidates as an unbounded
+    // look-ahead tries.
     let mut rng = Lcg(2005);
     let mut differ = 0;
     for case in 0..200 {
@@ -319,12 +320,14 @@ fn pbqp_look_ahead_spends_the_nodes_left_per_candidate() {
             }
         }
         let g = graph(&nodes, &edges, None);
+        let size = Pbqp::from_graph(&g, &[]).size();
+        assert_eq!(size, 12 + 6 * 9);
         let solve = |work| Pbqp::from_graph(&g, &[]).solve(Pilot { candidates: 8, work, deadline: None });
-        let (plain, full) =
-            (Pbqp::from_graph(&g, &[]).solve(Pilot::OFF), Pbqp::from_graph(&g, &[]).solve(Pilot::unbounded(8)));
+        let plain = Pbqp::from_graph(&g, &[]).solve(Pilot::OFF);
+        let full = Pbqp::from_graph(&g, &[]).solve(Pilot::unbounded(8));
         assert_eq!(plain.heuristic_steps, 1, "case {case}");
-        assert_eq!(solve(3).assignment, plain.assignment, "case {case}");
-        assert_eq!(solve(12).assignment, full.assignment, "case {case}");
+        assert_eq!(solve(size - 1).assignment, plain.assignment, "case {case}");
+        assert_eq!(solve(3 * size).assignment, full.assignment, "case {case}");
         assert!(full.cost <= plain.cost, "case {case}");
         differ += usize::from(full.cost < plain.cost);
     }

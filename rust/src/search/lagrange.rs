@@ -30,7 +30,7 @@ use crate::error::Result;
 /// reduction (`pbqp.rs`), then descent from that answer; kept when no worse than the current
 /// assignment, else undone. True if kept with a change.
 pub(super) fn pbqp_move(st: &mut State<'_>, deadline: Instant) -> bool {
-    let pilot = Pilot { candidates: PILOT, work: PILOT_SOLVES * st.g.num_nodes(), deadline: Some(deadline) };
+    let pilot = Pilot { candidates: PILOT, work: PILOT_WORK, deadline: Some(deadline) };
     let sol = Pbqp::from_graph(st.g, &st.extra).solve(pilot);
     let before = st.total;
     let mark = st.log.len();
@@ -82,12 +82,13 @@ fn exchange_rate(g: &StrategyGraph, least_usage: &[usize]) -> f64 {
 /// Candidates per RN step of the PBQP moves' pilot look-ahead (`pbqp.rs`).
 const PILOT: usize = 32;
 
-/// The look-ahead's work per PBQP move, in plain solves (node reductions: this many times the
-/// nodes). It replaced a twentieth of the time left (0.54 s of the penalty search's 10.8 s price
-/// search at its first move), with which the answer depended on the machine's load; four solves
-/// take about as long on the shared instance U (a sixth of a second there, alone on this
-/// machine; docs/search.md, twenty-seventh session).
-const PILOT_SOLVES: usize = 4;
+/// The look-ahead's work per PBQP move, in cost entries read (`pbqp::Pilot`). It replaced a
+/// twentieth of the time left, with which the answer depended on the machine's load. On this
+/// 2-core machine a completion reads 6 to 25 ns per entry (the shared instances B, G, U and V),
+/// so 2^26 entries take about the 0.54 s that rule gave the first move of the penalty search's
+/// 10.8 s price search on a 180 s instance; the whole look-ahead of B and G fits in it
+/// (docs/search.md, twenty-seventh session).
+const PILOT_WORK: usize = 1 << 26;
 
 /// Largest graph (nodes) on which PBQP moves always run (see `lagrange_phase`).
 const PBQP_MAX_NODES: usize = 4096;

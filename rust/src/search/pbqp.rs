@@ -23,7 +23,7 @@
 //! R2 is skipped (the node is left to RN) when it would cost more than [`R2_MAX_WORK`]
 //! multiply-adds or create a matrix of more than [`R2_MAX_ENTRIES`] entries.
 //!
-//! The look-ahead of the RN steps ([`Pilot`]) is bounded by work, counted in node reductions,
+//! The look-ahead of the RN steps ([`Pilot`]) is bounded by work, counted in cost entries read,
 //! so that its answer is a function of the instance alone: bounded by time, how many RN steps
 //! got it depended on the machine's load, and with it the Lagrangian prices that start the
 //! penalty search (`lagrange.rs`; docs/search.md, twenty-seventh session).
@@ -67,13 +67,16 @@ pub struct Pbqp<'a> {
 /// The look-ahead of the RN steps (the pilot method; Voß, Fink & Duin, "Looking ahead with the
 /// pilot method", Ann. Oper. Res. 2005): each RN step tries its `candidates` least estimates,
 /// completing the instance by plain reduction after each, while `work` is left; a candidate
-/// costs the number of nodes left to reduce. `deadline` is a guard only (a look-ahead that
-/// reaches it stops, and the answer then depends on timing).
+/// costs the size ([`Pbqp::size`]) of the instance left to reduce, and once an RN step cannot
+/// pay for one the look-ahead ends (the steps that get it are the first ones, where the most is
+/// left to decide). `deadline` is a guard only (a look-ahead that reaches it stops, and the
+/// answer then depends on timing).
 #[derive(Debug, Clone, Copy)]
 pub struct Pilot {
     /// Strategies tried per RN step; 0: none (plain RN).
     pub candidates: usize,
-    /// Node reductions the look-ahead may spend over the whole solve.
+    /// Cost entries the look-ahead may read over the whole solve (each completion: the size of
+    /// the instance left).
     pub work: usize,
     /// Wall-clock guard.
     pub deadline: Option<Instant>,
@@ -124,6 +127,19 @@ impl<'a> Pbqp<'a> {
 
     pub fn num_nodes(&self) -> usize {
         self.cost.len()
+    }
+
+    /// Cost entries of the nodes not reduced and their live edges (vector and matrix entries):
+    /// what a plain reduction of this instance reads at least once.
+    pub fn size(&self) -> usize {
+        let mut n = 0;
+        for (v, adj) in self.adj.iter().enumerate() {
+            if !self.removed[v] {
+                n += self.cost[v].len();
+                n += adj.iter().filter(|p| v < p.0).map(|p| self.edges[p.1].m.len()).sum::<usize>();
+            }
+        }
+        n
     }
 
     /// Adds an edge `a`–`b` with the row-major `k(a) × k(b)` matrix `m`. A self-edge adds its
@@ -312,10 +328,15 @@ impl<'a> Pbqp<'a> {
 
     /// The strategy an RN step gives `v` (`alive` nodes left, `v` included): the least
     /// estimate, or, while `pilot` has work left, the one of its candidates whose completion by
-    /// plain reduction costs least ([`Pilot`]; each completion spends `alive` of its work).
+    /// plain reduction costs least ([`Pilot`]; each completion spends the size of the instance).
     fn rn_choice(&self, v: usize, alive: usize, pilot: &mut Pilot) -> usize {
         let val = self.estimate(v);
-        if pilot.candidates == 0 || pilot.work < alive || pilot.deadline.is_some_and(super::expired) {
+        if pilot.candidates == 0 || pilot.work == 0 || pilot.deadline.is_some_and(super::expired) {
+            return argmin(&val);
+        }
+        let size = self.size();
+        if pilot.work < size {
+            pilot.work = 0; // the look-ahead ends here: no later, smaller step takes it up again
             return argmin(&val);
         }
         let mut order: Vec<usize> = (0..val.len()).collect();
@@ -326,10 +347,10 @@ impl<'a> Pbqp<'a> {
         // reductions unlinked, was a third of a completion's time.
         let (core, cv) = self.core(v, alive);
         for &s in order.iter().take(pilot.candidates) {
-            if (val[s] == i64::MAX && best.0 < i64::MAX) || pilot.work < alive {
+            if (val[s] == i64::MAX && best.0 < i64::MAX) || pilot.work < size {
                 break;
             }
-            pilot.work -= alive;
+            pilot.work -= size;
             let mut c = core.clone();
             c.fix(cv, s);
             c.reduce(None, &mut Pilot::OFF);
